@@ -1,0 +1,12 @@
+"""janus: speculative graph generation for imperative TensorFlow 2 programs.
+
+Public API only.  See README.md and ``janus.explain`` for what a function did.
+"""
+from janus.api import function
+from janus.config import config
+from janus.errors import (ConversionError, JanusError, JanusOpsError, JanusUsageError,
+                          StrictModeError)
+from janus.explain import explain, stats, to_code
+
+__all__ = ['function', 'config', 'explain', 'stats', 'to_code', 'JanusError',
+           'ConversionError', 'JanusOpsError', 'JanusUsageError', 'StrictModeError']

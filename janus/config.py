@@ -1,0 +1,60 @@
+"""Every janus knob, one commented line each.  Nothing must run before this module.
+
+Each knob ``name`` can be overridden from the environment as ``JANUS_NAME``
+(read once, at import).  Tests change knobs only through ``config.patch``.
+"""
+import contextlib
+import os
+
+
+def _env(name, default):
+    raw = os.environ.get('JANUS_' + name.upper())
+    if raw is None:
+        return default
+    if isinstance(default, bool):
+        return raw.strip().lower() in ('1', 'true', 'yes', 'on')
+    return type(default)(raw)
+
+
+class _Config:
+    """Attribute bag of knobs; unknown names are an error, not a silent no-op."""
+
+    _DEFAULTS = dict(
+        profile_calls=3,          # imperative, profiled calls before the first graph is generated
+        cache_size_limit=8,       # graphs kept per function; the least recently used is evicted
+        recompile_limit=16,       # graphs a function may build in all; beyond it misses run imperatively
+        strict=False,             # turn every silent imperative fallback into a StrictModeError
+        enabled=True,             # False: every janus function simply runs imperatively
+        relax_shapes=True,        # after a SHAPE guard miss, rebuild with differing dims unknown
+        max_failures_per_assumption=2,  # a broken assumption this often stops its site being speculated
+        log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
+    )
+
+    def __init__(self):
+        for name, default in self._DEFAULTS.items():
+            object.__setattr__(self, name, _env(name, default))
+
+    def __setattr__(self, name, value):
+        if name not in self._DEFAULTS:
+            raise AttributeError('janus.config has no knob %r; knobs: %s'
+                                 % (name, ', '.join(sorted(self._DEFAULTS))))
+        object.__setattr__(self, name, value)
+
+    @contextlib.contextmanager
+    def patch(self, **knobs):
+        """Set knobs for the duration of a ``with`` block, then restore them."""
+        saved = {name: getattr(self, name) for name in knobs}
+        try:
+            for name, value in knobs.items():
+                setattr(self, name, value)
+            yield self
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
+
+    def __repr__(self):
+        return 'janus.config(%s)' % ', '.join(
+            '%s=%r' % (n, getattr(self, n)) for n in self._DEFAULTS)
+
+
+config = _Config()

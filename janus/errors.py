@@ -1,0 +1,51 @@
+"""Errors janus raises.  Nothing must run before this module.
+
+Every error a user can see is a ``JanusError``; each says what to do next.
+"""
+
+
+class JanusError(Exception):
+    """Base class of every error janus raises on its own behalf."""
+
+
+class JanusOpsError(JanusError, ImportError):
+    """The C++ op library is missing or was built against another TensorFlow."""
+
+
+class JanusUsageError(JanusError, TypeError):
+    """The janus API was used wrongly (e.g. decorating something without source)."""
+
+
+class ConversionError(JanusError):
+    """The generator cannot convert a function; it will run imperatively.
+
+    ``lineno`` and ``filename`` name the user's source line that stopped it.
+    """
+
+    def __init__(self, reason, filename=None, lineno=None, source_line=None):
+        self.reason = reason
+        self.filename = filename
+        self.lineno = lineno
+        self.source_line = source_line
+        super().__init__(self._render())
+
+    def _render(self):
+        if self.lineno is None:
+            return self.reason
+        where = '%s:%s' % (self.filename, self.lineno)
+        text = '%s (at %s' % (self.reason, where)
+        if self.source_line:
+            text += ': %s' % self.source_line.strip()
+        return text + ')'
+
+
+class StrictModeError(JanusError):
+    """Raised instead of a silent imperative fallback when ``config.strict`` is on."""
+
+
+class AssumptionFailed(JanusError):
+    """An in-graph assumption (a ``Janus>Assert``) failed; used internally."""
+
+    def __init__(self, assumption_id):
+        self.assumption_id = assumption_id
+        super().__init__('assumption %d failed' % assumption_id)

@@ -1,0 +1,77 @@
+"""Introspection: ``explain`` (a readable report), ``stats`` (counters), ``to_code``.
+
+Needs a ``JanusFunction`` (or a bound janus method).
+"""
+from janus.errors import JanusUsageError
+
+
+def _janus_function(fn):
+    from janus.api import JanusFunction
+    inner = getattr(fn, '__janus_function__', fn)
+    if not isinstance(inner, JanusFunction):
+        raise JanusUsageError('%r is not a janus function; decorate it with @janus.function'
+                              % (fn,))
+    return inner
+
+
+def stats(fn):
+    """Counters: calls, profiled_calls, graphs_built, graph_calls, fallbacks, imperative_calls, …"""
+    return _janus_function(fn).stats.as_dict()
+
+
+def to_code(fn):
+    """The converted source of the newest graph (and of the callees it inlined)."""
+    jf = _janus_function(fn)
+    entry = jf.cache.newest()
+    if entry is None:
+        raise JanusUsageError('%s has no graph yet (%d profiled calls so far; a graph is '
+                              'generated after %d)' % (jf.fn.__qualname__, jf.profile.calls,
+                                                       jf.profile_calls))
+    from janus.graphgen import generator
+    parts = ['# janus: specialized %s, guarded by:' % jf.fn.__qualname__]
+    parts += ['#   %s' % line for line in entry.describe_guards()]
+    parts += ['#   in-graph %r' % a for a in entry.assumptions.values()]
+    parts.append(generator.convert(jf.fn).source)
+    for converted in entry.inlined:
+        if converted.fn is not jf.fn:
+            parts.append('# inlined callee %s\n%s' % (converted.fn.__qualname__, converted.source))
+    return '\n'.join(parts) + '\n'
+
+
+def explain(fn):
+    """A readable report: counters, profile, graphs and their assumptions, fallbacks and why."""
+    jf = _janus_function(fn)
+    s = jf.stats
+    out = ['janus function %s (%s:%s)' % (jf.fn.__qualname__, jf.fn.__code__.co_filename,
+                                          jf.fn.__code__.co_firstlineno)]
+    out.append('  calls %d: profiled %d, graph runs %d, imperative %d (fallbacks %d), '
+               'graphs built %d, cache misses %d, evictions %d'
+               % (s.calls, s.profiled_calls, s.graph_calls, s.imperative_calls, s.fallbacks,
+                  s.graphs_built, s.cache_misses, s.evictions))
+    if jf.failed_conversion is not None:
+        out.append('  runs imperatively: %s' % jf.failed_conversion)
+    _explain_profile(jf, out)
+    for i, entry in enumerate(jf.cache.entries()):
+        out.append('  graph %d (%d runs, traced in %.0f ms%s):' % (
+            i, entry.runs, entry.trace_seconds * 1e3,
+            ', defers state updates' if entry.has_mutations else ''))
+        out += ['    guard %s' % line for line in entry.describe_guards()]
+        out += ['    assert %r' % a for a in entry.assumptions.values()]
+    if jf.events:
+        out.append('  events (call number: what happened):')
+        out += ['    %d: %s: %s' % (e.call, e.kind, e.detail) for e in jf.events]
+    return '\n'.join(out)
+
+
+def _explain_profile(jf, out):
+    profile = jf.profile
+    out.append('  profile (%d calls):' % profile.calls)
+    if profile.arguments:
+        out.append('    last arguments: %s' % ', '.join('%s=%s' % a for a in profile.arguments[-1]))
+    if profile.returns:
+        out.append('    returns: %s' % dict(profile.returns))
+    for site_id in sorted(profile.sites):
+        site = profile.sites[site_id]
+        info = profile.site_info.get(site_id)
+        where = 'line %s' % info.lineno if info else 'site %d' % site_id
+        out.append('    %s call: %s -> %s' % (where, dict(site.callees), dict(site.returns)))

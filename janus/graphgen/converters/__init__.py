@@ -1,0 +1,1 @@
+"""One AST pass per module, run in the order ``generator.PASSES`` lists."""

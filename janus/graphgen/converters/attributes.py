@@ -1,0 +1,57 @@
+"""Pass: attribute and subscript reads, and subscript writes, go through the runtime.
+
+``obj.a`` → ``__jr.attr(obj, 'a')`` and ``obj[k]`` → ``__jr.item(obj, __jr.KEY[k])``
+so values read from outside the call are guarded; ``obj[k] = v`` →
+``__jr.setitem(...)`` so writes to objects from outside the call are refused
+(until the shadow heap, issue #4) while writes to local lists/dicts stay fine.
+"""
+import gast
+
+from janus.graphgen.converters import common
+
+
+def _key(node):
+    """``__jr.KEY[<slice>]``: evaluates any slice syntax to a key object."""
+    return gast.Subscript(common.runtime_attr('KEY'), node.slice, gast.Load())
+
+
+class RouteAttributesAndItems(common.Pass):
+
+    def visit_Attribute(self, node):
+        node = self.generic_visit(node)
+        if common.is_runtime_ref(node) or not isinstance(node.ctx, gast.Load):
+            return node
+        return common.runtime_call('attr', [node.value, common.const(node.attr)], like=node)
+
+    def visit_Subscript(self, node):
+        node = self.generic_visit(node)
+        if not isinstance(node.ctx, gast.Load) or common.is_runtime_ref(node.value):
+            return node
+        return common.runtime_call('item', [node.value, _key(node)], like=node)
+
+    def visit_Assign(self, node):
+        if not any(isinstance(t, gast.Subscript) for t in node.targets):
+            return self.generic_visit(node)
+        if len(node.targets) != 1 or not isinstance(node.targets[0], gast.Subscript):
+            self.unsupported(node, 'janus converts item assignment only as `x[k] = value`')
+        target = node.targets[0]
+        node = self.generic_visit(node)
+        call = common.runtime_call('setitem', [target.value, _key(target), node.value], like=node)
+        return gast.copy_location(gast.Expr(call), node)
+
+    def visit_AugAssign(self, node):
+        target = node.target
+        if isinstance(target, gast.Attribute):
+            self.unsupported(node, 'janus does not yet convert attribute writes (issue #4)')
+        if not isinstance(target, gast.Subscript):
+            return self.generic_visit(node)
+        simple = (gast.Name, gast.Constant)
+        if not (isinstance(target.value, gast.Name) and isinstance(target.slice, simple)):
+            self.unsupported(node, 'janus converts `x[k] op= v` only for a plain name x and key k')
+        read = gast.Subscript(target.value, target.slice, gast.Load())
+        value = gast.BinOp(read, node.op, node.value)
+        assign = gast.Assign([gast.Subscript(target.value, target.slice, gast.Store())], value, None)
+        gast.copy_location(assign, node)
+        for sub in gast.walk(assign):
+            gast.copy_location(sub, node)
+        return self.visit_Assign(assign)

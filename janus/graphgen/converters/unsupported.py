@@ -1,0 +1,50 @@
+"""Pass 1: rejects constructs the generator does not convert, naming the line.
+
+Runs first, on the freshly parsed tree.  A rejected function runs
+imperatively (or raises in strict mode); it is not retried on later calls.
+"""
+import gast
+
+from janus.graphgen.converters.common import Pass
+
+_REJECTED = {
+    gast.Global: 'a `global` statement (writes to globals go through the shadow heap, issue #4)',
+    gast.Nonlocal: 'a `nonlocal` statement (writes to closures go through the shadow heap, issue #4)',
+    gast.ClassDef: 'an in-line class definition',
+    gast.Import: 'an in-line import',
+    gast.ImportFrom: 'an in-line import',
+    gast.Yield: 'a generator (`yield`)',
+    gast.YieldFrom: 'a generator (`yield from`)',
+    gast.Await: 'a coroutine (`await`)',
+    gast.AsyncFunctionDef: 'a coroutine (`async def`)',
+    gast.AsyncFor: 'a coroutine (`async for`)',
+    gast.AsyncWith: 'a coroutine (`async with`)',
+    gast.Try: 'a try statement (graph errors cannot be caught in Python)',
+    gast.Match: 'a match statement',
+}
+
+
+class RejectUnsupported(Pass):
+
+    def visit(self, node):
+        for kind, what in _REJECTED.items():
+            if isinstance(node, kind):
+                self.unsupported(node, 'janus does not convert %s' % what)
+        return super().visit(node)
+
+    def visit_Attribute(self, node):
+        if isinstance(node.ctx, (gast.Store, gast.Del)):
+            self.unsupported(node, 'janus does not yet convert attribute writes '
+                                   '(`obj.%s = ...`; the shadow heap is issue #4)' % node.attr)
+        return self.generic_visit(node)
+
+    def visit_Delete(self, node):
+        for target in node.targets:
+            if not isinstance(target, gast.Name):
+                self.unsupported(node, 'janus does not convert `del` of attributes or items')
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if node.id in ('super', '__class__') and isinstance(node.ctx, gast.Load):
+            self.unsupported(node, 'janus does not convert zero-argument super()')
+        return node

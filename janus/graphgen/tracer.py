@@ -1,0 +1,211 @@
+"""Traces a converted function once into a guarded ``ConcreteFunction``.
+
+Needs ``generator.convert`` to have produced the converted function and a
+``guards.Signature`` for the call.  The result, a ``GraphEntry``, holds the
+graph, its guards (argument signature + guards on outside values), its
+in-graph assumptions, and how to rebuild the Python return value.
+
+The deferred-update rule lives here: before the trace closes, every op that
+changes state outside the graph (variable assignments, optimizer updates,
+printing) gets a control dependency on every ``Janus>Assert`` of the graph,
+so a run whose assertion fails has changed nothing.
+"""
+import inspect
+import re
+import sys
+import time
+
+import tensorflow as tf
+
+from janus import guards
+from janus.errors import ConversionError
+from janus.runtime import operators
+
+# Op types that change state outside the graph's own tensors.
+_MUTATING_OP = re.compile(
+    r'^(Assign(Add|Sub)?VariableOp|ResourceApply.*|ResourceSparseApply.*|ResourceScatter.*|'
+    r'ResourceStridedSliceAssign|PrintV2|Print|WriteFile|Write.*Summary|StatefulPartitionedCall|'
+    r'AssignVariableXlaConcatND|DestroyResourceOp)$')
+
+
+class GraphEntry:
+    """One generated graph and the assumptions it was generated under."""
+
+    def __init__(self, signature, bound_template, concrete, output_template, ctx, trace_seconds):
+        self.signature = signature
+        self.bound_template = bound_template
+        self.concrete = concrete
+        self.output_template = output_template
+        self.source_guards = ctx.guards
+        self.assumptions = {a.id: a for a in ctx.assumptions}
+        self.inlined = [c for code, c in ctx.converted.items()]
+        self.has_mutations = ctx.has_mutations
+        self.trace_seconds = trace_seconds
+        self.runs = 0
+
+    def check(self, arguments):
+        """The first failing guard (a ``guards.Miss``), or None when all hold."""
+        miss = self.signature.check(arguments)
+        if miss:
+            return miss
+        memo = {}
+        for guard in self.source_guards:
+            miss = guard.check(arguments, memo)
+            if miss:
+                return miss
+        return None
+
+    def run(self, arguments):
+        outputs = self.concrete(*self.signature.flatten(arguments))
+        if not isinstance(outputs, (list, tuple)):
+            outputs = [outputs]
+        return _rebuild(self.output_template, outputs, arguments)
+
+    def describe_guards(self):
+        return self.signature.describe() + [repr(g) for g in self.source_guards]
+
+
+# -- output templates ------------------------------------------------------
+
+class _Out:
+    def __init__(self, index):
+        self.index = index
+
+
+class _Const:
+    def __init__(self, value):
+        self.value = value
+
+
+class _FromSource:
+    def __init__(self, source):
+        self.source = source
+
+
+def _template(value, outputs, ctx):
+    if isinstance(value, tf.Tensor):
+        outputs.append(value)
+        return _Out(len(outputs) - 1)
+    if type(value) in guards.PRIMITIVES:
+        return _Const(value)
+    if type(value) is list:
+        return ('list', [_template(v, outputs, ctx) for v in value])
+    if isinstance(value, tuple):
+        return (type(value), [_template(v, outputs, ctx) for v in value])
+    if type(value) is dict:
+        return ('dict', {k: _template(v, outputs, ctx) for k, v in value.items()})
+    source = ctx.source_of(value)
+    if source is not None:
+        return _FromSource(source)
+    raise operators.Unsupported('janus cannot return a %s created inside the call from a graph'
+                                % type(value).__name__)
+
+
+def _rebuild(template, outputs, arguments):
+    if isinstance(template, _Out):
+        return outputs[template.index]
+    if isinstance(template, _Const):
+        return template.value
+    if isinstance(template, _FromSource):
+        return template.source.value(arguments, {})
+    kind, items = template
+    if kind == 'list':
+        return [_rebuild(t, outputs, arguments) for t in items]
+    if kind == 'dict':
+        return {k: _rebuild(t, outputs, arguments) for k, t in items.items()}
+    values = [_rebuild(t, outputs, arguments) for t in items]
+    return tuple(values) if kind is tuple else kind(*values)
+
+
+# -- deferred state updates -------------------------------------------------
+
+def _ancestors(ops):
+    seen, stack = set(), list(ops)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen
+
+
+def defer_state_updates(graph, assert_ops):
+    """Makes every state-changing op wait for every assertion; returns whether any exist."""
+    mutating = [op for op in graph.get_operations() if _MUTATING_OP.match(op.type)]
+    if not assert_ops or not mutating:
+        return bool(mutating)
+    upstream = _ancestors(assert_ops)
+    for op in mutating:
+        if op in upstream:
+            raise operators.Unsupported(
+                'an assumption depends on a state change made earlier in the same call (%s); '
+                'janus cannot check it before the change' % op.type)
+        op._add_control_inputs([a for a in assert_ops if a not in op.control_inputs])
+    return True
+
+
+# -- tracing ---------------------------------------------------------------
+
+def _refuse_variable_creation(next_creator, **kwargs):
+    raise operators.Unsupported('the function creates a tf.Variable on every call; create '
+                                'variables outside it (or let a profiled call build the layer)')
+
+
+def trace(fn, converted, bound, signature):
+    """Generates the graph for ``bound`` (inspect.BoundArguments) under ``signature``."""
+    started = time.perf_counter()
+    ctx = operators.TraceContext(fn, bound.arguments)
+    ctx.has_mutations = False
+    ctx.code_objects |= converted.code_objects
+    holder = {}
+
+    def body(*flat_inputs):
+        arguments = signature.placeholders(flat_inputs)
+        call_args = inspect.BoundArguments(bound.signature, arguments)
+        operators.enter_trace(ctx)
+        ctx.stack.append(converted)
+        try:
+            result = converted.py_fn(*call_args.args, **call_args.kwargs)
+        finally:
+            ctx.stack.pop()
+            operators.exit_trace()
+        outputs = []
+        holder['template'] = _template(result, outputs, ctx)
+        ctx.has_mutations = defer_state_updates(tf.compat.v1.get_default_graph(),
+                                                ctx.assert_ops)
+        return outputs
+
+    body.__name__ = 'janus_' + fn.__name__
+    try:
+        with tf.variable_creator_scope(_refuse_variable_creation):
+            concrete = tf.function(body, autograph=False).get_concrete_function(
+                *signature.input_specs())
+    except ConversionError as e:
+        raise _locate(e, ctx, converted, sys.exc_info()[2])
+    except Exception as e:  # any trace-time error: the call runs imperatively
+        raise _locate(ConversionError('%s: %s' % (type(e).__name__, e)), ctx, converted,
+                      sys.exc_info()[2]) from e
+    return GraphEntry(signature, bound, concrete, holder['template'], ctx,
+                      time.perf_counter() - started)
+
+
+def _locate(error, ctx, converted, tb):
+    """Attaches the user's source line (the innermost converted frame) to ``error``."""
+    if error.lineno is not None:
+        return error
+    filename = lineno = None
+    while tb is not None:
+        if tb.tb_frame.f_code in ctx.code_objects:
+            filename, lineno = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+        tb = tb.tb_next
+    if lineno is None:
+        return error
+    line = _read_line(filename, lineno)
+    return ConversionError(error.reason, filename, lineno, line)
+
+
+def _read_line(filename, lineno):
+    import linecache
+    return linecache.getline(filename, lineno) or None

@@ -1,0 +1,461 @@
+"""Guards: assumptions checked in Python before a cached graph may run.
+
+Needs nothing but TensorFlow.  Two families live here:
+
+* the *argument signature* (``signature_of``): a tree mirroring the call's
+  arguments whose nodes check type, dtype, shape and Python values of each
+  argument and flatten its tensors into graph inputs;
+* *source guards* (``SourceGuard``): checks on values the traced code read
+  from outside its arguments (globals, closure cells, attributes, items),
+  each re-evaluated from its ``Source`` at call time.
+
+A guard check returns ``None`` when it holds, else a ``Miss`` naming the guard
+kind and the failing path, which the cache logs as the recompile reason.
+"""
+import collections
+import enum
+import math
+
+import tensorflow as tf
+
+EagerTensor = type(tf.constant(0))
+PRIMITIVES = (bool, int, float, complex, str, bytes, type(None))
+
+
+class GuardKind(enum.Enum):
+    TYPE_MATCH = 'TYPE_MATCH'      # type(value) is T
+    DTYPE_MATCH = 'DTYPE_MATCH'    # tensor dtype equal
+    SHAPE_MATCH = 'SHAPE_MATCH'    # tensor shape compatible with the graph's spec
+    VALUE_MATCH = 'VALUE_MATCH'    # Python constant equal (type and value)
+    ID_MATCH = 'ID_MATCH'          # the very same object
+    LEN_MATCH = 'LEN_MATCH'        # sequence length equal
+    KEYS_MATCH = 'KEYS_MATCH'      # dict keys equal, in order
+    METHOD_MATCH = 'METHOD_MATCH'  # attribute is a bound method of the same function
+
+
+Miss = collections.namedtuple('Miss', 'kind where expected actual')
+
+
+def _describe(value):
+    if isinstance(value, EagerTensor):
+        return 'tensor %s%s' % (value.dtype.name, list(value.shape))
+    text = repr(value)
+    return text if len(text) < 60 else text[:57] + '...'
+
+
+def same_constant(a, b):
+    """Python-constant equality that also says NaN == NaN and 1 != 1.0 != True."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+# --------------------------------------------------------------------------
+# Sources: where a value the trace read lives, re-evaluated at call time.
+# --------------------------------------------------------------------------
+
+class Source:
+    """Base: ``value(arguments, memo)`` re-evaluates the value for a new call.
+
+    ``memo`` caches each source once per guard check, so many guards on
+    items of one property (``model.trainable_variables[i]``) read it once.
+    """
+
+    def value(self, arguments, memo):
+        key = id(self)
+        if key not in memo:
+            memo[key] = self.get(arguments, memo)
+        return memo[key]
+
+
+class ArgSource(Source):
+    def __init__(self, name):
+        self.name = name
+
+    def get(self, arguments, memo):
+        return arguments[self.name]
+
+    def __repr__(self):
+        return self.name
+
+
+class GlobalSource(Source):
+    """A module-level name (or a builtin when the module does not define it)."""
+
+    def __init__(self, namespace, name, builtins_ns):
+        self.namespace, self.name, self.builtins_ns = namespace, name, builtins_ns
+
+    def get(self, arguments, memo):
+        try:
+            return self.namespace[self.name]
+        except KeyError:
+            return self.builtins_ns[self.name]
+
+    def __repr__(self):
+        return 'G[%r]' % self.name
+
+
+class CellSource(Source):
+    """A closure cell of the decorated (or an inlined) function."""
+
+    def __init__(self, cell, name):
+        self.cell, self.name = cell, name
+
+    def get(self, arguments, memo):
+        return self.cell.cell_contents
+
+    def __repr__(self):
+        return 'closure %r' % self.name
+
+
+class AttrSource(Source):
+    def __init__(self, base, name):
+        self.base, self.name = base, name
+
+    def get(self, arguments, memo):
+        return getattr(self.base.value(arguments, memo), self.name)
+
+    def __repr__(self):
+        return '%r.%s' % (self.base, self.name)
+
+
+class ItemSource(Source):
+    def __init__(self, base, key):
+        self.base, self.key = base, key
+
+    def get(self, arguments, memo):
+        return self.base.value(arguments, memo)[self.key]
+
+    def __repr__(self):
+        return '%r[%r]' % (self.base, self.key)
+
+
+class SourceGuard:
+    """One named check of a value re-read from a ``Source`` before each run."""
+
+    def __init__(self, kind, source, expected):
+        self.kind, self.source, self.expected = kind, source, expected
+
+    def check(self, arguments, memo):
+        try:
+            value = self.source.value(arguments, memo)
+        except Exception as e:  # the attribute/key/name is gone: guard fails
+            return Miss(self.kind, repr(self.source), _describe(self.expected),
+                        'unreadable (%s)' % type(e).__name__)
+        if self._holds(value):
+            return None
+        return Miss(self.kind, repr(self.source), _describe(self.expected), _describe(value))
+
+    def _holds(self, value):
+        kind, expected = self.kind, self.expected
+        if kind is GuardKind.ID_MATCH:
+            return value is expected
+        if kind is GuardKind.TYPE_MATCH:
+            return type(value) is expected
+        if kind is GuardKind.VALUE_MATCH:
+            return same_constant(value, expected)
+        if kind is GuardKind.LEN_MATCH:
+            return type(value) is expected[0] and len(value) == expected[1]
+        if kind is GuardKind.KEYS_MATCH:
+            return type(value) is dict and list(value) == expected
+        if kind is GuardKind.METHOD_MATCH:
+            return getattr(value, '__func__', None) is expected
+        raise AssertionError(kind)
+
+    def __repr__(self):
+        return '%s(%r == %s)' % (self.kind.value, self.source, _describe(self.expected))
+
+
+# --------------------------------------------------------------------------
+# The argument signature.
+# --------------------------------------------------------------------------
+
+class TensorNode:
+    """An eager tensor argument: becomes one graph input with this spec."""
+
+    def __init__(self, path, dtype, shape):
+        self.path, self.dtype, self.shape = path, dtype, shape
+
+    def check(self, value):
+        if type(value) is not EagerTensor:
+            return Miss(GuardKind.TYPE_MATCH, self.path, 'tensor', _describe(value))
+        if value.dtype != self.dtype:
+            return Miss(GuardKind.DTYPE_MATCH, self.path, self.dtype.name, value.dtype.name)
+        if not self.shape.is_compatible_with(value.shape):
+            return Miss(GuardKind.SHAPE_MATCH, self.path, str(self.shape), str(value.shape))
+        return None
+
+    def flatten(self, value, out):
+        out.append(value)
+
+    def placeholder(self, inputs):
+        return next(inputs)
+
+    def specs(self, out):
+        out.append(tf.TensorSpec(self.shape, self.dtype))
+
+    def describe(self):
+        return '%s: %s%s' % (self.path, self.dtype.name, self.shape)
+
+
+class ConstNode:
+    """A Python constant (number, string, None): baked into the graph."""
+
+    def __init__(self, path, value):
+        self.path, self.value = path, value
+
+    def check(self, value):
+        if same_constant(value, self.value):
+            return None
+        return Miss(GuardKind.VALUE_MATCH, self.path, _describe(self.value), _describe(value))
+
+    def flatten(self, value, out):
+        pass
+
+    def placeholder(self, inputs):
+        return self.value
+
+    def specs(self, out):
+        pass
+
+    def describe(self):
+        return '%s == %r' % (self.path, self.value)
+
+
+class IdentityNode:
+    """An object the graph captures as is (a variable, a layer, a function)."""
+
+    def __init__(self, path, obj):
+        self.path, self.obj = path, obj
+
+    def check(self, value):
+        if value is self.obj:
+            return None
+        return Miss(GuardKind.ID_MATCH, self.path, _describe(self.obj), _describe(value))
+
+    def flatten(self, value, out):
+        pass
+
+    def placeholder(self, inputs):
+        return self.obj
+
+    def specs(self, out):
+        pass
+
+    def describe(self):
+        return '%s is %s' % (self.path, _describe(self.obj))
+
+
+class ObjectNode:
+    """Any other object: only its type is guarded here; what the trace reads
+    from it is guarded through ``AttrSource``/``ItemSource`` guards."""
+
+    def __init__(self, path, obj):
+        self.path, self.type, self.obj = path, type(obj), obj
+
+    def check(self, value):
+        if type(value) is self.type:
+            return None
+        return Miss(GuardKind.TYPE_MATCH, self.path, self.type.__name__, type(value).__name__)
+
+    def flatten(self, value, out):
+        pass
+
+    def placeholder(self, inputs):
+        return self.obj
+
+    def specs(self, out):
+        pass
+
+    def describe(self):
+        return '%s: %s' % (self.path, self.type.__name__)
+
+
+class SequenceNode:
+    """A list or tuple argument: type and length guarded, items recursively."""
+
+    def __init__(self, path, value, children):
+        self.path, self.type, self.children = path, type(value), children
+
+    def check(self, value):
+        if type(value) is not self.type:
+            return Miss(GuardKind.TYPE_MATCH, self.path, self.type.__name__, type(value).__name__)
+        if len(value) != len(self.children):
+            return Miss(GuardKind.LEN_MATCH, self.path, len(self.children), len(value))
+        for child, item in zip(self.children, value):
+            miss = child.check(item)
+            if miss:
+                return miss
+        return None
+
+    def flatten(self, value, out):
+        for child, item in zip(self.children, value):
+            child.flatten(item, out)
+
+    def placeholder(self, inputs):
+        items = [child.placeholder(inputs) for child in self.children]
+        return items if self.type is list else _rebuild_tuple(self.type, items)
+
+    def specs(self, out):
+        for child in self.children:
+            child.specs(out)
+
+    def describe(self):
+        return '%s: %s of %d' % (self.path, self.type.__name__, len(self.children))
+
+
+class DictNode:
+    """A dict argument with constant keys: keys guarded (in order), values recursively."""
+
+    def __init__(self, path, value, children):
+        self.path, self.keys, self.children = path, list(value), children
+
+    def check(self, value):
+        if type(value) is not dict:
+            return Miss(GuardKind.TYPE_MATCH, self.path, 'dict', type(value).__name__)
+        if list(value) != self.keys:
+            return Miss(GuardKind.KEYS_MATCH, self.path, self.keys, list(value))
+        for key, child in zip(self.keys, self.children):
+            miss = child.check(value[key])
+            if miss:
+                return miss
+        return None
+
+    def flatten(self, value, out):
+        for key, child in zip(self.keys, self.children):
+            child.flatten(value[key], out)
+
+    def placeholder(self, inputs):
+        return {key: child.placeholder(inputs) for key, child in zip(self.keys, self.children)}
+
+    def specs(self, out):
+        for child in self.children:
+            child.specs(out)
+
+    def describe(self):
+        return '%s: dict%r' % (self.path, self.keys)
+
+
+def _rebuild_tuple(tuple_type, items):
+    if tuple_type is tuple:
+        return tuple(items)
+    return tuple_type(*items)  # namedtuple
+
+
+class UnsupportedArgument(Exception):
+    """An argument janus will not put behind a graph (the call runs imperatively)."""
+
+
+def _is_identity_object(value):
+    """Objects a graph may capture by identity: TF/Keras state and code objects."""
+    if isinstance(value, (tf.Variable, tf.Module, type, tf.DType, tf.TensorShape)):
+        return True
+    if callable(value) and not hasattr(value, '__dict__'):
+        return True  # builtins and C functions
+    module = getattr(type(value), '__module__', '') or ''
+    if module.startswith(('tensorflow', 'keras', 'tf_keras')):
+        return True
+    import types
+    return isinstance(value, (types.FunctionType, types.ModuleType, types.MethodType))
+
+
+def node_for(value, path, shapes=None):
+    """Builds the signature node for one argument value.
+
+    ``shapes`` maps tensor paths to the relaxed shape seen so far, so a
+    dimension that already varied is left unknown in the new spec.
+    """
+    kind = type(value)
+    if kind is EagerTensor:
+        shape = value.shape
+        if shapes is not None and path in shapes:
+            shape = relax(shapes[path], shape)
+        return TensorNode(path, value.dtype, shape)
+    if kind in PRIMITIVES:
+        return ConstNode(path, value)
+    if kind is list or isinstance(value, tuple):
+        children = [node_for(v, '%s[%d]' % (path, i), shapes) for i, v in enumerate(value)]
+        return SequenceNode(path, value, children)
+    if kind is dict:
+        if not all(type(k) in (str, int) for k in value):
+            raise UnsupportedArgument('%s: dict keys must be str or int constants' % path)
+        children = [node_for(v, '%s[%r]' % (path, k), shapes) for k, v in value.items()]
+        return DictNode(path, value, children)
+    if isinstance(value, tf.Tensor):
+        raise UnsupportedArgument('%s: a symbolic tensor (janus function called inside a graph)'
+                                  % path)
+    if type(value).__module__ == 'numpy':
+        raise UnsupportedArgument('%s: a NumPy value (%s); pass a tf.Tensor to get a graph'
+                                  % (path, type(value).__name__))
+    if _is_identity_object(value):
+        return IdentityNode(path, value)
+    return ObjectNode(path, value)
+
+
+def relax(old, new):
+    """The most specific shape compatible with both (``(32,8)``+``(17,8)`` → ``(None,8)``)."""
+    return tf.TensorShape(old).most_specific_compatible_shape(tf.TensorShape(new))
+
+
+def record_shapes(value, path, shapes):
+    """Accumulates, per tensor path, the relaxed shape of every call seen."""
+    if type(value) is EagerTensor:
+        shapes[path] = relax(shapes[path], value.shape) if path in shapes else value.shape
+    elif type(value) is list or isinstance(value, tuple):
+        for i, v in enumerate(value):
+            record_shapes(v, '%s[%d]' % (path, i), shapes)
+    elif type(value) is dict:
+        for k, v in value.items():
+            record_shapes(v, '%s[%r]' % (path, k), shapes)
+
+
+class Signature:
+    """The argument signature of one graph: one node per bound parameter."""
+
+    def __init__(self, arguments, shapes=None):
+        self.names = list(arguments)
+        self.nodes = [node_for(arguments[n], n, shapes) for n in self.names]
+
+    def check(self, arguments):
+        for node, name in zip(self.nodes, self.names):
+            miss = node.check(arguments[name])
+            if miss:
+                return miss
+        return None
+
+    def flatten(self, arguments):
+        out = []
+        for node, name in zip(self.nodes, self.names):
+            node.flatten(arguments[name], out)
+        return out
+
+    def input_specs(self):
+        out = []
+        for node in self.nodes:
+            node.specs(out)
+        return out
+
+    def placeholders(self, inputs):
+        inputs = iter(inputs)
+        return {name: node.placeholder(inputs) for node, name in zip(self.nodes, self.names)}
+
+    def describe(self):
+        lines = []
+
+        def walk(node):
+            if isinstance(node, (SequenceNode, DictNode)):
+                lines.append(node.describe())
+                for child in node.children:
+                    walk(child)
+            else:
+                lines.append(node.describe())
+        for node in self.nodes:
+            walk(node)
+        return lines
+
+
+def record_shapes_of(arguments, shapes):
+    for name, value in arguments.items():
+        record_shapes(value, name, shapes)

@@ -1,0 +1,1 @@
+"""A small gast toolkit with no TensorFlow imports: parse, annotate, analyse, emit."""

@@ -1,0 +1,19 @@
+"""Annotation keys attached to gast nodes (as an enum, like AutoGraph's anno)."""
+import enum
+
+
+class Key(enum.Enum):
+    SITE = 'site'          # int: the node's profiling/assumption site id
+    ORIGIN = 'origin'      # (filename, lineno): the user's source position
+
+
+def set(node, key, value):  # noqa: A001 - mirrors getattr/setattr naming
+    annotations = getattr(node, '_janus_anno', None)
+    if annotations is None:
+        annotations = {}
+        node._janus_anno = annotations
+    annotations[key] = value
+
+
+def get(node, key, default=None):
+    return getattr(node, '_janus_anno', {}).get(key, default)

@@ -1,0 +1,37 @@
+"""Numbers the AST sites the profiler observes and assumptions refer to.
+
+Runs right after parsing.  A site is a node whose run-time behaviour the
+profiler records (calls; branches and loops when those are profiled) and
+whose id an assumption carries, so a failure maps back to a source line.
+"""
+import gast
+
+from janus.pyct import anno
+
+SITE_NODES = (gast.Call, gast.If, gast.IfExp, gast.For, gast.While, gast.BoolOp,
+              gast.Assert)
+
+
+class Site:
+    __slots__ = ('id', 'kind', 'lineno', 'text')
+
+    def __init__(self, site_id, kind, lineno, text):
+        self.id, self.kind, self.lineno, self.text = site_id, kind, lineno, text
+
+    def __repr__(self):
+        return 'site %d (%s, line %s)' % (self.id, self.kind, self.lineno)
+
+
+def number_sites(tree, source_lines, first_lineno):
+    """Annotates every site node with an id; returns {id: Site}."""
+    sites = {}
+    for node in gast.walk(tree):
+        if isinstance(node, SITE_NODES):
+            site_id = len(sites)
+            lineno = getattr(node, 'lineno', None)
+            text = None
+            if lineno is not None and 0 <= lineno - first_lineno < len(source_lines):
+                text = source_lines[lineno - first_lineno].strip()
+            sites[site_id] = Site(site_id, type(node).__name__, lineno, text)
+            anno.set(node, anno.Key.SITE, site_id)
+    return sites

@@ -1,0 +1,1 @@
+"""What converted code calls at trace time (operators), the op loader (ops), the whitelist."""

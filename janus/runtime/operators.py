@@ -1,0 +1,370 @@
+"""The operators converted code calls while it is traced into a graph.
+
+Needs a ``TraceContext`` to be entered (``tracer.py`` does it) before any
+converted function runs.  Each operator does what plain Python would do and
+also (a) records where a value read from outside the call came from, adding
+the guard that keeps the graph valid for the next call, or (b) refuses, with
+``Unsupported``, what a graph cannot reproduce faithfully, so the call runs
+imperatively instead.
+"""
+import inspect
+import threading
+import types
+
+import tensorflow as tf
+
+from janus import guards
+from janus.errors import ConversionError
+from janus.guards import GuardKind
+from janus.runtime import whitelist
+
+_local = threading.local()
+
+
+class Unsupported(ConversionError):
+    """Raised at trace time; the tracer adds the user's source line."""
+
+
+class Assumption:
+    """One speculation checked inside the graph by a ``Janus>Assert``."""
+
+    def __init__(self, assumption_id, kind, filename, lineno, description):
+        self.id, self.kind = assumption_id, kind
+        self.filename, self.lineno, self.description = filename, lineno, description
+
+    def __repr__(self):
+        return '#%d %s at %s:%s: %s' % (self.id, self.kind, self.filename, self.lineno,
+                                         self.description)
+
+
+class TraceContext:
+    """What one trace learns: guards on outside values, in-graph assumptions."""
+
+    def __init__(self, fn, arguments):
+        self.fn = fn
+        self.guards = []
+        self._guard_keys = set()
+        self._sources = {}     # id(obj) -> Source, for objects from outside the call
+        self._keep = []        # keeps those objects alive so ids stay unique
+        self.assumptions = []
+        self.assert_ops = []
+        self.converted = {}    # code object -> Converted, for to_code/explain
+        self.code_objects = set()
+        self.stack = []
+        for name, value in arguments.items():
+            self._register_argument(guards.ArgSource(name), value)
+
+    # -- sources ---------------------------------------------------------
+    def _register_argument(self, source, value):
+        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
+            return
+        self._remember(source, value)
+        if type(value) is list or isinstance(value, tuple):
+            for i, item in enumerate(value):
+                self._register_argument(guards.ItemSource(source, i), item)
+        elif type(value) is dict:
+            for key, item in value.items():
+                self._register_argument(guards.ItemSource(source, key), item)
+
+    def _remember(self, source, value):
+        if id(value) not in self._sources:
+            self._sources[id(value)] = source
+            self._keep.append(value)
+
+    def source_of(self, value):
+        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
+            return None
+        return self._sources.get(id(value))
+
+    def add_guard(self, kind, source, expected):
+        key = (kind, repr(source))
+        if key not in self._guard_keys:
+            self._guard_keys.add(key)
+            self.guards.append(guards.SourceGuard(kind, source, expected))
+
+    def guard_value(self, source, value):
+        """Guards a value read from ``source`` and remembers where it lives."""
+        kind = type(value)
+        if kind in guards.PRIMITIVES:
+            self.add_guard(GuardKind.VALUE_MATCH, source, value)
+            return
+        if kind in (list, tuple) or isinstance(value, tuple):
+            self.add_guard(GuardKind.LEN_MATCH, source, (kind, len(value)))
+        elif kind is dict:
+            self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
+        elif isinstance(value, types.MethodType) and isinstance(value.__func__,
+                                                                types.FunctionType):
+            self.add_guard(GuardKind.METHOD_MATCH, source, value.__func__)
+            return
+        elif _captured_by_identity(value):
+            self.add_guard(GuardKind.ID_MATCH, source, value)
+        else:
+            self.add_guard(GuardKind.TYPE_MATCH, source, kind)
+        self._remember(source, value)
+
+    def guard_deep(self, value, depth=0):
+        """Guards every item of an outside container a library call will read."""
+        source = self.source_of(value)
+        if source is None or depth > 8:
+            return
+        if type(value) in (list, tuple) or isinstance(value, tuple):
+            items = enumerate(value)
+        elif type(value) is dict:
+            items = value.items()
+        else:
+            return
+        for key, item in items:
+            item_source = guards.ItemSource(source, key)
+            self.guard_value(item_source, item)
+            self.guard_deep(item, depth + 1)
+
+    # -- assumptions -----------------------------------------------------
+    def new_assumption(self, kind, filename, lineno, description):
+        assumption = Assumption(len(self.assumptions), kind, filename, lineno, description)
+        self.assumptions.append(assumption)
+        return assumption
+
+
+def _captured_by_identity(value):
+    if isinstance(value, (tf.Tensor, tf.Variable, types.FunctionType, types.ModuleType, type,
+                          types.BuiltinFunctionType)):
+        return True
+    return whitelist.is_library_object(value) or callable(value) and not hasattr(value, '__dict__')
+
+
+def current():
+    ctx = getattr(_local, 'ctx', None)
+    if ctx is None:
+        raise RuntimeError('janus converted code ran outside of a trace')
+    return ctx
+
+
+def enter_trace(ctx):
+    _local.ctx = ctx
+
+
+def exit_trace():
+    _local.ctx = None
+
+
+# ----------------------------------------------------------------------
+# Operators called by converted code.
+# ----------------------------------------------------------------------
+
+class _KeyMaker:
+    """``KEY[1:2, ::3]`` evaluates subscript syntax to the key object."""
+
+    def __getitem__(self, key):
+        return key
+
+
+KEY = _KeyMaker()
+
+
+def load(ns, name):
+    """A free name: a closure cell, a module global or a builtin."""
+    ctx = current()
+    if name in ns.cells:
+        cell = ns.cells[name]
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            raise NameError("free variable '%s' referenced before assignment" % name)
+        source = guards.CellSource(cell, name)
+    elif name in ns.globals:
+        value = ns.globals[name]
+        source = guards.GlobalSource(ns.globals, name, ns.builtins)
+    elif name in ns.builtins:
+        value = ns.builtins[name]
+        source = guards.GlobalSource(ns.globals, name, ns.builtins)
+    else:
+        raise NameError("name '%s' is not defined" % name)
+    ctx.guard_value(source, value)
+    return value
+
+
+def _check_plain_attribute(obj, name):
+    kind = type(obj)
+    if kind.__getattribute__ is not object.__getattribute__ or hasattr(kind, '__getattr__'):
+        raise Unsupported('janus does not convert reads through a custom __getattr__/'
+                          '__getattribute__ (%s.%s)' % (kind.__name__, name))
+    for klass in kind.__mro__:
+        found = klass.__dict__.get(name)
+        if found is not None and hasattr(found, '__get__') and not isinstance(
+                found, (types.FunctionType, staticmethod, classmethod)):
+            raise Unsupported('janus does not convert reads of the property or descriptor '
+                              '%s.%s (it may run code with side effects)' % (kind.__name__, name))
+        if found is not None:
+            return
+
+
+def attr(obj, name):
+    ctx = current()
+    source = ctx.source_of(obj)
+    if isinstance(obj, types.ModuleType) and whitelist.in_package(obj.__name__,
+                                                                 whitelist.LIBRARY_PREFIXES):
+        return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)
+    if source is None or isinstance(obj, types.ModuleType):
+        value = getattr(obj, name)
+        if source is not None:
+            ctx.guard_value(guards.AttrSource(source, name), value)
+        return value
+    if not whitelist.is_library_object(obj) and not isinstance(obj, type):
+        _check_plain_attribute(obj, name)
+    value = getattr(obj, name)
+    ctx.guard_value(guards.AttrSource(source, name), value)
+    return value
+
+
+def item(obj, key):
+    ctx = current()
+    source = ctx.source_of(obj)
+    value = obj[key]
+    if source is not None:
+        if type(obj) not in (list, tuple, dict) and not isinstance(obj, tuple):
+            raise Unsupported('janus does not convert subscripts of %s objects from outside '
+                              'the call' % type(obj).__name__)
+        if type(key) is slice:
+            ctx.guard_deep(obj)
+        else:
+            ctx.guard_value(guards.ItemSource(source, key), value)
+    return value
+
+
+def setitem(obj, key, value):
+    if current().source_of(obj) is not None:
+        raise Unsupported('janus does not yet convert writes into a %s from outside the call '
+                          '(the shadow heap is issue #4)' % type(obj).__name__)
+    obj[key] = value
+
+
+def iter(iterable):  # noqa: A001 - it is the runtime's `iter`
+    ctx = current()
+    source = ctx.source_of(iterable)
+    if source is None:
+        return builtins_iter(iterable)
+    if type(iterable) in (list, tuple) or isinstance(iterable, tuple):
+        ctx.guard_deep(iterable)
+        return builtins_iter(iterable)
+    if type(iterable) is dict:
+        return builtins_iter(list(iterable))  # keys are guarded by KEYS_MATCH
+    raise Unsupported('janus does not convert a loop over a %s from outside the call'
+                      % type(iterable).__name__)
+
+
+builtins_iter = __builtins__['iter'] if isinstance(__builtins__, dict) else __builtins__.iter
+
+
+def enter(manager):
+    if whitelist.is_library_object(manager):
+        return manager
+    raise Unsupported('janus converts `with` only for TF/Keras context managers, not %s'
+                      % type(manager).__name__)
+
+
+def assert_(test, lineno, message_thunk):
+    """``assert``: a tensor condition becomes a ``Janus>Assert`` in the graph."""
+    if not isinstance(test, tf.Tensor):
+        if not test:
+            raise AssertionError(message_thunk())
+        return
+    from janus.runtime import ops
+    ctx = current()
+    assumption = ctx.new_assumption('ASSERT', ctx.stack[-1].filename if ctx.stack else None,
+                                    lineno, 'assert statement holds')
+    condition = tf.reshape(tf.cast(test, tf.bool), [])
+    op = ops.janus_assert(condition, assumption.id, 'assert statement at line %s' % lineno)
+    ctx.assert_ops.append(op)
+
+
+def call(__callee, *args, **kwargs):
+    ctx = current()
+    callee = __callee
+    if _is_whitelisted_builtin(callee):
+        return _call_builtin(ctx, callee, args, kwargs)
+    if whitelist.is_builtin_method(callee):
+        return _call_builtin_method(ctx, callee, args, kwargs)
+    if isinstance(callee, types.MethodType) and isinstance(callee.__func__, types.FunctionType) \
+            and not whitelist.is_library(callee):
+        return _inline(ctx, callee.__func__, (callee.__self__,) + args, kwargs)
+    if isinstance(callee, types.FunctionType) and not whitelist.is_library(callee):
+        return _inline(ctx, callee, args, kwargs)
+    if whitelist.is_library(callee):
+        return _call_library(ctx, callee, args, kwargs)
+    call_method = getattr(type(callee), '__call__', None)
+    if _is_keras_layer(callee):
+        raise Unsupported('janus does not yet convert your own Keras layer/model subclass %s '
+                          '(converting its call() is issue #5)' % type(callee).__name__)
+    if isinstance(call_method, types.FunctionType):
+        return _inline(ctx, call_method, (callee,) + args, kwargs)
+    raise Unsupported('janus does not convert calls to %s; only TF/Keras APIs, whitelisted '
+                      'builtins and your own Python functions are converted' % _name(callee))
+
+
+def _is_whitelisted_builtin(callee):
+    try:
+        return callee in whitelist.BUILTINS
+    except TypeError:  # unhashable callee
+        return False
+
+
+def _name(callee):
+    name = getattr(callee, '__qualname__', None) or getattr(callee, '__name__', None)
+    return repr(name) if name else 'a %s object' % type(callee).__name__
+
+
+def _is_keras_layer(obj):
+    return any(whitelist.in_package(k.__module__ or '', whitelist.LIBRARY_PREFIXES)
+               for k in type(obj).__mro__[1:])
+
+
+def _guard_library_args(ctx, args, kwargs):
+    for value in list(args) + list(kwargs.values()):
+        if ctx.source_of(value) is None:
+            continue
+        if type(value) in (list, tuple, dict) or isinstance(value, tuple):
+            ctx.guard_deep(value)
+        elif not _captured_by_identity(value):
+            raise Unsupported('janus does not pass your %s object to library code (it might '
+                              'read or change it behind the guards)' % type(value).__name__)
+
+
+def _call_builtin(ctx, callee, args, kwargs):
+    if callee in whitelist.KEYED_BUILTINS and kwargs:
+        raise Unsupported('janus does not convert %s() with key=/default=' % callee.__name__)
+    _guard_library_args(ctx, args, kwargs)
+    return callee(*args, **kwargs)
+
+
+def _call_builtin_method(ctx, callee, args, kwargs):
+    owner = callee.__self__
+    if ctx.source_of(owner) is not None:
+        if callee.__name__ not in whitelist.READ_ONLY_METHODS:
+            raise Unsupported('janus does not yet convert %s.%s() on a %s from outside the call '
+                              '(it changes Python state; the shadow heap is issue #4)'
+                              % (type(owner).__name__, callee.__name__, type(owner).__name__))
+        ctx.guard_deep(owner)
+    return callee(*args, **kwargs)
+
+
+def _call_library(ctx, callee, args, kwargs):
+    _guard_library_args(ctx, args, kwargs)
+    return callee(*args, **kwargs)
+
+
+def _inline(ctx, fn, args, kwargs):
+    """Inlines a user Python callee by tracing its converted version."""
+    from janus.graphgen import generator
+    if fn.__code__ in [c.fn.__code__ for c in ctx.stack]:
+        raise Unsupported('janus does not convert recursive calls (%s); the function runs '
+                          'imperatively' % fn.__qualname__)
+    converted = generator.convert(fn)
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    ctx.converted[fn.__code__] = converted
+    ctx.code_objects |= converted.code_objects
+    ctx.stack.append(converted)
+    try:
+        return converted.py_fn(*bound.args, **bound.kwargs)
+    finally:
+        ctx.stack.pop()

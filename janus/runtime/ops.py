@@ -1,0 +1,129 @@
+"""Python side of the ``Janus>Assert`` custom op (janus_ops/assert_op.cc).
+
+``janus_assert`` puts the check of one speculative assumption into the graph
+being built; ``parse_assumption_failure`` recovers the assumption id from the
+error TensorFlow raises when such a check fails.
+
+Before this module runs, ``janus_ops/_janus_ops.so`` must have been compiled,
+against the TensorFlow imported here, by installing the project in this
+environment (``pip install --no-build-isolation -e .``).  The library is loaded
+lazily, on the first ``janus_assert`` call (or ``load_ops()``), once per process.
+"""
+
+import os
+import re
+import threading
+from typing import Optional
+
+import tensorflow as tf
+
+from janus.errors import JanusOpsError
+
+OP_TYPE = 'Janus>Assert'
+LIBRARY_NAME = '_janus_ops.so'
+BUILD_INFO_NAME = '_build_info.txt'
+
+# Mirrors the message built by the kernel in janus_ops/assert_op.cc.
+_FAILURE_RE = re.compile(r'JANUS_ASSUMPTION_FAILED\[id=(-?\d+)\]')
+
+_REBUILD_HINT = (
+    'Rebuild it against the TensorFlow of this environment: with '
+    'tensorflow-cpu==2.21.0 installed, run `pip install --no-build-isolation '
+    '-e .` in the janus checkout (or `bash scripts/test.sh`, which does it).')
+
+# The check is a guard, not part of the computation: its input is a bool and
+# it has no outputs, so there is nothing to differentiate.  Registering "no
+# gradient" explicitly keeps tf.gradients / tape / cond_v2 / while_v2 gradient
+# construction from ever raising LookupError when it meets the op in a graph.
+# Try/except: a second registration (importlib.reload) raises KeyError.
+try:
+    tf.no_gradient(OP_TYPE)
+except KeyError:
+    pass
+
+_lock = threading.Lock()
+_module = None
+
+
+def load_ops():
+    """Returns the loaded op module, loading the library on first use.
+
+    Raises JanusOpsError, saying how to rebuild, if the library is missing,
+    was built against another TensorFlow version, or fails to load.
+    """
+    global _module
+    with _lock:
+        if _module is None:
+            _module = _load_library(_library_dir())
+    return _module
+
+
+def janus_assert(condition, assumption_id: int, message: str, name=None):
+    """Adds a check that ``condition`` (a scalar bool) holds.
+
+    When it does not, running the op raises tf.errors.FailedPreconditionError
+    whose message carries ``JANUS_ASSUMPTION_FAILED[id=assumption_id]``.
+    Returns the Operation in graph mode, so callers can use it as a control
+    input; in eager mode the check has already run and None is returned.
+    """
+    return load_ops().janus_assert(
+        condition=condition, assumption_id=int(assumption_id),
+        message=str(message), name=name)
+
+
+def parse_assumption_failure(error) -> Optional[int]:
+    """Returns the assumption id named in a TF error (or string), else None."""
+    text = getattr(error, 'message', None)
+    if not isinstance(text, str):
+        text = str(error)
+    match = _FAILURE_RE.search(text)
+    return int(match.group(1)) if match else None
+
+
+def _library_dir():
+    # Imported here, not at module top, so a missing package is reported
+    # as a JanusOpsError with the rebuild hint, like a missing library.
+    try:
+        import janus_ops
+    except ImportError as e:
+        raise JanusOpsError(
+            'janus_ops package not importable (%s). %s' % (e, _REBUILD_HINT)
+        ) from e
+    return os.path.dirname(os.path.abspath(janus_ops.__file__))
+
+
+def _load_library(directory):
+    path = os.path.join(directory, LIBRARY_NAME)
+    if not os.path.isfile(path):
+        raise JanusOpsError(
+            'Janus op library not found at %s. %s' % (path, _REBUILD_HINT))
+    _check_build_info(directory)
+    try:
+        return tf.load_op_library(path)
+    except (tf.errors.OpError, OSError) as e:
+        raise JanusOpsError(
+            'Janus op library %s failed to load: %s. %s'
+            % (path, e, _REBUILD_HINT)) from e
+
+
+def _check_build_info(directory):
+    # A library built against another TF often loads and then crashes (C++
+    # ABI), so the version it was built against is compared before loading.
+    built_for = _read_build_info(directory).get('tensorflow_version')
+    if built_for != tf.__version__:
+        raise JanusOpsError(
+            'Janus op library in %s was built against TensorFlow %s but '
+            'TensorFlow %s is running. %s'
+            % (directory, built_for or '<unknown>', tf.__version__,
+               _REBUILD_HINT))
+
+
+def _read_build_info(directory):
+    """Parses the ``key=value`` lines setup.py writes next to the library."""
+    try:
+        with open(os.path.join(directory, BUILD_INFO_NAME)) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    pairs = (line.split('=', 1) for line in lines if '=' in line)
+    return {key.strip(): value.strip() for key, value in pairs}
