@@ -289,7 +289,7 @@ def call(__callee, *args, **kwargs):
         return _inline(ctx, callee.__func__, (callee.__self__,) + args, kwargs)
     if isinstance(callee, types.FunctionType) and not whitelist.is_library(callee):
         return _inline(ctx, callee, args, kwargs)
-    if whitelist.is_library(callee):
+    if whitelist.is_library(callee) or whitelist.is_namedtuple_class(callee):
         return _call_library(ctx, callee, args, kwargs)
     call_method = getattr(type(callee), '__call__', None)
     if _is_keras_layer(callee):

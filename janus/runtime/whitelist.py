@@ -62,3 +62,10 @@ def is_library_object(value):
 def is_builtin_method(callee):
     return (isinstance(callee, types.BuiltinMethodType)
             and isinstance(getattr(callee, '__self__', None), CONTAINER_TYPES))
+
+
+def is_namedtuple_class(callee):
+    """collections.namedtuple classes: pure data, their constructor runs no user code."""
+    return (isinstance(callee, type) and issubclass(callee, tuple)
+            and hasattr(callee, '_fields') and '__init__' not in callee.__dict__
+            and getattr(callee.__new__, '__module__', '').startswith('namedtuple_'))

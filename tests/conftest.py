@@ -1,0 +1,82 @@
+"""Shared test helpers: differential comparison of eager and janus runs.
+
+Every feature test runs the same program eagerly and under janus on fresh
+objects, and compares returns, raised exceptions and state after every call.
+"""
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import janus  # noqa: E402
+
+
+def assert_same(expected, actual, path='result'):
+    """Same structure, same Python values, same tensor dtype/shape/values."""
+    if isinstance(expected, tf.Variable):
+        assert isinstance(actual, tf.Variable), path
+        expected, actual = expected.read_value(), actual.read_value()
+    if isinstance(expected, tf.Tensor):
+        assert isinstance(actual, tf.Tensor), '%s: %r is not a tensor' % (path, actual)
+        assert expected.dtype == actual.dtype, path
+        assert expected.shape == actual.shape, path
+        np.testing.assert_allclose(expected.numpy(), actual.numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=path)
+        return
+    assert type(expected) is type(actual), '%s: %s vs %s' % (path, type(expected), type(actual))
+    if isinstance(expected, np.ndarray):
+        np.testing.assert_array_equal(expected, actual, err_msg=path)
+    elif isinstance(expected, (list, tuple)):
+        assert len(expected) == len(actual), path
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            assert_same(e, a, '%s[%d]' % (path, i))
+    elif isinstance(expected, dict):
+        assert list(expected) == list(actual), path
+        for k in expected:
+            assert_same(expected[k], actual[k], '%s[%r]' % (path, k))
+    else:
+        assert expected == actual, '%s: %r != %r' % (path, expected, actual)
+
+
+def outcome(fn, *args, **kwargs):
+    """('ok', result) or ('raised', type, message): what calling fn did."""
+    try:
+        return ('ok', fn(*args, **kwargs))
+    except Exception as e:  # noqa: BLE001 - the exception itself is the outcome
+        return ('raised', type(e), str(e))
+
+
+def differential(make, calls, state=None, **janus_options):
+    """Runs ``make()``'s function eagerly and under janus, call by call.
+
+    ``make()`` returns (fn, program_state); each element of ``calls`` is an
+    (args, kwargs) pair or a callable returning one (fresh tensors per side).
+    ``state(program_state)`` returns what to compare after every call.
+    Returns the janus function, for counter assertions.
+    """
+    eager_fn, eager_state = make()
+    plain_fn, janus_state = make()
+    janus_fn = janus.function(plain_fn, **janus_options)
+    for number, call in enumerate(calls):
+        args, kwargs = call() if callable(call) else call
+        expected = outcome(eager_fn, *args, **kwargs)
+        actual = outcome(janus_fn, *args, **kwargs)
+        where = 'call %d' % number
+        assert expected[0] == actual[0], '%s: eager %s, janus %s' % (where, expected, actual)
+        if expected[0] == 'ok':
+            assert_same(expected[1], actual[1], where)
+        else:
+            assert expected[1:] == actual[1:], where
+        if state is not None:
+            assert_same(state(eager_state), state(janus_state), where + ' state')
+    return janus_fn
+
+
+@pytest.fixture
+def strict():
+    """Claims the program converts: any imperative fallback is an error."""
+    with janus.config.patch(strict=True):
+        yield

@@ -1,0 +1,129 @@
+"""What janus cannot convert runs imperatively, correctly, and says why.
+
+Strict mode turns that into an error; a function that failed to convert is
+not converted again on every call; user exceptions look the same on every path.
+"""
+import pytest
+import tensorflow as tf
+
+import janus
+from conftest import differential
+from janus.graphgen import generator
+
+
+def t(*shape, seed=0):
+    return tf.random.stateless_normal(shape, seed=[seed, 3])
+
+
+def _attr_write():
+    class Box:
+        pass
+    box = Box()
+    box.value = None
+
+    def f(x):
+        box.value = x * 2  # line the error names
+        return x + 1
+    return f, box
+
+
+def _tensor_branch():
+    def f(x):
+        if tf.reduce_sum(x) > 0:
+            return x * 2
+        return -x
+    return f, None
+
+
+def _print_call():
+    def f(x):
+        print('value', x.shape)
+        return x * 2
+    return f, None
+
+
+@pytest.mark.parametrize('make, reason', [
+    (_attr_write, 'attribute writes'),
+    (_tensor_branch, 'OperatorNotAllowedInGraphError'),
+    (_print_call, "calls to 'print'"),
+])
+def test_unconvertible_runs_imperatively_with_reason_and_line(make, reason, capsys):
+    jf = differential(make, [((t(3, seed=i),), {}) for i in range(6)],
+                      state=lambda box: getattr(box, 'value', None))
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 0 and stats['imperative_calls'] == 3
+    report = janus.explain(jf)
+    assert reason in report
+    assert 'test_fallback.py:' in report  # names the user's line
+    if make is _print_call:
+        assert capsys.readouterr().out.count('value (3,)') == 12  # 6 eager + 6 janus
+
+
+def test_strict_mode_raises_naming_the_line():
+    fn, _ = _attr_write()
+    jf = janus.function(fn, profile_calls=1)
+    with janus.config.patch(strict=True):
+        jf(t(2))
+        with pytest.raises(janus.StrictModeError, match=r'box.value = x \* 2'):
+            jf(t(2))
+
+
+def test_failed_conversion_is_not_retried(monkeypatch):
+    calls = []
+    real = generator._convert
+    monkeypatch.setattr(generator, '_convert', lambda fn: calls.append(fn) or real(fn))
+    fn, _ = _attr_write()
+    jf = janus.function(fn)
+    for i in range(8):
+        jf(t(2, seed=i))
+    assert len(calls) == 1
+    assert janus.stats(jf)['imperative_calls'] == 5
+
+
+def test_trace_failure_is_remembered_per_signature():
+    def make():
+        def f(x):
+            return x * 2 if x.shape[0] != 3 else tf.constant(float(x[0]))  # float(tensor) fails
+        return f, None
+    calls = [((t(3, seed=i),), {}) for i in range(5)] + [((t(4, seed=i),), {}) for i in range(4)]
+    jf = differential(make, calls)
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 1 and stats['imperative_calls'] == 2
+    assert stats['graph_calls'] == 4
+
+
+def _raiser():
+    def f(x, limit):
+        if limit < 0:
+            raise ValueError('limit must be >= 0, got %d' % limit)
+        return tf.reshape(x, [limit, -1])
+    return f, None
+
+
+def test_user_exceptions_have_the_same_type_and_message_on_every_path(strict):
+    calls = [((t(6, seed=i), 2), {}) for i in range(5)]
+    calls += [((t(6), -1), {})]          # raised while tracing a new graph
+    calls += [((t(6), 4), {})]           # TF error inside the graph: reshape 6 into 4 rows
+    calls += [((t(6), 3), {})]
+    with janus.config.patch(strict=False):
+        differential(_raiser, calls)
+
+
+def test_wrong_arity_and_keywords_raise_what_python_raises():
+    def make():
+        def f(x, y):
+            return x + y
+        return f, None
+    calls = [((t(2), t(2)), {})] * 4 + [((t(2),), {}), ((t(2), t(2), t(2)), {}),
+                                        ((t(2),), {'z': 1}), ((), {'x': t(2), 'y': t(2)})]
+    differential(make, calls)
+
+
+def test_numpy_arguments_run_imperatively_with_reason():
+    import numpy as np
+
+    def make():
+        return (lambda x: x * 2), None
+    jf = differential(make, [((np.ones(3),), {})] * 5)
+    assert janus.stats(jf)['graphs_built'] == 0
+    assert 'NumPy' in janus.explain(jf)
