@@ -132,16 +132,23 @@ def _ancestors(ops):
 
 
 def defer_state_updates(graph, assert_ops):
-    """Makes every state-changing op wait for every assertion; returns whether any exist."""
+    """Makes every state-changing op wait for every assertion; returns whether any exist.
+
+    An assertion may only rest on values computed before the first state
+    change: a stateful op (a variable read) created after it will be ordered
+    after it by TF's automatic control dependencies, which would close a cycle.
+    """
     mutating = [op for op in graph.get_operations() if _MUTATING_OP.match(op.type)]
     if not assert_ops or not mutating:
         return bool(mutating)
-    upstream = _ancestors(assert_ops)
-    for op in mutating:
-        if op in upstream:
+    first_change = min(op._id for op in mutating)
+    for op in _ancestors(assert_ops):
+        if op in mutating or (op._id > first_change and op._is_stateful
+                              and op.type != 'Janus>Assert'):
             raise operators.Unsupported(
                 'an assumption depends on a state change made earlier in the same call (%s); '
                 'janus cannot check it before the change' % op.type)
+    for op in mutating:
         op._add_control_inputs([a for a in assert_ops if a not in op.control_inputs])
     return True
 

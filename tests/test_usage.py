@@ -1,0 +1,80 @@
+"""Misuse of the API raises a janus error that says what to do."""
+import math
+
+import pytest
+import tensorflow as tf
+
+import janus
+from conftest import differential
+
+
+class Model:
+    def __call__(self, x):
+        return x
+
+
+@pytest.mark.parametrize('target, hint', [
+    (len, 'Python functions'),
+    (math.sqrt, 'Python functions'),
+    (Model, 'not classes'),
+    (Model(), 'Python functions'),
+    (Model().__call__, 'bound method'),
+    (staticmethod(lambda x: x), 'below @staticmethod'),
+])
+def test_decorating_what_has_no_python_source_raises_usage_error(target, hint):
+    with pytest.raises(janus.JanusUsageError, match=hint):
+        janus.function(target)
+
+
+def test_bad_options_and_double_decoration():
+    with pytest.raises(janus.JanusUsageError, match='profile_calls'):
+        janus.function(profile_calls=-1)
+    jf = janus.function(lambda x: x)
+    with pytest.raises(janus.JanusUsageError, match='already'):
+        janus.function(jf)
+
+
+def test_introspection_of_a_plain_function_says_what_to_do():
+    with pytest.raises(janus.JanusUsageError, match='@janus.function'):
+        janus.explain(len)
+    jf = janus.function(lambda x: x)
+    with pytest.raises(janus.JanusUsageError, match='no graph yet'):
+        janus.to_code(jf)
+
+
+def test_function_defined_by_exec_runs_imperatively_with_reason():
+    namespace = {'tf': tf}
+    exec('def f(x):\n    return x * 2\n', namespace)
+
+    def make():
+        return namespace['f'], None
+    jf = differential(make, [((tf.constant([1.0, 2.0]),), {})] * 5)
+    assert janus.stats(jf)['graphs_built'] == 0
+    assert 'no source' in janus.explain(jf)
+    with janus.config.patch(strict=True):
+        with pytest.raises(janus.StrictModeError, match='no source'):
+            jf(tf.constant([1.0, 2.0]))
+
+
+def test_decorator_with_options_and_disabled_switch(strict):
+    @janus.function(profile_calls=1)
+    def f(x):
+        return x + 1.0
+    f(tf.constant(1.0))
+    f(tf.constant(2.0))
+    assert janus.stats(f)['graphs_built'] == 1
+    with janus.config.patch(enabled=False):
+        assert float(f(tf.constant(3.0))) == 4.0
+    assert janus.stats(f)['graph_calls'] == 1
+
+
+def test_called_inside_a_tf_function_it_traces_through(strict):
+    @janus.function
+    def inner(x):
+        return x * 3.0
+
+    @tf.function
+    def outer(x):
+        return inner(x) + 1.0
+    assert float(outer(tf.constant(2.0))) == 7.0
+    assert janus.stats(inner)['graphs_built'] == 0
