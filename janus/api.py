@@ -123,7 +123,11 @@ class JanusFunction:
             self.stats.imperative_calls += 1
         self.profile.calls += 1
         self.profile.record_arguments(arguments)
-        result = self._profiled_fn(*args, **kwargs)
+        self.recorder.begin_call()
+        try:
+            result = self._profiled_fn(*args, **kwargs)
+        finally:
+            self.recorder.end_call()
         self.profile.returns[type(result).__name__] += 1
         return result
 
@@ -207,8 +211,9 @@ class JanusFunction:
         self.events.append(Event(self.stats.calls, kind, detail))
 
     def _make_profiled(self):
+        self.recorder = profiler.Recorder(self.profile)
         try:
-            return profiler.instrument(self.fn, self.profile)
+            return profiler.instrument(self.fn, self.recorder)
         except (parser.NoSource, SyntaxError) as e:
             self._event('profiling', 'uninstrumented: %s' % e)
             return self.fn

@@ -70,8 +70,24 @@ def _explain_profile(jf, out):
         out.append('    last arguments: %s' % ', '.join('%s=%s' % a for a in profile.arguments[-1]))
     if profile.returns:
         out.append('    returns: %s' % dict(profile.returns))
-    for site_id in sorted(profile.sites):
-        site = profile.sites[site_id]
-        info = profile.site_info.get(site_id)
-        where = 'line %s' % info.lineno if info else 'site %d' % site_id
-        out.append('    %s call: %s -> %s' % (where, dict(site.callees), dict(site.returns)))
+    for key, site in sorted(profile.sites.items(), key=lambda kv: _site_order(profile, kv[0])):
+        info = profile.site_info.get(key)
+        where = '%s line %s' % (key[0].co_name, info.lineno if info else '?')
+        kind = info.kind if info else 'site'
+        if site.callees:
+            out.append('    %s call: %s -> %s' % (where, dict(site.callees), dict(site.returns)))
+        if site.sequences:
+            seqs = ', '.join('%s x%d' % (_short(seq), n) for seq, n in site.sequences.most_common(3))
+            out.append('    %s %s%s: %s' % (where, kind, ' (tensor)' if site.tensor else '', seqs))
+        if site.taken:
+            out.append('    %s %s taken %d times' % (where, kind.lower(), site.taken))
+
+
+def _site_order(profile, key):
+    info = profile.site_info.get(key)
+    return (key[0].co_firstlineno, info.lineno if info else 0, key[1])
+
+
+def _short(seq):
+    text = '[%s]' % ', '.join(str(v) for v in seq[:8])
+    return text[:-1] + ', ... (%d)]' % len(seq) if len(seq) > 8 else text

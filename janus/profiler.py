@@ -1,21 +1,34 @@
-"""The profiler: runs the first calls imperatively and records what it saw.
+"""The profiler: runs calls imperatively and records what each AST site did.
 
-Needs nothing run before it.  It never touches the user's function: it runs
-an *instrumented copy* (same source, same globals, same closure cells, same
-defaults) whose calls report, per site id (``pyct.sites``), which callee ran
-and what type it returned.  Per call it also records the arguments' types,
-dtypes, shapes and Python values, and the return type.  Branch outcomes and
-loop trip counts slot in as further per-site observations (issue #3).
+Needs nothing run before it.  It never touches the user's code: it runs an
+*instrumented copy* of the function (same source, globals, closure cells and
+defaults) and, through ``__jp.call``, instrumented copies of the user's own
+callees.  Per site id (``pyct.sites``; keyed by (code object, site id) so
+callees' sites are distinct) and per profiled call it records:
+
+* branch tests (``if``, ``while``, conditional expressions, ``and``/``or``
+  operands): the sequence of outcomes within the call, and whether the test
+  was a tensor;
+* ``for`` loops: the sequence of trip counts within the call, and whether the
+  iterable was a tensor;
+* ``break`` / ``continue`` / ``return``: how often each was taken;
+* calls: which callee ran and what type it returned.
+
+Per call it also records argument types, dtypes, shapes and Python values.
+``graphgen.plan`` turns these observations into speculation decisions.
 """
 import ast
 import collections
 import types
+import weakref
 
 import gast
+import tensorflow as tf
 
 from janus import guards
 from janus.graphgen.converters import common
-from janus.pyct import parser, sites
+from janus.pyct import anno, parser, sites
+from janus.runtime import whitelist
 
 _PROFILER = '__jp'
 
@@ -24,19 +37,28 @@ class SiteProfile:
     """What one AST site did across the profiled calls."""
 
     def __init__(self):
-        self.callees = collections.Counter()   # qualified callee name -> times
-        self.returns = collections.Counter()   # returned type name -> times
+        self.callees = collections.Counter()    # qualified callee name -> times
+        self.returns = collections.Counter()    # returned type name -> times
+        self.sequences = collections.Counter()  # per-call outcome/trip-count tuple -> calls
+        self.tensor = False                     # a test/iterable was a tensor at least once
+        self.taken = 0                          # break/continue/return: times taken
+
+    def single_sequence(self):
+        """The one sequence every profiled call showed, or None if they differed."""
+        if len(self.sequences) == 1:
+            return next(iter(self.sequences))
+        return None
 
 
 class Profile:
-    """Everything observed for one janus function."""
+    """Everything observed for one janus function (and the callees it reached)."""
 
     def __init__(self):
         self.calls = 0
         self.arguments = []                      # per call: [(path, description)]
         self.returns = collections.Counter()     # return type name -> times
-        self.sites = collections.defaultdict(SiteProfile)
-        self.site_info = {}                      # site id -> pyct.sites.Site
+        self.sites = collections.defaultdict(SiteProfile)   # (code, site id) -> SiteProfile
+        self.site_info = {}                      # (code, site id) -> pyct.sites.Site
         self.shapes = {}                         # tensor path -> relaxed TensorShape
 
     def record_arguments(self, arguments):
@@ -66,53 +88,177 @@ def _callee_name(callee):
     return '%s.%s' % (module, name) if module else name
 
 
-class _Recorder:
+class _CountingIterator:
+    """Wraps a loop's iterator; counts items into the current call's sequence."""
+
+    __slots__ = ('_it', '_seq', '_index')
+
+    def __init__(self, iterable, seq):
+        self._it = iter(iterable)
+        self._seq = seq
+        self._index = len(seq)
+        seq.append(0)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        item = next(self._it)
+        self._seq[self._index] += 1
+        return item
+
+
+class Recorder:
     """The ``__jp`` object instrumented code calls; one per janus function."""
 
     def __init__(self, profile):
         self.profile = profile
+        self._current = collections.defaultdict(list)   # (code, site) -> this call's sequence
+        self._copies = weakref.WeakKeyDictionary()      # callee function -> instrumented copy
 
-    def call(self, __site, __callee, *args, **kwargs):
-        result = __callee(*args, **kwargs)
-        site = self.profile.sites[__site]
+    # -- call boundaries --------------------------------------------------
+    def begin_call(self):
+        self._current.clear()
+
+    def end_call(self):
+        for key, seq in self._current.items():
+            self.profile.sites[key].sequences[tuple(seq)] += 1
+        self._current.clear()
+
+    # -- what instrumented code calls --------------------------------------
+    def test(self, code, site, value):
+        """A branch/loop test: records its truth and returns it (evaluated once)."""
+        outcome = bool(value)
+        self._current[(code, site)].append(outcome)
+        if isinstance(value, tf.Tensor):
+            self.profile.sites[(code, site)].tensor = True
+        return outcome
+
+    def operand(self, code, site, value):
+        """An ``and``/``or`` operand: records its truth, returns the value itself."""
+        self._current[(code, site)].append(bool(value))
+        if isinstance(value, tf.Tensor):
+            self.profile.sites[(code, site)].tensor = True
+        return value
+
+    def loop(self, code, site, iterable):
+        if isinstance(iterable, tf.Tensor):
+            self.profile.sites[(code, site)].tensor = True
+        return _CountingIterator(iterable, self._current[(code, site)])
+
+    def mark(self, code, site):
+        self.profile.sites[(code, site)].taken += 1
+
+    def call(self, __code, __site, __callee, *args, **kwargs):
+        target = self._instrumented(__callee)
+        result = target(*args, **kwargs)
+        site = self.profile.sites[(__code, __site)]
         site.callees[_callee_name(__callee)] += 1
         site.returns[type(result).__name__] += 1
         return result
 
+    def _instrumented(self, callee):
+        """The user's own Python callees run instrumented too, so their sites are profiled."""
+        fn = callee.__func__ if isinstance(callee, types.MethodType) else callee
+        if not isinstance(fn, types.FunctionType) or whitelist.is_library(fn):
+            return callee
+        copy = self._copies.get(fn)
+        if copy is None:
+            try:
+                copy = instrument(fn, self)
+            except (parser.NoSource, SyntaxError):
+                copy = fn
+            self._copies[fn] = copy
+        if isinstance(callee, types.MethodType):
+            return types.MethodType(copy, callee.__self__)
+        return copy
 
-class _InstrumentCalls(gast.NodeTransformer):
+
+# ----------------------------------------------------------------------
+# The instrumenting pass.
+# ----------------------------------------------------------------------
+
+def _jp(method, *args):
+    call = gast.Call(gast.Attribute(common.load(_PROFILER), method, gast.Load()), list(args), [])
+    return call
+
+
+class _Instrument(gast.NodeTransformer):
+    """Rewrites sites into ``__jp`` calls that record and then do what the site did."""
+
+    def __init__(self, code_const):
+        self.code = code_const     # an expression evaluating to the original code object
+
+    def _site(self, node):
+        return common.const(anno.get(node, anno.Key.SITE))
+
     def visit_Call(self, node):
         node = self.generic_visit(node)
-        site = sites.anno.get(node, sites.anno.Key.SITE)
-        recorder = gast.Attribute(common.load(_PROFILER), 'call', gast.Load())
-        new = gast.Call(recorder, [common.const(site), node.func] + node.args, node.keywords)
+        new = gast.Call(gast.Attribute(common.load(_PROFILER), 'call', gast.Load()),
+                        [self.code(), self._site(node), node.func] + node.args, node.keywords)
         return gast.copy_location(new, node)
 
+    def visit_If(self, node):
+        site = self._site(node)
+        node = self.generic_visit(node)
+        node.test = gast.copy_location(_jp('test', self.code(), site, node.test), node.test)
+        return node
 
-def instrument(fn, profile):
+    visit_While = visit_If
+    visit_IfExp = visit_If
+
+    def visit_For(self, node):
+        site = self._site(node)
+        node = self.generic_visit(node)
+        node.iter = gast.copy_location(_jp('loop', self.code(), site, node.iter), node.iter)
+        return node
+
+    def visit_BoolOp(self, node):
+        site = self._site(node)
+        node = self.generic_visit(node)
+        node.values = [gast.copy_location(_jp('operand', self.code(), site, v), v)
+                       for v in node.values[:-1]] + [node.values[-1]]
+        return node
+
+    def _mark(self, node):
+        site = anno.get(node, anno.Key.SITE)
+        node = self.generic_visit(node)
+        mark = gast.Expr(_jp('mark', self.code(), common.const(site)))
+        return [gast.copy_location(mark, node), node]
+
+    visit_Break = _mark
+    visit_Continue = _mark
+    visit_Return = _mark
+
+
+def instrument(fn, recorder):
     """Returns the instrumented copy of ``fn`` (raises parser.NoSource if impossible)."""
     if '__class__' in fn.__code__.co_freevars:
         raise parser.NoSource('uses zero-argument super(); profiled uninstrumented')
     tree, filename, source_lines = parser.parse_function(fn)
     if not isinstance(tree, gast.FunctionDef):
         raise parser.NoSource('lambdas are profiled uninstrumented')
-    profile.site_info = sites.number_sites(tree, source_lines, tree.lineno)
-    tree = _InstrumentCalls().visit(tree)
+    code = fn.__code__
+    for site in sites.number_sites(tree, source_lines, tree.lineno).values():
+        recorder.profile.site_info[(code, site.id)] = site
+    code_name = '__jp_code'
+    tree = _Instrument(lambda: common.load(code_name)).visit(tree)
     tree.decorator_list, tree.returns = [], None
     tree.args.defaults = []
     tree.args.kw_defaults = [None] * len(tree.args.kwonlyargs)
-    freevars = (_PROFILER,) + fn.__code__.co_freevars
+    freevars = (_PROFILER, code_name) + code.co_freevars
     factory_args = gast.arguments([gast.Name(n, gast.Param(), None, None) for n in freevars],
                                   [], None, [], [], None, [])
     factory = gast.FunctionDef('__janus_profile_factory', factory_args,
                                [tree, gast.Return(common.load(tree.name))], [], None, None, [])
     module = gast.gast_to_ast(gast.Module([gast.copy_location(factory, tree)], []))
     ast.fix_missing_locations(module)
-    code = compile(module, filename, 'exec')
-    factory_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    compiled = compile(module, filename, 'exec')
+    factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
     inner = next(c for c in factory_code.co_consts if isinstance(c, types.CodeType))
-    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-    cells[_PROFILER] = types.CellType(_Recorder(profile))
+    cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
+    cells[_PROFILER] = types.CellType(recorder)
+    cells[code_name] = types.CellType(code)
     closure = tuple(cells[name] for name in inner.co_freevars)
     copy = types.FunctionType(inner, fn.__globals__, fn.__name__, fn.__defaults__, closure)
     copy.__kwdefaults__ = fn.__kwdefaults__

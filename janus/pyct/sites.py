@@ -9,7 +9,7 @@ import gast
 from janus.pyct import anno
 
 SITE_NODES = (gast.Call, gast.If, gast.IfExp, gast.For, gast.While, gast.BoolOp,
-              gast.Assert)
+              gast.Assert, gast.Break, gast.Continue, gast.Return)
 
 
 class Site:
