@@ -25,6 +25,7 @@ from janus.config import config
 from janus.errors import ConversionError, JanusUsageError, StrictModeError
 from janus.executor import AssertionBroke, GraphError, run_graph
 from janus.graphgen import generator, tracer
+from janus.graphgen import plan as plan_module
 from janus.pyct import parser
 
 log = logging.getLogger('janus')
@@ -58,7 +59,9 @@ class JanusFunction:
         self.events = collections.deque(maxlen=200)
         self.failed_conversion = None     # ConversionError of the function itself
         self.failed_signatures = []       # (Signature, ConversionError) per call shape
+        self.relaxed_sites = set()        # (code, site) never speculated again (they broke)
         self._recompile_limit_logged = False
+        self._reprofile_budget = 0         # profiled calls still due after a cache miss
         self._profiled_fn = self._make_profiled()
         functools.update_wrapper(self, fn)
 
@@ -90,9 +93,13 @@ class JanusFunction:
             return self._run_profiled(arguments, args, kwargs)
         if misses:
             self._note_miss(misses)
+            if self._reprofile_budget > 0:                      # re-profile the new regime
+                self._reprofile_budget -= 1
+                return self._run_profiled(arguments, args, kwargs, count=False)
         entry = self._generate(bound, arguments)                # generate
         if entry is None:
             return self._run_imperatively(args, kwargs)
+        self._reprofile_budget = config.reprofile_calls
         return self._run(entry, arguments, args, kwargs)
 
     def __get__(self, obj, objtype=None):
@@ -107,14 +114,41 @@ class JanusFunction:
         except AssertionBroke as broke:
             self.stats.fallbacks += 1
             self._event('fallback', 'assumption %r broke; re-ran imperatively' % broke.assumption)
-            return self._run_profiled(arguments, args, kwargs, count=False)
+            result = self._run_profiled(arguments, args, kwargs, count=False)
+            self._relax(entry, broke.assumption)
+            return result
         except GraphError as e:
-            self._event('graph error', '%s; re-ran imperatively for eager\'s exception'
+            self._event('graph error', '%s; re-ran imperatively for eager\'s result or exception'
                         % type(e.error).__name__)
-            return self._run_imperatively(args, kwargs)
+            try:
+                return self._run_profiled(arguments, args, kwargs, count=False)
+            finally:
+                self._relax(entry, None)
         entry.runs += 1
         self.stats.graph_calls += 1
         return result
+
+    def _relax(self, entry, assumption):
+        """After a fallback: sites whose assumed outcomes broke are never assumed again."""
+        broken = set()
+        if assumption is not None and assumption.speculative:
+            broken.add(assumption.site)
+        observed = self.recorder.last_call
+        for key, assumed in entry.assumed_sites.items():
+            if key in observed and observed[key] != assumed:
+                broken.add(key)
+        if broken:
+            self.relaxed_sites |= broken
+            self.cache.remove(entry)
+            self._reprofile_budget = 0
+            where = ', '.join(self._site_name(key) for key in broken)
+            self._event('relaxed', '%s: assumed outcomes dropped, next graph builds dynamic '
+                        'control flow there' % where)
+
+    def _site_name(self, key):
+        info = self.profile.site_info.get(key)
+        return '%s line %s (%s)' % (key[0].co_name, info.lineno if info else '?',
+                                   info.kind if info else 'site')
 
     def _run_profiled(self, arguments, args, kwargs, count=True):
         if count:
@@ -169,16 +203,19 @@ class JanusFunction:
 
     def _trace(self, converted, bound, signature, shapes, arguments):
         try:
-            return tracer.trace(self.fn, converted, bound, signature)
+            return tracer.trace(self.fn, converted, bound, signature, self._plan())
         except ConversionError as e:
             if shapes is None or not _has_relaxed_dims(signature):
                 return e
             # A relaxed (None) dimension may be what broke the trace: retry exactly.
             exact = guards.Signature(arguments)
             try:
-                return tracer.trace(self.fn, converted, bound, exact)
+                return tracer.trace(self.fn, converted, bound, exact, self._plan())
             except ConversionError as e2:
                 return e2
+
+    def _plan(self):
+        return plan_module.Plan(self.profile, self.relaxed_sites)
 
     def _give_up(self, error, record=True):
         if self.strict:

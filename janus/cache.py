@@ -42,5 +42,13 @@ class GraphCache:
         self._entries[self._next_key] = entry
         self._next_key += 1
 
+    def remove(self, entry):
+        """Drops ``entry`` (its speculation broke); True when it was cached."""
+        for key, cached in list(self._entries.items()):
+            if cached is entry:
+                del self._entries[key]
+                return True
+        return False
+
     def newest(self):
         return next(reversed(self._entries.values()), None)

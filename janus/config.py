@@ -26,7 +26,8 @@ class _Config:
         strict=False,             # turn every silent imperative fallback into a StrictModeError
         enabled=True,             # False: every janus function simply runs imperatively
         relax_shapes=True,        # after a SHAPE guard miss, rebuild with differing dims unknown
-        max_failures_per_assumption=2,  # a broken assumption this often stops its site being speculated
+        max_unroll=64,            # longest loop (trip count / while iterations) unrolled; longer: tf.while_loop
+        reprofile_calls=1,        # imperative, profiled calls after a cache miss before a new graph is built
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

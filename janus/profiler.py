@@ -114,6 +114,7 @@ class Recorder:
     def __init__(self, profile):
         self.profile = profile
         self._current = collections.defaultdict(list)   # (code, site) -> this call's sequence
+        self.last_call = {}                              # the previous call's sequences
         self._copies = weakref.WeakKeyDictionary()      # callee function -> instrumented copy
 
     # -- call boundaries --------------------------------------------------
@@ -121,8 +122,9 @@ class Recorder:
         self._current.clear()
 
     def end_call(self):
-        for key, seq in self._current.items():
-            self.profile.sites[key].sequences[tuple(seq)] += 1
+        self.last_call = {key: tuple(seq) for key, seq in self._current.items()}
+        for key, seq in self.last_call.items():
+            self.profile.sites[key].sequences[seq] += 1
         self._current.clear()
 
     # -- what instrumented code calls --------------------------------------

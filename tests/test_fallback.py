@@ -27,11 +27,12 @@ def _attr_write():
     return f, box
 
 
-def _tensor_branch():
+def _try_block():
     def f(x):
-        if tf.reduce_sum(x) > 0:
+        try:
             return x * 2
-        return -x
+        except ValueError:
+            return -x
     return f, None
 
 
@@ -44,7 +45,7 @@ def _print_call():
 
 @pytest.mark.parametrize('make, reason', [
     (_attr_write, 'attribute writes'),
-    (_tensor_branch, 'OperatorNotAllowedInGraphError'),
+    (_try_block, 'try statement'),
     (_print_call, "calls to 'print'"),
 ])
 def test_unconvertible_runs_imperatively_with_reason_and_line(make, reason, capsys):

@@ -25,7 +25,10 @@ def test_shape_relaxation_costs_one_extra_graph(strict, caplog):
     with caplog.at_level(logging.INFO, logger='janus'):
         jf = differential(make, [((t(n, 8, seed=i),), {}) for i, n in enumerate(shapes)])
     stats = janus.stats(jf)
-    assert stats['graphs_built'] == 2 and stats['graph_calls'] == 7
+    # Call 6 (17 rows) misses and is re-profiled imperatively; call 8 (9 rows)
+    # misses again and builds the relaxed graph, which serves every later size.
+    assert stats['graphs_built'] == 2 and stats['graph_calls'] == 6
+    assert stats['imperative_calls'] == 1 and stats['cache_misses'] == 2
     assert 'x: float32(None, 8)' in janus.to_code(jf)
     assert 'SHAPE_MATCH failed for x: expected (32, 8), got (17, 8)' in caplog.text
 
@@ -46,7 +49,8 @@ def test_dtype_change_builds_a_second_graph(strict):
     calls = [((t(3, seed=i),), {}) for i in range(4)]
     calls += [((t(3, seed=9, dtype=tf.int32),), {}), ((t(3, seed=8, dtype=tf.int32),), {})]
     calls += [((t(3, seed=7),), {})]
-    jf = differential(make, calls)
+    with janus.config.patch(reprofile_calls=0):
+        jf = differential(make, calls)
     assert janus.stats(jf)['graphs_built'] == 2 and janus.stats(jf)['graph_calls'] == 4
 
 
@@ -57,6 +61,7 @@ def scaled(x):
     return x * GAIN
 
 
+@janus.config.patch(reprofile_calls=0)
 def test_rebinding_a_global_is_seen(strict):
     global GAIN
     jf = janus.function(scaled)
@@ -110,7 +115,7 @@ def test_attribute_values_and_list_contents_are_guarded(strict):
                                       lambda c: c.layers.append(tf.constant(10.0)),
                                       lambda c: c.layers.__setitem__(0, tf.constant(-3.0)),
                                       lambda c: None]
-    with janus.config.patch(strict=True):
+    with janus.config.patch(strict=True, reprofile_calls=0):
         for change in changes:
             change(eager_cfg)
             change(cfg)
@@ -129,5 +134,17 @@ def test_python_list_argument_length_and_items(strict):
         return f, None
     calls = [(([t(2, seed=i), t(2)], 2), {}) for i in range(4)]
     calls += [(([t(2), t(2), t(2, seed=3)], 2), {}), (([t(2), 1.0], 2), {})]
-    jf = differential(make, calls)
+    with janus.config.patch(reprofile_calls=0):
+        jf = differential(make, calls)
     assert janus.stats(jf)['graphs_built'] == 3
+
+
+def test_a_miss_reprofiles_once_then_builds(strict):
+    def make():
+        return (lambda x, k: x * k), None
+    ks = [1, 1, 1, 1, 2, 2, 2, 3, 1, 3]
+    jf = differential(make, [((t(2), k), {}) for k in ks])
+    stats = janus.stats(jf)
+    # k=2: one re-profiled call, then a graph; k=3 likewise; k=1 still cached.
+    assert stats['graphs_built'] == 3 and stats['imperative_calls'] == 2
+    assert stats['graph_calls'] == 5 and stats['cache_misses'] == 4

@@ -39,6 +39,7 @@ class GraphEntry:
         self.source_guards = ctx.guards
         self.assumptions = {a.id: a for a in ctx.assumptions}
         self.inlined = [c for code, c in ctx.converted.items()]
+        self.assumed_sites = dict(ctx.plan.assumed)   # (code, site) -> sequence assumed
         self.has_mutations = ctx.has_mutations
         self.trace_seconds = trace_seconds
         self.runs = 0
@@ -160,15 +161,18 @@ def _refuse_variable_creation(next_creator, **kwargs):
                                 'variables outside it (or let a profiled call build the layer)')
 
 
-def trace(fn, converted, bound, signature):
+def trace(fn, converted, bound, signature, plan):
     """Generates the graph for ``bound`` (inspect.BoundArguments) under ``signature``."""
     started = time.perf_counter()
-    ctx = operators.TraceContext(fn, bound.arguments)
+    plan.reset()
+    ctx = operators.TraceContext(fn, bound.arguments, plan)
+    ctx.converted[fn.__code__] = converted
     ctx.has_mutations = False
     ctx.code_objects |= converted.code_objects
     holder = {}
 
     def body(*flat_inputs):
+        ctx.top_graph = tf.compat.v1.get_default_graph()
         arguments = signature.placeholders(flat_inputs)
         call_args = inspect.BoundArguments(bound.signature, arguments)
         operators.enter_trace(ctx)

@@ -19,6 +19,7 @@ from janus.guards import GuardKind
 from janus.runtime import whitelist
 
 _local = threading.local()
+builtins_iter = iter  # `iter` below is the runtime operator of the same name
 
 
 class Unsupported(ConversionError):
@@ -26,11 +27,20 @@ class Unsupported(ConversionError):
 
 
 class Assumption:
-    """One speculation checked inside the graph by a ``Janus>Assert``."""
+    """One speculation checked inside the graph by a ``Janus>Assert``.
 
-    def __init__(self, assumption_id, kind, filename, lineno, description):
-        self.id, self.kind = assumption_id, kind
+    ``kind``: BRANCH (a test's outcome), TRIP_COUNT (a loop's length), RAISE
+    (a raising branch is not taken), ASSERT (a user ``assert``).  ``site`` is
+    the (code object, site id) the profile and plan know it by.
+    """
+
+    def __init__(self, assumption_id, kind, filename, lineno, description, site=None):
+        self.id, self.kind, self.site = assumption_id, kind, site
         self.filename, self.lineno, self.description = filename, lineno, description
+
+    @property
+    def speculative(self):
+        return self.kind in ('BRANCH', 'TRIP_COUNT')
 
     def __repr__(self):
         return '#%d %s at %s:%s: %s' % (self.id, self.kind, self.filename, self.lineno,
@@ -40,8 +50,11 @@ class Assumption:
 class TraceContext:
     """What one trace learns: guards on outside values, in-graph assumptions."""
 
-    def __init__(self, fn, arguments):
+    def __init__(self, fn, arguments, plan):
         self.fn = fn
+        self.plan = plan
+        self.dynamic_depth = 0  # > 0 while tracing a tf.cond branch or tf.while_loop body
+        self.top_graph = None
         self.guards = []
         self._guard_keys = set()
         self._sources = {}     # id(obj) -> Source, for objects from outside the call
@@ -119,10 +132,39 @@ class TraceContext:
             self.guard_deep(item, depth + 1)
 
     # -- assumptions -----------------------------------------------------
-    def new_assumption(self, kind, filename, lineno, description):
-        assumption = Assumption(len(self.assumptions), kind, filename, lineno, description)
+    def decide(self, key):
+        """The plan's outcome for this evaluation of site ``key`` (dynamic inside regions)."""
+        from janus.graphgen.plan import DYNAMIC
+        if self.dynamic_depth:
+            return DYNAMIC
+        return self.plan.decide(key)
+
+    def site_line(self, key):
+        converted = self.converted.get(key[0])
+        site = converted.sites.get(key[1]) if converted is not None else None
+        return (converted.filename if converted else None), (site.lineno if site else None)
+
+    def site_text(self, key):
+        filename, lineno = self.site_line(key)
+        return 'line %s of %s' % (lineno, filename)
+
+    def assume(self, key, kind, condition, description, lineno=None):
+        """Adds a Janus>Assert that ``condition`` holds; returns the op (None if static)."""
+        from janus.runtime import ops
+        static = tf.get_static_value(condition)
+        if static is not None and bool(static):
+            return None
+        filename, site_lineno = self.site_line(key) if key is not None else (None, None)
+        if filename is None and self.stack:
+            filename = self.stack[-1].filename
+        lineno = lineno or site_lineno
+        assumption = Assumption(len(self.assumptions), kind, filename, lineno, description, key)
         self.assumptions.append(assumption)
-        return assumption
+        op = ops.janus_assert(tf.reshape(condition, []), assumption.id,
+                              '%s: %s (line %s)' % (kind, description, lineno))
+        if tf.compat.v1.get_default_graph() is self.top_graph:
+            self.assert_ops.append(op)
+        return op
 
 
 def _captured_by_identity(value):
@@ -238,10 +280,14 @@ def setitem(obj, key, value):
     obj[key] = value
 
 
-def iter(iterable):  # noqa: A001 - it is the runtime's `iter`
+def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
+    """A loop's iterable: outside lists are guarded; tensors are unrolled when safe."""
+    if isinstance(iterable, tf.Tensor):
+        from janus.runtime import control
+        return builtins_iter(control.unrolled_items(ns, site, iterable, allow_dynamic=False))
     ctx = current()
     source = ctx.source_of(iterable)
-    if source is None:
+    if source is None:  # made by this call: iterating it is plain Python
         return builtins_iter(iterable)
     if type(iterable) in (list, tuple) or isinstance(iterable, tuple):
         ctx.guard_deep(iterable)
@@ -252,7 +298,6 @@ def iter(iterable):  # noqa: A001 - it is the runtime's `iter`
                       % type(iterable).__name__)
 
 
-builtins_iter = __builtins__['iter'] if isinstance(__builtins__, dict) else __builtins__.iter
 
 
 def enter(manager):
@@ -268,13 +313,8 @@ def assert_(test, lineno, message_thunk):
         if not test:
             raise AssertionError(message_thunk())
         return
-    from janus.runtime import ops
-    ctx = current()
-    assumption = ctx.new_assumption('ASSERT', ctx.stack[-1].filename if ctx.stack else None,
-                                    lineno, 'assert statement holds')
-    condition = tf.reshape(tf.cast(test, tf.bool), [])
-    op = ops.janus_assert(condition, assumption.id, 'assert statement at line %s' % lineno)
-    ctx.assert_ops.append(op)
+    from janus.runtime.control import truth
+    current().assume(None, 'ASSERT', truth(test), 'assert statement holds', lineno=lineno)
 
 
 def call(__callee, *args, **kwargs):
@@ -368,3 +408,8 @@ def _inline(ctx, fn, args, kwargs):
         return converted.py_fn(*bound.args, **bound.kwargs)
     finally:
         ctx.stack.pop()
+
+
+# Control flow lives in its own module; converted code finds it here, as __jr.*.
+from janus.runtime.control import (boolop, for_stmt, if_stmt, ifexp, read, test,  # noqa: E402,F401
+                                   while_stmt)

@@ -1,28 +1,267 @@
-"""Pass: loop iterables, context managers and ``assert`` go through the runtime.
+"""Pass: control flow, loop iterables, context managers and ``assert`` go through the runtime.
 
-``for x in it`` → ``for x in __jr.iter(it)`` (and in comprehensions) so the
-runtime can guard what a loop over an outside list read; ``with m`` →
-``with __jr.enter(m)`` so only whitelisted context managers (GradientTape)
-are traced; ``assert t, msg`` → ``__jr.assert_(t, lineno, lambda: msg)``
-which becomes a ``Janus>Assert`` when ``t`` is a tensor.  Branch and loop
-speculation (issue #3) hooks in here.
+Runs right after ``unsupported``, on the parsed tree.  At trace time the
+runtime decides, per evaluation, whether a test is a Python value (plain
+Python, guarded), an assumed outcome (that path only + ``Janus>Assert``), or
+dynamic (real ``tf.cond`` / ``tf.while_loop``).  So that every choice is
+possible, ``if``/``while``/``for`` statements without ``return``/``break``/
+``continue`` in them are *functionalized*::
+
+    if t: body            def __true_7(): nonlocal x; body
+    else: orelse    →     def __false_7(): nonlocal x; orelse
+                          ...get/set state of x...
+                          __jr.if_stmt(__ns, 7, t, __true_7, __false_7, __get_7, __set_7)
+
+where ``x`` are the names the statement assigns and code outside it reads
+(loops: also names carried from one iteration to the next).  Statements with
+``return``/``break``/``continue`` keep their Python shape with a runtime
+test (``if __jr.test(__ns, 7, t):``), which supports Python values and
+assumed outcomes, not dynamic ones.  Conditional expressions and ``and``/
+``or`` go through ``__jr.ifexp`` / ``__jr.boolop``; ``with m`` through
+``__jr.enter``; ``assert t, msg`` through ``__jr.assert_``.
 """
 import gast
 
 from janus.graphgen.converters import common
+from janus.pyct import anno
+
+_NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
+
+
+def _walk_scope(node):
+    """Nodes under ``node`` without entering nested function/class scopes."""
+    stack = list(gast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        yield child
+        if not isinstance(child, _NESTED_SCOPES):
+            stack.extend(gast.iter_child_nodes(child))
+
+
+def _statements_scope(stmts):
+    for stmt in stmts:
+        yield stmt
+        if not isinstance(stmt, _NESTED_SCOPES):
+            yield from _walk_scope(stmt)
+
+
+def _has_jump(stmts):
+    """Whether ``stmts`` return, or break/continue out of the region itself."""
+    for stmt in stmts:
+        if isinstance(stmt, _NESTED_SCOPES):
+            continue
+        if isinstance(stmt, gast.Return) or any(isinstance(n, gast.Return)
+                                                for n in _walk_scope(stmt)):
+            return True
+        if _breaks_out(stmt):
+            return True
+    return False
+
+
+def _breaks_out(node):
+    """A break/continue in ``node`` that is not inside a loop nested in ``node``."""
+    if isinstance(node, (gast.Break, gast.Continue)):
+        return True
+    if isinstance(node, _NESTED_SCOPES):
+        return False
+    if isinstance(node, (gast.For, gast.While)):
+        return any(_breaks_out(s) for s in node.orelse)
+    return any(_breaks_out(c) for c in gast.iter_child_nodes(node))
+
+
+def _stored(stmts):
+    """Names the statements bind in their own scope (comprehension targets excluded)."""
+    nodes = list(_statements_scope(stmts))
+    private = {id(n) for c in nodes if isinstance(c, gast.comprehension)
+               for n in gast.walk(c.target)}
+    return {n.id for n in nodes if isinstance(n, gast.Name) and id(n) not in private
+            and isinstance(n.ctx, (gast.Store, gast.Del))}
+
+
+def _loaded(nodes):
+    return {n.id for node in nodes for n in [node] + list(_walk_all(node))
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
+
+
+def _walk_all(node):
+    return gast.walk(node)
+
+
+def _carried(body):
+    """Names a loop body reads before it surely assigns them (carried across iterations)."""
+    assigned, carried = set(), set()
+    for stmt in body:
+        if isinstance(stmt, gast.Assign):
+            carried |= _loaded([stmt.value]) - assigned
+            for target in stmt.targets:
+                carried |= _loaded([target]) - assigned
+                assigned |= {n.id for n in gast.walk(target)
+                             if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+        elif isinstance(stmt, gast.AugAssign):
+            carried |= (_loaded([stmt.value]) | {n.id for n in gast.walk(stmt.target)
+                                                 if isinstance(n, gast.Name)}) - assigned
+            if isinstance(stmt.target, gast.Name):
+                assigned.add(stmt.target.id)
+        else:
+            carried |= _loaded([stmt]) - assigned
+    return carried
+
+
+def _define(name, args, body, like):
+    fn = gast.FunctionDef(name, args, body or [gast.Pass()], [], None, None, [])
+    for node in gast.walk(fn):
+        if not hasattr(node, 'lineno') or node.lineno is None:
+            gast.copy_location(node, like)
+    return fn
+
+
+def _no_args():
+    return gast.arguments([], [], None, [], [], None, [])
+
+
+def _args(*names):
+    return gast.arguments([gast.Name(n, gast.Param(), None, None) for n in names],
+                          [], None, [], [], None, [])
+
+
+def _lambda(body):
+    return gast.Lambda(_no_args(), body)
 
 
 class RouteControl(common.Pass):
 
-    def visit_For(self, node):
-        node = self.generic_visit(node)
-        node.iter = common.runtime_call('iter', [node.iter], like=node.iter)
-        return node
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.loads_by_function = []   # per enclosing FunctionDef: [(name, node)] of all loads
 
+    # -- scopes ----------------------------------------------------------
+    def visit_FunctionDef(self, node):
+        # All loads, nested lambdas/defs included: over-approximating what is
+        # read outside a region only adds state variables, never drops one.
+        self.loads_by_function.append([(n.id, n) for n in gast.walk(node)
+                                       if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)])
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.loads_by_function.pop()
+
+    def _loaded_outside(self, region):
+        inside = {id(n) for n in gast.walk(region)}
+        return {name for name, node in self.loads_by_function[-1] if id(node) not in inside}
+
+    def _site(self, node):
+        return common.const(anno.get(node, anno.Key.SITE))
+
+    def _state(self, names, key, like):
+        """Defs of ``__get_<key>`` / ``__set_<key>`` and the stub binding the names."""
+        names = sorted(names)
+        reads = gast.Tuple([common.runtime_call('read', [_lambda(common.load(n))]) for n in names],
+                           gast.Load())
+        getter = _define('__get_%s' % key, _no_args(), [gast.Return(reads)], like)
+        setter_body = []
+        if names:
+            setter_body.append(gast.Nonlocal(names))
+            targets = gast.Tuple([gast.Name(n, gast.Store(), None, None) for n in names],
+                                 gast.Store())
+            setter_body.append(gast.Assign([targets], common.load('__vals'), None))
+        setter = _define('__set_%s' % key, _args('__vals'), setter_body, like)
+        # `if False: x = None` binds the names in the enclosing function without
+        # running anything, so the defs' `nonlocal` finds them.
+        stub = gast.If(common.const(False), [gast.Assign(
+            [gast.Name(n, gast.Store(), None, None)], common.const(None), None) for n in names]
+            or [gast.Pass()], [])
+        stub = gast.copy_location(stub, like)
+        for sub in gast.walk(stub):
+            gast.copy_location(sub, like)
+        return [stub, getter, setter], names
+
+    def _nonlocal(self, names, body):
+        return ([gast.Nonlocal(list(names))] if names else []) + body
+
+    def _call_stmt(self, name, args, like):
+        return gast.copy_location(gast.Expr(common.runtime_call(name, args, like=like)), like)
+
+    # -- statements --------------------------------------------------------
+    def visit_If(self, node):
+        site = anno.get(node, anno.Key.SITE)
+        stored = _stored(node.body + node.orelse)
+        outside = self._loaded_outside(node)
+        functionalize = not _has_jump(node.body + node.orelse)
+        node = self.generic_visit(node)
+        if not functionalize:
+            node.test = common.runtime_call('test', [common.load(common.NAMESPACE),
+                                                     self._site(node), node.test], like=node.test)
+            return node
+        state, names = self._state(stored & outside, site, node)
+        true_fn = _define('__true_%s' % site, _no_args(), self._nonlocal(names, node.body), node)
+        false_fn = _define('__false_%s' % site, _no_args(),
+                           self._nonlocal(names, node.orelse), node)
+        call = self._call_stmt('if_stmt', [
+            common.load(common.NAMESPACE), common.const(site), node.test,
+            common.load(true_fn.name), common.load(false_fn.name),
+            common.load('__get_%s' % site), common.load('__set_%s' % site)], node)
+        return state + [true_fn, false_fn, call]
+
+    def visit_While(self, node):
+        site = anno.get(node, anno.Key.SITE)
+        stored = _stored(node.body)
+        loop_vars = stored & (self._loaded_outside(node) | _loaded([node.test])
+                              | _carried(node.body))
+        functionalize = not node.orelse and not _has_jump(node.body)
+        node = self.generic_visit(node)
+        if not functionalize:
+            node.test = common.runtime_call('test', [common.load(common.NAMESPACE),
+                                                     self._site(node), node.test], like=node.test)
+            return node
+        state, names = self._state(loop_vars, site, node)
+        test_fn = _define('__test_%s' % site, _no_args(), [gast.Return(node.test)], node)
+        body_fn = _define('__body_%s' % site, _no_args(), self._nonlocal(names, node.body), node)
+        call = self._call_stmt('while_stmt', [
+            common.load(common.NAMESPACE), common.const(site), common.load(test_fn.name),
+            common.load(body_fn.name), common.load('__get_%s' % site),
+            common.load('__set_%s' % site)], node)
+        return state + [test_fn, body_fn, call]
+
+    def visit_For(self, node):
+        site = anno.get(node, anno.Key.SITE)
+        stored = _stored(node.body) | _stored([gast.Assign([node.target], node.iter, None)])
+        loop_vars = stored & (self._loaded_outside(node) | _carried(node.body))
+        functionalize = not node.orelse and not _has_jump(node.body)
+        node = self.generic_visit(node)
+        if not functionalize:
+            node.iter = common.runtime_call('iter', [common.load(common.NAMESPACE),
+                                                     self._site(node), node.iter], like=node.iter)
+            return node
+        state, names = self._state(loop_vars, site, node)
+        bind_target = gast.copy_location(gast.Assign([node.target], common.load('__item'), None),
+                                         node)
+        body_fn = _define('__body_%s' % site, _args('__item'),
+                          self._nonlocal(names, [bind_target] + node.body), node)
+        call = self._call_stmt('for_stmt', [
+            common.load(common.NAMESPACE), common.const(site), node.iter,
+            common.load(body_fn.name), common.load('__get_%s' % site),
+            common.load('__set_%s' % site)], node)
+        return state + [body_fn, call]
+
+    # -- expressions -------------------------------------------------------
     def visit_comprehension(self, node):
         node = self.generic_visit(node)
-        node.iter = common.runtime_call('iter', [node.iter], like=node.iter)
+        node.iter = common.runtime_call('iter', [common.load(common.NAMESPACE), common.const(None),
+                                                 node.iter], like=node.iter)
         return node
+
+    def visit_IfExp(self, node):
+        site = self._site(node)
+        node = self.generic_visit(node)
+        return common.runtime_call('ifexp', [common.load(common.NAMESPACE), site, node.test,
+                                             _lambda(node.body), _lambda(node.orelse)], like=node)
+
+    def visit_BoolOp(self, node):
+        site = self._site(node)
+        node = self.generic_visit(node)
+        is_and = common.const(isinstance(node.op, gast.And))
+        return common.runtime_call('boolop', [common.load(common.NAMESPACE), site, is_and]
+                                   + [_lambda(v) for v in node.values], like=node)
 
     def visit_With(self, node):
         node = self.generic_visit(node)
@@ -34,8 +273,6 @@ class RouteControl(common.Pass):
     def visit_Assert(self, node):
         node = self.generic_visit(node)
         msg = node.msg if node.msg is not None else common.const(None)
-        no_args = gast.arguments([], [], None, [], [], None, [])
-        thunk = gast.Lambda(no_args, msg)
-        call = common.runtime_call('assert_', [node.test, common.const(node.lineno), thunk],
+        call = common.runtime_call('assert_', [node.test, common.const(node.lineno), _lambda(msg)],
                                    like=node)
         return gast.copy_location(gast.Expr(call), node)
