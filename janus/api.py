@@ -114,7 +114,13 @@ class JanusFunction:
         except AssertionBroke as broke:
             self.stats.fallbacks += 1
             self._event('fallback', 'assumption %r broke; re-ran imperatively' % broke.assumption)
-            result = self._run_profiled(arguments, args, kwargs, count=False)
+            try:
+                result = self._run_profiled(arguments, args, kwargs, count=False)
+            except Exception as e:
+                # The call raised, eagerly too: an exceptional path, not a reason
+                # to give up the assumption for the calls that do not raise.
+                self._event('fallback raised', '%s; assumptions kept' % type(e).__name__)
+                raise
             self._relax(entry, broke.assumption)
             return result
         except GraphError as e:

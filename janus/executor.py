@@ -6,13 +6,21 @@ Needs a ``GraphEntry`` whose guards held for this call.  Outcomes:
   changes already happened, after every assertion passed);
 * a ``Janus>Assert`` fails: nothing was changed (deferred updates), so the
   call is re-run imperatively and the broken assumption is reported;
-* any other TF error: a graph without state changes is re-run imperatively,
-  so the user sees eager's exception with eager's message; a graph with
-  state changes re-raises the graph's error (the same exception type).
+* any other TF error in an op that runs before every state change (the
+  tracer makes state changes wait for those) or in a graph without state
+  changes: the call is re-run imperatively, so the user sees eager's own
+  result or exception; an error in an op created after a state change
+  re-raises the graph's error (same exception type, graph's message),
+  because state may already have changed and must not change twice.
 """
+import re
+
 import tensorflow as tf
 
 from janus.runtime import ops
+
+
+_NODE = re.compile(r'\{\{node ([^}]+)\}\}')
 
 
 class AssertionBroke(Exception):
@@ -39,6 +47,12 @@ def run_graph(entry, arguments):
         assumption_id = ops.parse_assumption_failure(e)
         if assumption_id is not None and assumption_id in entry.assumptions:
             raise AssertionBroke(entry.assumptions[assumption_id]) from None
-        if entry.has_mutations:
-            raise
+        if entry.has_mutations and _failing_node(e) not in entry.safe_error_ops:
+            raise  # state may have changed: re-running would change it twice
         raise GraphError(e) from None
+
+
+def _failing_node(error):
+    """The name of the graph node a TF error names (``[[{{node NAME}}]]``), or None."""
+    match = _NODE.search(getattr(error, 'message', '') or str(error))
+    return match.group(1) if match else None

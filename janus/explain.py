@@ -31,6 +31,7 @@ def to_code(fn):
     parts = ['# janus: specialized %s, guarded by:' % jf.fn.__qualname__]
     parts += ['#   %s' % line for line in entry.describe_guards()]
     parts += ['#   in-graph %r' % a for a in entry.assumptions.values()]
+    parts += ['#   assumed %s' % line for line in _assumed(jf, entry)]
     parts.append(generator.convert(jf.fn).source)
     for converted in entry.inlined:
         if converted.fn is not jf.fn:
@@ -57,6 +58,7 @@ def explain(fn):
             ', defers state updates' if entry.has_mutations else ''))
         out += ['    guard %s' % line for line in entry.describe_guards()]
         out += ['    assert %r' % a for a in entry.assumptions.values()]
+        out += ['    assumed %s' % line for line in _assumed(jf, entry)]
     if jf.events:
         out.append('  events (call number: what happened):')
         out += ['    %d: %s: %s' % (e.call, e.kind, e.detail) for e in jf.events]
@@ -91,3 +93,13 @@ def _site_order(profile, key):
 def _short(seq):
     text = '[%s]' % ', '.join(str(v) for v in seq[:8])
     return text[:-1] + ', ... (%d)]' % len(seq) if len(seq) > 8 else text
+
+
+def _assumed(jf, entry):
+    """One line per site whose outcomes the graph assumed, and per relaxed site."""
+    lines = []
+    for key, seq in entry.assumed_sites.items():
+        lines.append('%s: outcomes %s' % (jf._site_name(key), _short(seq)))
+    for key in sorted(jf.relaxed_sites, key=lambda k: _site_order(jf.profile, k)):
+        lines.append('%s: dynamic (an assumption there broke before)' % jf._site_name(key))
+    return lines

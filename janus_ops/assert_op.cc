@@ -11,6 +11,7 @@
 // TensorFlow; loaded with tf.load_op_library.
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op.h"
@@ -75,5 +76,55 @@ class JanusAssertOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("Janus>Assert").Device(DEVICE_CPU), JanusAssertOp);
+
+// Janus>CheckedIdentity: forwards `input` only once `condition` holds, failing
+// like Janus>Assert otherwise. For values that must not be used before their
+// assumption is checked (the slices of a loop whose trip count is assumed):
+// a control dependency on Janus>Assert through an Identity can be optimized
+// away by grappler, a data dependency through this op cannot. Stateful for the
+// same reasons as Janus>Assert (never pruned, folded or deduplicated).
+REGISTER_OP("Janus>CheckedIdentity")
+    .Input("condition: bool")
+    .Input("input: T")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("assumption_id: int")
+    .Attr("message: string")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) -> absl::Status {
+      ShapeHandle unused;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
+      // Known dimensions are kept; each unknown one becomes a *new* unknown
+      // dimension. Returning the input's own handle would let grappler's
+      // shape inference unify it with what consumers demand (unstack(num=3)
+      // demands 3 rows), fold the checked condition to true, and so run the
+      // consumer on unchecked data.
+      ShapeHandle in = c->input(1);
+      if (!c->RankKnown(in)) {
+        c->set_output(0, c->UnknownShape());
+        return absl::OkStatus();
+      }
+      std::vector<tensorflow::shape_inference::DimensionHandle> dims;
+      for (int i = 0; i < c->Rank(in); ++i) {
+        auto dim = c->Dim(in, i);
+        dims.push_back(c->ValueKnown(dim) ? dim : c->UnknownDim());
+      }
+      c->set_output(0, c->MakeShape(dims));
+      return absl::OkStatus();
+    });
+
+class JanusCheckedIdentityOp : public JanusAssertOp {
+ public:
+  using JanusAssertOp::JanusAssertOp;
+
+  void Compute(OpKernelContext* ctx) override {
+    JanusAssertOp::Compute(ctx);
+    if (!ctx->status().ok()) return;
+    ctx->set_output(0, ctx->input(1));
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("Janus>CheckedIdentity").Device(DEVICE_CPU),
+                        JanusCheckedIdentityOp);
 
 }  // namespace janus

@@ -136,3 +136,35 @@ def test_unloadable_library_raises_janus_ops_error(tmp_path):
         'tensorflow_version=%s\n' % tf.__version__)
     with pytest.raises(JanusOpsError, match='failed to load'):
         ops._load_library(str(tmp_path))
+
+
+# -- Janus>CheckedIdentity ---------------------------------------------------
+
+def test_checked_identity_forwards_the_value_when_the_condition_holds():
+    value = tf.constant([1.0, 2.0])
+    out = ops.janus_checked_identity(tf.constant(True), value, 3, 'holds')
+    assert out.numpy().tolist() == [1.0, 2.0]
+    with _failing(4):
+        ops.janus_checked_identity(tf.constant(False), value, 4, 'broken')
+
+
+def test_checked_identity_is_not_folded_away_by_consumers_demanding_a_shape():
+    """Regression: grappler must not infer the checked length from unstack(num=3)."""
+    @tf.function
+    def f(xs, mask):
+        rows = tf.boolean_mask(xs, mask)
+        rows = ops.janus_checked_identity(tf.equal(tf.shape(rows)[0], 3), rows, 9, 'three')
+        return tf.unstack(rows, num=3)
+    xs = tf.reshape(tf.range(12, dtype=tf.float32), [6, 2])
+    assert len(f(xs, tf.constant([True, False] * 3))) == 3
+    with _failing(9):
+        f(xs, tf.constant([True, True, True, False, True, False]))
+
+
+def test_checked_identity_gradient_is_the_identity():
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = ops.janus_checked_identity(tf.constant(True), x * 3.0, 1, 'ok')
+        loss = tf.reduce_sum(y)
+    assert tape.gradient(loss, x).numpy().tolist() == [3.0, 3.0]

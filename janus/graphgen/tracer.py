@@ -41,6 +41,7 @@ class GraphEntry:
         self.inlined = [c for code, c in ctx.converted.items()]
         self.assumed_sites = dict(ctx.plan.assumed)   # (code, site) -> sequence assumed
         self.has_mutations = ctx.has_mutations
+        self.safe_error_ops = ctx.safe_error_ops or set()   # errors there leave state untouched
         self.trace_seconds = trace_seconds
         self.runs = 0
 
@@ -132,26 +133,94 @@ def _ancestors(ops):
     return seen
 
 
+_FUNCTION_ATTRS = ('then_branch', 'else_branch', 'cond', 'body', 'f', 'branches')
+
+
+def _called_graphs(op):
+    """The function bodies an op runs (tf.cond branches, tf.while_loop cond/body, calls)."""
+    graphs = []
+    for attr in _FUNCTION_ATTRS:
+        try:
+            value = op.get_attr(attr)
+        except (ValueError, TypeError):
+            continue
+        for fn in value if isinstance(value, list) else [value]:
+            name = getattr(fn, 'name', None)
+            found = op.graph._get_function(name) if name else None
+            if found is not None and getattr(found, 'graph', None) is not None:
+                graphs.append(found.graph)
+    return graphs
+
+
+def _contents(op, memo):
+    """(runs a Janus>Assert, changes state): of the op itself or of what it calls."""
+    if op in memo:
+        return memo[op]
+    memo[op] = (False, False)
+    asserts = op.type in ('Janus>Assert', 'Janus>CheckedIdentity')
+    mutates = bool(_MUTATING_OP.match(op.type)) and op.type != 'StatefulPartitionedCall'
+    for graph in _called_graphs(op):
+        for inner in graph.get_operations():
+            a, m = _contents(inner, memo)
+            asserts, mutates = asserts or a, mutates or m
+    if op.type == 'StatefulPartitionedCall' and not _called_graphs(op):
+        mutates = True  # a call we cannot look into: assume it changes state
+    memo[op] = (asserts, mutates)
+    return memo[op]
+
+
 def defer_state_updates(graph, assert_ops):
     """Makes every state-changing op wait for every assertion; returns whether any exist.
 
-    An assertion may only rest on values computed before the first state
-    change: a stateful op (a variable read) created after it will be ordered
-    after it by TF's automatic control dependencies, which would close a cycle.
+    Ops that run other graphs (tf.cond, tf.while_loop, function calls) count
+    as assertions or state changes by what they contain.  An assertion may
+    only rest on values computed before the first state change: a stateful op
+    (a variable read) created after it is ordered after it by TF's automatic
+    control dependencies, which would close a cycle.
     """
-    mutating = [op for op in graph.get_operations() if _MUTATING_OP.match(op.type)]
-    if not assert_ops or not mutating:
-        return bool(mutating)
+    memo = {}
+    ops = graph.get_operations()
+    contents = [(op,) + _contents(op, memo) for op in ops]
+    mutating = [op for op, _, m in contents if m]
+    asserting = set(assert_ops) | {op for op, a, _ in contents if a}
+    for op in mutating:
+        if op in asserting and not op.type.startswith('Janus>'):
+            raise operators.Unsupported(
+                'a tensor-dependent loop or branch both changes state and checks an assumption '
+                '(%s); janus cannot order the change after the check' % op.type)
+    if not mutating:
+        return None
     first_change = min(op._id for op in mutating)
-    for op in _ancestors(assert_ops):
+    before = _wait_for_everything_before(ops, mutating, first_change)
+    if not asserting:
+        return before
+    for op in _ancestors(asserting):
         if op in mutating or (op._id > first_change and op._is_stateful
-                              and op.type != 'Janus>Assert'):
+                              and op not in asserting):
             raise operators.Unsupported(
                 'an assumption depends on a state change made earlier in the same call (%s); '
                 'janus cannot check it before the change' % op.type)
     for op in mutating:
-        op._add_control_inputs([a for a in assert_ops if a not in op.control_inputs])
-    return True
+        op._add_control_inputs([a for a in asserting if a not in op.control_inputs])
+    return before
+
+
+def _wait_for_everything_before(ops, mutating, first_change):
+    """State changes also wait for every op created before the first of them.
+
+    So a TF error in any of those ops (a bad reshape, an out-of-range gather)
+    stops the run before anything changed, and the call can be re-run
+    imperatively to raise eager's own exception.  Returns those ops' names.
+    """
+    before = [op for op in ops if op._id < first_change and op not in mutating]
+    consumed = set()
+    for op in before:
+        consumed.update(t.op for t in op.inputs)
+        consumed.update(op.control_inputs)
+    sinks = [op for op in before if op not in consumed]
+    for op in mutating:
+        op._add_control_inputs([s for s in sinks if s not in op.control_inputs])
+    return {op.name for op in before}
 
 
 # -- tracing ---------------------------------------------------------------
@@ -168,6 +237,7 @@ def trace(fn, converted, bound, signature, plan):
     ctx = operators.TraceContext(fn, bound.arguments, plan)
     ctx.converted[fn.__code__] = converted
     ctx.has_mutations = False
+    ctx.safe_error_ops = None
     ctx.code_objects |= converted.code_objects
     holder = {}
 
@@ -184,8 +254,9 @@ def trace(fn, converted, bound, signature, plan):
             operators.exit_trace()
         outputs = []
         holder['template'] = _template(result, outputs, ctx)
-        ctx.has_mutations = defer_state_updates(tf.compat.v1.get_default_graph(),
-                                                ctx.assert_ops)
+        ctx.safe_error_ops = defer_state_updates(tf.compat.v1.get_default_graph(),
+                                                 ctx.assert_ops)
+        ctx.has_mutations = ctx.safe_error_ops is not None
         return outputs
 
     body.__name__ = 'janus_' + fn.__name__

@@ -88,11 +88,10 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
     if length is not None and length <= config.max_unroll:
         return tf.unstack(iterable, num=length) if length else []
     if length is None and outcome is not DYNAMIC and outcome <= config.max_unroll:
-        op = ctx.assume((ns.fn.__code__, site), 'TRIP_COUNT',
-                        tf.equal(tf.shape(iterable)[0], outcome),
-                        'the loop runs %d times' % outcome)
-        with tf.control_dependencies([op] if op is not None else []):
-            iterable = tf.identity(iterable)  # slice only once the count is known good
+        # Slices only once the count is known good: a data dependency on the check.
+        iterable = ctx.assume((ns.fn.__code__, site), 'TRIP_COUNT',
+                              tf.equal(tf.shape(iterable)[0], outcome),
+                              'the loop runs %d times' % outcome, gate=iterable)
         return tf.unstack(iterable, num=outcome) if outcome else []
     if allow_dynamic:
         return None

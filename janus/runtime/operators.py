@@ -148,23 +148,32 @@ class TraceContext:
         filename, lineno = self.site_line(key)
         return 'line %s of %s' % (lineno, filename)
 
-    def assume(self, key, kind, condition, description, lineno=None):
-        """Adds a Janus>Assert that ``condition`` holds; returns the op (None if static)."""
+    def assume(self, key, kind, condition, description, lineno=None, gate=None):
+        """Adds a Janus>Assert that ``condition`` holds; returns the op (None if static).
+
+        With ``gate`` (a tensor), returns ``gate`` passed through a
+        Janus>CheckedIdentity instead: usable only once the assumption holds.
+        """
         from janus.runtime import ops
         static = tf.get_static_value(condition)
         if static is not None and bool(static):
-            return None
+            return gate
         filename, site_lineno = self.site_line(key) if key is not None else (None, None)
         if filename is None and self.stack:
             filename = self.stack[-1].filename
         lineno = lineno or site_lineno
         assumption = Assumption(len(self.assumptions), kind, filename, lineno, description, key)
         self.assumptions.append(assumption)
-        op = ops.janus_assert(tf.reshape(condition, []), assumption.id,
-                              '%s: %s (line %s)' % (kind, description, lineno))
+        message = '%s: %s (line %s)' % (kind, description, lineno)
+        if gate is not None:
+            gated = ops.janus_checked_identity(tf.reshape(condition, []), gate, assumption.id,
+                                               message)
+            op = gated.op
+        else:
+            gated = op = ops.janus_assert(tf.reshape(condition, []), assumption.id, message)
         if tf.compat.v1.get_default_graph() is self.top_graph:
             self.assert_ops.append(op)
-        return op
+        return gated
 
 
 def _captured_by_identity(value):
@@ -329,7 +338,8 @@ def call(__callee, *args, **kwargs):
         return _inline(ctx, callee.__func__, (callee.__self__,) + args, kwargs)
     if isinstance(callee, types.FunctionType) and not whitelist.is_library(callee):
         return _inline(ctx, callee, args, kwargs)
-    if whitelist.is_library(callee) or whitelist.is_namedtuple_class(callee):
+    if (whitelist.is_library(callee) or whitelist.is_namedtuple_class(callee)
+            or whitelist.is_builtin_exception(callee)):
         return _call_library(ctx, callee, args, kwargs)
     call_method = getattr(type(callee), '__call__', None)
     if _is_keras_layer(callee):

@@ -71,6 +71,23 @@ def janus_assert(condition, assumption_id: int, message: str, name=None):
         message=str(message), name=name)
 
 
+def janus_checked_identity(condition, value, assumption_id: int, message: str, name=None):
+    """``value``, passed on only once ``condition`` holds (else fails like janus_assert).
+
+    A data dependency on the check, which graph optimizations keep, where a
+    control dependency through an Identity could be optimized away.
+    """
+    return load_ops().janus_checked_identity(
+        condition=condition, input=value, assumption_id=int(assumption_id),
+        message=str(message), name=name)
+
+
+# Gradient: the identity's, for the value; none for the condition (a bool).
+@tf.RegisterGradient('Janus>CheckedIdentity')
+def _checked_identity_grad(op, grad):
+    return [None, grad]
+
+
 def parse_assumption_failure(error) -> Optional[int]:
     """Returns the assumption id named in a TF error (or string), else None."""
     text = getattr(error, 'message', None)

@@ -69,3 +69,9 @@ def is_namedtuple_class(callee):
     return (isinstance(callee, type) and issubclass(callee, tuple)
             and hasattr(callee, '_fields') and '__init__' not in callee.__dict__
             and getattr(callee.__new__, '__module__', '').startswith('namedtuple_'))
+
+
+def is_builtin_exception(callee):
+    """Builtin exception classes: constructing one (to raise it) runs no user code."""
+    return (isinstance(callee, type) and issubclass(callee, BaseException)
+            and callee.__module__ == 'builtins')

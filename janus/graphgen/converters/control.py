@@ -87,9 +87,12 @@ def _walk_all(node):
     return gast.walk(node)
 
 
-def _carried(body):
-    """Names a loop body reads before it surely assigns them (carried across iterations)."""
-    assigned, carried = set(), set()
+def _carried(body, assigned_first=()):
+    """Names a loop body reads before it surely assigns them (carried across iterations).
+
+    ``assigned_first``: names bound before the body runs each iteration (a for target).
+    """
+    assigned, carried = set(assigned_first), set()
     for stmt in body:
         if isinstance(stmt, gast.Assign):
             carried |= _loaded([stmt.value]) - assigned
@@ -224,8 +227,9 @@ class RouteControl(common.Pass):
 
     def visit_For(self, node):
         site = anno.get(node, anno.Key.SITE)
-        stored = _stored(node.body) | _stored([gast.Assign([node.target], node.iter, None)])
-        loop_vars = stored & (self._loaded_outside(node) | _carried(node.body))
+        targets = _stored([gast.Assign([node.target], node.iter, None)])
+        stored = _stored(node.body) | targets
+        loop_vars = stored & (self._loaded_outside(node) | _carried(node.body, targets))
         functionalize = not node.orelse and not _has_jump(node.body)
         node = self.generic_visit(node)
         if not functionalize:

@@ -1,0 +1,300 @@
+"""Speculative control flow: assumed outcomes, asserts, fallback, relaxation, dynamic flow.
+
+Each test runs the program eagerly and under janus call by call (returns and
+state compared after every call), breaks an assumption mid-way, and checks
+the counters and which kind of graph was built (unrolled or tf.cond/while).
+
+PYTEST_DONT_REWRITE: programs under test use `assert`.
+"""
+import pytest
+import tensorflow as tf
+
+import janus
+from conftest import differential
+
+
+def op_types(jf):
+    """Op types of the newest graph, including those inside its functions."""
+    from janus.graphgen.tracer import _called_graphs
+    seen, stack = [], list(jf.cache.newest().concrete.graph.get_operations())
+    while stack:
+        op = stack.pop()
+        seen.append(op.type)
+        for graph in _called_graphs(op):
+            stack.extend(graph.get_operations())
+    return seen
+
+
+def has_cond(jf):
+    return any(t in ('If', 'StatelessIf') for t in op_types(jf))
+
+
+def has_while(jf):
+    return any(t in ('While', 'StatelessWhile') for t in op_types(jf))
+
+
+def assumptions(jf):
+    return [a.kind for a in jf.cache.newest().assumptions.values()]
+
+
+def filled(value, shape=(3,)):
+    return tf.fill(shape, float(value))
+
+
+def test_branch_flips_at_call_7_falls_back_once_then_builds_tf_cond(strict):
+    def make():
+        def f(x):
+            if tf.reduce_sum(x) > 0:
+                y = x * 2.0
+            else:
+                y = x - 1.0
+            return y
+        return f, None
+    calls = [((filled(1 + i),), {}) for i in range(6)] + [((filled(-1 - i),), {}) for i in range(6)]
+    jf = differential(make, calls)
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 2 and stats['fallbacks'] == 1
+    assert stats['graph_calls'] == 3 + 5 and stats['imperative_calls'] == 1
+    assert has_cond(jf) and 'BRANCH' not in assumptions(jf)   # the second graph is the relaxed one
+    assert 'relaxed' in janus.explain(jf)
+
+
+def test_first_graph_has_only_the_assumed_branch_and_its_assert(strict):
+    def make():
+        def f(x):
+            if tf.reduce_sum(x) > 0:
+                y = x * 2.0
+            else:
+                y = tf.sqrt(x) + 1.0
+            return y
+        return f, None
+    jf = differential(make, [((filled(i + 1),), {}) for i in range(5)])
+    assert assumptions(jf) == ['BRANCH'] and not has_cond(jf)
+    assert 'Sqrt' not in op_types(jf)
+
+
+def _counting_loop():
+    def f(x, n):
+        i = tf.constant(0)
+        total = tf.zeros_like(x)
+        while i < n:
+            total = total + x * tf.cast(i, tf.float32)
+            i += 1
+        return total, i
+    return f, None
+
+
+def test_while_on_tensor_condition_unrolls_then_becomes_tf_while_loop(strict):
+    calls = [((filled(1), tf.constant(4)), {}) for _ in range(6)]
+    calls += [((filled(2), tf.constant(6)), {}), ((filled(3), tf.constant(2)), {}),
+              ((filled(1), tf.constant(0)), {}), ((filled(1), tf.constant(4)), {})]
+    jf = differential(make := _counting_loop, calls)  # noqa: F841
+    stats = janus.stats(jf)
+    assert stats['fallbacks'] == 1 and stats['graphs_built'] == 2
+    assert has_while(jf) and stats['graph_calls'] == 3 + 3
+
+
+def test_unrolled_while_asserts_every_step_and_the_exit():
+    fn, _ = _counting_loop()
+    jf = janus.function(fn, profile_calls=2)
+    for _ in range(3):
+        jf(filled(1), tf.constant(3))
+    assert assumptions(jf) == ['BRANCH'] * 4 and not has_while(jf)
+
+
+def test_long_loops_are_never_unrolled(strict):
+    with janus.config.patch(max_unroll=8):
+        jf = differential(_counting_loop, [((filled(1), tf.constant(20)), {})] * 5)
+    assert has_while(jf) and janus.stats(jf)['fallbacks'] == 0
+
+
+def test_for_over_tensor_of_unknown_length_asserts_the_trip_count(strict):
+    def make():
+        def f(xs, mask):
+            acc = tf.zeros([2])
+            for row in tf.boolean_mask(xs, mask):   # length unknown until run time
+                acc = acc * 0.5 + row
+            return acc
+        return f, None
+    xs = tf.reshape(tf.range(12, dtype=tf.float32), [6, 2])
+    three = tf.constant([True, False, True, False, True, False])
+    four = tf.constant([True, True, True, False, True, False])
+    calls = [((xs * i, three), {}) for i in range(5)] + [((xs, four), {})]
+    calls += [((xs * i, four), {}) for i in range(3)] + [((xs, three), {})]
+    jf = differential(make, calls)
+    stats = janus.stats(jf)
+    assert stats['fallbacks'] == 1 and stats['graphs_built'] == 2
+    assert has_while(jf) and 'TRIP_COUNT' not in assumptions(jf)
+    assert stats['graph_calls'] == 2 + 4
+
+
+def test_profiled_lengths_that_vary_give_a_while_loop_at_once(strict):
+    def make():
+        def f(xs):
+            acc = tf.zeros([2])
+            for row in xs:
+                acc = acc * 0.5 + row
+            return acc
+        return f, None
+    jf = differential(make, [((tf.ones([n, 2]) * n,), {}) for n in [5, 6, 7, 6, 9, 6]])
+    assert has_while(jf) and janus.stats(jf)['fallbacks'] == 0
+
+
+def test_for_over_tensor_with_fixed_length_unrolls_without_asserts(strict):
+    def make():
+        def f(xs):
+            acc = tf.zeros([2])
+            for row in xs:
+                acc = acc + row
+            return acc
+        return f, None
+    jf = differential(make, [((tf.ones([4, 2]) * i,), {}) for i in range(6)])
+    assert not has_while(jf) and assumptions(jf) == []
+
+
+def test_loop_that_exits_early_on_some_calls(strict):
+    def make():
+        def f(x, limit):
+            total = tf.zeros([])
+            for i in range(6):
+                total = total + x[i]
+                if total > limit:
+                    break
+            return total
+        return f, None
+    x = tf.constant([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    calls = [((x, tf.constant(100.0)), {})] * 5 + [((x, tf.constant(4.0)), {})]
+    calls += [((x, tf.constant(100.0)), {})] * 2
+    with janus.config.patch(strict=False):
+        jf = differential(make, calls)
+    stats = janus.stats(jf)
+    # The exit moved: the assumption broke, the call fell back; the `if` with a
+    # `break` cannot be made a tf.cond, so later calls run imperatively, and say so.
+    assert stats['fallbacks'] == 1 and stats['graph_calls'] == 2
+    assert 'return/break/continue' in janus.explain(jf)
+
+
+def test_python_valued_condition_is_a_guard_per_value(strict):
+    def make():
+        def f(x, training):
+            if training:
+                x = tf.nn.dropout(x, rate=0.0)
+                return x * 2.0
+            return x
+        return f, None
+    calls = [((filled(i), i % 2 == 0), {}) for i in range(10)]
+    with janus.config.patch(reprofile_calls=0):
+        jf = differential(make, calls)
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 2 and stats['fallbacks'] == 0
+
+
+def test_raise_under_a_tensor_condition_becomes_an_assert():
+    def make():
+        def f(x):
+            if tf.reduce_min(x) < 0:
+                raise ValueError('negative input: %s' % x.shape)
+            return tf.sqrt(x)
+        return f, None
+    calls = [((filled(i + 1),), {}) for i in range(5)] + [((filled(-1),), {}),
+                                                          ((filled(4),), {})]
+    with janus.config.patch(strict=True):
+        jf = differential(make, calls)
+    stats = janus.stats(jf)
+    assert stats['fallbacks'] == 1 and stats['graph_calls'] == 3
+    assert stats['graphs_built'] == 1   # raising is not a speculation to relax
+
+
+def test_raise_in_a_dynamic_branch_keeps_the_other_branch(strict):
+    def make():
+        def f(x):
+            y = x
+            if tf.reduce_min(x) < -100:
+                raise ValueError('way too small')
+            elif tf.reduce_sum(x) > 0:
+                y = x * 2.0
+            else:
+                y = x * 3.0
+            return y
+        return f, None
+    values = [1, -500, -1, 2, -2, 3, -3, -500, 4, -4]   # a profiled call raised
+    jf = differential(make, [((filled(v),), {}) for v in values])
+    assert 'RAISE' in assumptions(jf) and has_cond(jf)
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 1 and stats['fallbacks'] == 1
+
+
+def test_and_or_and_conditional_expressions(strict):
+    def make():
+        def f(x, y):
+            both = tf.reduce_sum(x) > 0 and tf.reduce_sum(y) > 0
+            either = tf.reduce_sum(x) > 5 or tf.reduce_sum(y) < 0
+            z = x if tf.reduce_max(x) > tf.reduce_max(y) else y
+            return both, either, z
+        return f, None
+    pairs = [(1, 2), (2, 1), (3, 4), (4, 3), (-1, 2), (5, -5), (1, 1)]
+    jf = differential(make, [((filled(a), filled(b)), {}) for a, b in pairs])
+    assert janus.stats(jf)['fallbacks'] >= 1
+
+
+def test_nested_dynamic_branch_inside_dynamic_loop(strict):
+    def make():
+        def f(x, n):
+            i = tf.constant(0)
+            acc = tf.zeros_like(x)
+            while i < n:
+                if i % 2 == 0:
+                    acc = acc + x
+                else:
+                    acc = acc - 0.5 * x
+                i = i + 1
+            return acc
+        return f, None
+    ns = [3, 4, 5, 6, 3, 7, 2, 8]
+    with janus.config.patch(max_unroll=2):
+        jf = differential(make, [((filled(2), tf.constant(n)), {}) for n in ns])
+    assert has_while(jf) and has_cond(jf) and janus.stats(jf)['fallbacks'] == 0
+
+
+def test_variables_updated_in_a_dynamic_branch_wait_for_assertions(strict):
+    def make():
+        v = tf.Variable(0.0)
+
+        def f(x):
+            if tf.reduce_sum(x) > 0:
+                v.assign_add(1.0)
+            else:
+                v.assign_sub(1.0)
+            assert tf.reduce_max(x) < 50.0, 'too big'
+            return v.read_value()
+        return f, v
+    values = [1, -1, 2, -2, 3, -3, 60, 4, -4]
+    differential(make, [((filled(v),), {}) for v in values], state=lambda v: v)
+
+
+def test_graph_error_before_any_state_change_reruns_for_eagers_exception(strict):
+    def make():
+        v = tf.Variable(0.0)
+
+        def f(x, n):
+            y = tf.reshape(x, tf.stack([n, -1]))
+            v.assign_add(1.0)
+            return y
+        return f, v
+    calls = [((tf.ones([6]), tf.constant(2)), {})] * 5 + [((tf.ones([6]), tf.constant(4)), {})]
+    calls += [((tf.ones([6]), tf.constant(3)), {})]
+    differential(make, calls, state=lambda v: v)
+
+
+def test_undefined_in_one_branch_runs_imperatively_with_reason():
+    def make():
+        def f(x):
+            if tf.reduce_sum(x) > 0:
+                extra = x * 2.0
+            y = x + 1.0
+            return y, extra
+        return f, None
+    values = [1, 2, 3, 4, -1, 5, 6]
+    jf = differential(make, [((filled(v),), {}) for v in values])
+    assert janus.stats(jf)['fallbacks'] == 1
+    assert 'undefined' in janus.explain(jf)
