@@ -27,6 +27,46 @@ class Undefined:
 UNDEFINED = Undefined()
 
 
+class TensorList:
+    """A Python list that grows inside a tensor-dependent loop, kept as a TensorArray.
+
+    Inside the loop it supports what growing a list needs (``append``,
+    ``extend``, ``+=``, ``+``); after it, ``tf.stack``, ``tf.concat``,
+    ``tf.add_n`` and the ``tf.reduce_*`` family, which see the same values
+    eager code sees.  Anything else (``len``, indexing, iteration) would need
+    a Python list whose length is a run-time value: refused, with the line.
+    """
+
+    def __init__(self, array, where):
+        self.array, self.where = array, where
+
+    def append(self, value):
+        self.array = self.array.write(self.array.size(), value)
+
+    def extend(self, values):
+        for value in values:
+            self.append(value)
+
+    def __iadd__(self, values):
+        self.extend(values)
+        return self
+
+    def __add__(self, values):
+        grown = TensorList(self.array, self.where)
+        grown.extend(values)
+        return grown
+
+    def stacked(self):
+        return self.array.stack()
+
+    def _refuse(self, *args, **kwargs):
+        raise Unsupported('%s: a list that grows in a tensor-dependent loop has a run-time '
+                          'length; janus supports tf.stack/tf.concat/tf.add_n/tf.reduce_* of '
+                          'it, not len(), indexing or iteration' % self.where)
+
+    __len__ = __getitem__ = __iter__ = __bool__ = _refuse
+
+
 def read(thunk):
     try:
         return thunk()
@@ -211,6 +251,7 @@ def _as_output(value):
 def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
     ctx = current()
     init = get_state()
+    before = [_snapshot(v) for v in init]
     seen = {}
 
     def branch(fn, tag):
@@ -222,6 +263,10 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
                 raise
             except Exception as e:  # the branch raises: handled below as an assumption
                 raise _BranchRaised(tag, e)
+            if [_snapshot(v) for v in init] != before:
+                raise Unsupported('%s: a tensor-dependent branch changes a Python list or dict '
+                                  'in place; janus keeps Python values Python'
+                                  % _where(ns, site))
             seen[tag] = get_state()
             return tuple(_as_output(v) for v in seen[tag])
         return run
@@ -278,14 +323,27 @@ def _dynamic_while(ns, site, test_fn, body_fn, get_state, set_state):
     if any(v is UNDEFINED for v in init):
         raise Unsupported('%s: a variable the tensor-dependent loop carries is not defined '
                           'before the loop' % where)
-    loop_index = [i for i, v in enumerate(init) if _is_tensor(v)]
-    fixed = {i: _snapshot(v) for i, v in enumerate(init) if not _is_tensor(v)}
+    _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where)
+    loop_index = [i for i, v in enumerate(init) if _is_tensor(v) or isinstance(v, TensorList)]
+    fixed = {i: _snapshot(v) for i, v in enumerate(init) if i not in loop_index}
 
     def full_state(values):
         state = list(init)
         for i, value in zip(loop_index, values):
-            state[i] = value
+            state[i] = TensorList(value, where) if isinstance(init[i], TensorList) else value
         return tuple(state)
+
+    def loop_values(state):
+        values = []
+        for i in loop_index:
+            value = state[i]
+            if isinstance(init[i], TensorList):
+                if not isinstance(value, TensorList):
+                    raise Unsupported('%s: a list grown in the loop is replaced by a %s'
+                                      % (where, type(value).__name__))
+                value = value.array
+            values.append(value)
+        return tuple(values)
 
     def cond(*values):
         set_state(full_state(values))
@@ -298,30 +356,81 @@ def _dynamic_while(ns, site, test_fn, body_fn, get_state, set_state):
         for i, snapshot in fixed.items():
             if _snapshot(state[i]) != snapshot:
                 raise Unsupported('%s: a Python value (%s) changes inside a tensor-dependent loop; '
-                                  'janus keeps Python values Python (lists that grow in such a '
-                                  'loop are not converted to TensorArrays yet)'
-                                  % (where, _kind(init[i])))
-        return tuple(state[i] for i in loop_index)
+                                  'janus keeps Python values Python' % (where, _kind(init[i])))
+        return loop_values(state)
 
-    start = tuple(init[i] for i in loop_index)
+    start = loop_values(init)
     try:
         final = tf.while_loop(cond, body, start)
     except ValueError as e:
         if 'shape' not in str(e):
             raise
-        relaxed = tuple(tf.TensorShape([None] * v.shape.rank) if v.shape.rank is not None
-                        else tf.TensorShape(None) for v in start)
-        final = tf.while_loop(cond, body, start, shape_invariants=relaxed)
+        final = tf.while_loop(cond, body, start, shape_invariants=tuple(
+            _relaxed_invariant(v) for v in start))
     if not isinstance(final, (list, tuple)):
         final = (final,)
     set_state(full_state(final))
 
 
-def _snapshot(value):
+def _relaxed_invariant(value):
+    if isinstance(value, tf.TensorArray):
+        return tf.TensorShape(None)
+    rank = value.shape.rank
+    return tf.TensorShape([None] * rank) if rank is not None else tf.TensorShape(None)
+
+
+def _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where):
+    """Local lists the loop grows become TensorLists (TensorArrays) in ``init``."""
+    lists = [i for i, v in enumerate(init) if type(v) is list]
+    if not lists:
+        return
+    appended = _dry_run_appends(init, lists, body_fn, get_state, set_state)
+    for i in lists:
+        items, grown = init[i], appended.get(i, [])
+        if not grown:
+            continue  # unchanged by the loop: stays a Python list (checked after the body)
+        if not all(_is_tensor(v) for v in items + grown):
+            raise Unsupported('%s: a list grown in a tensor-dependent loop must hold tensors'
+                              % where)
+        dtype = grown[0].dtype
+        shape = grown[0].shape
+        for value in items + grown:
+            shape = shape.most_specific_compatible_shape(value.shape)
+        array = tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=shape)
+        for k, value in enumerate(items):
+            array = array.write(k, value)
+        init[i] = TensorList(array, where)
+
+
+def _dry_run_appends(init, lists, body_fn, get_state, set_state):
+    """Traces the body once in a scratch graph to see what it appends to each list."""
+    from tensorflow.python.framework import func_graph
+    probes = list(init)
+    for i in lists:
+        probes[i] = list(init[i])
+    grown = {}
+    with func_graph.FuncGraph('janus_dry_run').as_default():
+        set_state(tuple(probes))
+        try:
+            _in_dynamic_region(body_fn)
+            after = get_state()
+            for i in lists:
+                if after[i] is probes[i] or type(after[i]) is list:
+                    grown[i] = list(after[i])[len(init[i]):]
+        finally:
+            set_state(tuple(init))
+    return grown
+
+
+def _snapshot(value, depth=0):
+    """Identity and contents of a Python value, to tell whether a region changed it."""
+    if depth > 4:
+        return ('deep', id(value))
     if isinstance(value, list):
-        return ('list', id(value), len(value), tuple(id(v) for v in value))
+        return ('list', id(value), tuple(_snapshot(v, depth + 1) for v in value))
     if isinstance(value, dict):
-        return ('dict', id(value), tuple(value), tuple(id(v) for v in value.values()))
+        return ('dict', id(value), tuple(value),
+                tuple(_snapshot(v, depth + 1) for v in value.values()))
     return ('value', id(value))
 
 

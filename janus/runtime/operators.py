@@ -399,7 +399,36 @@ def _call_builtin_method(ctx, callee, args, kwargs):
 
 def _call_library(ctx, callee, args, kwargs):
     _guard_library_args(ctx, args, kwargs)
+    if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
+        return _call_with_tensor_lists(callee, args, kwargs)
     return callee(*args, **kwargs)
+
+
+def _tensor_list_functions():
+    """Library functions whose list argument a TensorList stands in for, and how."""
+    stacked = lambda t: t.stacked()  # noqa: E731
+    table = {tf.stack: stacked, tf.convert_to_tensor: stacked,
+             tf.concat: lambda t: t.array.concat(),
+             tf.add_n: lambda t: tf.reduce_sum(t.stacked(), axis=0)}
+    for name in ('reduce_sum', 'reduce_mean', 'reduce_max', 'reduce_min', 'reduce_prod',
+                 'reduce_all', 'reduce_any', 'reduce_logsumexp'):
+        table[getattr(tf, name, None) or getattr(tf.math, name)] = stacked
+    return table
+
+
+def _call_with_tensor_lists(callee, args, kwargs):
+    table = _tensor_list_functions()
+    lists = [v for v in list(args) + list(kwargs.values()) if isinstance(v, control.TensorList)]
+    convert = table.get(callee) if args and isinstance(args[0], control.TensorList) else None
+    axis = kwargs.get('axis', args[1] if len(args) > 1 else 0)
+    if convert is None or len(lists) != 1 or (callee in (tf.stack, tf.concat) and axis != 0):
+        raise Unsupported('%s: janus supports tf.stack/tf.concat (axis 0), tf.add_n and '
+                          'tf.reduce_* of a list grown in a tensor-dependent loop, not %s'
+                          % (lists[0].where, _name(callee)))
+    value = convert(args[0])
+    if callee in (tf.stack, tf.concat, tf.add_n, tf.convert_to_tensor):
+        return value
+    return callee(value, *args[1:], **kwargs)
 
 
 def _inline(ctx, fn, args, kwargs):
@@ -421,5 +450,6 @@ def _inline(ctx, fn, args, kwargs):
 
 
 # Control flow lives in its own module; converted code finds it here, as __jr.*.
+from janus.runtime import control  # noqa: E402
 from janus.runtime.control import (boolop, for_stmt, if_stmt, ifexp, read, test,  # noqa: E402,F401
                                    while_stmt)

@@ -10,6 +10,7 @@ import builtins
 import types
 
 LIBRARY_PREFIXES = ('tensorflow', 'keras', 'tf_keras')
+JANUS_RUNTIME = ('janus.runtime',)  # janus's own trace-time helpers: called, never converted
 
 # Library modules whose functions act on Python state, not on tensors.
 LIBRARY_BLOCKLIST = (
@@ -52,6 +53,8 @@ def in_package(module, packages):
 
 def is_library(callee):
     module = module_of(callee)
+    if in_package(module, JANUS_RUNTIME):
+        return True
     return in_package(module, LIBRARY_PREFIXES) and not in_package(module, LIBRARY_BLOCKLIST)
 
 

@@ -23,7 +23,7 @@ assumed outcomes, not dynamic ones.  Conditional expressions and ``and``/
 import gast
 
 from janus.graphgen.converters import common
-from janus.pyct import anno
+from janus.pyct import anno, scopes
 
 _NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
@@ -69,13 +69,34 @@ def _breaks_out(node):
     return any(_breaks_out(c) for c in gast.iter_child_nodes(node))
 
 
+MUTATING_METHODS = frozenset((
+    'append', 'extend', 'insert', 'pop', 'remove', 'clear', 'update', 'setdefault', 'popitem',
+    'sort', 'reverse', 'add', 'discard', '__setitem__', '__delitem__', '__iadd__'))
+
+
+def _root_name(node):
+    while isinstance(node, (gast.Attribute, gast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, gast.Name) else None
+
+
 def _stored(stmts):
-    """Names the statements bind in their own scope (comprehension targets excluded)."""
+    """Names the statements bind in their own scope (comprehension targets excluded),
+    and names of containers they change in place (``xs.append(v)``, ``d[k] = v``):
+    a region that changes a container must hand it on like a reassigned variable."""
     nodes = list(_statements_scope(stmts))
     private = {id(n) for c in nodes if isinstance(c, gast.comprehension)
                for n in gast.walk(c.target)}
-    return {n.id for n in nodes if isinstance(n, gast.Name) and id(n) not in private
-            and isinstance(n.ctx, (gast.Store, gast.Del))}
+    names = {n.id for n in nodes if isinstance(n, gast.Name) and id(n) not in private
+             and isinstance(n.ctx, (gast.Store, gast.Del))}
+    for node in nodes:
+        if (isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute)
+                and node.func.attr in MUTATING_METHODS):
+            names.add(_root_name(node.func.value))
+        elif isinstance(node, gast.Subscript) and isinstance(node.ctx, (gast.Store, gast.Del)):
+            names.add(_root_name(node.value))
+    names.discard(None)
+    return names
 
 
 def _loaded(nodes):
@@ -136,6 +157,7 @@ class RouteControl(common.Pass):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.loads_by_function = []   # per enclosing FunctionDef: [(name, node)] of all loads
+        self.locals_by_function = []  # per enclosing FunctionDef: the names it binds
 
     # -- scopes ----------------------------------------------------------
     def visit_FunctionDef(self, node):
@@ -143,10 +165,12 @@ class RouteControl(common.Pass):
         # read outside a region only adds state variables, never drops one.
         self.loads_by_function.append([(n.id, n) for n in gast.walk(node)
                                        if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)])
+        self.locals_by_function.append(scopes.bound_names(node))
         try:
             return self.generic_visit(node)
         finally:
             self.loads_by_function.pop()
+            self.locals_by_function.pop()
 
     def _loaded_outside(self, region):
         inside = {id(n) for n in gast.walk(region)}
@@ -156,8 +180,12 @@ class RouteControl(common.Pass):
         return common.const(anno.get(node, anno.Key.SITE))
 
     def _state(self, names, key, like):
-        """Defs of ``__get_<key>`` / ``__set_<key>`` and the stub binding the names."""
-        names = sorted(names)
+        """Defs of ``__get_<key>`` / ``__set_<key>`` and the stub binding the names.
+
+        Only the enclosing function's own locals: a global list changed in place
+        stays a global (and is refused at trace time: outside state).
+        """
+        names = sorted(set(names) & self.locals_by_function[-1])
         reads = gast.Tuple([common.runtime_call('read', [_lambda(common.load(n))]) for n in names],
                            gast.Load())
         getter = _define('__get_%s' % key, _no_args(), [gast.Return(reads)], like)
