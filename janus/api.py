@@ -216,9 +216,11 @@ class JanusFunction:
             # A relaxed (None) dimension may be what broke the trace: retry exactly.
             exact = guards.Signature(arguments)
             try:
-                return tracer.trace(self.fn, converted, bound, exact, self._plan())
+                entry = tracer.trace(self.fn, converted, bound, exact, self._plan())
             except ConversionError as e2:
                 return e2
+            self._event('relaxed shapes failed', '%s; built with exact shapes instead' % e)
+            return entry
 
     def _plan(self):
         return plan_module.Plan(self.profile, self.relaxed_sites)

@@ -161,6 +161,11 @@ class Recorder:
 
     def _instrumented(self, callee):
         """The user's own Python callees run instrumented too, so their sites are profiled."""
+        if not isinstance(callee, (types.FunctionType, types.MethodType, type)):
+            call = getattr(type(callee), '__call__', None)   # a callable object of the user's
+            if isinstance(call, types.FunctionType) and not whitelist.is_library(call):
+                return types.MethodType(self._instrumented(call), callee)
+            return callee
         fn = callee.__func__ if isinstance(callee, types.MethodType) else callee
         if not isinstance(fn, types.FunctionType) or whitelist.is_library(fn):
             return callee
@@ -238,8 +243,10 @@ def instrument(fn, recorder):
     if '__class__' in fn.__code__.co_freevars:
         raise parser.NoSource('uses zero-argument super(); profiled uninstrumented')
     tree, filename, source_lines = parser.parse_function(fn)
-    if not isinstance(tree, gast.FunctionDef):
-        raise parser.NoSource('lambdas are profiled uninstrumented')
+    if isinstance(tree, gast.Lambda):
+        body = [gast.copy_location(gast.Return(tree.body), tree.body)]
+        tree = gast.copy_location(
+            gast.FunctionDef('__janus_lambda', tree.args, body, [], None, None, []), tree)
     code = fn.__code__
     for site in sites.number_sites(tree, source_lines, tree.lineno).values():
         recorder.profile.site_info[(code, site.id)] = site

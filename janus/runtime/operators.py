@@ -268,6 +268,8 @@ def attr(obj, name):
 
 
 def item(obj, key):
+    if isinstance(obj, (tf.Tensor, tf.Variable)):
+        return obj[key]  # a slicing op; the object itself is guarded by identity or spec
     ctx = current()
     source = ctx.source_of(obj)
     value = obj[key]
