@@ -298,3 +298,34 @@ def test_undefined_in_one_branch_runs_imperatively_with_reason():
     jf = differential(make, [((filled(v),), {}) for v in values])
     assert janus.stats(jf)['fallbacks'] == 1
     assert 'undefined' in janus.explain(jf)
+
+
+def test_early_returns_become_one_return_and_a_tf_cond(strict):
+    def make():
+        def f(x):
+            if tf.reduce_sum(x) > 0:
+                y = x * 2.0
+                if tf.reduce_max(x) > 10:
+                    return y + 100.0
+                return y
+            z = -x
+            return z * 3.0
+        return f, None
+    values = [1, 2, 3, -1, 20, -2, 3, 30, -5, 4]
+    jf = differential(make, [((filled(v),), {}) for v in values])
+    stats = janus.stats(jf)
+    assert stats['fallbacks'] == 1 and stats['graphs_built'] == 2 and has_cond(jf)
+    assert '__janus_return' in janus.to_code(jf)
+
+
+def test_return_inside_a_loop_keeps_python_shape_and_assumes_the_exit(strict):
+    def make():
+        def f(xs):
+            for i in range(4):
+                if tf.reduce_sum(xs[i]) > 5:
+                    return xs[i]
+            return xs[0] * 0.0
+        return f, None
+    base = tf.ones([4, 3])
+    jf = differential(make, [((base * 3.0,), {}) for _ in range(6)])
+    assert assumptions(jf) == ['BRANCH'] and janus.stats(jf)['fallbacks'] == 0

@@ -15,12 +15,14 @@ import astunparse
 import gast
 
 from janus.errors import ConversionError
-from janus.graphgen.converters import attributes, calls, common, control, names, unsupported
+from janus.graphgen.converters import (attributes, calls, common, control, names, returns,
+                                       unsupported)
 from janus.pyct import parser, sites
 
 # The pipeline, in order.  Each pass is one module under converters/.
 PASSES = (
     unsupported.RejectUnsupported,
+    returns.LowerReturns,
     control.RouteControl,
     attributes.RouteAttributesAndItems,
     calls.RouteCalls,

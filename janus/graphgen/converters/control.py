@@ -216,7 +216,10 @@ class RouteControl(common.Pass):
     def visit_If(self, node):
         site = anno.get(node, anno.Key.SITE)
         stored = _stored(node.body + node.orelse)
-        outside = self._loaded_outside(node)
+        # Read outside, or read inside before the branch assigns it (the value
+        # from before the `if`): either way the branch must share the variable.
+        outside = (self._loaded_outside(node) | _carried(node.body) | _carried(node.orelse)
+                   | _loaded([node.test]))
         functionalize = not _has_jump(node.body + node.orelse)
         node = self.generic_visit(node)
         if not functionalize:
