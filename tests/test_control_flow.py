@@ -163,15 +163,35 @@ def test_loop_that_exits_early_on_some_calls(strict):
             return total
         return f, None
     x = tf.constant([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
-    calls = [((x, tf.constant(100.0)), {})] * 5 + [((x, tf.constant(4.0)), {})]
-    calls += [((x, tf.constant(100.0)), {})] * 2
-    with janus.config.patch(strict=False):
-        jf = differential(make, calls)
+    limits = [100.0] * 5 + [4.0] + [100.0, 7.0, 1.0, 12.0, 100.0]
+    jf = differential(make, [((x, tf.constant(v)), {}) for v in limits])
     stats = janus.stats(jf)
-    # The exit moved: the assumption broke, the call fell back; the `if` with a
-    # `break` cannot be made a tf.cond, so later calls run imperatively, and say so.
-    assert stats['fallbacks'] == 1 and stats['graph_calls'] == 2
-    assert 'return/break/continue' in janus.explain(jf)
+    # The exit moved: the assumption broke and the call fell back; the break
+    # became a flag, so the relaxed graph exits early with tf.cond.
+    assert stats['fallbacks'] == 1 and stats['graphs_built'] == 2
+    assert stats['graph_calls'] == 2 + 5 and has_cond(jf)
+    assert '__janus_break' in janus.to_code(jf)
+
+
+def test_continue_and_while_break_on_the_dynamic_path(strict):
+    def make():
+        def f(x, n):
+            i = tf.constant(0)
+            acc = tf.zeros([])
+            while i < n:
+                i += 1
+                if x[i % 4] < 0:
+                    continue
+                acc += x[i % 4]
+                if acc > 10.0:
+                    break
+            return acc, i
+        return f, None
+    x = tf.constant([1.0, -2.0, 3.0, 4.0])
+    ns = [3, 3, 3, 3, 6, 9, 2, 12, 3]
+    with janus.config.patch(max_unroll=4):
+        jf = differential(make, [((x, tf.constant(n)), {}) for n in ns])
+    assert has_while(jf)
 
 
 def test_python_valued_condition_is_a_guard_per_value(strict):

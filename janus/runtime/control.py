@@ -79,6 +79,20 @@ def truth(value):
     return tf.reshape(tf.cast(value, tf.bool), [])
 
 
+def not_(value):
+    """``not value`` in a test: a tensor's negation stays a tensor."""
+    return tf.logical_not(truth(value)) if _is_tensor(value) else not value
+
+
+INTERNAL_FLAGS = ('__janus_break',)   # janus's own flags: Python bools may become tensors
+
+
+def _tensor_flags(values, names):
+    """janus's own break flags, as tensors where a tensor-dependent region needs them."""
+    return tuple(tf.constant(v) if isinstance(v, bool) and n.startswith(INTERNAL_FLAGS) else v
+                 for v, n in zip(values, names))
+
+
 def _is_tensor(value):
     return isinstance(value, tf.Tensor)
 
@@ -142,16 +156,17 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
 
 # -- functionalized statements ---------------------------------------------------
 
-def if_stmt(ns, site, test_value, true_fn, false_fn, get_state, set_state):
+def if_stmt(ns, site, test_value, true_fn, false_fn, get_state, set_state, names=()):
     if not _is_tensor(test_value):
         return (true_fn if test_value else false_fn)()
     outcome, _ = _decide_test(ns, site, test_value, 'condition')
     if outcome is not DYNAMIC:
         return (true_fn if outcome else false_fn)()
-    return _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state)
+    flagged_get = lambda: _tensor_flags(get_state(), names)  # noqa: E731
+    return _dynamic_if(ns, site, test_value, true_fn, false_fn, flagged_get, set_state)
 
 
-def while_stmt(ns, site, test_fn, body_fn, get_state, set_state):
+def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
     while True:
         value = test_fn()
         if not _is_tensor(value):
@@ -161,13 +176,14 @@ def while_stmt(ns, site, test_fn, body_fn, get_state, set_state):
             continue
         outcome, _ = _decide_test(ns, site, value, 'loop condition')
         if outcome is DYNAMIC:
-            return _dynamic_while(ns, site, test_fn, body_fn, get_state, set_state)
+            flagged_get = lambda: _tensor_flags(get_state(), names)  # noqa: E731
+            return _dynamic_while(ns, site, test_fn, body_fn, flagged_get, set_state)
         if not outcome:
             return
         body_fn()
 
 
-def for_stmt(ns, site, iterable, body_fn, get_state, set_state):
+def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=()):
     from janus.runtime import operators
     if not _is_tensor(iterable):
         for item in operators.iter(ns, None, iterable):
@@ -178,7 +194,8 @@ def for_stmt(ns, site, iterable, body_fn, get_state, set_state):
         for item in items:
             body_fn(item)
         return
-    _dynamic_for(ns, site, iterable, body_fn, get_state, set_state)
+    _dynamic_for(ns, site, iterable, body_fn, lambda: _tensor_flags(get_state(), names),
+                 set_state)
 
 
 def ifexp(ns, site, test_value, body, orelse):

@@ -453,5 +453,5 @@ def _inline(ctx, fn, args, kwargs):
 
 # Control flow lives in its own module; converted code finds it here, as __jr.*.
 from janus.runtime import control  # noqa: E402
-from janus.runtime.control import (boolop, for_stmt, if_stmt, ifexp, read, test,  # noqa: E402,F401
-                                   while_stmt)
+from janus.runtime.control import (boolop, for_stmt, if_stmt, ifexp, not_, read,  # noqa: E402,F401
+                                   test, while_stmt)

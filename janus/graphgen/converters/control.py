@@ -131,6 +131,17 @@ def _carried(body, assigned_first=()):
     return carried
 
 
+def _negations_in_test(test):
+    """``not x`` where only its truth matters (a test, or an operand of an and/or
+    test) becomes ``__jr.not_(x)``, which also negates a tensor; elsewhere
+    ``not`` keeps Python's meaning (a Python bool)."""
+    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+        return common.runtime_call('not_', [_negations_in_test(test.operand)], like=test)
+    if isinstance(test, gast.BoolOp):
+        test.values = [_negations_in_test(v) for v in test.values]
+    return test
+
+
 def _define(name, args, body, like):
     fn = gast.FunctionDef(name, args, body or [gast.Pass()], [], None, None, [])
     for node in gast.walk(fn):
@@ -158,6 +169,7 @@ class RouteControl(common.Pass):
         super().__init__(ctx)
         self.loads_by_function = []   # per enclosing FunctionDef: [(name, node)] of all loads
         self.locals_by_function = []  # per enclosing FunctionDef: the names it binds
+        self.generated = 0            # numbers regions the profiler never saw (no site id)
 
     # -- scopes ----------------------------------------------------------
     def visit_FunctionDef(self, node):
@@ -178,6 +190,13 @@ class RouteControl(common.Pass):
 
     def _site(self, node):
         return common.const(anno.get(node, anno.Key.SITE))
+
+    def _key(self, site):
+        """Name suffix of a region's helper defs: its site id, or a fresh g<n>."""
+        if site is not None:
+            return site
+        self.generated += 1
+        return 'g%d' % self.generated
 
     def _state(self, names, key, like):
         """Defs of ``__get_<key>`` / ``__set_<key>`` and the stub binding the names.
@@ -214,6 +233,7 @@ class RouteControl(common.Pass):
 
     # -- statements --------------------------------------------------------
     def visit_If(self, node):
+        node.test = _negations_in_test(node.test)
         site = anno.get(node, anno.Key.SITE)
         stored = _stored(node.body + node.orelse)
         # Read outside, or read inside before the branch assigns it (the value
@@ -226,17 +246,20 @@ class RouteControl(common.Pass):
             node.test = common.runtime_call('test', [common.load(common.NAMESPACE),
                                                      self._site(node), node.test], like=node.test)
             return node
-        state, names = self._state(stored & outside, site, node)
-        true_fn = _define('__true_%s' % site, _no_args(), self._nonlocal(names, node.body), node)
-        false_fn = _define('__false_%s' % site, _no_args(),
+        key = self._key(site)
+        state, names = self._state(stored & outside, key, node)
+        true_fn = _define('__true_%s' % key, _no_args(), self._nonlocal(names, node.body), node)
+        false_fn = _define('__false_%s' % key, _no_args(),
                            self._nonlocal(names, node.orelse), node)
         call = self._call_stmt('if_stmt', [
             common.load(common.NAMESPACE), common.const(site), node.test,
             common.load(true_fn.name), common.load(false_fn.name),
-            common.load('__get_%s' % site), common.load('__set_%s' % site)], node)
+            common.load('__get_%s' % key), common.load('__set_%s' % key),
+            common.const(tuple(names))], node)
         return state + [true_fn, false_fn, call]
 
     def visit_While(self, node):
+        node.test = _negations_in_test(node.test)
         site = anno.get(node, anno.Key.SITE)
         stored = _stored(node.body)
         loop_vars = stored & (self._loaded_outside(node) | _loaded([node.test])
@@ -247,13 +270,14 @@ class RouteControl(common.Pass):
             node.test = common.runtime_call('test', [common.load(common.NAMESPACE),
                                                      self._site(node), node.test], like=node.test)
             return node
-        state, names = self._state(loop_vars, site, node)
-        test_fn = _define('__test_%s' % site, _no_args(), [gast.Return(node.test)], node)
-        body_fn = _define('__body_%s' % site, _no_args(), self._nonlocal(names, node.body), node)
+        key = self._key(site)
+        state, names = self._state(loop_vars, key, node)
+        test_fn = _define('__test_%s' % key, _no_args(), [gast.Return(node.test)], node)
+        body_fn = _define('__body_%s' % key, _no_args(), self._nonlocal(names, node.body), node)
         call = self._call_stmt('while_stmt', [
             common.load(common.NAMESPACE), common.const(site), common.load(test_fn.name),
-            common.load(body_fn.name), common.load('__get_%s' % site),
-            common.load('__set_%s' % site)], node)
+            common.load(body_fn.name), common.load('__get_%s' % key),
+            common.load('__set_%s' % key), common.const(tuple(names))], node)
         return state + [test_fn, body_fn, call]
 
     def visit_For(self, node):
@@ -267,15 +291,16 @@ class RouteControl(common.Pass):
             node.iter = common.runtime_call('iter', [common.load(common.NAMESPACE),
                                                      self._site(node), node.iter], like=node.iter)
             return node
-        state, names = self._state(loop_vars, site, node)
+        key = self._key(site)
+        state, names = self._state(loop_vars, key, node)
         bind_target = gast.copy_location(gast.Assign([node.target], common.load('__item'), None),
                                          node)
-        body_fn = _define('__body_%s' % site, _args('__item'),
+        body_fn = _define('__body_%s' % key, _args('__item'),
                           self._nonlocal(names, [bind_target] + node.body), node)
         call = self._call_stmt('for_stmt', [
             common.load(common.NAMESPACE), common.const(site), node.iter,
-            common.load(body_fn.name), common.load('__get_%s' % site),
-            common.load('__set_%s' % site)], node)
+            common.load(body_fn.name), common.load('__get_%s' % key),
+            common.load('__set_%s' % key), common.const(tuple(names))], node)
         return state + [body_fn, call]
 
     # -- expressions -------------------------------------------------------
@@ -286,6 +311,7 @@ class RouteControl(common.Pass):
         return node
 
     def visit_IfExp(self, node):
+        node.test = _negations_in_test(node.test)
         site = self._site(node)
         node = self.generic_visit(node)
         return common.runtime_call('ifexp', [common.load(common.NAMESPACE), site, node.test,

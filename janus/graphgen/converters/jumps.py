@@ -1,0 +1,110 @@
+"""Pass: ``break`` and ``continue`` become flags and folded branches.
+
+Runs after ``returns`` and before ``control``.  In a loop body,
+``if t: ...; continue`` followed by more code moves that code into the
+``if``'s other branch; ``break`` becomes ``__janus_break_<n> = True`` the
+same way, the loop also stops on the flag (``while``: ``not flag and test``;
+``for``: the body runs only while the flag is down, and ``for ... else``
+runs its ``else`` only if the flag stayed down).  The loop then has no jump
+left, so it and its branches can become ``tf.while_loop`` / ``tf.cond`` when
+their outcomes vary.  Loops the folding cannot express keep their shape.
+"""
+import gast
+
+from janus.graphgen.converters import common
+
+_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
+
+
+class _CannotLower(Exception):
+    pass
+
+
+def _jumps(node):
+    """Whether ``node`` breaks/continues its own loop (nested loops not counted)."""
+    if isinstance(node, (gast.Break, gast.Continue)):
+        return True
+    if isinstance(node, _SCOPES + (gast.For, gast.While)):
+        return False
+    return any(_jumps(child) for child in gast.iter_child_nodes(node))
+
+
+def _flag_set(flag, like):
+    assign = gast.Assign([gast.Name(flag, gast.Store(), None, None)], common.const(True), None)
+    return gast.copy_location(assign, like)
+
+
+def _lower(block, flag):
+    """(statements, whether every path through them jumps)."""
+    out = []
+    for index, stmt in enumerate(block):
+        if isinstance(stmt, gast.Continue):
+            return out, True
+        if isinstance(stmt, gast.Break):
+            out.append(_flag_set(flag, stmt))
+            return out, True
+        if isinstance(stmt, gast.If) and _jumps(stmt):
+            rest = block[index + 1:]
+            body, body_jumps = _lower(stmt.body, flag)
+            orelse, else_jumps = _lower(stmt.orelse, flag)
+            if body_jumps and not else_jumps:
+                orelse, else_jumps = _lower(stmt.orelse + rest, flag)
+            elif else_jumps and not body_jumps:
+                body, body_jumps = _lower(stmt.body + rest, flag)
+            elif not (body_jumps and else_jumps):
+                raise _CannotLower()
+            stmt.body, stmt.orelse = body or [gast.Pass()], orelse
+            out.append(stmt)
+            return out, body_jumps and else_jumps
+        if _jumps(stmt):
+            raise _CannotLower()   # inside with/try: left as is
+        out.append(stmt)
+    return out, False
+
+
+def _not_flag(flag, like):
+    test = gast.UnaryOp(gast.Not(), common.load(flag))  # `control` makes it __jr.not_ (a test)
+    return gast.copy_location(test, like)
+
+
+class LowerJumps(common.Pass):
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.count = 0
+
+    def _loop(self, node):
+        node = self.generic_visit(node)   # inner loops first
+        if not any(_jumps(stmt) for stmt in node.body):
+            return node
+        self.count += 1
+        flag = '__janus_break_%d' % self.count
+        try:
+            body, _ = _lower(list(node.body), flag)
+        except _CannotLower:
+            return node
+        breaks = any(isinstance(n, gast.Name) and n.id == flag for s in body for n in gast.walk(s))
+        node.body = body or [gast.Pass()]
+        if not breaks:
+            return node
+        start = gast.copy_location(gast.Assign([gast.Name(flag, gast.Store(), None, None)],
+                                               common.const(False), None), node)
+        return [start] + self._stop_on_flag(node, flag)
+
+    def _stop_on_flag(self, node, flag):
+        orelse, node.orelse = node.orelse, []
+        if isinstance(node, gast.While):
+            # No site id: the flag is no test the profiler saw (a tensor flag is dynamic).
+            test = gast.BoolOp(gast.And(), [_not_flag(flag, node.test), node.test])
+            node.test = gast.copy_location(test, node.test)
+        else:
+            item = flag.replace('break', 'item')
+            bind = gast.copy_location(gast.Assign([node.target], common.load(item), None), node)
+            guarded = gast.If(_not_flag(flag, node), [bind] + node.body, [])
+            node.target = gast.Name(item, gast.Store(), None, None)
+            node.body = [gast.copy_location(guarded, node)]
+        after = [gast.copy_location(gast.If(_not_flag(flag, node), orelse, []), node)] if orelse else []
+        return [node] + after
+
+    visit_For = _loop
+    visit_While = _loop
