@@ -209,7 +209,8 @@ class JanusFunction:
 
     def _trace(self, converted, bound, signature, shapes, arguments):
         try:
-            return tracer.trace(self.fn, converted, bound, signature, self._plan())
+            return tracer.trace(self.fn, converted, bound, signature, self._plan(),
+                                self.profile.shapes if config.relax_shapes else None)
         except ConversionError as e:
             if shapes is None or not _has_relaxed_dims(signature):
                 return e

@@ -59,6 +59,7 @@ def explain(fn):
         out += ['    guard %s' % line for line in entry.describe_guards()]
         out += ['    assert %r' % a for a in entry.assumptions.values()]
         out += ['    assumed %s' % line for line in _assumed(jf, entry)]
+        out += ['    writes back %s' % line for line in entry.describe_writes()]
     if jf.events:
         out.append('  events (call number: what happened):')
         out += ['    %d: %s: %s' % (e.call, e.kind, e.detail) for e in jf.events]

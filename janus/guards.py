@@ -31,12 +31,15 @@ class GuardKind(enum.Enum):
     LEN_MATCH = 'LEN_MATCH'        # sequence length equal
     KEYS_MATCH = 'KEYS_MATCH'      # dict keys equal, in order
     METHOD_MATCH = 'METHOD_MATCH'  # attribute is a bound method of the same function
+    TENSOR_MATCH = 'TENSOR_MATCH'  # an eager tensor of this dtype, shape compatible (hoisted read)
 
 
 Miss = collections.namedtuple('Miss', 'kind where expected actual')
 
 
 def _describe(value):
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tf.DType):
+        return 'tensor %s%s' % (value[0].name, value[1])
     if isinstance(value, EagerTensor):
         return 'tensor %s%s' % (value.dtype.name, list(value.shape))
     text = repr(value)
@@ -162,6 +165,9 @@ class SourceGuard:
             return type(value) is dict and list(value) == expected
         if kind is GuardKind.METHOD_MATCH:
             return getattr(value, '__func__', None) is expected
+        if kind is GuardKind.TENSOR_MATCH:
+            return (type(value) is EagerTensor and value.dtype == expected[0]
+                    and expected[1].is_compatible_with(value.shape))
         raise AssertionError(kind)
 
     def __repr__(self):

@@ -15,12 +15,13 @@ import astunparse
 import gast
 
 from janus.errors import ConversionError
-from janus.graphgen.converters import (attributes, calls, common, control, jumps, names,
-                                       returns, unsupported)
+from janus.graphgen.converters import (attributes, calls, common, control, declared, jumps,
+                                       names, returns, unsupported)
 from janus.pyct import parser, sites
 
 # The pipeline, in order.  Each pass is one module under converters/.
 PASSES = (
+    declared.RouteDeclaredNames,
     unsupported.RejectUnsupported,
     returns.LowerReturns,
     jumps.LowerJumps,

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from janus import guards
 from janus.errors import ConversionError
-from janus.runtime import operators
+from janus.runtime import operators, shadow_heap
 
 # Op types that change state outside the graph's own tensors.
 _MUTATING_OP = re.compile(
@@ -58,13 +58,25 @@ class GraphEntry:
         return None
 
     def run(self, arguments):
-        outputs = self.concrete(*self.signature.flatten(arguments))
+        """Runs the graph; once it finished (every assertion passed), writes the
+        shadow heap back to the Python objects, in program order."""
+        shadow_heap.set_call_arguments(arguments)
+        try:
+            outputs = self.concrete(*self.signature.flatten(arguments))
+        finally:
+            shadow_heap.set_call_arguments(None)
         if not isinstance(outputs, (list, tuple)):
             outputs = [outputs]
-        return _rebuild(self.output_template, outputs, arguments)
+        result = _rebuild(self.output_template, outputs, arguments)
+        for write, template in self.writes:
+            write.apply(_rebuild(template, outputs, arguments), arguments)
+        return result
 
     def describe_guards(self):
         return self.signature.describe() + [repr(g) for g in self.source_guards]
+
+    def describe_writes(self):
+        return [w.describe() for w, _ in self.writes]
 
 
 # -- output templates ------------------------------------------------------
@@ -230,11 +242,16 @@ def _refuse_variable_creation(next_creator, **kwargs):
                                 'variables outside it (or let a profiled call build the layer)')
 
 
-def trace(fn, converted, bound, signature, plan):
-    """Generates the graph for ``bound`` (inspect.BoundArguments) under ``signature``."""
+def trace(fn, converted, bound, signature, plan, heap_shapes=None):
+    """Generates the graph for ``bound`` (inspect.BoundArguments) under ``signature``.
+
+    ``heap_shapes``: relaxed shapes of tensors read from Python objects, kept
+    across traces so a changing shape there is relaxed like an argument's.
+    """
     started = time.perf_counter()
     plan.reset()
     ctx = operators.TraceContext(fn, bound.arguments, plan)
+    ctx.shapes = heap_shapes
     ctx.converted[fn.__code__] = converted
     ctx.has_mutations = False
     ctx.safe_error_ops = None
@@ -254,6 +271,7 @@ def trace(fn, converted, bound, signature, plan):
             operators.exit_trace()
         outputs = []
         holder['template'] = _template(result, outputs, ctx)
+        holder['writes'] = [(w, _template(w.value, outputs, ctx)) for w in ctx.heap.writes]
         ctx.safe_error_ops = defer_state_updates(tf.compat.v1.get_default_graph(),
                                                  ctx.assert_ops)
         ctx.has_mutations = ctx.safe_error_ops is not None
@@ -269,8 +287,10 @@ def trace(fn, converted, bound, signature, plan):
     except Exception as e:  # any trace-time error: the call runs imperatively
         raise _locate(ConversionError('%s: %s' % (type(e).__name__, e)), ctx, converted,
                       sys.exc_info()[2]) from e
-    return GraphEntry(signature, bound, concrete, holder['template'], ctx,
-                      time.perf_counter() - started)
+    entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
+                       time.perf_counter() - started)
+    entry.writes = holder['writes']
+    return entry
 
 
 def _locate(error, ctx, converted, tb):

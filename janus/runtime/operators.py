@@ -16,7 +16,8 @@ import tensorflow as tf
 from janus import guards
 from janus.errors import ConversionError
 from janus.guards import GuardKind
-from janus.runtime import whitelist
+from janus.runtime import shadow_heap, whitelist
+from janus.runtime.shadow_heap import MISSING, Write
 
 _local = threading.local()
 builtins_iter = iter  # `iter` below is the runtime operator of the same name
@@ -55,6 +56,8 @@ class TraceContext:
         self.plan = plan
         self.dynamic_depth = 0  # > 0 while tracing a tf.cond branch or tf.while_loop body
         self.top_graph = None
+        self.heap = shadow_heap.TraceHeap()
+        self.shapes = None      # relaxed shapes of hoisted heap reads, kept across traces
         self.guards = []
         self._guard_keys = set()
         self._sources = {}     # id(obj) -> Source, for objects from outside the call
@@ -95,40 +98,45 @@ class TraceContext:
             self._guard_keys.add(key)
             self.guards.append(guards.SourceGuard(kind, source, expected))
 
-    def guard_value(self, source, value):
-        """Guards a value read from ``source`` and remembers where it lives."""
+    def guard_value(self, source, value, hoist=True):
+        """Guards a value read from ``source``, remembers where it lives, and returns
+        what the trace should use: the value, or for a tensor a hoisted graph input."""
         kind = type(value)
         if kind in guards.PRIMITIVES:
             self.add_guard(GuardKind.VALUE_MATCH, source, value)
-            return
-        if kind in (list, tuple) or isinstance(value, tuple):
-            self.add_guard(GuardKind.LEN_MATCH, source, (kind, len(value)))
-        elif kind is dict:
-            self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
-        elif isinstance(value, types.MethodType) and isinstance(value.__func__,
-                                                                types.FunctionType):
+            return value
+        if kind is guards.EagerTensor and hoist and self.top_graph is not None:
+            return shadow_heap.hoist_tensor(self, source, value)
+        if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
             self.add_guard(GuardKind.METHOD_MATCH, source, value.__func__)
-            return
+            return value
+        if kind in (list, dict) or isinstance(value, tuple):
+            self.add_guard(GuardKind.TYPE_MATCH, source, kind)   # contents: guard_deep, lazily
         elif _captured_by_identity(value):
             self.add_guard(GuardKind.ID_MATCH, source, value)
         else:
             self.add_guard(GuardKind.TYPE_MATCH, source, kind)
         self._remember(source, value)
+        return value
 
     def guard_deep(self, value, depth=0):
-        """Guards every item of an outside container a library call will read."""
+        """Guards the length and every item of an outside container code will read."""
         source = self.source_of(value)
         if source is None or depth > 8:
             return
+        if id(value) in self.heap.changed:
+            raise Unsupported('janus does not convert reading a %s from outside the call after '
+                              'changing it in place in the same call' % type(value).__name__)
         if type(value) in (list, tuple) or isinstance(value, tuple):
+            self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
             items = enumerate(value)
         elif type(value) is dict:
+            self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
             items = value.items()
         else:
             return
         for key, item in items:
-            item_source = guards.ItemSource(source, key)
-            self.guard_value(item_source, item)
+            self.guard_value(guards.ItemSource(source, key), item, hoist=False)
             self.guard_deep(item, depth + 1)
 
     # -- assumptions -----------------------------------------------------
@@ -230,19 +238,41 @@ def load(ns, name):
         source = guards.GlobalSource(ns.globals, name, ns.builtins)
     else:
         raise NameError("name '%s' is not defined" % name)
-    ctx.guard_value(source, value)
-    return value
+    written = ctx.heap.read(_namespace_of(ns, name), name)
+    if written is not MISSING:
+        return written
+    return ctx.guard_value(source, value)
 
 
-def _check_plain_attribute(obj, name):
+def _namespace_of(ns, name):
+    return ns.cells[name] if name in ns.cells else ns.globals
+
+
+def store(ns, name, value):
+    """``global x; x = v`` / ``nonlocal x; x = v``: a write to the shadow heap."""
+    ctx = _writable_context('the variable %s' % name)
+    if name in ns.cells:
+        write = Write('cell', None, name, value, ns.cells[name])
+    else:
+        write = Write('global', None, name, value, ns.globals)
+    ctx.heap.write(_namespace_of(ns, name), name, write)
+
+
+def _check_plain_attribute(obj, name, writing=False):
     kind = type(obj)
     if kind.__getattribute__ is not object.__getattribute__ or hasattr(kind, '__getattr__'):
         raise Unsupported('janus does not convert reads through a custom __getattr__/'
                           '__getattribute__ (%s.%s)' % (kind.__name__, name))
+    if writing and (kind.__setattr__ is not object.__setattr__
+                    or kind.__delattr__ is not object.__delattr__):
+        raise Unsupported('janus does not convert writes through a custom __setattr__ (%s.%s)'
+                          % (kind.__name__, name))
     for klass in kind.__mro__:
         found = klass.__dict__.get(name)
         if found is not None and hasattr(found, '__get__') and not isinstance(
                 found, (types.FunctionType, staticmethod, classmethod)):
+            if type(found).__name__ == 'member_descriptor':
+                return  # a __slots__ entry: a plain storage slot
             raise Unsupported('janus does not convert reads of the property or descriptor '
                               '%s.%s (it may run code with side effects)' % (kind.__name__, name))
         if found is not None:
@@ -251,20 +281,45 @@ def _check_plain_attribute(obj, name):
 
 def attr(obj, name):
     ctx = current()
-    source = ctx.source_of(obj)
     if isinstance(obj, types.ModuleType) and whitelist.in_package(obj.__name__,
                                                                  whitelist.LIBRARY_PREFIXES):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)
-    if source is None or isinstance(obj, types.ModuleType):
-        value = getattr(obj, name)
-        if source is not None:
-            ctx.guard_value(guards.AttrSource(source, name), value)
-        return value
-    if not whitelist.is_library_object(obj) and not isinstance(obj, type):
+    written = ctx.heap.read(obj, name)
+    if written is not MISSING:
+        return written
+    source = ctx.source_of(obj)
+    if source is None:
+        return getattr(obj, name)
+    library = whitelist.is_library_object(obj) or isinstance(obj, (type, types.ModuleType))
+    if not library:
         _check_plain_attribute(obj, name)
     value = getattr(obj, name)
-    ctx.guard_value(guards.AttrSource(source, name), value)
-    return value
+    # Library objects' tensors are their own business (captured by identity);
+    # a tensor in the user's object is re-read on every run.
+    return ctx.guard_value(guards.AttrSource(source, name), value, hoist=not library)
+
+
+def _writable_context(what):
+    ctx = current()
+    if ctx.dynamic_depth:
+        raise Unsupported('janus does not convert a write to %s inside a tensor-dependent '
+                          'branch or loop (the write would happen once per trace, not per '
+                          'iteration)' % what)
+    return ctx
+
+
+def setattr_(obj, name, value):
+    """``obj.name = value``: outside objects are written through the shadow heap."""
+    ctx = _writable_context('%s.%s' % (type(obj).__name__, name))
+    source = ctx.source_of(obj)
+    if source is None:
+        setattr(obj, name, value)   # an object made by this call: plain Python
+        return
+    if whitelist.is_library_object(obj) or isinstance(obj, (type, types.ModuleType)):
+        raise Unsupported('janus does not convert setting attributes of %s objects'
+                          % type(obj).__name__)
+    _check_plain_attribute(obj, name, writing=True)
+    ctx.heap.write(obj, name, Write('attr', source, name, value, None))
 
 
 def item(obj, key):
@@ -272,23 +327,39 @@ def item(obj, key):
         return obj[key]  # a slicing op; the object itself is guarded by identity or spec
     ctx = current()
     source = ctx.source_of(obj)
+    if source is None:
+        return obj[key]
+    if type(obj) not in (list, tuple, dict) and not isinstance(obj, tuple):
+        raise Unsupported('janus does not convert subscripts of %s objects from outside '
+                          'the call' % type(obj).__name__)
+    written = ctx.heap.read(obj, ('item', key)) if _hashable(key) else MISSING
+    if written is not MISSING:
+        return written
+    if id(obj) in ctx.heap.changed or type(key) is slice:
+        ctx.guard_deep(obj)
+        return obj[key]
     value = obj[key]
-    if source is not None:
-        if type(obj) not in (list, tuple, dict) and not isinstance(obj, tuple):
-            raise Unsupported('janus does not convert subscripts of %s objects from outside '
-                              'the call' % type(obj).__name__)
-        if type(key) is slice:
-            ctx.guard_deep(obj)
-        else:
-            ctx.guard_value(guards.ItemSource(source, key), value)
-    return value
+    return ctx.guard_value(guards.ItemSource(source, key), value)
+
+
+def _hashable(key):
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
 
 
 def setitem(obj, key, value):
-    if current().source_of(obj) is not None:
-        raise Unsupported('janus does not yet convert writes into a %s from outside the call '
-                          '(the shadow heap is issue #4)' % type(obj).__name__)
-    obj[key] = value
+    ctx = current()
+    source = ctx.source_of(obj)
+    if source is None:
+        obj[key] = value
+        return
+    ctx = _writable_context('an item of a %s' % type(obj).__name__)
+    if type(obj) not in (list, dict) or not _hashable(key):
+        raise Unsupported('janus converts item writes into outside lists and dicts only')
+    ctx.heap.write(obj, ('item', key), Write('item', source, key, value, None))
 
 
 def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
@@ -388,15 +459,26 @@ def _call_builtin(ctx, callee, args, kwargs):
     return callee(*args, **kwargs)
 
 
+_REPLAYED_METHODS = frozenset(('append', 'extend', 'insert', 'update'))
+
+
 def _call_builtin_method(ctx, callee, args, kwargs):
     owner = callee.__self__
-    if ctx.source_of(owner) is not None:
-        if callee.__name__ not in whitelist.READ_ONLY_METHODS:
-            raise Unsupported('janus does not yet convert %s.%s() on a %s from outside the call '
-                              '(it changes Python state; the shadow heap is issue #4)'
-                              % (type(owner).__name__, callee.__name__, type(owner).__name__))
+    source = ctx.source_of(owner)
+    if source is None:
+        return callee(*args, **kwargs)
+    if callee.__name__ in whitelist.READ_ONLY_METHODS:
         ctx.guard_deep(owner)
-    return callee(*args, **kwargs)
+        return callee(*args, **kwargs)
+    if callee.__name__ not in _REPLAYED_METHODS or kwargs:
+        raise Unsupported('janus does not convert %s.%s() on a %s from outside the call'
+                          % (type(owner).__name__, callee.__name__, type(owner).__name__))
+    # Replayed on the real object after a successful run (append/extend/insert/
+    # update return None, so nothing in the trace depends on the object's new state).
+    ctx = _writable_context('a %s (%s)' % (type(owner).__name__, callee.__name__))
+    ctx.heap.changed.add(id(owner))
+    ctx.heap.writes.append(Write('call', source, callee.__name__, list(args), None))
+    return None
 
 
 def _call_library(ctx, callee, args, kwargs):

@@ -8,8 +8,10 @@ import gast
 from janus.graphgen.converters.common import Pass
 
 _REJECTED = {
-    gast.Global: 'a `global` statement (writes to globals go through the shadow heap, issue #4)',
-    gast.Nonlocal: 'a `nonlocal` statement (writes to closures go through the shadow heap, issue #4)',
+    gast.Global: 'a `global` statement here (janus converts simple `x = ...` / `x += ...` '
+                 'writes to declared globals)',
+    gast.Nonlocal: 'a `nonlocal` statement here (janus converts simple `x = ...` / `x += ...` '
+                   'writes to declared nonlocals)',
     gast.ClassDef: 'an in-line class definition',
     gast.Import: 'an in-line import',
     gast.ImportFrom: 'an in-line import',
@@ -33,9 +35,9 @@ class RejectUnsupported(Pass):
         return super().visit(node)
 
     def visit_Attribute(self, node):
-        if isinstance(node.ctx, (gast.Store, gast.Del)):
-            self.unsupported(node, 'janus does not yet convert attribute writes '
-                                   '(`obj.%s = ...`; the shadow heap is issue #4)' % node.attr)
+        if isinstance(node.ctx, gast.Del):
+            self.unsupported(node, 'janus does not convert deleting attributes (`del obj.%s`)'
+                             % node.attr)
         return self.generic_visit(node)
 
     def visit_Delete(self, node):

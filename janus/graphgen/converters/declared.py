@@ -1,0 +1,83 @@
+"""Pass: writes to names declared ``global`` / ``nonlocal`` go through the runtime.
+
+Runs first.  ``global step`` + ``step += 1`` becomes
+``__jr.store(__ns, 'step', __jr.load(...) + 1)`` (the read is a free name,
+resolved by ``names``), and the declaration is dropped: the write lands in
+the shadow heap and reaches the module (or closure cell) only after a
+successful run.  Other binding forms of a declared name (loop targets,
+unpacking, ``with ... as``) are refused with the line.
+"""
+import gast
+
+from janus.graphgen.converters import common
+
+
+class RouteDeclaredNames(common.Pass):
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.declared = []
+
+    def visit_FunctionDef(self, node):
+        names = set()
+        for stmt in gast.walk(node):
+            if isinstance(stmt, (gast.Global, gast.Nonlocal)) and _owner(node, stmt):
+                names.update(stmt.names)
+        self.declared.append(names)
+        try:
+            node = self.generic_visit(node)
+        finally:
+            self.declared.pop()
+        return node
+
+    def _is_declared(self, name):
+        return bool(self.declared) and name in self.declared[-1]
+
+    def visit_Global(self, node):
+        return None
+
+    visit_Nonlocal = visit_Global
+
+    def visit_Assign(self, node):
+        declared = [t for t in node.targets if isinstance(t, gast.Name) and self._is_declared(t.id)]
+        nested = [n for t in node.targets for n in gast.walk(t)
+                  if isinstance(n, gast.Name) and self._is_declared(n.id)]
+        if not nested:
+            return self.generic_visit(node)
+        if len(node.targets) != 1 or len(declared) != 1:
+            self.unsupported(node, 'janus converts writes to a global/nonlocal only as '
+                                   '`name = value`')
+        node = self.generic_visit(node)
+        return self._store(declared[0].id, node.value, node)
+
+    def visit_AugAssign(self, node):
+        if not (isinstance(node.target, gast.Name) and self._is_declared(node.target.id)):
+            return self.generic_visit(node)
+        node = self.generic_visit(node)
+        read = gast.copy_location(common.load(node.target.id), node)
+        return self._store(node.target.id, gast.BinOp(read, node.op, node.value), node)
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, (gast.Store, gast.Del)) and self._is_declared(node.id):
+            self.unsupported(node, 'janus converts writes to a global/nonlocal only as '
+                                   '`name = value` or `name op= value`')
+        return node
+
+    def _store(self, name, value, like):
+        call = common.runtime_call('store', [common.load(common.NAMESPACE), common.const(name),
+                                             value], like=like)
+        return gast.copy_location(gast.Expr(call), like)
+
+
+def _owner(function, statement):
+    """Whether ``statement`` belongs to ``function`` itself, not a nested def."""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if node is statement:
+            return True
+        if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda,
+                             gast.ClassDef)):
+            continue
+        stack.extend(gast.iter_child_nodes(node))
+    return False
