@@ -16,9 +16,9 @@ import janus  # noqa: E402
 
 def assert_same(expected, actual, path='result'):
     """Same structure, same Python values, same tensor dtype/shape/values."""
-    if isinstance(expected, tf.Variable):
-        assert isinstance(actual, tf.Variable), path
-        expected, actual = expected.read_value(), actual.read_value()
+    if isinstance(expected, tf.Variable) or type(expected).__name__ == 'Variable':
+        assert type(actual) is type(expected), path   # tf.Variable or keras.Variable
+        expected, actual = tf.convert_to_tensor(expected), tf.convert_to_tensor(actual)
     if isinstance(expected, tf.Tensor):
         assert isinstance(actual, tf.Tensor), '%s: %r is not a tensor' % (path, actual)
         assert expected.dtype == actual.dtype, path

@@ -47,13 +47,13 @@ class RouteDeclaredNames(common.Pass):
         if len(node.targets) != 1 or len(declared) != 1:
             self.unsupported(node, 'janus converts writes to a global/nonlocal only as '
                                    '`name = value`')
-        node = self.generic_visit(node)
+        node.value = self.visit(node.value)
         return self._store(declared[0].id, node.value, node)
 
     def visit_AugAssign(self, node):
         if not (isinstance(node.target, gast.Name) and self._is_declared(node.target.id)):
             return self.generic_visit(node)
-        node = self.generic_visit(node)
+        node.value = self.visit(node.value)
         read = gast.copy_location(common.load(node.target.id), node)
         return self._store(node.target.id, gast.BinOp(read, node.op, node.value), node)
 
