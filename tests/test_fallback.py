@@ -42,17 +42,19 @@ def _try_block():
     return f, None
 
 
-def _print_call():
+def _foreign_call():
+    import time
+
     def f(x):
-        print('value', x.shape)
-        return x * 2
+        started = time.perf_counter()
+        return x * 2, started > 0
     return f, None
 
 
 @pytest.mark.parametrize('make, reason', [
     (_attr_write, 'custom __setattr__'),
     (_try_block, 'try statement'),
-    (_print_call, "calls to 'print'"),
+    (_foreign_call, "calls to 'perf_counter'"),
 ])
 def test_unconvertible_runs_imperatively_with_reason_and_line(make, reason, capsys):
     jf = differential(make, [((t(3, seed=i),), {}) for i in range(6)],
@@ -62,8 +64,6 @@ def test_unconvertible_runs_imperatively_with_reason_and_line(make, reason, caps
     report = janus.explain(jf)
     assert reason in report
     assert 'test_fallback.py:' in report  # names the user's line
-    if make is _print_call:
-        assert capsys.readouterr().out.count('value (3,)') == 12  # 6 eager + 6 janus
 
 
 def test_strict_mode_raises_naming_the_line():

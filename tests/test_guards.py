@@ -148,3 +148,16 @@ def test_a_miss_reprofiles_once_then_builds(strict):
     # k=2: one re-profiled call, then a graph; k=3 likewise; k=1 still cached.
     assert stats['graphs_built'] == 3 and stats['imperative_calls'] == 2
     assert stats['graph_calls'] == 5 and stats['cache_misses'] == 4
+
+
+def test_python_reads_of_relaxed_dimensions_get_exact_graphs(strict):
+    def make():
+        def f(x):
+            if x.shape[0] == 2:           # Python reads the batch size: never None here
+                return x * 2.0, x.shape
+            return x - 1.0, x.shape[1]
+        return f, None
+    sizes = [2, 3, 4, 2, 3, 5, 2]
+    jf = differential(make, [((t(n, 3, seed=n),), {}) for n in sizes])
+    assert all('(None' not in line for e in jf.cache.entries() for line in e.describe_guards())
+    assert 'relaxed shapes failed' in janus.explain(jf)

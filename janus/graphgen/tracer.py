@@ -97,11 +97,21 @@ class _FromSource:
 
 
 def _template(value, outputs, ctx):
+    if isinstance(value, tf.Variable):
+        source = ctx.source_of(value)
+        if source is None:
+            raise operators.Unsupported('janus cannot return a tf.Variable made inside the call')
+        return _FromSource(source)
     if isinstance(value, tf.Tensor):
         outputs.append(value)
         return _Out(len(outputs) - 1)
-    if type(value) in guards.PRIMITIVES:
+    if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
         return _Const(value)
+    if isinstance(value, tf.TensorShape):
+        if not value.is_fully_defined():
+            raise operators.Unsupported('janus cannot return or print a shape that is only '
+                                        'known at run time (%s)' % value)
+        return _Const(tf.TensorShape(value.as_list()))
     if type(value) is list:
         return ('list', [_template(v, outputs, ctx) for v in value])
     if isinstance(value, tuple):

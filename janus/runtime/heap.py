@@ -440,6 +440,11 @@ def _write_item(run_id, handle, key, dtype_enum, shape, data):
 
 # ------------------------------------------------------- public interface
 
+# The op wrappers are library code: AutoGraph, converting a tf.function
+# that calls them, must not descend into them (and the op loader below).
+_not_converted = tf.autograph.experimental.do_not_convert
+
+
 pin = registry.pin
 handle_of = registry.handle_of
 release = registry.release
@@ -448,6 +453,7 @@ commit = shadow.commit
 discard = shadow.discard
 
 
+@_not_converted
 def py_get_attr(run_id, handle, name, dtype, shape=None):
     """``obj.name`` of the object behind ``handle``, in run ``run_id``.
 
@@ -456,10 +462,11 @@ def py_get_attr(run_id, handle, name, dtype, shape=None):
     INVALID_ARGUMENT (JANUS_HEAP_MISMATCH).
     """
     return ops.load_ops().janus_py_get_attr(
-        run_id=_int64(run_id), handle=_int64(handle), name_=name,
+        run_id=_int64(run_id), handle=_int64(handle), attr_name=name,
         dtype=tf.as_dtype(dtype), shape=tf.TensorShape(shape))
 
 
+@_not_converted
 def py_set_attr(run_id, handle, name, value):
     """Sets ``obj.name = value`` in run ``run_id``'s shadow copy only.
 
@@ -467,9 +474,10 @@ def py_set_attr(run_id, handle, name, value):
     control dependency); None when run eagerly.
     """
     return ops.load_ops().janus_py_set_attr(
-        run_id=_int64(run_id), handle=_int64(handle), value=value, name_=name)
+        run_id=_int64(run_id), handle=_int64(handle), value=value, attr_name=name)
 
 
+@_not_converted
 def py_get_subscr(run_id, handle, key, dtype, shape=None):
     """``obj[key]`` (key: an int or str, or a scalar tensor of one)."""
     return ops.load_ops().janus_py_get_subscr(
@@ -477,6 +485,7 @@ def py_get_subscr(run_id, handle, key, dtype, shape=None):
         dtype=tf.as_dtype(dtype), shape=tf.TensorShape(shape))
 
 
+@_not_converted
 def py_set_subscr(run_id, handle, key, value):
     """Sets ``obj[key] = value`` in the run's shadow copy only."""
     return ops.load_ops().janus_py_set_subscr(

@@ -284,6 +284,8 @@ def attr(obj, name):
     if isinstance(obj, types.ModuleType) and whitelist.in_package(obj.__name__,
                                                                  whitelist.LIBRARY_PREFIXES):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)
+    if isinstance(obj, tf.Tensor) and name in ('shape', 'get_shape'):
+        return _static_shape(obj, name)
     written = ctx.heap.read(obj, name)
     if written is not MISSING:
         return written
@@ -299,6 +301,38 @@ def attr(obj, name):
     # Library objects' tensors are their own business (captured by identity);
     # a tensor in the user's object is re-read on every run.
     return ctx.guard_value(guards.AttrSource(source, name), value, hoist=not library)
+
+
+class CheckedShape(tf.TensorShape):
+    """A graph tensor's static shape as user code sees it: eager code always sees
+    every dimension, so reading one that is unknown here (a relaxed batch size)
+    is refused rather than answered with None; janus then builds a graph with
+    exact shapes instead."""
+
+    def _refuse(self, *args, **kwargs):
+        raise Unsupported('the code reads a dimension of %s, which is only known at run time '
+                          'in a graph with relaxed shapes' % tf.TensorShape(self.dims))
+
+    def __getitem__(self, key):
+        value = tf.TensorShape(self.dims)[key]
+        if isinstance(value, tf.TensorShape):
+            return value if value.is_fully_defined() else CheckedShape(value)
+        if value is None:
+            self._refuse()
+        return value
+
+    __iter__ = as_list = __eq__ = __ne__ = __str__ = __repr__ = num_elements = _refuse
+    is_fully_defined = is_compatible_with = as_proto = __hash__ = _refuse
+
+
+def _static_shape(tensor, name):
+    shape = tensor.shape
+    if shape.rank is None or not shape.is_fully_defined():
+        shape = CheckedShape(shape) if shape.rank is not None else None
+        if shape is None:
+            raise Unsupported('the code reads the shape of a tensor whose rank is only known '
+                              'at run time')
+    return shape if name == 'shape' else (lambda: shape)
 
 
 def _writable_context(what):
@@ -406,6 +440,8 @@ def call(__callee, *args, **kwargs):
     callee = __callee
     if _is_whitelisted_builtin(callee):
         return _call_builtin(ctx, callee, args, kwargs)
+    if callee is print:
+        return _deferred_print(ctx, args, kwargs)
     if whitelist.is_builtin_method(callee):
         return _call_builtin_method(ctx, callee, args, kwargs)
     if isinstance(callee, types.MethodType) and isinstance(callee.__func__, types.FunctionType) \
@@ -452,6 +488,18 @@ def _guard_library_args(ctx, args, kwargs):
         elif not _captured_by_identity(value):
             raise Unsupported('janus does not pass your %s object to library code (it might '
                               'read or change it behind the guards)' % type(value).__name__)
+
+
+def _deferred_print(ctx, args, kwargs):
+    """``print``: output is a side effect, so it happens after a successful run,
+    with the run's values (printing an eager tensor shows what eager shows)."""
+    if set(kwargs) - {'sep', 'end', 'flush'}:
+        raise Unsupported('janus converts print() with sep=/end=/flush= only')
+    ctx = _writable_context('standard output (print)')
+    for value in list(args) + list(kwargs.values()):
+        ctx.guard_deep(value) if ctx.source_of(value) is not None else None
+    ctx.heap.writes.append(Write('print', None, 'print', (list(args), dict(kwargs)), None))
+    return None
 
 
 def _call_builtin(ctx, callee, args, kwargs):

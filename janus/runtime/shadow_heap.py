@@ -8,7 +8,7 @@ write attributes, items, globals and closure cells.
   every run (guarded by dtype and shape), instead of a constant frozen at
   trace time.
 * Writes (``self.state = h``, ``self.d[k] = v``, ``self.outputs.append(h)``,
-  ``global step; step += 1``) go to the shadow only: later reads in the same
+  ``global step; step += 1``) and ``print(...)`` go to the shadow only: later reads in the same
   trace see the written value, and the graph returns every written value as
   an extra output.  The executor writes them back, in program order, only
   after the run finished — which means every ``Janus>Assert`` passed — so a
@@ -36,14 +36,17 @@ class Write:
     """One write to the Python heap, replayed after a successful run."""
 
     def __init__(self, kind, source, name, value, where):
-        self.kind = kind          # 'attr', 'item', 'call', 'global', 'cell'
+        self.kind = kind          # 'attr', 'item', 'call', 'global', 'cell', 'print'
         self.source = source      # where the written object lives (a guards.Source)
         self.name = name          # attribute name, item key, method name, or variable name
         self.value = value        # trace-time value (tensors become graph outputs)
         self.where = where        # the namespace dict / cell for 'global' / 'cell'
 
     def apply(self, value, arguments):
-        if self.kind == 'global':
+        if self.kind == 'print':
+            args, kwargs = value
+            print(*args, **kwargs)
+        elif self.kind == 'global':
             self.where[self.name] = value
         elif self.kind == 'cell':
             self.where.cell_contents = value
