@@ -18,13 +18,14 @@ import os
 import shlex
 import subprocess
 import sys
+import sysconfig
 
 from setuptools import Extension, find_namespace_packages, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import SetupError
 
 TF_REQUIREMENT = 'tensorflow-cpu==2.21.0'
-OPS_SOURCES = ['janus_ops/assert_op.cc']
+OPS_SOURCES = ['janus_ops/assert_op.cc', 'janus_ops/heap_ops.cc']
 BUILD_INFO_NAME = '_build_info.txt'
 
 _NO_TF_MESSAGE = (
@@ -79,7 +80,8 @@ class BuildTFOps(build_ext):
             + ['-shared', '-fPIC', '-O2',
                # TF's own headers trigger these by the hundred on g++ 12.
                '-Wno-deprecated-declarations', '-Wno-interference-size']
-            + config['compile'] + list(sources) + ['-o', output]
+            + config['compile'] + ['-I' + _python_include()]
+            + list(sources) + ['-o', output]
             + config['link'])
         print('compiling Janus ops against TensorFlow %s: %s'
               % (config['version'], ' '.join(command)))
@@ -120,6 +122,19 @@ class BuildTFOps(build_ext):
             yield (os.path.join(os.path.dirname(built), BUILD_INFO_NAME),
                    os.path.join(build_py.get_package_dir(package),
                                 BUILD_INFO_NAME))
+
+
+def _python_include():
+    """Python.h's folder: the heap ops call back into Python (heap_ops.cc).
+
+    Not linked against libpython: like any extension module, the library
+    takes the Py* symbols from the interpreter that loads it.
+    """
+    include = sysconfig.get_paths()['include']
+    if not os.path.isfile(os.path.join(include, 'Python.h')):
+        raise SetupError('Python.h not found in %s: install the Python '
+                         'development headers (e.g. python3-dev).' % include)
+    return include
 
 
 def _write_build_info(directory, config):

@@ -31,6 +31,7 @@ op wrapper call.  Importing this module registers the ops' gradients.
 """
 
 import collections
+import contextlib
 import functools
 import threading
 import weakref
@@ -49,9 +50,11 @@ GET_SUBSCR = 'Janus>PyGetSubscr'
 SET_SUBSCR = 'Janus>PySetSubscr'
 
 # Gradients.  A get's value comes from the Python heap, which the graph
-# cannot differentiate (its inputs are the int64 run id and handle), so
-# gradients stop there: tape.gradient answers None for whatever produced the
-# heap value, as for any constant.  Sets have no outputs, so nothing can be
+# cannot differentiate (its only inputs are the int64 run id and handle), so
+# gradients stop there, as at a constant: tape.gradient/tf.gradients answer
+# None for the op's inputs and for whatever put the value on the heap,
+# without error, and flow normally through what the graph computes from the
+# value.  Sets have no outputs, so nothing can be
 # differentiated through them; they are registered too, so that gradient
 # construction that visits every op (cond_v2/while_v2) never raises
 # LookupError.  Consequence for the graph generator: a value read back from
@@ -242,8 +245,6 @@ def _queue_and_purge(registry_ref, queue_name, item, *_weakref):
         registry._try_purge()  # pylint: disable=protected-access
 
 
-
-
 # ------------------------------------------------------------------ shadows
 
 _ATTR = 'attr'
@@ -282,7 +283,9 @@ class ShadowHeap:
         the writes before it stay done.
         """
         writes = self._end(run_id)
-        with tf.init_scope():  # eager tensors even if called while tracing
+        # Eager tensors even if called while a graph is being built.
+        eager = contextlib.nullcontext() if tf.executing_eagerly() else tf.init_scope()
+        with eager:
             for (_, kind, key), (obj, array, dtype) in writes.items():
                 value = tf.constant(array, dtype=dtype)
                 if kind == _ATTR:
@@ -346,8 +349,8 @@ def _item_key(obj, key, writing):
                         % type(obj).__name__)
     if isinstance(obj, (list, tuple)) and isinstance(key, int):
         if not -len(obj) <= key < len(obj):
-            raise IndexError('list %sindex out of range'
-                             % ('assignment ' if writing else ''))
+            raise IndexError('%s %sindex out of range' % (
+                type(obj).__name__, 'assignment ' if writing else ''))
         return key % len(obj)
     return key
 
@@ -453,6 +456,22 @@ commit = shadow.commit
 discard = shadow.discard
 
 
+@contextlib.contextmanager
+def run_scope():
+    """Yields a new run id; commits it if the body returns, discards it if it raises.
+
+    A run that is never ended keeps its shadows (and the objects written)
+    alive, so callers that do not use this must end every run themselves.
+    """
+    run_id = begin_run()
+    try:
+        yield run_id
+    except BaseException:
+        discard(run_id)
+        raise
+    commit(run_id)
+
+
 @_not_converted
 def py_get_attr(run_id, handle, name, dtype, shape=None):
     """``obj.name`` of the object behind ``handle``, in run ``run_id``.
@@ -494,10 +513,17 @@ def py_set_subscr(run_id, handle, key, value):
 
 
 def _int64(value):
-    return tf.convert_to_tensor(value, dtype=tf.int64)
+    return tf.convert_to_tensor(_no_python_int(value), dtype=tf.int64)
 
 
 def _key(key):
-    if isinstance(key, int) and not isinstance(key, bool):
-        return tf.constant(key, dtype=tf.int64)
-    return tf.convert_to_tensor(key)
+    return tf.convert_to_tensor(_no_python_int(key))
+
+
+def _no_python_int(value):
+    # Run ids and handles are new ints every call, and TF's eager scalar
+    # cache keeps every Python int ever converted to a tensor (with its
+    # tensor), so they would leak; NumPy scalars are not cached.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return np.int64(value)
+    return value
