@@ -28,6 +28,7 @@ class _Config:
         relax_shapes=True,        # after a SHAPE guard miss, rebuild with differing dims unknown
         max_unroll=64,            # longest loop (trip count / while iterations) unrolled; longer: tf.while_loop
         reprofile_calls=1,        # imperative, profiled calls after a cache miss before a new graph is built
+        heap_ops=False,           # read/write tensors in Python objects with in-graph Janus>PyGetAttr/PySetAttr ops instead of hoisted inputs/outputs (measured slower here)
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

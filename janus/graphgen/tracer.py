@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from janus import guards
 from janus.errors import ConversionError
-from janus.runtime import operators, shadow_heap
+from janus.runtime import heap, operators, shadow_heap
 
 # Op types that change state outside the graph's own tensors.
 _MUTATING_OP = re.compile(
@@ -60,11 +60,18 @@ class GraphEntry:
     def run(self, arguments):
         """Runs the graph; once it finished (every assertion passed), writes the
         shadow heap back to the Python objects, in program order."""
-        shadow_heap.set_call_arguments(arguments)
+        run_id = heap.begin_run() if self.uses_heap_ops else None
+        shadow_heap.set_call_arguments(arguments, run_id)
         try:
             outputs = self.concrete(*self.signature.flatten(arguments))
+        except BaseException:
+            if run_id is not None:
+                heap.discard(run_id)   # a failed run changes nothing
+            raise
         finally:
             shadow_heap.set_call_arguments(None)
+        if run_id is not None:
+            heap.commit(run_id)
         if not isinstance(outputs, (list, tuple)):
             outputs = [outputs]
         result = _rebuild(self.output_template, outputs, arguments)
@@ -76,7 +83,7 @@ class GraphEntry:
         return self.signature.describe() + [repr(g) for g in self.source_guards]
 
     def describe_writes(self):
-        return [w.describe() for w, _ in self.writes]
+        return [w.describe() for w, _ in self.writes] + getattr(self, 'op_writes', [])
 
 
 # -- output templates ------------------------------------------------------
@@ -300,6 +307,8 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None):
     entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
                        time.perf_counter() - started)
     entry.writes = holder['writes']
+    entry.uses_heap_ops = ctx.heap.run_id is not None
+    entry.op_writes = list(ctx.heap.op_writes)
     return entry
 
 

@@ -355,7 +355,15 @@ def setattr_(obj, name, value):
         raise Unsupported('janus does not convert setting attributes of %s objects'
                           % type(obj).__name__)
     _check_plain_attribute(obj, name, writing=True)
+    if _via_heap_op(value):
+        shadow_heap.write_op(ctx, obj, source, ('attr', name), value)
+        return
     ctx.heap.write(obj, name, Write('attr', source, name, value, None))
+
+
+def _via_heap_op(value):
+    from janus.config import config
+    return config.heap_ops and isinstance(value, tf.Tensor)
 
 
 def item(obj, key):
@@ -395,6 +403,9 @@ def setitem(obj, key, value):
     ctx = _writable_context('an item of a %s' % type(obj).__name__)
     if type(obj) not in (list, dict) or not _hashable(key):
         raise Unsupported('janus converts item writes into outside lists and dicts only')
+    if _via_heap_op(value) and type(key) in (int, str):
+        shadow_heap.write_op(ctx, obj, source, ('item', key), value)
+        return
     ctx.heap.write(obj, ('item', key), Write('item', source, key, value, None))
 
 

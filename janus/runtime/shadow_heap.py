@@ -23,13 +23,31 @@ from janus import guards
 _call_time = threading.local()
 
 
-def set_call_arguments(arguments):
-    """The arguments of the graph run about to start (hoisted reads re-read from them)."""
+class _RunToken:
+    """Owns the handle pins of one graph run; pins are released when it goes."""
+
+
+def set_call_arguments(arguments, run_id=None):
+    """The arguments (and heap run id) of the graph run about to start: hoisted
+    reads re-read from them, heap ops name objects by handles pinned for it."""
     _call_time.arguments = arguments
+    _call_time.run_id = run_id
+    _call_time.token = _RunToken() if arguments is not None else None
 
 
 def _call_arguments():
     return getattr(_call_time, 'arguments', None)
+
+
+def _run_id_now():
+    import numpy as np
+    return np.int64(_call_time.run_id)
+
+
+def _handle_now(source):
+    import numpy as np
+    from janus.runtime import heap
+    return np.int64(heap.pin(source.value(_call_arguments(), {}), owner=_call_time.token))
 
 
 class Write:
@@ -71,6 +89,9 @@ class TraceHeap:
         self.writes = []
         self.changed = set()   # ids of outside containers changed in place
         self._keep = []
+        self.op_writes = {}    # (id(obj), key) -> True where a Janus>PySet* op wrote it
+        self.run_id = None     # the run id input (heap_ops mode), made on first use
+        self.handles = {}      # repr(source) -> handle input (heap_ops mode)
 
     def read(self, obj, key):
         return self.overlay.get((id(obj), key), _MISSING)
@@ -86,7 +107,14 @@ MISSING = _MISSING
 
 
 def hoist_tensor(ctx, source, value):
-    """A call-time graph input that re-reads ``source``; guarded by dtype and shape."""
+    """A call-time graph input that re-reads ``source``; guarded by dtype and shape.
+
+    With ``config.heap_ops``, attribute and item reads are Janus>PyGetAttr /
+    PyGetSubscr ops instead (the slower, in-graph path of the paper)."""
+    from janus.config import config
+    if (config.heap_ops and isinstance(source, (guards.AttrSource, guards.ItemSource))
+            and type(getattr(source, 'key', '')) in (int, str)):
+        return read_op(ctx, source, value)
     shape = value.shape
     key = 'heap:' + repr(source)
     if ctx.shapes is not None:
@@ -99,3 +127,51 @@ def hoist_tensor(ctx, source, value):
     def read_now():
         return source.value(_call_arguments(), {})
     return ctx.top_graph.capture_call_time_value(read_now, spec, key=('janus', key))
+
+
+# -- the in-graph path (config.heap_ops): Janus>Py* ops on handles -------------
+
+def run_id_input(ctx):
+    if ctx.heap.run_id is None:
+        ctx.heap.run_id = ctx.top_graph.capture_call_time_value(
+            _run_id_now, tf.TensorSpec([], tf.int64), key=('janus', 'run_id'))
+    return ctx.heap.run_id
+
+
+def handle_input(ctx, source):
+    """A call-time input: the handle of the object ``source`` names in this call."""
+    key = repr(source)
+    if key not in ctx.heap.handles:
+        ctx.heap.handles[key] = ctx.top_graph.capture_call_time_value(
+            lambda: _handle_now(source), tf.TensorSpec([], tf.int64),
+            key=('janus', 'handle', key))
+    return ctx.heap.handles[key]
+
+
+def read_op(ctx, source, value):
+    """``obj.name`` / ``obj[key]`` of a tensor, read in the graph by a Janus>Py* op."""
+    from janus.runtime import heap
+    shape = value.shape
+    ctx.add_guard(guards.GuardKind.TENSOR_MATCH, source, (value.dtype, shape))
+    base = handle_input(ctx, source.base)
+    if isinstance(source, guards.AttrSource):
+        return heap.py_get_attr(run_id_input(ctx), base, source.name, value.dtype, shape)
+    return heap.py_get_subscr(run_id_input(ctx), base, source.key, value.dtype, shape)
+
+
+def write_op(ctx, obj, source, key, value):
+    """``obj.name = t`` / ``obj[key] = t`` of a tensor, into the run's shadow copy."""
+    from janus.runtime import heap
+    base = handle_input(ctx, source)
+    # The op's write is committed before the Python write-backs: an earlier
+    # Python write of the same location must not land after it.
+    ctx.heap.writes = [w for w in ctx.heap.writes
+                       if not (w.kind == key[0] and w.name == key[1]
+                               and repr(w.source) == repr(source))]
+    if key[0] == 'attr':
+        heap.py_set_attr(run_id_input(ctx), base, key[1], value)
+    else:
+        heap.py_set_subscr(run_id_input(ctx), base, key[1], value)
+    ctx.heap.op_writes['%s %r.%s (Janus>PySet op)' % (key[0], source, key[1])] = True
+    ctx.heap.overlay[(id(obj), key[1] if key[0] == 'attr' else ('item', key[1]))] = value
+    ctx.heap._keep.append(obj)
