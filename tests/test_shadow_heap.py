@@ -331,3 +331,29 @@ def test_objects_made_per_call_are_not_kept_alive(strict, heap_path):
     assert len(heap.registry) <= handles_early + 2
     assert memory_growth < 1_000_000, memory_growth   # Python memory flat
     assert janus.stats(f)['graphs_built'] == 1 and janus.stats(f)['graph_calls'] == 9997
+
+
+def test_print_happens_after_the_run_with_eagers_text(strict, capsys):
+    def make():
+        def f(x):
+            y = x * 2.0
+            print('step', y, 'of', x.shape, sep='|')
+            assert tf.reduce_max(y) < 100.0, 'too big'
+            return y
+        return f, None
+    values = [1, 2, 3, 4, 500, 6]
+    eager_fn, _ = make()
+    plain, _ = make()
+    jf = janus.function(plain)
+    for v in values:
+        x = tf.fill([2], float(v))
+        outputs = []
+        for fn in (eager_fn, jf):
+            try:
+                fn(x)
+            except AssertionError:
+                pass
+            outputs.append(capsys.readouterr().out)
+        assert outputs[0] == outputs[1] and outputs[0].startswith('step|tf.Tensor(')
+    stats = janus.stats(jf)
+    assert stats['graph_calls'] == 2 and stats['fallbacks'] == 1   # printed once, not twice
