@@ -45,3 +45,40 @@ class Pass(gast.NodeTransformer):
     def unsupported(self, node, what):
         lineno = getattr(node, 'lineno', None)
         raise ConversionError(what, self.ctx.filename, lineno, self.ctx.line(lineno))
+
+
+class CannotFold(Exception):
+    """A jump sits where folding cannot move the code after it (a loop, a with)."""
+
+
+def fold_jumps(block, jumps_in, lower_jump):
+    """Rewrites ``block`` so no statement of it jumps (return/break/continue).
+
+    ``jumps_in(node)`` says whether ``node`` contains such a jump;
+    ``lower_jump(stmt)`` gives the statements that replace a jump statement,
+    or None if ``stmt`` is not one.  When one branch of an ``if`` always
+    jumps, the code after the ``if`` moves into the other branch.  Returns
+    (statements, whether every path through them jumps); raises CannotFold.
+    """
+    out = []
+    for index, stmt in enumerate(block):
+        lowered = lower_jump(stmt)
+        if lowered is not None:
+            return out + lowered, True
+        if isinstance(stmt, gast.If) and jumps_in(stmt):
+            rest = block[index + 1:]
+            body, body_jumps = fold_jumps(stmt.body, jumps_in, lower_jump)
+            orelse, else_jumps = fold_jumps(stmt.orelse, jumps_in, lower_jump)
+            if body_jumps and not else_jumps:
+                orelse, else_jumps = fold_jumps(stmt.orelse + rest, jumps_in, lower_jump)
+            elif else_jumps and not body_jumps:
+                body, body_jumps = fold_jumps(stmt.body + rest, jumps_in, lower_jump)
+            elif not (body_jumps and else_jumps):
+                raise CannotFold()
+            stmt.body, stmt.orelse = body or [gast.Pass()], orelse
+            out.append(stmt)
+            return out, body_jumps and else_jumps
+        if jumps_in(stmt):
+            raise CannotFold()
+        out.append(stmt)
+    return out, False

@@ -228,8 +228,22 @@ class RouteControl(common.Pass):
     def _nonlocal(self, names, body):
         return ([gast.Nonlocal(list(names))] if names else []) + body
 
-    def _call_stmt(self, name, args, like):
-        return gast.copy_location(gast.Expr(common.runtime_call(name, args, like=like)), like)
+    def _region_call(self, op, site, key, head, defs, names, like):
+        """``__jr.<op>(__ns, site, head, *defs, __get_<key>, __set_<key>, names)``."""
+        args = ([common.load(common.NAMESPACE), common.const(site), head]
+                + [common.load(d.name) for d in defs]
+                + [common.load('__get_%s' % key), common.load('__set_%s' % key),
+                   common.const(tuple(names))])
+        call = common.runtime_call(op, args, like=like)
+        return gast.copy_location(gast.Expr(call), like)
+
+    def _python_shaped(self, node, field, op):
+        """A statement with return/break/continue inside keeps its shape; only its
+        test (or iterable) goes through the runtime: Python values or assumed outcomes."""
+        value = getattr(node, field)
+        setattr(node, field, common.runtime_call(op, [common.load(common.NAMESPACE),
+                                                      self._site(node), value], like=value))
+        return node
 
     # -- statements --------------------------------------------------------
     def visit_If(self, node):
@@ -243,19 +257,13 @@ class RouteControl(common.Pass):
         functionalize = not _has_jump(node.body + node.orelse)
         node = self.generic_visit(node)
         if not functionalize:
-            node.test = common.runtime_call('test', [common.load(common.NAMESPACE),
-                                                     self._site(node), node.test], like=node.test)
-            return node
+            return self._python_shaped(node, 'test', 'test')
         key = self._key(site)
         state, names = self._state(stored & outside, key, node)
         true_fn = _define('__true_%s' % key, _no_args(), self._nonlocal(names, node.body), node)
         false_fn = _define('__false_%s' % key, _no_args(),
                            self._nonlocal(names, node.orelse), node)
-        call = self._call_stmt('if_stmt', [
-            common.load(common.NAMESPACE), common.const(site), node.test,
-            common.load(true_fn.name), common.load(false_fn.name),
-            common.load('__get_%s' % key), common.load('__set_%s' % key),
-            common.const(tuple(names))], node)
+        call = self._region_call('if_stmt', site, key, node.test, [true_fn, false_fn], names, node)
         return state + [true_fn, false_fn, call]
 
     def visit_While(self, node):
@@ -267,17 +275,13 @@ class RouteControl(common.Pass):
         functionalize = not node.orelse and not _has_jump(node.body)
         node = self.generic_visit(node)
         if not functionalize:
-            node.test = common.runtime_call('test', [common.load(common.NAMESPACE),
-                                                     self._site(node), node.test], like=node.test)
-            return node
+            return self._python_shaped(node, 'test', 'test')
         key = self._key(site)
         state, names = self._state(loop_vars, key, node)
         test_fn = _define('__test_%s' % key, _no_args(), [gast.Return(node.test)], node)
         body_fn = _define('__body_%s' % key, _no_args(), self._nonlocal(names, node.body), node)
-        call = self._call_stmt('while_stmt', [
-            common.load(common.NAMESPACE), common.const(site), common.load(test_fn.name),
-            common.load(body_fn.name), common.load('__get_%s' % key),
-            common.load('__set_%s' % key), common.const(tuple(names))], node)
+        call = self._region_call('while_stmt', site, key, common.load(test_fn.name), [body_fn],
+                                 names, node)
         return state + [test_fn, body_fn, call]
 
     def visit_For(self, node):
@@ -288,19 +292,14 @@ class RouteControl(common.Pass):
         functionalize = not node.orelse and not _has_jump(node.body)
         node = self.generic_visit(node)
         if not functionalize:
-            node.iter = common.runtime_call('iter', [common.load(common.NAMESPACE),
-                                                     self._site(node), node.iter], like=node.iter)
-            return node
+            return self._python_shaped(node, 'iter', 'iter')
         key = self._key(site)
         state, names = self._state(loop_vars, key, node)
         bind_target = gast.copy_location(gast.Assign([node.target], common.load('__item'), None),
                                          node)
         body_fn = _define('__body_%s' % key, _args('__item'),
                           self._nonlocal(names, [bind_target] + node.body), node)
-        call = self._call_stmt('for_stmt', [
-            common.load(common.NAMESPACE), common.const(site), node.iter,
-            common.load(body_fn.name), common.load('__get_%s' % key),
-            common.load('__set_%s' % key), common.const(tuple(names))], node)
+        call = self._region_call('for_stmt', site, key, node.iter, [body_fn], names, node)
         return state + [body_fn, call]
 
     # -- expressions -------------------------------------------------------

@@ -16,10 +16,6 @@ from janus.graphgen.converters import common
 _SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
 
-class _CannotLower(Exception):
-    pass
-
-
 def _jumps(node):
     """Whether ``node`` breaks/continues its own loop (nested loops not counted)."""
     if isinstance(node, (gast.Break, gast.Continue)):
@@ -34,32 +30,14 @@ def _flag_set(flag, like):
     return gast.copy_location(assign, like)
 
 
-def _lower(block, flag):
-    """(statements, whether every path through them jumps)."""
-    out = []
-    for index, stmt in enumerate(block):
+def _lowering(flag):
+    def lower(stmt):
         if isinstance(stmt, gast.Continue):
-            return out, True
+            return []
         if isinstance(stmt, gast.Break):
-            out.append(_flag_set(flag, stmt))
-            return out, True
-        if isinstance(stmt, gast.If) and _jumps(stmt):
-            rest = block[index + 1:]
-            body, body_jumps = _lower(stmt.body, flag)
-            orelse, else_jumps = _lower(stmt.orelse, flag)
-            if body_jumps and not else_jumps:
-                orelse, else_jumps = _lower(stmt.orelse + rest, flag)
-            elif else_jumps and not body_jumps:
-                body, body_jumps = _lower(stmt.body + rest, flag)
-            elif not (body_jumps and else_jumps):
-                raise _CannotLower()
-            stmt.body, stmt.orelse = body or [gast.Pass()], orelse
-            out.append(stmt)
-            return out, body_jumps and else_jumps
-        if _jumps(stmt):
-            raise _CannotLower()   # inside with/try: left as is
-        out.append(stmt)
-    return out, False
+            return [_flag_set(flag, stmt)]
+        return None
+    return lower
 
 
 def _not_flag(flag, like):
@@ -80,8 +58,8 @@ class LowerJumps(common.Pass):
         self.count += 1
         flag = '__janus_break_%d' % self.count
         try:
-            body, _ = _lower(list(node.body), flag)
-        except _CannotLower:
+            body, _ = common.fold_jumps(list(node.body), _jumps, _lowering(flag))
+        except common.CannotFold:
             return node
         breaks = any(isinstance(n, gast.Name) and n.id == flag for s in body for n in gast.walk(s))
         node.body = body or [gast.Pass()]

@@ -16,10 +16,6 @@ RESULT = '__janus_return'
 _SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
 
-class _CannotLower(Exception):
-    pass
-
-
 def _contains_return(node):
     if isinstance(node, gast.Return):
         return True
@@ -34,30 +30,8 @@ def _assign_result(value, like):
     return gast.copy_location(assign, like)
 
 
-def _lower(block):
-    """(statements, whether every path through them returns)."""
-    out = []
-    for index, stmt in enumerate(block):
-        if isinstance(stmt, gast.Return):
-            out.append(_assign_result(stmt.value, stmt))
-            return out, True
-        if isinstance(stmt, gast.If) and _contains_return(stmt):
-            rest = block[index + 1:]
-            body, body_returns = _lower(stmt.body)
-            orelse, else_returns = _lower(stmt.orelse)
-            if body_returns and not else_returns:
-                orelse, else_returns = _lower(stmt.orelse + rest)
-            elif else_returns and not body_returns:
-                body, body_returns = _lower(stmt.body + rest)
-            elif not (body_returns and else_returns):
-                raise _CannotLower()
-            stmt.body, stmt.orelse = body or [gast.Pass()], orelse
-            out.append(stmt)
-            return out, body_returns and else_returns
-        if _contains_return(stmt):
-            raise _CannotLower()   # a return inside a loop or with: left as is
-        out.append(stmt)
-    return out, False
+def _lower_return(stmt):
+    return [_assign_result(stmt.value, stmt)] if isinstance(stmt, gast.Return) else None
 
 
 def _needs_lowering(fn):
@@ -70,9 +44,9 @@ class LowerReturns(common.Pass):
         if not _needs_lowering(node):
             return node
         try:
-            body, _ = _lower(list(node.body))
-        except _CannotLower:
-            return node
+            body, _ = common.fold_jumps(list(node.body), _contains_return, _lower_return)
+        except common.CannotFold:
+            return node   # a return inside a loop or with: left as is
         start = _assign_result(None, node.body[0])
         end = gast.copy_location(gast.Return(common.load(RESULT)), node.body[-1])
         node.body = [start] + body + [end]
