@@ -7,6 +7,7 @@ from janus.config import config
 from janus.errors import (ConversionError, JanusError, JanusOpsError, JanusUsageError,
                           StrictModeError)
 from janus.explain import explain, stats, to_code
+from janus.optimizer import Optimizer
 
-__all__ = ['function', 'config', 'explain', 'stats', 'to_code', 'JanusError',
+__all__ = ['function', 'Optimizer', 'config', 'explain', 'stats', 'to_code', 'JanusError',
            'ConversionError', 'JanusOpsError', 'JanusUsageError', 'StrictModeError']

@@ -15,6 +15,7 @@ kind and the failing path, which the cache logs as the recompile reason.
 import collections
 import enum
 import math
+import types
 
 import tensorflow as tf
 
@@ -32,6 +33,7 @@ class GuardKind(enum.Enum):
     KEYS_MATCH = 'KEYS_MATCH'      # dict keys equal, in order
     METHOD_MATCH = 'METHOD_MATCH'  # attribute is a bound method of the same function
     TENSOR_MATCH = 'TENSOR_MATCH'  # an eager tensor of this dtype, shape compatible (hoisted read)
+    CODE_MATCH = 'CODE_MATCH'      # a Python function with the same code (its closure read per call)
 
 
 Miss = collections.namedtuple('Miss', 'kind where expected actual')
@@ -254,6 +256,35 @@ class IdentityNode:
         return '%s is %s' % (self.path, _describe(self.obj))
 
 
+class FunctionNode:
+    """A Python function passed as an argument (``lambda: model(batch)``, new each
+    step): guarded by its code, not its identity; what its closure holds is
+    read through ``__closure__[i].cell_contents`` sources of this argument."""
+
+    def __init__(self, path, fn):
+        self.path, self.fn = path, fn
+        self.code = fn.__code__
+        self.closure_size = len(fn.__closure__ or ())
+
+    def check(self, value):
+        if (type(value) is types.FunctionType and value.__code__ is self.code
+                and len(value.__closure__ or ()) == self.closure_size):
+            return None
+        return Miss(GuardKind.CODE_MATCH, self.path, self.code.co_name, _describe(value))
+
+    def flatten(self, value, out):
+        pass
+
+    def placeholder(self, inputs):
+        return self.fn
+
+    def specs(self, out):
+        pass
+
+    def describe(self):
+        return '%s: function with the code of %s' % (self.path, self.code.co_name)
+
+
 class ObjectNode:
     """Any other object: only its type is guarded here; what the trace reads
     from it is guarded through ``AttrSource``/``ItemSource`` guards."""
@@ -363,7 +394,6 @@ def _is_identity_object(value):
     module = getattr(type(value), '__module__', '') or ''
     if module.startswith(('tensorflow', 'keras', 'tf_keras')):
         return True
-    import types
     return isinstance(value, (types.FunctionType, types.ModuleType, types.MethodType))
 
 
@@ -395,9 +425,17 @@ def node_for(value, path, shapes=None):
     if type(value).__module__ == 'numpy':
         raise UnsupportedArgument('%s: a NumPy value (%s); pass a tf.Tensor to get a graph'
                                   % (path, type(value).__name__))
+    if (type(value) is types.FunctionType and value.__defaults__ is None
+            and not value.__kwdefaults__ and not _is_library_function(value)):
+        return FunctionNode(path, value)
     if _is_identity_object(value):
         return IdentityNode(path, value)
     return ObjectNode(path, value)
+
+
+def _is_library_function(fn):
+    module = fn.__module__ or ''
+    return module.split('.')[0] in ('tensorflow', 'keras', 'tf_keras')
 
 
 def relax(old, new):

@@ -33,26 +33,44 @@ PASSES = (
 
 
 class FunctionNamespace:
-    """Where a converted function's free names live: its module and closure."""
+    """Where a converted function's free names live: its module and closure.
 
-    def __init__(self, fn):
+    ``root``: for a function that is itself an argument (a new lambda every
+    step), the guards.Source it was passed as; its cells are then read
+    through that source, so the next call's lambda is read, not this one's.
+    """
+
+    def __init__(self, fn, root=None):
+        from janus import guards
         self.fn = fn
         self.globals = fn.__globals__
         builtins_ns = self.globals.get('__builtins__', builtins)
         self.builtins = builtins_ns if isinstance(builtins_ns, dict) else vars(builtins_ns)
         self.cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        self.cell_sources = {}
+        if root is not None:
+            closure = guards.AttrSource(root, '__closure__')
+            for index, name in enumerate(fn.__code__.co_freevars):
+                self.cell_sources[name] = guards.AttrSource(guards.ItemSource(closure, index),
+                                                            'cell_contents')
 
 
 class Converted:
     """A converted function and what explain/to_code show of it."""
 
-    def __init__(self, fn, py_fn, tree, filename, sites_by_id, code_objects):
+    def __init__(self, fn, make, source, filename, sites_by_id, code_objects):
         self.fn = fn
-        self.py_fn = py_fn
+        self.make = make
+        self.py_fn = self.bind(FunctionNamespace(fn))
         self.filename = filename
         self.sites = sites_by_id
         self.code_objects = code_objects
-        self.source = _unparse(tree)
+        self.source = source
+
+    def bind(self, namespace):
+        """The converted function, reading free names from ``namespace``."""
+        from janus.runtime import operators
+        return self.make(operators, namespace)
 
 
 class _PassContext:
@@ -68,6 +86,7 @@ class _PassContext:
 
 
 _cache = weakref.WeakKeyDictionary()
+_by_code = {}   # code object -> (make, source, filename, sites, code objects) or ConversionError
 
 
 def convert(fn):
@@ -87,6 +106,21 @@ def convert(fn):
 
 
 def _convert(fn):
+    """Converts ``fn``; the expensive part is shared by functions of one code object
+    (a lambda made anew every step is converted once)."""
+    compiled = _by_code.get(fn.__code__)
+    if compiled is None:
+        try:
+            compiled = _convert_code(fn)
+        except ConversionError as e:
+            compiled = e
+        _by_code[fn.__code__] = compiled
+    if isinstance(compiled, ConversionError):
+        raise compiled
+    return Converted(fn, *compiled)
+
+
+def _convert_code(fn):
     import inspect
     if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
         raise ConversionError('janus does not convert generators or coroutines (%s)'
@@ -101,8 +135,8 @@ def _convert(fn):
     tree = _as_function_def(tree)
     for pass_cls in PASSES:
         tree = pass_cls(ctx).visit(tree)
-    py_fn, code_objects = _compile(fn, tree, filename)
-    return Converted(fn, py_fn, tree, filename, site_map, code_objects)
+    make, code_objects = _compile(fn, tree, filename)
+    return make, _unparse(tree), filename, site_map, code_objects
 
 
 def _as_function_def(tree):
@@ -136,9 +170,7 @@ def _compile(fn, tree, filename):
     # The factory's globals are the user's module, so any name this converter
     # missed still means what it means in the user's code.
     make = types.FunctionType(factory_code, fn.__globals__, '__janus_factory')
-    from janus.runtime import operators
-    py_fn = make(operators, FunctionNamespace(fn))
-    return py_fn, _all_code_objects(factory_code)
+    return make, _all_code_objects(factory_code)
 
 
 def _all_code_objects(code):

@@ -229,7 +229,7 @@ def load(ns, name):
             value = cell.cell_contents
         except ValueError:
             raise NameError("free variable '%s' referenced before assignment" % name)
-        source = guards.CellSource(cell, name)
+        source = ns.cell_sources.get(name) or guards.CellSource(cell, name)
     elif name in ns.globals:
         value = ns.globals[name]
         source = guards.GlobalSource(ns.globals, name, ns.builtins)
@@ -587,9 +587,11 @@ def _inline(ctx, fn, args, kwargs):
     bound.apply_defaults()
     ctx.converted[fn.__code__] = converted
     ctx.code_objects |= converted.code_objects
+    root = ctx.source_of(fn)
+    py_fn = converted.bind(generator.FunctionNamespace(fn, root)) if root else converted.py_fn
     ctx.stack.append(converted)
     try:
-        return converted.py_fn(*bound.args, **bound.kwargs)
+        return py_fn(*bound.args, **bound.kwargs)
     finally:
         ctx.stack.pop()
 

@@ -1,0 +1,89 @@
+"""janus.Optimizer: one graph per training step, the wrapped optimizer's behaviour.
+
+PYTEST_DONT_REWRITE: programs under test use `assert`.
+"""
+import keras
+import pytest
+import tensorflow as tf
+
+import janus
+from conftest import assert_same
+
+
+def make_model():
+    keras.utils.set_random_seed(7)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation='tanh'),
+                              keras.layers.Dense(1)])
+    return model
+
+
+def batches(n):
+    return [(tf.random.stateless_normal([16, 5], seed=[i, 1]),
+             tf.random.stateless_normal([16, 1], seed=[i, 2])) for i in range(n)]
+
+
+def loss_of(model, x, y):
+    return tf.reduce_mean((model(x, training=True) - y) ** 2)
+
+
+@pytest.mark.parametrize('make_optimizer', [
+    lambda: keras.optimizers.SGD(0.1, momentum=0.9),
+    lambda: keras.optimizers.Adam(keras.optimizers.schedules.ExponentialDecay(0.01, 3, 0.5)),
+])
+def test_minimize_matches_the_plain_optimizer_with_one_graph(strict, make_optimizer):
+    eager_model, janus_model = make_model(), make_model()
+    eager_opt = make_optimizer()
+    opt = janus.Optimizer(make_optimizer())
+    for x, y in batches(12):
+        with tf.GradientTape() as tape:
+            eager_loss = loss_of(eager_model, x, y)
+        grads = tape.gradient(eager_loss, eager_model.trainable_variables)
+        eager_opt.apply_gradients(zip(grads, eager_model.trainable_variables))
+        loss = opt.minimize(lambda: loss_of(janus_model, x, y), janus_model.trainable_variables)
+        assert_same(eager_loss, loss)
+        for a, b in zip(eager_model.weights, janus_model.weights):
+            assert_same(tf.convert_to_tensor(a), tf.convert_to_tensor(b))
+        assert int(eager_opt.iterations) == int(opt.iterations)
+    stats = janus.stats(opt._minimize)
+    # A new lambda every step: guarded by its code, its batch read afresh.
+    assert stats['graphs_built'] == 1 and stats['graph_calls'] == 9
+    assert float(opt.learning_rate) == float(eager_opt.learning_rate)
+
+
+def test_failing_assertion_in_the_step_updates_nothing(strict):
+    model, eager_model = make_model(), make_model()
+    opt, eager_opt = janus.Optimizer(keras.optimizers.SGD(0.1)), keras.optimizers.SGD(0.1)
+
+    def checked_loss(model, x, y):
+        loss = loss_of(model, x, y)
+        assert loss < 50.0, 'diverged'
+        return loss
+
+    data = batches(6)
+    data.insert(4, (data[0][0], data[0][1] * 100.0))
+    for x, y in data:
+        outcomes = []
+        for m, o in ((eager_model, None), (model, opt)):
+            try:
+                if o is None:
+                    with tf.GradientTape() as tape:
+                        loss = checked_loss(m, x, y)
+                    eager_opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables),
+                                                  m.trainable_variables))
+                else:
+                    o.minimize(lambda: checked_loss(m, x, y), m.trainable_variables)
+                outcomes.append('ok')
+            except AssertionError as e:
+                outcomes.append(str(e))
+        assert outcomes[0] == outcomes[1]
+        for a, b in zip(eager_model.weights, model.weights):
+            assert_same(tf.convert_to_tensor(a), tf.convert_to_tensor(b))
+    assert janus.stats(opt._minimize)['fallbacks'] == 1
+
+
+def test_bad_use_says_what_to_do():
+    with pytest.raises(janus.JanusUsageError, match='Keras optimizer'):
+        janus.Optimizer(object())
+    opt = janus.Optimizer(keras.optimizers.SGD(0.1))
+    with pytest.raises(janus.JanusUsageError, match='callable loss'):
+        opt.minimize(tf.constant(1.0), [])
