@@ -28,7 +28,7 @@ import tensorflow as tf
 from janus import guards
 from janus.graphgen.converters import common
 from janus.pyct import anno, parser, sites
-from janus.runtime import whitelist
+from janus.runtime import layers, whitelist
 
 _PROFILER = '__jp'
 
@@ -159,9 +159,21 @@ class Recorder:
         site.returns[type(result).__name__] += 1
         return result
 
+    def _keras_layer(self, layer, user_call):
+        """Runs Keras's __call__ with the instrumented copy of your call()."""
+        instrumented = types.MethodType(self._instrumented(user_call), layer)
+
+        def run(*args, **kwargs):
+            with layers.calling(layer, instrumented):
+                return layer(*args, **kwargs)
+        return run
+
     def _instrumented(self, callee):
         """The user's own Python callees run instrumented too, so their sites are profiled."""
         if not isinstance(callee, (types.FunctionType, types.MethodType, type)):
+            own_call = layers.user_call(callee)   # your own Keras layer's call()
+            if own_call is not None:
+                return self._keras_layer(callee, own_call)
             call = getattr(type(callee), '__call__', None)   # a callable object of the user's
             if isinstance(call, types.FunctionType) and not whitelist.is_library(call):
                 return types.MethodType(self._instrumented(call), callee)

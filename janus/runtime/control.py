@@ -177,7 +177,8 @@ def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
         outcome, _ = _decide_test(ns, site, value, 'loop condition')
         if outcome is DYNAMIC:
             flagged_get = lambda: _tensor_flags(get_state(), names)  # noqa: E731
-            return _dynamic_while(ns, site, test_fn, body_fn, flagged_get, set_state)
+            _dynamic_while(ns, site, test_fn, body_fn, flagged_get, set_state)
+            return _at_least_once(ns, site, truth(value))
         if not outcome:
             return
         body_fn()
@@ -196,6 +197,7 @@ def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=()):
         return
     _dynamic_for(ns, site, iterable, body_fn, lambda: _tensor_flags(get_state(), names),
                  set_state)
+    _at_least_once(ns, site, tf.shape(iterable)[0] > 0)
 
 
 def ifexp(ns, site, test_value, body, orelse):
@@ -249,16 +251,50 @@ def _in_dynamic_region(fn, *args):
 def _cond_values(ns, site, pred, true_thunk, false_thunk):
     """tf.cond of two expressions; both must give tensors (a Python value cannot
     depend on a tensor)."""
+    variables = {}
+
     def wrap(thunk, branch):
         def run():
             value = _in_dynamic_region(thunk)
+            variables[branch] = _variables_read()
             if not _is_tensor(value):
                 raise Unsupported('%s: in a tensor-dependent conditional, the %s branch gives a '
                                   '%s, not a tensor' % (_where(ns, site), branch,
                                                         type(value).__name__))
             return value
         return run
-    return tf.cond(pred, wrap(true_thunk, 'true'), wrap(false_thunk, 'false'))
+    result = tf.cond(pred, wrap(true_thunk, 'true'), wrap(false_thunk, 'false'))
+    _check_one_sided_variables(ns, site, variables)
+    return result
+
+
+def _check_one_sided_variables(ns, site, variables):
+    """Eagerly, a variable used only by the branch not taken gets a None gradient
+    (optimizers skip it); through tf.cond it gets zeros (momentum, Adam and weight
+    decay still move it).  Under a GradientTape that is not the same program."""
+    values = list(variables.values())
+    if _taping() and len(values) == 2 and values[0] != values[1]:
+        raise Unsupported('%s: under a GradientTape, the two sides of a tensor-dependent '
+                          'conditional read different variables; their gradients would be '
+                          'zeros, not None' % _where(ns, site))
+
+
+def _taping():
+    """Whether a GradientTape may be recording what is traced now."""
+    from tensorflow.python.eager import record
+    return record.could_possibly_record()
+
+
+def _variables_read():
+    """Outer resources (variables) the graph being traced reads."""
+    graph = tf.compat.v1.get_default_graph()
+    inner_to_outer = {id(inner): outer for outer, inner in getattr(graph, 'captures', ())}
+    read = set()
+    for op in graph.get_operations():
+        if op.type == 'ReadVariableOp' and op.inputs:
+            outer = inner_to_outer.get(id(op.inputs[0]))
+            read.add(id(outer) if outer is not None else id(op.inputs[0]))
+    return read
 
 
 def _as_output(value):
@@ -269,13 +305,14 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
     ctx = current()
     init = get_state()
     before = [_snapshot(v) for v in init]
-    seen = {}
+    seen, variables = {}, {}
 
     def branch(fn, tag):
         def run():
             set_state(init)
             try:
                 _in_dynamic_region(fn)
+                variables[tag] = _variables_read()
             except Unsupported:
                 raise
             except Exception as e:  # the branch raises: handled below as an assumption
@@ -302,6 +339,7 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
         if len(seen) == 2:
             _merge(ns, site, seen, None)  # raises a clear Unsupported if that is the cause
         raise
+    _check_one_sided_variables(ns, site, variables)
     set_state(_merge(ns, site, seen, outputs))
 
 
@@ -332,6 +370,17 @@ def _kind(value):
     if _is_tensor(value):
         return 'a tensor'
     return 'the %s %r' % (type(value).__name__, value)
+
+
+def _at_least_once(ns, site, first_test):
+    """Under a GradientTape, a tf.while_loop that reads variables gives them zero
+    gradients when it runs no iteration, where eager code gives None: assume it
+    runs at least once (the paper's trip-count assumption, its weakest form)."""
+    ctx = current()
+    if not (_taping() and ctx.last_loop_reads_variables):
+        return
+    ctx.assume((ns.fn.__code__, site), 'TRIP_COUNT', first_test,
+               'the loop runs at least once (eager gradients would be None otherwise)')
 
 
 def _dynamic_while(ns, site, test_fn, body_fn, get_state, set_state):
@@ -369,6 +418,7 @@ def _dynamic_while(ns, site, test_fn, body_fn, get_state, set_state):
     def body(*values):
         set_state(full_state(values))
         _in_dynamic_region(body_fn)
+        current().last_loop_reads_variables = bool(_variables_read())
         state = get_state()
         for i, snapshot in fixed.items():
             if _snapshot(state[i]) != snapshot:

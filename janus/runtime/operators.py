@@ -57,6 +57,7 @@ class TraceContext:
         self.dynamic_depth = 0  # > 0 while tracing a tf.cond branch or tf.while_loop body
         self.top_graph = None
         self.heap = shadow_heap.TraceHeap()
+        self.last_loop_reads_variables = False   # set while tracing a tf.while_loop body
         self.shapes = None      # relaxed shapes of hoisted heap reads, kept across traces
         self.guards = []
         self._guard_keys = set()
@@ -465,8 +466,7 @@ def call(__callee, *args, **kwargs):
         return _call_library(ctx, callee, args, kwargs)
     call_method = getattr(type(callee), '__call__', None)
     if _is_keras_layer(callee):
-        raise Unsupported('janus does not yet convert your own Keras layer/model subclass %s '
-                          '(converting its call() is issue #5)' % type(callee).__name__)
+        return _call_keras_layer(ctx, callee, args, kwargs)
     if isinstance(call_method, types.FunctionType):
         return _inline(ctx, call_method, (callee,) + args, kwargs)
     raise Unsupported('janus does not convert calls to %s; only TF/Keras APIs, whitelisted '
@@ -488,6 +488,30 @@ def _name(callee):
 def _is_keras_layer(obj):
     return any(whitelist.in_package(k.__module__ or '', whitelist.LIBRARY_PREFIXES)
                for k in type(obj).__mro__[1:])
+
+
+def _call_keras_layer(ctx, layer, args, kwargs):
+    """Your own Keras layer/model: Keras's __call__ (build, training flag, masks) runs
+    as usual, and the ``call`` it dispatches to is your converted ``call``."""
+    from janus.runtime import layers
+    call = layers.user_call(layer)
+    if call is None:
+        return layer(*args, **kwargs)   # e.g. a Sequential subclass without its own call
+    from janus.graphgen import generator
+    if any(c.fn.__code__ is call.__code__ for c in ctx.stack):
+        raise Unsupported('janus does not convert recursive calls (%s)' % call.__qualname__)
+    converted = generator.convert(call)
+    ctx.converted[call.__code__] = converted
+    ctx.code_objects |= converted.code_objects
+
+    def converted_call(*call_args, **call_kwargs):
+        ctx.stack.append(converted)
+        try:
+            return converted.py_fn(layer, *call_args, **call_kwargs)
+        finally:
+            ctx.stack.pop()
+    with layers.calling(layer, converted_call):
+        return layer(*args, **kwargs)
 
 
 def _guard_library_args(ctx, args, kwargs):
