@@ -7,7 +7,8 @@ from janus.config import config
 from janus.errors import (ConversionError, JanusError, JanusOpsError, JanusUsageError,
                           StrictModeError)
 from janus.explain import explain, stats, to_code
+from janus.distributed import DistributedOptimizer, broadcast_variables
 from janus.optimizer import Optimizer
 
-__all__ = ['function', 'Optimizer', 'config', 'explain', 'stats', 'to_code', 'JanusError',
+__all__ = ['function', 'Optimizer', 'DistributedOptimizer', 'broadcast_variables', 'config', 'explain', 'stats', 'to_code', 'JanusError',
            'ConversionError', 'JanusOpsError', 'JanusUsageError', 'StrictModeError']

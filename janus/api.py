@@ -48,8 +48,9 @@ class Stats:
 class JanusFunction:
     """A Python function run through janus; behaves like the function itself."""
 
-    def __init__(self, fn, profile_calls=None, strict=None):
+    def __init__(self, fn, profile_calls=None, strict=None, distributed=False):
         self.fn = fn
+        self.distributed = distributed   # ranks agree on assumptions (runtime/distributed.py)
         self._profile_calls = profile_calls
         self._strict = strict
         self.signature = inspect.signature(fn)
@@ -210,14 +211,16 @@ class JanusFunction:
     def _trace(self, converted, bound, signature, shapes, arguments):
         try:
             return tracer.trace(self.fn, converted, bound, signature, self._plan(),
-                                self.profile.shapes if config.relax_shapes else None)
+                                self.profile.shapes if config.relax_shapes else None,
+                                self.distributed)
         except ConversionError as e:
             if shapes is None or not _has_relaxed_dims(signature):
                 return e
             # A relaxed (None) dimension may be what broke the trace: retry exactly.
             exact = guards.Signature(arguments)
             try:
-                entry = tracer.trace(self.fn, converted, bound, exact, self._plan())
+                entry = tracer.trace(self.fn, converted, bound, exact, self._plan(),
+                                     distributed=self.distributed)
             except ConversionError as e2:
                 return e2
             self._event('relaxed shapes failed', '%s; built with exact shapes instead' % e)

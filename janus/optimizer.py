@@ -32,13 +32,18 @@ def _apply_step(optimizer, grads, var_list):
 class Optimizer:
     """Wraps a Keras optimizer: ``janus.Optimizer(keras.optimizers.SGD(0.1))``."""
 
+    _minimize_step = staticmethod(_minimize_step)
+    _apply_step = staticmethod(_apply_step)
+    _distributed = False
+
     def __init__(self, optimizer, profile_calls=None, strict=None):
         if not callable(getattr(optimizer, 'apply_gradients', None)):
             raise JanusUsageError('janus.Optimizer wraps a Keras optimizer (something with '
                                   'apply_gradients); got %r' % (optimizer,))
         self._optimizer = optimizer
-        self._minimize = JanusFunction(_minimize_step, profile_calls=profile_calls, strict=strict)
-        self._apply = JanusFunction(_apply_step, profile_calls=profile_calls, strict=strict)
+        options = dict(profile_calls=profile_calls, strict=strict, distributed=self._distributed)
+        self._minimize = JanusFunction(self._minimize_step, **options)
+        self._apply = JanusFunction(self._apply_step, **options)
 
     @property
     def optimizer(self):

@@ -259,7 +259,7 @@ def _refuse_variable_creation(next_creator, **kwargs):
                                 'variables outside it (or let a profiled call build the layer)')
 
 
-def trace(fn, converted, bound, signature, plan, heap_shapes=None):
+def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=False):
     """Generates the graph for ``bound`` (inspect.BoundArguments) under ``signature``.
 
     ``heap_shapes``: relaxed shapes of tensors read from Python objects, kept
@@ -269,6 +269,8 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None):
     plan.reset()
     ctx = operators.TraceContext(fn, bound.arguments, plan)
     ctx.shapes = heap_shapes
+    if distributed:
+        ctx.soft_conditions = []   # checked together by runtime.distributed.agree
     ctx.converted[fn.__code__] = converted
     ctx.has_mutations = False
     ctx.safe_error_ops = None
@@ -286,6 +288,9 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None):
         finally:
             ctx.stack.pop()
             operators.exit_trace()
+        if ctx.soft_conditions:
+            raise operators.Unsupported('a distributed step made assumptions after its '
+                                        'agreement (janus.runtime.distributed.agree)')
         outputs = []
         holder['template'] = _template(result, outputs, ctx)
         holder['writes'] = [(w, _template(w.value, outputs, ctx)) for w in ctx.heap.writes]

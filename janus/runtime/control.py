@@ -141,7 +141,8 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
     length = iterable.shape[0] if iterable.shape.rank is not None else None
     if length is not None and length <= config.max_unroll:
         return tf.unstack(iterable, num=length) if length else []
-    if length is None and outcome is not DYNAMIC and outcome <= config.max_unroll:
+    soft = ctx.soft_conditions is not None   # a distributed step: no unchecked slicing
+    if length is None and outcome is not DYNAMIC and outcome <= config.max_unroll and not soft:
         # Slices only once the count is known good: a data dependency on the check.
         iterable = ctx.assume((ns.fn.__code__, site), 'TRIP_COUNT',
                               tf.equal(tf.shape(iterable)[0], outcome),

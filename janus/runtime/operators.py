@@ -58,6 +58,7 @@ class TraceContext:
         self.top_graph = None
         self.heap = shadow_heap.TraceHeap()
         self.last_loop_reads_variables = False   # set while tracing a tf.while_loop body
+        self.soft_conditions = None   # a list in distributed steps: assumptions agreed on, see distributed.py
         self.shapes = None      # relaxed shapes of hoisted heap reads, kept across traces
         self.guards = []
         self._guard_keys = set()
@@ -173,6 +174,9 @@ class TraceContext:
         lineno = lineno or site_lineno
         assumption = Assumption(len(self.assumptions), kind, filename, lineno, description, key)
         self.assumptions.append(assumption)
+        if self.soft_conditions is not None and self.dynamic_depth == 0:
+            self.soft_conditions.append(tf.reshape(tf.cast(condition, tf.bool), []))
+            return gate   # checked by every rank together, in distributed.agree
         message = '%s: %s (line %s)' % (kind, description, lineno)
         if gate is not None:
             gated = ops.janus_checked_identity(tf.reshape(condition, []), gate, assumption.id,
@@ -197,6 +201,10 @@ def current():
     if ctx is None:
         raise RuntimeError('janus converted code ran outside of a trace')
     return ctx
+
+
+def current_or_none():
+    return getattr(_local, 'ctx', None)
 
 
 def enter_trace(ctx):

@@ -9,7 +9,7 @@ a graph would run them once, at trace time, instead of on every call.
 import builtins
 import types
 
-LIBRARY_PREFIXES = ('tensorflow', 'keras', 'tf_keras')
+LIBRARY_PREFIXES = ('tensorflow', 'keras', 'tf_keras', 'horovod')
 JANUS_RUNTIME = ('janus.runtime',)  # janus's own trace-time helpers: called, never converted
 
 # Library modules whose functions act on Python state, not on tensors.

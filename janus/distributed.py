@@ -1,0 +1,56 @@
+"""``janus.DistributedOptimizer``: Horovod data-parallel training steps as janus graphs.
+
+Needs Horovod and ``hvd.init()`` (checked when the wrapper is made).  Like
+``janus.Optimizer``, one training step (forward, gradients, update) is one
+guarded janus graph; between the gradients and the update, the ranks agree
+that every assumption held (``runtime.distributed.agree``) and average the
+gradients with ``hvd.allreduce``, inside the same graph, so communication
+overlaps computation.  The same code runs imperatively (profiling,
+fallbacks) with the same collectives, so ranks on different paths never wait
+for each other.  ``broadcast_variables`` starts every rank from rank 0's
+weights.
+"""
+import tensorflow as tf
+
+from janus.optimizer import Optimizer
+from janus.runtime.distributed import agree, average_gradients, horovod
+
+
+def _distributed_minimize_step(optimizer, loss_fn, var_list):
+    with tf.GradientTape() as tape:
+        loss = loss_fn()
+    grads = tape.gradient(loss, var_list)
+    agree('janus.agree.minimize')
+    grads = average_gradients(grads, 'janus.grad')
+    optimizer.apply_gradients(zip(grads, var_list))
+    return loss
+
+
+def _distributed_apply_step(optimizer, grads, var_list):
+    agree('janus.agree.apply')
+    grads = average_gradients(grads, 'janus.grad')
+    optimizer.apply_gradients(zip(grads, var_list))
+
+
+class DistributedOptimizer(Optimizer):
+    """``janus.DistributedOptimizer(keras.optimizers.SGD(0.1))``, as hvd.DistributedOptimizer."""
+
+    _minimize_step = staticmethod(_distributed_minimize_step)
+    _apply_step = staticmethod(_distributed_apply_step)
+    _distributed = True
+
+    def __init__(self, optimizer, profile_calls=None, strict=None):
+        horovod()   # a clear error now if Horovod is missing or not initialized
+        super().__init__(optimizer, profile_calls=profile_calls, strict=strict)
+
+
+def broadcast_variables(variables, root_rank=0):
+    """Sets every rank's ``variables`` (tf or Keras) to rank ``root_rank``'s values.
+
+    One named broadcast per variable, eagerly (hvd.broadcast_variables expects
+    tf.Variables inside a tf.function, which Keras 3 variables are not)."""
+    hvd = horovod()
+    for index, variable in enumerate(variables):
+        value = hvd.broadcast(tf.convert_to_tensor(variable), root_rank,
+                              name='janus.broadcast.%d' % index)
+        variable.assign(value)
