@@ -125,8 +125,8 @@ class JanusFunction:
             self._relax(entry, broke.assumption)
             return result
         except GraphError as e:
-            self._event('graph error', '%s; re-ran imperatively for eager\'s result or exception'
-                        % type(e.error).__name__)
+            self._event('graph error', '%s (%s); re-ran imperatively for eager\'s result or '
+                        'exception' % (type(e.error).__name__, str(e.error).strip()[:160]))
             try:
                 return self._run_profiled(arguments, args, kwargs, count=False)
             finally:

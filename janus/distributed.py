@@ -20,15 +20,15 @@ def _distributed_minimize_step(optimizer, loss_fn, var_list):
     with tf.GradientTape() as tape:
         loss = loss_fn()
     grads = tape.gradient(loss, var_list)
-    agree('janus.agree.minimize')
-    grads = average_gradients(grads, 'janus.grad')
+    agreement = agree('janus.agree.minimize')
+    grads = average_gradients(grads, 'janus.grad', agreement)
     optimizer.apply_gradients(zip(grads, var_list))
     return loss
 
 
 def _distributed_apply_step(optimizer, grads, var_list):
-    agree('janus.agree.apply')
-    grads = average_gradients(grads, 'janus.grad')
+    agreement = agree('janus.agree.apply')
+    grads = average_gradients(grads, 'janus.grad', agreement)
     optimizer.apply_gradients(zip(grads, var_list))
 
 

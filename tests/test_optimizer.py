@@ -87,3 +87,18 @@ def test_bad_use_says_what_to_do():
     opt = janus.Optimizer(keras.optimizers.SGD(0.1))
     with pytest.raises(janus.JanusUsageError, match='callable loss'):
         opt.minimize(tf.constant(1.0), [])
+
+
+def test_distributed_optimizer_says_what_is_missing(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, 'horovod.tensorflow', None)   # as if not installed
+    with pytest.raises(janus.JanusUsageError, match='install_horovod'):
+        janus.DistributedOptimizer(keras.optimizers.SGD(0.1))
+
+
+def test_distributed_optimizer_needs_hvd_init():
+    hvd = pytest.importorskip('horovod.tensorflow')
+    if hvd.is_initialized():
+        pytest.skip('horovod already initialized in this process')
+    with pytest.raises(janus.JanusUsageError, match=r'hvd.init\(\)'):
+        janus.DistributedOptimizer(keras.optimizers.SGD(0.1))

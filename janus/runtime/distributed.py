@@ -32,23 +32,65 @@ def horovod():
     return hvd
 
 
+class _Agreement:
+    """What ``agree`` returns: ``gate(t)`` lets ``t`` through only once all ranks agreed.
+
+    Gradients are gated before their allreduce: if any rank's assumption
+    broke, no rank enqueues the graph's allreduces (they would be left
+    half-done, and the imperative re-run's allreduces of the same names would
+    then wait forever)."""
+
+    def __init__(self, held=None, assumption_id=None):
+        self.held, self.assumption_id = held, assumption_id
+
+    def gate(self, tensor):
+        if self.held is None:
+            return tensor
+        from janus.runtime import ops
+        return ops.janus_checked_identity(self.held, tensor, self.assumption_id,
+                                          'AGREEMENT: every rank held its assumptions')
+
+
+_eager_collectives = {}
+
+
+def allreduce(tensor, name, op):
+    """``hvd.allreduce`` under exactly the name ``name``, in a graph or eagerly.
+
+    Horovod matches ranks' collectives by op name.  Inside a janus graph the
+    op is named ``name`` (name scopes ignored); run imperatively, it runs in a
+    one-op tf.function whose op has that same name — so a rank re-running a
+    step imperatively meets a rank running the graph in the same collective.
+    """
+    hvd = horovod()
+    if not tf.executing_eagerly():
+        return hvd.allreduce(tensor, op=op, name=name, ignore_name_scope=True)
+    key = (name, op)
+    if key not in _eager_collectives:
+        _eager_collectives[key] = tf.function(
+            lambda t: hvd.allreduce(t, op=op, name=name, ignore_name_scope=True),
+            autograph=False)
+    return _eager_collectives[key](tf.convert_to_tensor(tensor))
+
+
 def agree(name):
     """Allreduces (Min) whether this rank's assumptions held; asserts all did."""
     from janus.runtime import operators
     hvd = horovod()
     ctx = operators.current_or_none()
     if ctx is None or ctx.soft_conditions is None:     # running imperatively
-        hvd.allreduce(tf.constant(1, tf.int32), op=hvd.Min, name=name)
-        return
+        allreduce(tf.constant(1, tf.int32), name, hvd.Min)
+        return _Agreement()
     conditions, ctx.soft_conditions = ctx.soft_conditions, None   # later checks are hard
     held = tf.reduce_all(tf.stack(conditions)) if conditions else tf.constant(True)
-    agreed = hvd.allreduce(tf.cast(held, tf.int32), op=hvd.Min, name=name)
-    ctx.assume(None, 'AGREEMENT', tf.equal(agreed, 1),
+    agreed = tf.equal(allreduce(tf.cast(held, tf.int32), name, hvd.Min), 1)
+    ctx.assume(None, 'AGREEMENT', agreed,
                'every rank held its assumptions (%d here)' % len(conditions))
+    return _Agreement(agreed, ctx.assumptions[-1].id)
 
 
-def average_gradients(grads, prefix):
+def average_gradients(grads, prefix, agreement):
     """Allreduce (average) of each gradient, named by position so every path matches."""
     hvd = horovod()
-    return [None if g is None else hvd.allreduce(g, op=hvd.Average, name='%s.%d' % (prefix, i))
+    return [None if g is None else allreduce(agreement.gate(g), '%s.%d' % (prefix, i), hvd.Average)
             for i, g in enumerate(grads)]

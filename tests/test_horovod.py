@@ -1,0 +1,43 @@
+"""Two-process Horovod training with janus.DistributedOptimizer (CPU, Gloo).
+
+Skipped where Horovod is not installed (`bash scripts/install_horovod.sh`).
+Each rank trains on half of every batch; the averaged gradients equal the
+whole batch's, so the weights must equal an eager single-process run.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip('horovod.tensorflow')
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_job(tmp_path, scenario):
+    horovodrun = os.path.join(os.path.dirname(sys.executable), 'horovodrun')
+    command = [horovodrun, '-np', '2', '-H', 'localhost:2', '--gloo', sys.executable,
+               os.path.join(HERE, 'horovod_worker.py'), str(tmp_path), scenario]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [json.load(open(tmp_path / ('rank%d.json' % r))) for r in (0, 1)]
+
+
+def test_two_ranks_train_like_one_process_on_the_whole_batch(tmp_path):
+    ranks = run_job(tmp_path, 'fixed')
+    for rank in ranks:
+        assert rank['max_diff_to_reference'] < 1e-5
+        assert rank['stats']['graphs_built'] == 1 and rank['stats']['graph_calls'] == 9
+    assert ranks[0]['weights'] == ranks[1]['weights']
+
+
+@pytest.mark.skip(reason='known hang: after one rank relaxes (dynamic tf.cond) while the '
+                         'other keeps its speculated graph, the next step deadlocks; issue #5')
+def test_an_assumption_breaking_on_one_rank_does_not_hang(tmp_path):
+    ranks = run_job(tmp_path, 'breaks-on-one-rank')
+    for rank in ranks:
+        assert rank['max_diff_to_reference'] < 1e-5
+        assert rank['stats']['fallbacks'] == 1
+    assert ranks[0]['weights'] == ranks[1]['weights']
