@@ -9,7 +9,7 @@
 # later installs.  Run after scripts/setup_env.sh has made .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV_PYTHON="${VENV_PYTHON:-.venv/bin/python}"
+VENV_PYTHON="$(cd "$(dirname "${VENV_PYTHON:-.venv/bin/python}")" && pwd)/$(basename "${VENV_PYTHON:-.venv/bin/python}")"
 WHEEL_DIR="${HOROVOD_WHEEL_DIR:-$HOME/.cache/janus/wheels}"
 VERSION=0.28.1
 
@@ -32,9 +32,9 @@ if [ -z "$wheel" ]; then
     "$src/horovod/tensorflow/xla_mpi_ops.cc"
   (cd "$src" && HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
     HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j2 \
-    "$OLDPWD/$VENV_PYTHON" -m pip wheel -q --no-build-isolation --no-deps -w "$WHEEL_DIR" .)
+    "$VENV_PYTHON" -m pip wheel -q --no-build-isolation --no-deps -w "$WHEEL_DIR" .)
   rm -rf "$work"
   wheel=$(ls "$WHEEL_DIR"/horovod-$VERSION-*.whl | head -n 1)
 fi
 "$VENV_PYTHON" -m pip install -q "$wheel"
-"$VENV_PYTHON" -c 'import horovod.tensorflow as hvd; print("horovod", hvd.__version__ if hasattr(hvd, "__version__") else "ok")'
+"$VENV_PYTHON" -c 'import horovod.tensorflow' && echo "horovod: installed" >&2

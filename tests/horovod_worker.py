@@ -48,7 +48,7 @@ def loss_of(m, x, y):
 
 def main(outdir, scenario):
     import faulthandler
-    faulthandler.dump_traceback_later(120, exit=True)   # a hang fails the test, with stacks
+    faulthandler.dump_traceback_later(int(os.environ.get("JANUS_TEST_HANG_S", "120")), exit=True)   # a hang fails the test, with stacks
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     reference, trained = model(), model()

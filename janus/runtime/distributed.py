@@ -82,7 +82,14 @@ def agree(name):
         allreduce(tf.constant(1, tf.int32), name, hvd.Min)
         return _Agreement()
     conditions, ctx.soft_conditions = ctx.soft_conditions, None   # later checks are hard
-    held = tf.reduce_all(tf.stack(conditions)) if conditions else tf.constant(True)
+    # Never a constant: grappler would constant-fold the allreduce of a constant
+    # (running the collective once, while optimizing) and never run it again;
+    # the output of a stateful op cannot be folded.
+    from janus.runtime import ops
+    true = tf.constant(True)
+    held = ops.janus_checked_identity(true, true, -1, 'AGREEMENT: not folded')
+    if conditions:
+        held = tf.logical_and(held, tf.reduce_all(tf.stack(conditions)))
     agreed = tf.equal(allreduce(tf.cast(held, tf.int32), name, hvd.Min), 1)
     ctx.assume(None, 'AGREEMENT', agreed,
                'every rank held its assumptions (%d here)' % len(conditions))
