@@ -3,6 +3,7 @@
 PYTEST_DONT_REWRITE: programs under test use `assert`.
 """
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -102,3 +103,28 @@ def test_distributed_optimizer_needs_hvd_init():
         pytest.skip('horovod already initialized in this process')
     with pytest.raises(janus.JanusUsageError, match=r'hvd.init\(\)'):
         janus.DistributedOptimizer(keras.optimizers.SGD(0.1))
+
+
+def test_none_gradients_and_non_scalar_losses_behave_as_eagerly(strict):
+    """A variable the loss does not use (None gradient: Keras skips it, with a
+    warning) and a vector loss (the tape sums it): the same weights as eagerly."""
+    def build():
+        model = make_model()
+        unused = keras.Variable(tf.ones([3]), name='unused')
+        return model, unused
+
+    (eager_model, eager_unused), (model, unused) = build(), build()
+    eager_opt = keras.optimizers.SGD(0.002, momentum=0.5)   # small: a summed loss is large
+    opt = janus.Optimizer(keras.optimizers.SGD(0.002, momentum=0.5))
+    for x, y in batches(8):
+        with tf.GradientTape() as tape:
+            vector_loss = (eager_model(x, training=True) - y) ** 2
+        variables = eager_model.trainable_variables + [eager_unused]
+        eager_opt.apply_gradients(zip(tape.gradient(vector_loss, variables), variables))
+        opt.minimize(lambda: (model(x, training=True) - y) ** 2,
+                     model.trainable_variables + [unused])
+        for a, b in zip(eager_model.weights + [eager_unused], model.weights + [unused]):
+            # The vector loss's summed gradient rounds differently in a graph.
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-4, atol=1e-5)
+    assert np.array(unused).tolist() == [1.0, 1.0, 1.0]   # skipped, as eagerly
+    assert janus.stats(opt._minimize)['graph_calls'] == 5
