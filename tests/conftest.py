@@ -63,6 +63,8 @@ def differential(make, calls, state=None, **janus_options):
     for number, call in enumerate(calls):
         args, kwargs = call() if callable(call) else call
         expected = outcome(eager_fn, *args, **kwargs)
+        if callable(call):
+            args, kwargs = call()   # fresh arguments for the janus side too
         actual = outcome(janus_fn, *args, **kwargs)
         where = 'call %d' % number
         assert expected[0] == actual[0], '%s: eager %s, janus %s' % (where, expected, actual)

@@ -349,3 +349,40 @@ def test_return_inside_a_loop_keeps_python_shape_and_assumes_the_exit(strict):
     base = tf.ones([4, 3])
     jf = differential(make, [((base * 3.0,), {}) for _ in range(6)])
     assert assumptions(jf) == ['BRANCH'] and janus.stats(jf)['fallbacks'] == 0
+
+
+def numbers(n):
+    for i in range(n):
+        yield float(i)
+
+
+def test_loops_over_iterators_and_generators_run_imperatively_with_reason():
+    def make_iterator_arg():
+        def f(x, values):
+            for v in values:                # an iterator from outside: consumed by the call
+                x = x + v
+            return x
+        return f, None
+
+    def make_generator_call():
+        def f(x):
+            for v in numbers(3):           # a generator function: not converted
+                x = x * v
+            return x
+        return f, None
+    jf = differential(make_iterator_arg, [lambda i=i: ((filled(i), iter([1.0, 2.0])), {})
+                                          for i in range(5)])
+    assert janus.stats(jf)['graphs_built'] == 0 and 'list_iterator' in janus.explain(jf)
+    jf = differential(make_generator_call, [((filled(i),), {}) for i in range(5)])
+    assert janus.stats(jf)['graphs_built'] == 0 and 'generator' in janus.explain(jf)
+
+
+def test_a_dict_changed_while_iterating_raises_as_eagerly():
+    def make():
+        def f(x):
+            d = {'a': x, 'b': x * 2.0}
+            for k in d:
+                d[k + '!'] = d[k]
+            return d
+        return f, None
+    differential(make, [((filled(i),), {}) for i in range(5)])
