@@ -14,7 +14,7 @@ import collections
 import functools
 import inspect
 import logging
-import time
+import threading
 import types
 
 import tensorflow as tf
@@ -63,6 +63,7 @@ class JanusFunction:
         self.relaxed_sites = set()        # (code, site) never speculated again (they broke)
         self._recompile_limit_logged = False
         self._reprofile_budget = 0         # profiled calls still due after a cache miss
+        self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
         self._profiled_fn = self._make_profiled()
         functools.update_wrapper(self, fn)
 
@@ -87,21 +88,32 @@ class JanusFunction:
         bound.apply_defaults()
         arguments = bound.arguments
 
-        entry, misses = self.cache.lookup(arguments)
+        with self._lock:   # bookkeeping only: user code and graphs run unlocked
+            entry, misses = self.cache.lookup(arguments)
+            if entry is None:
+                action = self._next_step(misses)
+                if action == 'generate':
+                    entry = self._generate(bound, arguments)
+                    if entry is not None:
+                        self._reprofile_budget = config.reprofile_calls
         if entry is not None:                                   # replay
             return self._run(entry, arguments, args, kwargs)
-        if self.profile.calls < self.profile_calls:             # warm-up
-            return self._run_profiled(arguments, args, kwargs)
+        if action == 'profile':                                 # warm-up, re-profile
+            return self._run_profiled(arguments, args, kwargs, count=not misses)
+        return self._run_imperatively(args, kwargs)             # could not generate
+
+    def _next_step(self, misses):
+        """'profile' (warm-up, or re-profiling a new regime) or 'generate'."""
+        if self.profile.calls < self.profile_calls:
+            self.profile.calls += 1   # claimed now, so concurrent calls profile only as asked
+            return 'profile'
         if misses:
             self._note_miss(misses)
-            if self._reprofile_budget > 0:                      # re-profile the new regime
+            if self._reprofile_budget > 0:
                 self._reprofile_budget -= 1
-                return self._run_profiled(arguments, args, kwargs, count=False)
-        entry = self._generate(bound, arguments)                # generate
-        if entry is None:
-            return self._run_imperatively(args, kwargs)
-        self._reprofile_budget = config.reprofile_calls
-        return self._run(entry, arguments, args, kwargs)
+                self.profile.calls += 1
+                return 'profile'
+        return 'generate'
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -116,7 +128,7 @@ class JanusFunction:
             self.stats.fallbacks += 1
             self._event('fallback', 'assumption %r broke; re-ran imperatively' % broke.assumption)
             try:
-                result = self._run_profiled(arguments, args, kwargs, count=False)
+                result = self._run_profiled(arguments, args, kwargs, count=False, claimed=False)
             except Exception as e:
                 # The call raised, eagerly too: an exceptional path, not a reason
                 # to give up the assumption for the calls that do not raise.
@@ -128,7 +140,7 @@ class JanusFunction:
             self._event('graph error', '%s (%s); re-ran imperatively for eager\'s result or '
                         'exception' % (type(e.error).__name__, str(e.error).strip()[:160]))
             try:
-                return self._run_profiled(arguments, args, kwargs, count=False)
+                return self._run_profiled(arguments, args, kwargs, count=False, claimed=False)
             finally:
                 self._relax(entry, None)
         entry.runs += 1
@@ -157,13 +169,15 @@ class JanusFunction:
         return '%s line %s (%s)' % (key[0].co_name, info.lineno if info else '?',
                                    info.kind if info else 'site')
 
-    def _run_profiled(self, arguments, args, kwargs, count=True):
+    def _run_profiled(self, arguments, args, kwargs, count=True, claimed=True):
         if count:
             self.stats.profiled_calls += 1
         else:
             self.stats.imperative_calls += 1
-        self.profile.calls += 1
-        self.profile.record_arguments(arguments)
+        if not claimed:
+            self.profile.calls += 1
+        with self._lock:
+            self.profile.record_arguments(arguments)
         self.recorder.begin_call()
         try:
             result = self._profiled_fn(*args, **kwargs)

@@ -19,6 +19,7 @@ Per call it also records argument types, dtypes, shapes and Python values.
 """
 import ast
 import collections
+import threading
 import types
 import weakref
 
@@ -113,18 +114,31 @@ class Recorder:
 
     def __init__(self, profile):
         self.profile = profile
-        self._current = collections.defaultdict(list)   # (code, site) -> this call's sequence
-        self.last_call = {}                              # the previous call's sequences
+        self._calls = threading.local()   # per thread: this call's sequences, the last call's
         self._copies = weakref.WeakKeyDictionary()      # callee function -> instrumented copy
+        self._lock = threading.Lock()     # the profile is shared by every thread's calls
+
+    @property
+    def _current(self):
+        """(code, site) -> this call's sequence, for the calling thread."""
+        if not hasattr(self._calls, 'current'):
+            self._calls.current = collections.defaultdict(list)
+        return self._calls.current
+
+    @property
+    def last_call(self):
+        """The calling thread's previous call's sequences."""
+        return getattr(self._calls, 'last', {})
 
     # -- call boundaries --------------------------------------------------
     def begin_call(self):
         self._current.clear()
 
     def end_call(self):
-        self.last_call = {key: tuple(seq) for key, seq in self._current.items()}
-        for key, seq in self.last_call.items():
-            self.profile.sites[key].sequences[seq] += 1
+        self._calls.last = {key: tuple(seq) for key, seq in self._current.items()}
+        with self._lock:
+            for key, seq in self._calls.last.items():
+                self.profile.sites[key].sequences[seq] += 1
         self._current.clear()
 
     # -- what instrumented code calls --------------------------------------

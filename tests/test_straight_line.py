@@ -141,3 +141,29 @@ def test_star_args_and_kwargs(strict):
     calls = [((t(2, seed=i), t(2, seed=i + 1), t(2, seed=2)), {'scale': 2.0, 'shift': t(2)})
              for i in range(5)]
     differential(make, calls)
+
+
+def test_concurrent_calls_from_threads(strict):
+    import threading
+
+    def f(x, k):
+        return tf.reduce_sum(x * k, axis=-1)
+    jf = janus.function(f)
+    failures = []
+
+    def worker(seed):
+        try:
+            for i in range(60):
+                x = t(3 + (i + seed) % 4, 5, seed=i)
+                k = float(seed % 2 + 1)
+                assert_same(f(x, k), jf(x, k))
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures[:1]
+    stats = janus.stats(jf)
+    assert stats['calls'] == 240 and stats['graph_calls'] >= 200
