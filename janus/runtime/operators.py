@@ -129,7 +129,7 @@ class TraceContext:
         if id(value) in self.heap.changed:
             raise Unsupported('janus does not convert reading a %s from outside the call after '
                               'changing it in place in the same call' % type(value).__name__)
-        if type(value) in (list, tuple) or isinstance(value, tuple):
+        if isinstance(value, (list, tuple)):   # list subclasses too (Keras's TrackedList)
             self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
             items = enumerate(value)
         elif type(value) is dict:
@@ -140,6 +140,27 @@ class TraceContext:
         for key, item in items:
             self.guard_value(guards.ItemSource(source, key), item, hoist=False)
             self.guard_deep(item, depth + 1)
+
+    def contents(self, value, depth=0):
+        """Guards an outside container's length and items and returns a copy of it in
+        which every tensor is re-read on each run (hoisted), for values that flow into
+        the graph: library arguments, loops, slices, print."""
+        source = self.source_of(value)
+        if source is None or depth > 8 or not isinstance(value, (list, tuple, dict)):
+            return value
+        if id(value) in self.heap.changed:
+            raise Unsupported('janus does not convert reading a %s from outside the call after '
+                              'changing it in place in the same call' % type(value).__name__)
+        if isinstance(value, dict):
+            self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
+            return {k: self.contents(self.guard_value(guards.ItemSource(source, k), v), depth + 1)
+                    for k, v in value.items()}
+        self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+        items = [self.contents(self.guard_value(guards.ItemSource(source, i), v), depth + 1)
+                 for i, v in enumerate(value)]
+        if type(value) is tuple or not isinstance(value, tuple):
+            return tuple(items) if type(value) is tuple else items   # a Keras TrackedList: a list
+        return type(value)(*items)   # a namedtuple
 
     # -- assumptions -----------------------------------------------------
     def decide(self, key):
@@ -389,8 +410,7 @@ def item(obj, key):
     if written is not MISSING:
         return written
     if id(obj) in ctx.heap.changed or type(key) is slice:
-        ctx.guard_deep(obj)
-        return obj[key]
+        return ctx.contents(obj)[key]
     value = obj[key]
     return ctx.guard_value(guards.ItemSource(source, key), value)
 
@@ -427,9 +447,8 @@ def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
     source = ctx.source_of(iterable)
     if source is None:  # made by this call: iterating it is plain Python
         return builtins_iter(iterable)
-    if type(iterable) in (list, tuple) or isinstance(iterable, tuple):
-        ctx.guard_deep(iterable)
-        return builtins_iter(iterable)
+    if isinstance(iterable, (list, tuple)):   # list subclasses too (Keras's TrackedList)
+        return builtins_iter(ctx.contents(iterable))
     if type(iterable) is dict:
         return builtins_iter(list(iterable))  # keys are guarded by KEYS_MATCH
     raise Unsupported('janus does not convert a loop over a %s from outside the call'
@@ -523,14 +542,18 @@ def _call_keras_layer(ctx, layer, args, kwargs):
 
 
 def _guard_library_args(ctx, args, kwargs):
-    for value in list(args) + list(kwargs.values()):
+    """Checks and guards what library code gets; returns (args, kwargs) with outside
+    containers replaced by copies whose tensors are re-read every run."""
+    def prepare(value):
         if ctx.source_of(value) is None:
-            continue
-        if type(value) in (list, tuple, dict) or isinstance(value, tuple):
-            ctx.guard_deep(value)
-        elif not _captured_by_identity(value):
+            return value
+        if isinstance(value, (list, tuple, dict)):
+            return ctx.contents(value)
+        if not _captured_by_identity(value):
             raise Unsupported('janus does not pass your %s object to library code (it might '
                               'read or change it behind the guards)' % type(value).__name__)
+        return value
+    return [prepare(v) for v in args], {k: prepare(v) for k, v in kwargs.items()}
 
 
 def _deferred_print(ctx, args, kwargs):
@@ -539,8 +562,7 @@ def _deferred_print(ctx, args, kwargs):
     if set(kwargs) - {'sep', 'end', 'flush'}:
         raise Unsupported('janus converts print() with sep=/end=/flush= only')
     ctx = _writable_context('standard output (print)')
-    for value in list(args) + list(kwargs.values()):
-        ctx.guard_deep(value) if ctx.source_of(value) is not None else None
+    args = [ctx.contents(v) for v in args]
     ctx.heap.writes.append(Write('print', None, 'print', (list(args), dict(kwargs)), None))
     return None
 
@@ -548,7 +570,7 @@ def _deferred_print(ctx, args, kwargs):
 def _call_builtin(ctx, callee, args, kwargs):
     if callee in whitelist.KEYED_BUILTINS and kwargs:
         raise Unsupported('janus does not convert %s() with key=/default=' % callee.__name__)
-    _guard_library_args(ctx, args, kwargs)
+    args, kwargs = _guard_library_args(ctx, args, kwargs)
     return callee(*args, **kwargs)
 
 
@@ -575,7 +597,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
 
 
 def _call_library(ctx, callee, args, kwargs):
-    _guard_library_args(ctx, args, kwargs)
+    args, kwargs = _guard_library_args(ctx, args, kwargs)
     if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
         return _call_with_tensor_lists(callee, args, kwargs)
     return callee(*args, **kwargs)
