@@ -208,7 +208,17 @@ class TensorNode:
         return '%s: %s%s' % (self.path, self.dtype.name, self.shape)
 
 
-class ConstNode:
+class _NoInputNode:
+    """A signature node that feeds the graph nothing: the trace uses the value itself."""
+
+    def flatten(self, value, out):
+        pass
+
+    def specs(self, out):
+        pass
+
+
+class ConstNode(_NoInputNode):
     """A Python constant (number, string, None): baked into the graph."""
 
     def __init__(self, path, value):
@@ -219,20 +229,14 @@ class ConstNode:
             return None
         return Miss(GuardKind.VALUE_MATCH, self.path, _describe(self.value), _describe(value))
 
-    def flatten(self, value, out):
-        pass
-
     def placeholder(self, inputs):
         return self.value
-
-    def specs(self, out):
-        pass
 
     def describe(self):
         return '%s == %r' % (self.path, self.value)
 
 
-class IdentityNode:
+class IdentityNode(_NoInputNode):
     """An object the graph captures as is (a variable, a layer, a function)."""
 
     def __init__(self, path, obj):
@@ -243,20 +247,14 @@ class IdentityNode:
             return None
         return Miss(GuardKind.ID_MATCH, self.path, _describe(self.obj), _describe(value))
 
-    def flatten(self, value, out):
-        pass
-
     def placeholder(self, inputs):
         return self.obj
-
-    def specs(self, out):
-        pass
 
     def describe(self):
         return '%s is %s' % (self.path, _describe(self.obj))
 
 
-class FunctionNode:
+class FunctionNode(_NoInputNode):
     """A Python function passed as an argument (``lambda: model(batch)``, new each
     step): guarded by its code, not its identity; what its closure holds is
     read through ``__closure__[i].cell_contents`` sources of this argument."""
@@ -272,20 +270,14 @@ class FunctionNode:
             return None
         return Miss(GuardKind.CODE_MATCH, self.path, self.code.co_name, _describe(value))
 
-    def flatten(self, value, out):
-        pass
-
     def placeholder(self, inputs):
         return self.fn
-
-    def specs(self, out):
-        pass
 
     def describe(self):
         return '%s: function with the code of %s' % (self.path, self.code.co_name)
 
 
-class ObjectNode:
+class ObjectNode(_NoInputNode):
     """Any other object: only its type is guarded here; what the trace reads
     from it is guarded through ``AttrSource``/``ItemSource`` guards."""
 
@@ -297,14 +289,8 @@ class ObjectNode:
             return None
         return Miss(GuardKind.TYPE_MATCH, self.path, self.type.__name__, type(value).__name__)
 
-    def flatten(self, value, out):
-        pass
-
     def placeholder(self, inputs):
         return self.obj
-
-    def specs(self, out):
-        pass
 
     def describe(self):
         return '%s: %s' % (self.path, self.type.__name__)

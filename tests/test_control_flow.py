@@ -386,3 +386,27 @@ def test_a_dict_changed_while_iterating_raises_as_eagerly():
             return d
         return f, None
     differential(make, [((filled(i),), {}) for i in range(5)])
+
+
+def test_dynamic_loop_under_a_tape_assumes_one_iteration_so_gradients_stay_none(strict):
+    """A tf.while_loop that runs zero times gives its variables zero gradients;
+    eagerly they are None. janus assumes at least one iteration (NONEMPTY_LOOP)
+    and falls back when the loop does not run; the graph stays."""
+    def make():
+        w = tf.Variable([1.5, -0.5])
+
+        def f(x, n):
+            with tf.GradientTape() as tape:
+                i = tf.constant(0)
+                y = x
+                while i < n:
+                    y = y * w
+                    i += 1
+                loss = tf.reduce_sum(y)
+            return tape.gradient(loss, w)
+        return f, w
+    ns = [2, 3, 4, 5, 2, 0, 3, 0]
+    with janus.config.patch(max_unroll=1):
+        jf = differential(make, [((filled(1, (2,)), tf.constant(n)), {}) for n in ns])
+    assert has_while(jf) and 'NONEMPTY_LOOP' in janus.explain(jf)
+    assert janus.stats(jf)['fallbacks'] == 2 and janus.stats(jf)['graphs_built'] == 1

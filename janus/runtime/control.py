@@ -380,7 +380,9 @@ def _at_least_once(ns, site, first_test):
     ctx = current()
     if not (_taping() and ctx.last_loop_reads_variables):
         return
-    ctx.assume((ns.fn.__code__, site), 'TRIP_COUNT', first_test,
+    # Not a speculation to relax (the loop is already dynamic): a call with no
+    # iteration just runs imperatively, and the graph stays.
+    ctx.assume((ns.fn.__code__, site), 'NONEMPTY_LOOP', first_test,
                'the loop runs at least once (eager gradients would be None otherwise)')
 
 

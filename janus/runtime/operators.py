@@ -31,7 +31,9 @@ class Assumption:
     """One speculation checked inside the graph by a ``Janus>Assert``.
 
     ``kind``: BRANCH (a test's outcome), TRIP_COUNT (a loop's length), RAISE
-    (a raising branch is not taken), ASSERT (a user ``assert``).  ``site`` is
+    (a raising branch is not taken), ASSERT (a user ``assert``), NONEMPTY_LOOP
+    (a dynamic loop under a tape runs at least once), AGREEMENT (all ranks'
+    assumptions held).  Only BRANCH and TRIP_COUNT are relaxed when they break.  ``site`` is
     the (code object, site id) the profile and plan know it by.
     """
 
