@@ -305,6 +305,10 @@ def _check_plain_attribute(obj, name, writing=False):
                 found, (types.FunctionType, staticmethod, classmethod)):
             if type(found).__name__ == 'member_descriptor':
                 return  # a __slots__ entry: a plain storage slot
+            if whitelist.in_package(klass.__module__ or '', whitelist.LIBRARY_PREFIXES):
+                # Inherited from TF/Keras (Model.trainable_variables): library
+                # code, assumed free of side effects like any library call.
+                return
             raise Unsupported('janus does not convert reads of the property or descriptor '
                               '%s.%s (it may run code with side effects)' % (kind.__name__, name))
         if found is not None:

@@ -1,0 +1,195 @@
+"""The harness every example model shares: modes, seeds, timing, the CLI.
+
+An example defines a ``Workload`` subclass: an imperative TF2 training
+program (Python control flow, object state, Keras layers) plus, for the
+``symbolic`` mode, the same model written by hand as a ``tf.function`` graph.
+``Workload.compile`` turns a step function into what the mode runs:
+
+    eager     the Python function itself
+    janus     ``janus.function(fn)``
+    symbolic  the hand-written ``tf.function`` the example passes in
+
+Every mode builds its own fresh model from the same seed and sees the same
+data, so losses are comparable step by step (``convergence``).  ``measure``
+runs one mode and reports throughput (median of timed windows, warm-up
+dropped), time to first graph, janus counters and peak memory.  Needs only
+TensorFlow and janus; the benchmark (``benchmarks/paper_table.py``) imports it.
+"""
+import abc
+import argparse
+import inspect
+import os
+import re
+import statistics
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import janus  # noqa: E402
+
+MODES = ('eager', 'janus', 'symbolic')
+
+
+class TimedFunction:
+    """Wraps what a mode runs; remembers how long building its first graph took.
+
+    ``first_graph_seconds`` is the wall time of the call that produced the
+    first graph: a ``tf.function``'s first call (trace + run), or the janus
+    call that generated its first graph (convert + trace + run; the profiled
+    calls before it ran eagerly and count as eager work)."""
+
+    def __init__(self, fn, mode):
+        self.fn, self.mode = fn, mode
+        self.first_graph_seconds = None
+        self.janus = getattr(fn, '__janus_function__', fn) if mode == 'janus' else None
+
+    def __call__(self, *args, **kwargs):
+        if self.first_graph_seconds is not None or self.mode == 'eager':
+            return self.fn(*args, **kwargs)
+        started = time.perf_counter()
+        result = self.fn(*args, **kwargs)
+        if self.mode == 'symbolic' or self.janus.stats.graphs_built:
+            self.first_graph_seconds = time.perf_counter() - started
+        return result
+
+    def __get__(self, obj, objtype=None):   # usable as a method in a class body
+        if obj is None:
+            return self
+        return lambda *args, **kwargs: self(obj, *args, **kwargs)
+
+
+class Workload(abc.ABC):
+    """One model's training program; subclasses set the class attributes below."""
+    name = 'model'        # row in the table
+    category = 'CNN'      # the paper's category
+    unit = 'images'       # what one step processes (throughput unit)
+    steps = 60            # default timed steps
+    warmup = 10           # default steps dropped before timing (profiling, tracing)
+
+    def __init__(self, mode, seed=0):
+        if mode not in MODES:
+            raise ValueError('mode must be one of %s, got %r' % (MODES, mode))
+        self.mode = mode
+        self.seed = seed
+        self.compiled = []
+        keras.utils.set_random_seed(seed)
+
+    def compile(self, fn, symbolic=None):
+        """What ``mode`` runs for the imperative step ``fn`` (``symbolic``: hand-written)."""
+        if self.mode == 'eager':
+            timed = TimedFunction(fn, 'eager')
+        elif self.mode == 'janus':
+            if inspect.ismethod(fn):   # decorate the function, bind it to the same object
+                timed = TimedFunction(janus.function(fn.__func__).__get__(fn.__self__), 'janus')
+            else:
+                timed = TimedFunction(janus.function(fn), 'janus')
+        else:
+            if symbolic is None:
+                raise ValueError('%s has no symbolic version of %s' % (self.name, fn.__name__))
+            timed = TimedFunction(symbolic, 'symbolic')
+        self.compiled.append(timed)
+        return timed
+
+    @abc.abstractmethod
+    def step(self):
+        """One training iteration; returns (loss as a float, units processed)."""
+
+    # -- what the harness reads ------------------------------------------
+    def janus_functions(self):
+        return [t.janus for t in self.compiled if t.janus is not None]
+
+    def janus_stats(self):
+        total = {}
+        for jf in self.janus_functions():
+            for key, value in janus.stats(jf).items():
+                total[key] = total.get(key, 0) + value
+        return total
+
+    def first_graph_seconds(self):
+        """Summed over this workload's functions; None until every one built a graph."""
+        times = [t.first_graph_seconds for t in self.compiled if t.mode != 'eager']
+        if not times or any(t is None for t in times):
+            return None
+        return sum(times)
+
+    def explain(self):
+        return '\n'.join(janus.explain(jf) for jf in self.janus_functions())
+
+
+def peak_rss_reset():
+    """Resets this process's peak resident set size (Linux); False where unsupported."""
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mib():
+    with open('/proc/self/status') as f:
+        match = re.search(r'VmHWM:\s+(\d+) kB', f.read())
+    return int(match.group(1)) / 1024 if match else float('nan')
+
+
+def measure(workload_cls, mode, steps=None, warmup=None, window=5, seed=0):
+    """Runs ``warmup + steps`` steps of a fresh workload in ``mode``.
+
+    Returns a dict: throughput (units/s, median over windows of ``window``
+    timed steps), losses (every step), first-graph seconds, janus counters,
+    peak RSS (MiB) while this mode ran, and the workload itself."""
+    steps = workload_cls.steps if steps is None else steps
+    warmup = workload_cls.warmup if warmup is None else warmup
+    peak_rss_reset()
+    workload = workload_cls(mode, seed=seed)
+    losses, rates = [], []
+    window_units, window_started = 0, None
+    for i in range(warmup + steps):
+        if i == warmup:
+            window_units, window_started = 0, time.perf_counter()
+        loss, units = workload.step()
+        losses.append(float(loss))
+        if i >= warmup:
+            window_units += units
+            if (i - warmup + 1) % window == 0:
+                now = time.perf_counter()
+                rates.append(window_units / (now - window_started))
+                window_units, window_started = 0, now
+    return dict(model=workload.name, category=workload.category, unit=workload.unit,
+                mode=mode, throughput=statistics.median(rates) if rates else float('nan'),
+                windows=len(rates), losses=losses,
+                first_graph_seconds=workload.first_graph_seconds(),
+                janus=workload.janus_stats() if mode == 'janus' else {},
+                peak_rss_mib=peak_rss_mib(), workload=workload)
+
+
+def max_relative_difference(losses, reference):
+    a, b = np.asarray(losses, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-6))) if len(a) else 0.0
+
+
+def main(workload_cls, argv=None):
+    """``python examples/<model>.py --mode eager|janus|symbolic [--steps N]``."""
+    parser = argparse.ArgumentParser(description='%s (%s): train and report throughput'
+                                     % (workload_cls.name, workload_cls.category))
+    parser.add_argument('--mode', choices=MODES, default='janus')
+    parser.add_argument('--steps', type=int, default=workload_cls.steps)
+    parser.add_argument('--warmup', type=int, default=workload_cls.warmup)
+    parser.add_argument('--explain', action='store_true', help='print janus.explain at the end')
+    args = parser.parse_args(argv)
+    result = measure(workload_cls, args.mode, args.steps, args.warmup)
+    losses = result['losses']
+    print('%s, %s mode: %d steps (%d warm-up), loss %.4f -> %.4f, %.1f %s/s (median)'
+          % (result['model'], args.mode, args.steps, args.warmup, losses[0], losses[-1],
+             result['throughput'], result['unit']))
+    if result['first_graph_seconds'] is not None:
+        print('  first graph: %.2f s' % result['first_graph_seconds'])
+    if args.mode == 'janus':
+        print('  janus: %s' % result['janus'])
+        if args.explain:
+            print(result['workload'].explain())
+    return result
