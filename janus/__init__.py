@@ -9,6 +9,9 @@ from janus.errors import (ConversionError, JanusError, JanusOpsError, JanusUsage
 from janus.explain import explain, stats, to_code
 from janus.distributed import DistributedOptimizer, broadcast_variables
 from janus.optimizer import Optimizer
+from janus.executor import apply_thread_config
+
+apply_thread_config()
 
 __all__ = ['function', 'Optimizer', 'DistributedOptimizer', 'broadcast_variables', 'config', 'explain', 'stats', 'to_code', 'JanusError',
            'ConversionError', 'JanusOpsError', 'JanusUsageError', 'StrictModeError']

@@ -23,6 +23,22 @@ from janus.runtime import ops
 _NODE = re.compile(r'\{\{node ([^}]+)\}\}')
 
 
+def apply_thread_config():
+    """Sizes TF's inter-op thread pool from ``config.inter_op_threads`` (0: TF's
+    default).  TF fixes the pool when its runtime starts, so this runs when janus
+    is imported; later changes of the knob have no effect (a warning says so)."""
+    from janus.config import config
+    if not config.inter_op_threads:
+        return
+    try:
+        tf.config.threading.set_inter_op_parallelism_threads(config.inter_op_threads)
+    except RuntimeError:
+        import logging
+        logging.getLogger('janus').warning(
+            'janus: inter_op_threads=%d ignored: TensorFlow had already started; set '
+            'JANUS_INTER_OP_THREADS before the program runs TF ops' % config.inter_op_threads)
+
+
 class AssertionBroke(Exception):
     """A Janus>Assert of the graph failed; carries the assumption."""
 

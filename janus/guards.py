@@ -394,7 +394,7 @@ def node_for(value, path, shapes=None):
         shape = value.shape
         if shapes is not None and path in shapes:
             shape = relax(shapes[path], shape)
-        return TensorNode(path, value.dtype, shape)
+        return TensorNode(path, value.dtype, specialized(shape))
     if kind in PRIMITIVES:
         return ConstNode(path, value)
     if kind is list or isinstance(value, tuple):
@@ -422,6 +422,14 @@ def node_for(value, path, shapes=None):
 def _is_library_function(fn):
     module = fn.__module__ or ''
     return module.split('.')[0] in ('tensorflow', 'keras', 'tf_keras')
+
+
+def specialized(shape):
+    """``shape``, or only its rank when shape specialization is off (the ablation)."""
+    from janus.config import config
+    if config.specialize_shapes or shape.rank is None:
+        return shape
+    return tf.TensorShape([None] * shape.rank)
 
 
 def relax(old, new):

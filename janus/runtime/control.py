@@ -370,7 +370,10 @@ def _kind(value):
         return 'undefined'
     if _is_tensor(value):
         return 'a tensor'
-    return 'the %s %r' % (type(value).__name__, value)
+    if type(value) in (list, tuple, dict):
+        return 'a %s of %d items' % (type(value).__name__, len(value))
+    text = repr(value)
+    return 'the %s %s' % (type(value).__name__, text if len(text) <= 60 else text[:57] + '...')
 
 
 def _at_least_once(ns, site, first_test):
@@ -393,13 +396,25 @@ def _dynamic_while(ns, site, test_fn, body_fn, get_state, set_state):
         raise Unsupported('%s: a variable the tensor-dependent loop carries is not defined '
                           'before the loop' % where)
     _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where)
-    loop_index = [i for i, v in enumerate(init) if _is_tensor(v) or isinstance(v, TensorList)]
+    # Lists/tuples of tensors the body rebinds (an LSTM cell's [h, c]) are
+    # carried leaf by leaf and rebuilt with the same structure each iteration.
+    structures = {i for i, v in enumerate(init) if _is_tensor_structure(v)}
+    for i in structures:   # an outside list (self.state): its tensors re-read every run
+        init[i] = current().contents(init[i])
+    loop_index = [i for i, v in enumerate(init)
+                  if _is_tensor(v) or isinstance(v, TensorList) or i in structures]
     fixed = {i: _snapshot(v) for i, v in enumerate(init) if i not in loop_index}
+    passed = {}
 
     def full_state(values):
         state = list(init)
         for i, value in zip(loop_index, values):
-            state[i] = TensorList(value, where) if isinstance(init[i], TensorList) else value
+            if isinstance(init[i], TensorList):
+                value = TensorList(value, where)
+            elif i in structures:
+                value = tf.nest.pack_sequence_as(init[i], list(value))
+                passed[i] = (value, list(tf.nest.flatten(value)))
+            state[i] = value
         return tuple(state)
 
     def loop_values(state):
@@ -411,6 +426,8 @@ def _dynamic_while(ns, site, test_fn, body_fn, get_state, set_state):
                     raise Unsupported('%s: a list grown in the loop is replaced by a %s'
                                       % (where, type(value).__name__))
                 value = value.array
+            elif i in structures:
+                value = _structure_leaves(init[i], value, passed.get(i), where)
             values.append(value)
         return tuple(values)
 
@@ -435,11 +452,40 @@ def _dynamic_while(ns, site, test_fn, body_fn, get_state, set_state):
     except ValueError as e:
         if 'shape' not in str(e):
             raise
-        final = tf.while_loop(cond, body, start, shape_invariants=tuple(
-            _relaxed_invariant(v) for v in start))
+        final = tf.while_loop(cond, body, start, shape_invariants=tf.nest.map_structure(
+            _relaxed_invariant, start))
     if not isinstance(final, (list, tuple)):
         final = (final,)
     set_state(full_state(final))
+
+
+def _is_tensor_structure(value):
+    if not (type(value) is list or isinstance(value, tuple)) or not value:
+        return False
+    return all(_is_tensor(leaf) for leaf in tf.nest.flatten(value))
+
+
+def _structure_leaves(template, value, passed, where):
+    """The tensors of a carried list/tuple after one iteration, as a list.
+
+    The body may rebind it to a new one of the same structure; changing the
+    one it was given in place is refused, because other names may share that
+    Python list in eager code."""
+    if type(value) is not type(template) or not _is_tensor_structure(value):
+        raise Unsupported('%s: a %s of tensors carried by a tensor-dependent loop becomes %s'
+                          % (where, type(template).__name__, _kind(value)))
+    try:
+        tf.nest.assert_same_structure(template, value)
+    except (ValueError, TypeError):
+        raise Unsupported('%s: a %s of tensors carried by a tensor-dependent loop changes its '
+                          'structure' % (where, type(template).__name__)) from None
+    leaves = list(tf.nest.flatten(value))
+    if passed is not None and value is passed[0] and any(
+            a is not b for a, b in zip(leaves, passed[1])):
+        raise Unsupported('%s: a %s of tensors is changed in place inside a tensor-dependent '
+                          'loop; janus only carries ones the loop rebinds'
+                          % (where, type(template).__name__))
+    return leaves
 
 
 def _relaxed_invariant(value):

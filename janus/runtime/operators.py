@@ -626,14 +626,26 @@ def _call_with_tensor_lists(callee, args, kwargs):
     lists = [v for v in list(args) + list(kwargs.values()) if isinstance(v, control.TensorList)]
     convert = table.get(callee) if args and isinstance(args[0], control.TensorList) else None
     axis = kwargs.get('axis', args[1] if len(args) > 1 else 0)
-    if convert is None or len(lists) != 1 or (callee in (tf.stack, tf.concat) and axis != 0):
-        raise Unsupported('%s: janus supports tf.stack/tf.concat (axis 0), tf.add_n and '
+    if convert is None or len(lists) != 1 or (callee is tf.concat and axis != 0):
+        raise Unsupported('%s: janus supports tf.stack, tf.concat (axis 0), tf.add_n and '
                           'tf.reduce_* of a list grown in a tensor-dependent loop, not %s'
                           % (lists[0].where, _name(callee)))
     value = convert(args[0])
+    if callee is tf.stack and axis != 0:
+        value = _move_leading_axis(value, axis, lists[0].where)
     if callee in (tf.stack, tf.concat, tf.add_n, tf.convert_to_tensor):
         return value
     return callee(value, *args[1:], **kwargs)
+
+
+def _move_leading_axis(stacked, axis, where):
+    """``tf.stack(items, axis)`` from the items stacked along axis 0."""
+    rank = stacked.shape.rank
+    if rank is None or not isinstance(axis, int) or not -rank <= axis < rank:
+        raise Unsupported('%s: tf.stack(axis=%r) of a list grown in a tensor-dependent loop '
+                          'needs a static axis within the items\' rank' % (where, axis))
+    axis %= rank
+    return tf.transpose(stacked, list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank)))
 
 
 def _inline(ctx, fn, args, kwargs):

@@ -121,6 +121,7 @@ def hoist_tensor(ctx, source, value):
         previous = ctx.shapes.get(key)
         shape = guards.relax(previous, shape) if previous is not None else shape
         ctx.shapes[key] = shape
+    shape = guards.specialized(shape)
     spec = tf.TensorSpec(shape, value.dtype)
     ctx.add_guard(guards.GuardKind.TENSOR_MATCH, source, (value.dtype, shape))
 
