@@ -156,6 +156,7 @@ setup(
     ext_modules=[Extension('janus_ops._janus_ops', sources=OPS_SOURCES)],
     cmdclass={'build_ext': BuildTFOps},
     install_requires=[TF_REQUIREMENT, 'gast', 'astunparse', 'numpy'],
-    extras_require={'test': ['pytest']},
+    extras_require={'test': ['pytest', 'gymnasium'], 'examples': ['gymnasium'],
+                    'benchmarks': ['gymnasium', 'matplotlib']},
     zip_safe=False,
 )

@@ -116,6 +116,26 @@ class Workload(abc.ABC):
             return None
         return sum(times)
 
+    def observable_state(self):
+        """What the program's objects hold (weights, optimizer slots, Python lists and
+        numbers), by attribute name: compared across modes by the tests."""
+        out = {}
+        for name, value in sorted(vars(self).items()):
+            if name == 'mode':
+                continue
+            if isinstance(value, keras.layers.Layer):
+                out[name] = [v.numpy() for v in value.weights]
+            elif isinstance(value, keras.optimizers.Optimizer):
+                out[name] = [v.numpy() for v in value.variables]
+            elif isinstance(value, tf.Variable):
+                out[name] = value.numpy()
+            elif isinstance(value, (list, tuple)) and all(
+                    isinstance(v, (tf.Tensor, float, int)) for v in tf.nest.flatten(value)):
+                out[name] = [np.asarray(v) for v in tf.nest.flatten(value)]
+            elif isinstance(value, (bool, int, float, str)):
+                out[name] = value
+        return out
+
     def explain(self):
         return '\n'.join(janus.explain(jf) for jf in self.janus_functions())
 

@@ -4,7 +4,7 @@ by flipping a ``training`` attribute (CNN, the paper's Table 2, batch 64).
 The imperative program keeps a Python flag on the trainer object and one
 ``run_batch`` method for both phases: it trains when ``self.training`` is
 true and only computes the loss (batch norm in inference mode, moving
-statistics untouched) when it is false.  Every ``EVAL_EVERY`` steps the
+statistics untouched) when it is false.  Every ``eval_every`` steps the
 program flips the flag to evaluate a held-out batch, then flips it back —
 exactly the case where a trace-based converter silently keeps the first
 trace (the paper, §6.2).  janus guards the flag by value and keeps one graph
@@ -20,7 +20,6 @@ import tensorflow as tf
 import common
 
 BATCH, EXAMPLES, CLASSES, SIZE = 64, 1000, 10, 16
-EVAL_EVERY = 5
 
 
 class ResidualBlock(keras.layers.Layer):
@@ -70,6 +69,7 @@ def images(seed, count):
 class ResNet(common.Workload):
     name, category, unit = 'ResNet', 'CNN', 'images'
     steps, warmup = 40, 10
+    eval_every = 5        # steps between evaluations (self.training = False)
 
     def __init__(self, mode, seed=0):
         super().__init__(mode, seed)
@@ -115,7 +115,7 @@ class ResNet(common.Workload):
 
     def step(self):
         units = 0
-        if self.position % EVAL_EVERY == 0:   # evaluate before training, like users do
+        if self.position % self.eval_every == 0:   # evaluate before training, like users do
             self.training = False
             self.eval_losses.append(float(self.compiled_batch(*self.eval_data)))
             self.training = True

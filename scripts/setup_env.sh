@@ -8,7 +8,7 @@
 # Exports VENV_PYTHON. Set PYTHON to pick the interpreter that creates .venv.
 
 JANUS_REQUIREMENTS=(tensorflow-cpu==2.21.0 gast astunparse numpy pytest
-                    'setuptools>=64' wheel)
+                    'setuptools>=64' wheel gymnasium)   # gymnasium: CartPole for examples/a3c.py
 VENV_DIR="${VENV_DIR:-.venv}"
 VENV_PYTHON="$VENV_DIR/bin/python"
 

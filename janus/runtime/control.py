@@ -531,7 +531,10 @@ def _dry_run_appends(init, lists, body_fn, get_state, set_state):
             _in_dynamic_region(body_fn)
             after = get_state()
             for i in lists:
-                if after[i] is probes[i] or type(after[i]) is list:
+                # Grown: appended in place, or rebound to the old items plus more
+                # (``out = out + [h]``); a list of new items is rebound, not grown.
+                if after[i] is probes[i] or (type(after[i]) is list and all(
+                        a is b for a, b in zip(after[i], init[i]))):
                     grown[i] = list(after[i])[len(init[i]):]
         finally:
             set_state(tuple(init))

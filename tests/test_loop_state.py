@@ -1,0 +1,152 @@
+"""Dynamic loops that carry lists of tensors (an LSTM cell's ``[h, c]``) and the
+ablation knobs (no unrolling, no shape specialization, one inter-op thread).
+
+Differential: each program runs eagerly and under janus on fresh objects,
+returns and object state compared after every call; sequence lengths change
+mid-way so the unrolled graph's trip-count assumption breaks.
+"""
+import os
+import subprocess
+import sys
+
+import keras
+import tensorflow as tf
+
+import janus
+from conftest import assert_same, differential
+from test_control_flow import has_while
+
+
+class Recurrent:
+    """Carries ``self.state = [h, c]`` across calls, like the LSTM example."""
+
+    def __init__(self):
+        keras.utils.set_random_seed(3)
+        self.cell = keras.layers.LSTMCell(6)
+        self.cell.build((None, 4))
+        self.state = [tf.fill([2, 6], 0.5), tf.fill([2, 6], -0.25)]
+
+    def run(self, sequence):
+        state = self.state
+        outputs = []
+        for x in sequence:
+            h, state = self.cell(x, state)
+            outputs.append(h)
+        self.state = [tf.stop_gradient(s) for s in state]
+        return tf.stack(outputs, axis=1)
+
+
+def sequences(lengths):
+    return [((tf.random.stateless_normal([n, 2, 4], seed=[i, n]),), {})
+            for i, n in enumerate(lengths)]
+
+
+def test_dynamic_loop_carries_list_state_read_and_written_on_an_object(strict):
+    def make():
+        model = Recurrent()
+        return (lambda sequence: model.run(sequence)), model
+    with janus.config.patch(max_unroll=0):
+        jf = differential(make, sequences([5] * 6), state=lambda m: m.state)
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 1 and stats['graph_calls'] == 3 and stats['fallbacks'] == 0
+    assert has_while(jf)   # the second graph run reads the state the first one wrote
+
+
+def test_trip_count_breaks_mid_way_then_the_list_state_is_carried_by_a_while_loop(strict):
+    def make():
+        model = Recurrent()
+        return (lambda sequence: model.run(sequence)), model
+    jf = differential(make, sequences([5, 5, 5, 5, 5, 3, 3, 7, 3]), state=lambda m: m.state)
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 2 and stats['fallbacks'] == 0 and stats['cache_misses'] == 2
+    assert has_while(jf)   # (None, 2, 4) sequences: trip count only known at run time
+
+
+def test_a_carried_list_changed_in_place_runs_imperatively_with_reason():
+    def make():
+        def f(xs):
+            state = [tf.zeros([3]), tf.ones([3])]
+            for x in xs:
+                state[0] = state[0] + x   # in place: other names may share the list
+            return state
+        return f, None
+    with janus.config.patch(max_unroll=0):
+        jf = differential(make, [((tf.ones([4, 3]),), {})] * 5)
+    assert janus.stats(jf)['graph_calls'] == 0
+    assert 'changed in place inside a tensor-dependent loop' in janus.explain(jf)
+
+
+def test_a_carried_list_that_changes_structure_runs_imperatively():
+    def make():
+        def f(xs):
+            state = [tf.zeros([3])]
+            for x in xs:
+                state = [state[0] + x, x]
+            return state
+        return f, None
+    with janus.config.patch(max_unroll=0):
+        jf = differential(make, [((tf.ones([4, 3]),), {})] * 5)
+    assert janus.stats(jf)['graph_calls'] == 0
+    assert 'changes its structure' in janus.explain(jf)
+
+
+def test_stack_along_another_axis_of_a_list_grown_in_a_dynamic_loop(strict):
+    def make():
+        def f(xs):
+            out = []
+            for x in xs:
+                out.append(x * 2.0)
+            return tf.stack(out, axis=1), tf.stack(out, axis=-1)
+        return f, None
+    with janus.config.patch(max_unroll=0):
+        jf = differential(make, [((tf.reshape(tf.range(24.0), [4, 2, 3]) + i,), {})
+                                 for i in range(5)])
+    assert janus.stats(jf)['graph_calls'] == 2 and has_while(jf)
+
+
+def test_without_shape_specialization_inputs_keep_only_their_rank(strict):
+    def make():
+        def f(x):
+            return tf.reduce_sum(x * 2.0, axis=1)
+        return f, None
+    with janus.config.patch(specialize_shapes=False):
+        jf = differential(make, [((tf.ones([n, 3]),), {}) for n in (4, 4, 4, 4, 7, 2)])
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 1 and stats['graph_calls'] == 3 and stats['cache_misses'] == 0
+    assert [s.shape.as_list() for s in jf.cache.newest().signature.input_specs()] == [[None, None]]
+
+
+def test_library_properties_of_a_subclassed_model_are_read_like_library_code(strict):
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.dense(x)
+
+    def make():
+        keras.utils.set_random_seed(5)
+        net, optimizer = Net(), keras.optimizers.SGD(0.1)
+        net(tf.zeros([1, 3]))
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(net(x) ** 2)
+            grads = tape.gradient(loss, net.trainable_variables)   # a Keras property
+            optimizer.apply_gradients(zip(grads, net.trainable_variables))
+            return loss
+        return step, net
+    jf = differential(make, [((tf.fill([2, 3], float(i)),), {}) for i in range(6)],
+                      state=lambda net: [tf.convert_to_tensor(v) for v in net.weights])
+    assert janus.stats(jf)['graph_calls'] == 3
+
+
+def test_inter_op_threads_is_applied_when_janus_is_imported():
+    code = ('import janus, tensorflow as tf; '
+            'print(tf.config.threading.get_inter_op_parallelism_threads())')
+    env = dict(os.environ, JANUS_INTER_OP_THREADS='1', TF_CPP_MIN_LOG_LEVEL='3')
+    out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[-1] == '1'
+    assert_same(janus.config.inter_op_threads, 0)   # this process: TF's default
