@@ -167,8 +167,10 @@ def markdown(table, ablation, header):
                   '| Model | ' + ' | '.join(stages) + ' |', '|' + '---|' * (len(stages) + 1)]
         for model, by_stage in ablation.items():
             base = by_stage['IMP']['throughput']
-            cells = ['%s (%.2fx)' % (fmt(by_stage[s]['throughput']), by_stage[s]['throughput']
-                                     / base) for s in stages]
+            cells = ['%s (%.2fx)%s' % (fmt(by_stage[s]['throughput']),
+                                       by_stage[s]['throughput'] / base,
+                                       ' imperative' if by_stage[s]['converts'] is False else '')
+                     for s in stages]
             lines.append('| %s | %s |' % (by_stage['IMP']['model'], ' | '.join(cells)))
     return '\n'.join(lines) + '\n'
 
@@ -192,7 +194,7 @@ def plot(table, ablation, path):
     ax.set_yscale('log')
     ax.set_ylabel('throughput / symbolic (log)')
     ax.set_title('Table 3: training throughput')
-    ax.legend()
+    ax.legend(loc='upper center', bbox_to_anchor=(0.5, -0.08), ncol=3)
     if ablation:
         ax = axes[0][1]
         stages = [stage[0] for stage in SERIAL_STAGES + PARALLEL_STAGES]
