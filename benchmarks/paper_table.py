@@ -25,6 +25,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -56,23 +57,34 @@ def workload_class(model):
     return getattr(__import__(module), cls)
 
 
-def run_worker(model, stages, steps, warmup, out):
+def run_worker(model, stages, steps, warmup, repeats, out):
+    """Runs the stages ``repeats`` times, interleaved (so slow drifts of a shared
+    machine hit every stage alike); throughput is the median over all windows."""
     cls = workload_class(model)
     import common
     import janus
-    rows = []
-    for stage, mode, knobs in stages:
-        with janus.config.patch(**knobs):
-            result = common.measure(cls, mode, steps, warmup)
-        workload = result.pop('workload')
-        result['stage'] = stage
-        result['explain'] = workload.explain() if mode == 'janus' else ''
-        result['converts'] = bool(result['janus'].get('graph_calls')) if mode == 'janus' else None
-        rows.append(result)
+    rows = {}
+    for _ in range(repeats):
+        for stage, mode, knobs in stages:
+            with janus.config.patch(**knobs):
+                result = common.measure(cls, mode, steps, warmup)
+            workload = result.pop('workload')
+            if stage in rows:   # later repeats only add timed windows and memory peaks
+                first = rows[stage]
+                first['rates'] += result['rates']
+                first['throughput'] = statistics.median(first['rates'])
+                first['peak_rss_mib'] = max(first['peak_rss_mib'], result['peak_rss_mib'])
+                continue
+            result['stage'] = stage
+            result['explain'] = workload.explain() if mode == 'janus' else ''
+            result['converts'] = (bool(result['janus'].get('graph_calls'))
+                                  if mode == 'janus' else None)
+            rows[stage] = result
+    for stage, result in rows.items():
         print('  %-8s %-8s %10.1f %s/s' % (model, stage, result['throughput'], result['unit']),
               flush=True)
     with open(out, 'w') as f:
-        json.dump(rows, f)
+        json.dump(list(rows.values()), f)
 
 
 def spawn(model, which, steps, warmup, env_extra=None):
@@ -84,6 +96,7 @@ def spawn(model, which, steps, warmup, env_extra=None):
         command += ['--steps', str(steps)]
     if warmup is not None:
         command += ['--warmup', str(warmup)]
+    command += ['--repeats', str(ARGS.repeats)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', **(env_extra or {}))
     subprocess.run(command, env=env, check=True)
     with open(path) as f:
@@ -102,13 +115,14 @@ def relative_gap(a, b):
     return a / b - 1 if b else float('nan')
 
 
-def convergence(rows):
-    """Max relative loss difference from eager over the first K steps, per mode."""
+def convergence(rows, steps=None):
+    """Max relative loss difference from eager over the first ``steps`` steps (all
+    when None), per mode."""
     import numpy as np
-    eager = np.array(rows['eager']['losses'][:CONVERGENCE_STEPS], dtype=np.float64)
+    eager = np.array(rows['eager']['losses'][:steps], dtype=np.float64)
     out = {}
     for mode in ('janus', 'symbolic'):
-        other = np.array(rows[mode]['losses'][:CONVERGENCE_STEPS], dtype=np.float64)
+        other = np.array(rows[mode]['losses'][:steps], dtype=np.float64)
         out[mode] = float(np.max(np.abs(other - eager) / np.maximum(np.abs(eager), 1e-6)))
     return out
 
@@ -118,7 +132,7 @@ def table_row(model, rows):
     stats = j['janus']
     first = (j['first_graph_seconds'] / s['first_graph_seconds']
              if j['first_graph_seconds'] and s['first_graph_seconds'] else float('nan'))
-    conv = convergence(rows)
+    conv, whole = convergence(rows, CONVERGENCE_STEPS), convergence(rows)
     return dict(
         model=e['model'], category=e['category'], unit=e['unit'] + '/s',
         eager=e['throughput'], janus=j['throughput'], symbolic=s['throughput'],
@@ -132,7 +146,9 @@ def table_row(model, rows):
         peak_mib_janus=j['peak_rss_mib'], peak_mib_symbolic=s['peak_rss_mib'],
         loss_diff_janus=conv['janus'], loss_diff_symbolic=conv['symbolic'],
         final_loss_eager=e['losses'][-1], final_loss_janus=j['losses'][-1],
-        final_loss_symbolic=s['losses'][-1], steps=len(e['losses']))
+        final_loss_symbolic=s['losses'][-1], steps=len(e['losses']),
+        loss_diff_janus_all=whole['janus'], loss_diff_symbolic_all=whole['symbolic'],
+        first_loss=e['losses'][0])
 
 
 def fmt(value, digits=1):
@@ -161,6 +177,15 @@ def markdown(table, ablation, header):
                          fmt(r['peak_mib_eager'], 0), fmt(r['peak_mib_janus'], 0),
                          fmt(r['peak_mib_symbolic'], 0), r['loss_diff_janus'],
                          r['loss_diff_symbolic']))
+    lines += ['', 'Convergence (Figure 6, short): loss at the first and the last step of each '
+              'mode\'s run (warm-up included; same seeds, data and step count):', '',
+              '| Model | steps | first loss | last loss: eager / janus / symbolic | '
+              'max rel. diff from eager over all steps: janus, symbolic |', '|---|---|---|---|---|']
+    for r in table:
+        lines.append('| %s | %d | %.4f | %.4f / %.4f / %.4f | %.1e, %.1e |' % (
+            r['model'], r['steps'], r['first_loss'], r['final_loss_eager'],
+            r['final_loss_janus'], r['final_loss_symbolic'], r['loss_diff_janus_all'],
+            r['loss_diff_symbolic_all']))
     if ablation:
         stages = [stage[0] for stage in SERIAL_STAGES + PARALLEL_STAGES]
         lines += ['', 'Ablation (Figure 7, cumulative; throughput and speedup over IMP):', '',
@@ -250,9 +275,9 @@ def main():
         serial = spawn(model, 'serial', ARGS.steps, ARGS.warmup, {'JANUS_INTER_OP_THREADS': '1'})
         parallel = spawn(model, 'parallel', ARGS.steps, ARGS.warmup)
         ablation[model] = {r['stage']: r for r in serial + parallel}
-    header = ('Measured %s; medians of %s-step windows after warm-up (`python '
-              'benchmarks/paper_table.py`, %.0f s).' % (machine_line(), 5,
-                                                       time.perf_counter() - started))
+    header = ('Measured %s; throughput: median over %d interleaved runs\' 5-step windows '
+              'after warm-up (`python benchmarks/paper_table.py`, %.0f s in all).'
+              % (machine_line(), ARGS.repeats, time.perf_counter() - started))
     text = markdown(table, ablation, header)
     print('\n' + text)
     for row in table:
@@ -295,6 +320,8 @@ def parse_args(argv=None):
     parser.add_argument('--models', default=','.join(MODELS))
     parser.add_argument('--steps', type=int, help='timed steps per mode (default: per model)')
     parser.add_argument('--warmup', type=int, help='steps dropped per mode (default: per model)')
+    parser.add_argument('--repeats', type=int, default=2,
+                        help='runs of every mode per model, interleaved (default 2)')
     parser.add_argument('--no-ablation', action='store_true')
     parser.add_argument('--out', default=os.path.join(HERE, 'results'))
     parser.add_argument('--update-readme', action='store_true')
@@ -307,6 +334,7 @@ def parse_args(argv=None):
 if __name__ == '__main__':
     ARGS = parse_args()
     if ARGS.worker:
-        run_worker(ARGS.worker, STAGE_SETS[ARGS.stages], ARGS.steps, ARGS.warmup, ARGS.json)
+        run_worker(ARGS.worker, STAGE_SETS[ARGS.stages], ARGS.steps, ARGS.warmup, ARGS.repeats,
+                   ARGS.json)
     else:
         main()

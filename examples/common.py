@@ -181,7 +181,7 @@ def measure(workload_cls, mode, steps=None, warmup=None, window=5, seed=0):
                 window_units, window_started = 0, now
     return dict(model=workload.name, category=workload.category, unit=workload.unit,
                 mode=mode, throughput=statistics.median(rates) if rates else float('nan'),
-                windows=len(rates), losses=losses,
+                rates=rates, losses=losses,
                 first_graph_seconds=workload.first_graph_seconds(),
                 janus=workload.janus_stats() if mode == 'janus' else {},
                 peak_rss_mib=peak_rss_mib(), workload=workload)

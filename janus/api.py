@@ -230,11 +230,13 @@ class JanusFunction:
         except ConversionError as e:
             if shapes is None or not _has_relaxed_dims(signature):
                 return e
-            # A relaxed (None) dimension may be what broke the trace: retry exactly.
-            exact = guards.Signature(arguments)
+            # A relaxed (None) dimension may be what broke the trace: retry exactly
+            # (with exact shapes even when specialization is switched off).
             try:
-                entry = tracer.trace(self.fn, converted, bound, exact, self._plan(),
-                                     distributed=self.distributed)
+                with config.patch(specialize_shapes=True):
+                    exact = guards.Signature(arguments)
+                    entry = tracer.trace(self.fn, converted, bound, exact, self._plan(),
+                                         distributed=self.distributed)
             except ConversionError as e2:
                 return e2
             self._event('relaxed shapes failed', '%s; built with exact shapes instead' % e)

@@ -116,6 +116,17 @@ def test_without_shape_specialization_inputs_keep_only_their_rank(strict):
     assert [s.shape.as_list() for s in jf.cache.newest().signature.input_specs()] == [[None, None]]
 
 
+def test_without_shape_specialization_code_reading_a_dimension_gets_exact_shapes(strict):
+    def make():
+        def f(x):
+            return tf.reshape(x, [x.shape[0] * 3])
+        return f, None
+    with janus.config.patch(specialize_shapes=False):
+        jf = differential(make, [((tf.ones([4, 3]) * i,), {}) for i in range(6)])
+    assert janus.stats(jf)['graph_calls'] == 3
+    assert [s.shape.as_list() for s in jf.cache.newest().signature.input_specs()] == [[4, 3]]
+
+
 def test_library_properties_of_a_subclassed_model_are_read_like_library_code(strict):
     class Net(keras.Model):
         def __init__(self):
