@@ -25,7 +25,6 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -44,7 +43,10 @@ SERIAL_STAGES = (('IMP', 'eager', {}),
                  ('BASE', 'janus', dict(max_unroll=0, specialize_shapes=False)),
                  ('+UNRL', 'janus', dict(specialize_shapes=False)),
                  ('+SPCN', 'janus', {}))
-PARALLEL_STAGES = (('+PARL', 'janus', {}),)
+# +PARL runs in a process with TF's default thread pool; its speedup is over
+# the eager run of that same process (IMP*), so no ratio crosses processes.
+PARALLEL_STAGES = (('IMP*', 'eager', {}), ('+PARL', 'janus', {}))
+ABLATION_COLUMNS = ('IMP', 'BASE', '+UNRL', '+SPCN', '+PARL')
 CONVERGENCE_STEPS = 10   # losses compared step by step over the first K steps
 README_BEGIN, README_END = '<!-- paper-table:begin -->', '<!-- paper-table:end -->'
 
@@ -57,34 +59,23 @@ def workload_class(model):
     return getattr(__import__(module), cls)
 
 
-def run_worker(model, stages, steps, warmup, repeats, out):
-    """Runs the stages ``repeats`` times, interleaved (so slow drifts of a shared
-    machine hit every stage alike); throughput is the median over all windows."""
+def run_worker(model, stages, steps, warmup, out):
+    """The stages in one process, interleaved window by window (examples/common.py)."""
     cls = workload_class(model)
     import common
-    import janus
-    rows = {}
-    for _ in range(repeats):
-        for stage, mode, knobs in stages:
-            with janus.config.patch(**knobs):
-                result = common.measure(cls, mode, steps, warmup)
-            workload = result.pop('workload')
-            if stage in rows:   # later repeats only add timed windows and memory peaks
-                first = rows[stage]
-                first['rates'] += result['rates']
-                first['throughput'] = statistics.median(first['rates'])
-                first['peak_rss_mib'] = max(first['peak_rss_mib'], result['peak_rss_mib'])
-                continue
-            result['stage'] = stage
-            result['explain'] = workload.explain() if mode == 'janus' else ''
-            result['converts'] = (bool(result['janus'].get('graph_calls'))
-                                  if mode == 'janus' else None)
-            rows[stage] = result
-    for stage, result in rows.items():
+    results = common.measure_interleaved(cls, [(mode, knobs) for _, mode, knobs in stages],
+                                         steps, warmup)
+    rows = []
+    for (stage, mode, _), result in zip(stages, results):
+        workload = result.pop('workload')
+        result['stage'] = stage
+        result['explain'] = workload.explain() if mode == 'janus' else ''
+        result['converts'] = bool(result['janus'].get('graph_calls')) if mode == 'janus' else None
+        rows.append(result)
         print('  %-8s %-8s %10.1f %s/s' % (model, stage, result['throughput'], result['unit']),
               flush=True)
     with open(out, 'w') as f:
-        json.dump(list(rows.values()), f)
+        json.dump(rows, f)
 
 
 def spawn(model, which, steps, warmup, env_extra=None):
@@ -96,7 +87,6 @@ def spawn(model, which, steps, warmup, env_extra=None):
         command += ['--steps', str(steps)]
     if warmup is not None:
         command += ['--warmup', str(warmup)]
-    command += ['--repeats', str(ARGS.repeats)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', **(env_extra or {}))
     subprocess.run(command, env=env, check=True)
     with open(path) as f:
@@ -142,6 +132,7 @@ def table_row(model, rows):
         graphs_built=stats.get('graphs_built', 0), graph_calls=stats.get('graph_calls', 0),
         fallbacks=stats.get('fallbacks', 0), imperative_calls=stats.get('imperative_calls', 0),
         janus_first_graph_s=j['first_graph_seconds'], tf_function_first_s=s['first_graph_seconds'],
+        janus_until_first_graph_s=j['until_first_graph_seconds'],
         first_graph_ratio=first, peak_mib_eager=e['peak_rss_mib'],
         peak_mib_janus=j['peak_rss_mib'], peak_mib_symbolic=s['peak_rss_mib'],
         loss_diff_janus=conv['janus'], loss_diff_symbolic=conv['symbolic'],
@@ -162,17 +153,18 @@ def fmt(value, digits=1):
 def markdown(table, ablation, header):
     lines = [header, '',
              '| Model | Category | Unit | Eager | janus | Symbolic | janus/eager | '
-             'janus vs symbolic | converts | graphs | fallbacks | first graph: janus / '
-             'tf.function (s) | peak MiB eager/janus/symbolic | loss diff vs eager: janus, '
+             'janus vs symbolic | converts | graphs | fallbacks | first graph (s): janus\'s '
+             'building call (with the profiled calls before it) / tf.function\'s first call | peak MiB eager/janus/symbolic | loss diff vs eager: janus, '
              'symbolic (first %d steps) |' % CONVERGENCE_STEPS,
              '|' + '---|' * 14]
     for r in table:
         lines.append('| %s | %s | %s | %s | %s | %s | %.2fx | %+.1f%% | %s | %d | %d | '
-                     '%s / %s (%sx) | %s / %s / %s | %.1e, %.1e |' % (
+                     '%s (%s) / %s: %sx | %s / %s / %s | %.1e, %.1e |' % (
                          r['model'], r['category'], r['unit'], fmt(r['eager']), fmt(r['janus']),
                          fmt(r['symbolic']), r['janus_over_eager'],
                          100 * r['janus_vs_symbolic'], r['converts'], r['graphs_built'],
                          r['fallbacks'], fmt(r['janus_first_graph_s'], 2),
+                         fmt(r['janus_until_first_graph_s'], 2),
                          fmt(r['tf_function_first_s'], 2), fmt(r['first_graph_ratio'], 2),
                          fmt(r['peak_mib_eager'], 0), fmt(r['peak_mib_janus'], 0),
                          fmt(r['peak_mib_symbolic'], 0), r['loss_diff_janus'],
@@ -187,17 +179,22 @@ def markdown(table, ablation, header):
             r['final_loss_janus'], r['final_loss_symbolic'], r['loss_diff_janus_all'],
             r['loss_diff_symbolic_all']))
     if ablation:
-        stages = [stage[0] for stage in SERIAL_STAGES + PARALLEL_STAGES]
-        lines += ['', 'Ablation (Figure 7, cumulative; throughput and speedup over IMP):', '',
+        stages = ABLATION_COLUMNS
+        lines += ['', 'Ablation (Figure 7, cumulative; throughput and speedup over IMP; IMP to '
+                  '+SPCN with one inter-op thread, in one process, +PARL over the eager run of '
+                  'its own process):', '',
                   '| Model | ' + ' | '.join(stages) + ' |', '|' + '---|' * (len(stages) + 1)]
         for model, by_stage in ablation.items():
-            base = by_stage['IMP']['throughput']
-            cells = ['%s (%.2fx)%s' % (fmt(by_stage[s]['throughput']),
-                                       by_stage[s]['throughput'] / base,
+            cells = ['%s (%.2fx)%s' % (fmt(by_stage[s]['throughput']), speedup(by_stage, s),
                                        ' imperative' if by_stage[s]['converts'] is False else '')
                      for s in stages]
             lines.append('| %s | %s |' % (by_stage['IMP']['model'], ' | '.join(cells)))
     return '\n'.join(lines) + '\n'
+
+
+def speedup(by_stage, stage):
+    base = by_stage['IMP*' if stage == '+PARL' else 'IMP']['throughput']
+    return by_stage[stage]['throughput'] / base
 
 
 def plot(table, ablation, path):
@@ -222,12 +219,10 @@ def plot(table, ablation, path):
     ax.legend(loc='upper center', bbox_to_anchor=(0.5, -0.08), ncol=3)
     if ablation:
         ax = axes[0][1]
-        stages = [stage[0] for stage in SERIAL_STAGES + PARALLEL_STAGES]
+        stages = ABLATION_COLUMNS
         for k, (model, by_stage) in enumerate(ablation.items()):
-            base = by_stage['IMP']['throughput']
             ax.bar([i + (k - 0.5) * 0.4 for i in range(len(stages))],
-                   [by_stage[s]['throughput'] / base for s in stages], 0.4,
-                   label=by_stage['IMP']['model'])
+                   [speedup(by_stage, s) for s in stages], 0.4, label=by_stage['IMP']['model'])
         ax.set_xticks(range(len(stages)), stages)
         ax.set_ylabel('speedup over IMP')
         ax.set_title('Figure 7: ablation (cumulative)')
@@ -275,9 +270,10 @@ def main():
         serial = spawn(model, 'serial', ARGS.steps, ARGS.warmup, {'JANUS_INTER_OP_THREADS': '1'})
         parallel = spawn(model, 'parallel', ARGS.steps, ARGS.warmup)
         ablation[model] = {r['stage']: r for r in serial + parallel}
-    header = ('Measured %s; throughput: median over %d interleaved runs\' 5-step windows '
-              'after warm-up (`python benchmarks/paper_table.py`, %.0f s in all).'
-              % (machine_line(), ARGS.repeats, time.perf_counter() - started))
+    header = ('Measured %s; throughput: median of 5-step windows after warm-up, the modes '
+              'of a model taking turns window by window in one process (`python '
+              'benchmarks/paper_table.py`, %.0f s in all).'
+              % (machine_line(), time.perf_counter() - started))
     text = markdown(table, ablation, header)
     print('\n' + text)
     for row in table:
@@ -320,8 +316,6 @@ def parse_args(argv=None):
     parser.add_argument('--models', default=','.join(MODELS))
     parser.add_argument('--steps', type=int, help='timed steps per mode (default: per model)')
     parser.add_argument('--warmup', type=int, help='steps dropped per mode (default: per model)')
-    parser.add_argument('--repeats', type=int, default=2,
-                        help='runs of every mode per model, interleaved (default 2)')
     parser.add_argument('--no-ablation', action='store_true')
     parser.add_argument('--out', default=os.path.join(HERE, 'results'))
     parser.add_argument('--update-readme', action='store_true')
@@ -334,7 +328,6 @@ def parse_args(argv=None):
 if __name__ == '__main__':
     ARGS = parse_args()
     if ARGS.worker:
-        run_worker(ARGS.worker, STAGE_SETS[ARGS.stages], ARGS.steps, ARGS.warmup, ARGS.repeats,
-                   ARGS.json)
+        run_worker(ARGS.worker, STAGE_SETS[ARGS.stages], ARGS.steps, ARGS.warmup, ARGS.json)
     else:
         main()

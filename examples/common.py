@@ -45,6 +45,7 @@ class TimedFunction:
     def __init__(self, fn, mode):
         self.fn, self.mode = fn, mode
         self.first_graph_seconds = None
+        self.until_first_graph_seconds = 0.0   # every call up to it, profiled ones included
         self.janus = getattr(fn, '__janus_function__', fn) if mode == 'janus' else None
 
     def __call__(self, *args, **kwargs):
@@ -52,8 +53,10 @@ class TimedFunction:
             return self.fn(*args, **kwargs)
         started = time.perf_counter()
         result = self.fn(*args, **kwargs)
+        took = time.perf_counter() - started
+        self.until_first_graph_seconds += took
         if self.mode == 'symbolic' or self.janus.stats.graphs_built:
-            self.first_graph_seconds = time.perf_counter() - started
+            self.first_graph_seconds = took
         return result
 
     def __get__(self, obj, objtype=None):   # usable as a method in a class body
@@ -109,12 +112,14 @@ class Workload(abc.ABC):
                 total[key] = total.get(key, 0) + value
         return total
 
-    def first_graph_seconds(self):
-        """Summed over this workload's functions; None until every one built a graph."""
-        times = [t.first_graph_seconds for t in self.compiled if t.mode != 'eager']
-        if not times or any(t is None for t in times):
+    def first_graph_seconds(self, until=False):
+        """Summed over this workload's functions; None until every one built a graph.
+        ``until``: the time of every call up to the first graph, not just its own."""
+        timed = [t for t in self.compiled if t.mode != 'eager']
+        if not timed or any(t.first_graph_seconds is None for t in timed):
             return None
-        return sum(times)
+        return sum(t.until_first_graph_seconds if until else t.first_graph_seconds
+                   for t in timed)
 
     def observable_state(self):
         """What the program's objects hold (weights, optimizer slots, Python lists and
@@ -156,35 +161,76 @@ def peak_rss_mib():
     return int(match.group(1)) / 1024 if match else float('nan')
 
 
+class Runner:
+    """One mode of one model, stepped window by window, so that a benchmark can
+    interleave modes (a shared machine's slow drifts then hit every mode alike).
+
+    ``knobs`` are ``janus.config`` settings in force for this runner's steps."""
+
+    def __init__(self, workload_cls, mode, seed=0, knobs=None):
+        self.knobs = dict(knobs or {})
+        peak_rss_reset()
+        with janus.config.patch(**self.knobs):
+            self.workload = workload_cls(mode, seed=seed)
+        self.mode, self.losses, self.rates = mode, [], []
+        self.peak_rss_mib = None
+
+    def run(self, steps):
+        """Runs ``steps`` steps; returns (units processed, seconds)."""
+        units, started = 0, time.perf_counter()
+        with janus.config.patch(**self.knobs):
+            for _ in range(steps):
+                loss, count = self.workload.step()
+                self.losses.append(float(loss))
+                units += count
+        return units, time.perf_counter() - started
+
+    def warm_up(self, steps):
+        """Untimed steps (profiling, tracing); peak memory is read after them."""
+        self.run(steps)
+        self.peak_rss_mib = peak_rss_mib()
+
+    def timed_window(self, steps):
+        units, seconds = self.run(steps)
+        self.rates.append(units / seconds)
+
+    def result(self):
+        w = self.workload
+        return dict(model=w.name, category=w.category, unit=w.unit, mode=self.mode,
+                    throughput=statistics.median(self.rates) if self.rates else float('nan'),
+                    rates=self.rates, losses=self.losses,
+                    first_graph_seconds=w.first_graph_seconds(),
+                    until_first_graph_seconds=w.first_graph_seconds(until=True),
+                    janus=w.janus_stats() if self.mode == 'janus' else {},
+                    peak_rss_mib=self.peak_rss_mib, workload=w)
+
+
+def measure_interleaved(workload_cls, stages, steps=None, warmup=None, window=5, seed=0):
+    """Each (mode, knobs) stage gets a fresh workload, warmed up one after the
+    other (peak memory: that stage's construction, profiling and tracing);
+    then the stages take turns, ``window`` timed steps each, in rotating order.
+    Every stage runs ``warmup + steps`` steps.  Returns one result per stage."""
+    steps = workload_cls.steps if steps is None else steps
+    warmup = workload_cls.warmup if warmup is None else warmup
+    runners = []
+    for mode, knobs in stages:
+        runners.append(Runner(workload_cls, mode, seed, knobs))
+        runners[-1].warm_up(warmup)
+    for turn in range(steps // window):
+        for k in range(len(runners)):
+            runners[(turn + k) % len(runners)].timed_window(window)
+    for runner in runners:
+        runner.run(steps % window)   # the remainder: untimed, so losses line up
+    return [runner.result() for runner in runners]
+
+
 def measure(workload_cls, mode, steps=None, warmup=None, window=5, seed=0):
-    """Runs ``warmup + steps`` steps of a fresh workload in ``mode``.
+    """One mode alone: ``warmup`` untimed steps, then ``steps`` timed ones.
 
     Returns a dict: throughput (units/s, median over windows of ``window``
     timed steps), losses (every step), first-graph seconds, janus counters,
-    peak RSS (MiB) while this mode ran, and the workload itself."""
-    steps = workload_cls.steps if steps is None else steps
-    warmup = workload_cls.warmup if warmup is None else warmup
-    peak_rss_reset()
-    workload = workload_cls(mode, seed=seed)
-    losses, rates = [], []
-    window_units, window_started = 0, None
-    for i in range(warmup + steps):
-        if i == warmup:
-            window_units, window_started = 0, time.perf_counter()
-        loss, units = workload.step()
-        losses.append(float(loss))
-        if i >= warmup:
-            window_units += units
-            if (i - warmup + 1) % window == 0:
-                now = time.perf_counter()
-                rates.append(window_units / (now - window_started))
-                window_units, window_started = 0, now
-    return dict(model=workload.name, category=workload.category, unit=workload.unit,
-                mode=mode, throughput=statistics.median(rates) if rates else float('nan'),
-                rates=rates, losses=losses,
-                first_graph_seconds=workload.first_graph_seconds(),
-                janus=workload.janus_stats() if mode == 'janus' else {},
-                peak_rss_mib=peak_rss_mib(), workload=workload)
+    peak RSS (MiB) up to the end of warm-up, and the workload itself."""
+    return measure_interleaved(workload_cls, [(mode, {})], steps, warmup, window, seed)[0]
 
 
 def max_relative_difference(losses, reference):

@@ -20,5 +20,5 @@ def test_paper_table_runs_end_to_end_and_writes_its_outputs(tmp_path):
     data = json.loads((tmp_path / 'paper_table.json').read_text())
     row, = data['table']
     assert row['converts'] == 'yes' and row['fallbacks'] == 0 and row['janus'] > 0
-    assert set(data['ablation']['a3c']) == {'IMP', 'BASE', '+UNRL', '+SPCN', '+PARL'}
+    assert set(data['ablation']['a3c']) == {'IMP', 'BASE', '+UNRL', '+SPCN', 'IMP*', '+PARL'}
     assert (tmp_path / 'paper_table.csv').exists()
