@@ -63,8 +63,10 @@ def run_worker(model, stages, steps, warmup, out):
     """The stages in one process, interleaved window by window (examples/common.py)."""
     cls = workload_class(model)
     import common
+    # Turns of one step each: a step is milliseconds or more, long enough to time
+    # alone, and the finest interleaving is the best defence against drift.
     results = common.measure_interleaved(cls, [(mode, knobs) for _, mode, knobs in stages],
-                                         steps, warmup)
+                                         steps, warmup, window=1)
     rows = []
     for (stage, mode, _), result in zip(stages, results):
         workload = result.pop('workload')
@@ -270,8 +272,8 @@ def main():
         serial = spawn(model, 'serial', ARGS.steps, ARGS.warmup, {'JANUS_INTER_OP_THREADS': '1'})
         parallel = spawn(model, 'parallel', ARGS.steps, ARGS.warmup)
         ablation[model] = {r['stage']: r for r in serial + parallel}
-    header = ('Measured %s; throughput: median of 5-step windows after warm-up, the modes '
-              'of a model taking turns window by window in one process (`python '
+    header = ('Measured %s; throughput: median over single steps after warm-up, the modes '
+              'of a model taking turns step by step in one process (`python '
               'benchmarks/paper_table.py`, %.0f s in all).'
               % (machine_line(), time.perf_counter() - started))
     text = markdown(table, ablation, header)
