@@ -66,7 +66,7 @@ def run_worker(model, stages, steps, warmup, out):
     # The graph modes take turns of one step each (a step is milliseconds or more,
     # long enough to time alone): their ratio is the one that needs the fine
     # comparison.  Eager runs alone before them: with eager steps in the rotation
-    # too, janus measured 0.91-0.95x symbolic on the LSTM, against 0.99-1.01x
+    # too, janus measured 0.87-0.94x symbolic on the LSTM, against 0.98-1.05x
     # with only the two graph modes alternating (same graphs, same process).
     results = {}
     for group in ([s for s in stages if s[1] == 'eager'], [s for s in stages if s[1] != 'eager']):
