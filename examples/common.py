@@ -59,11 +59,6 @@ class TimedFunction:
             self.first_graph_seconds = took
         return result
 
-    def __get__(self, obj, objtype=None):   # usable as a method in a class body
-        if obj is None:
-            return self
-        return lambda *args, **kwargs: self(obj, *args, **kwargs)
-
 
 class Workload(abc.ABC):
     """One model's training program; subclasses set the class attributes below."""
@@ -231,11 +226,6 @@ def measure(workload_cls, mode, steps=None, warmup=None, window=5, seed=0):
     timed steps), losses (every step), first-graph seconds, janus counters,
     peak RSS (MiB) up to the end of warm-up, and the workload itself."""
     return measure_interleaved(workload_cls, [(mode, {})], steps, warmup, window, seed)[0]
-
-
-def max_relative_difference(losses, reference):
-    a, b = np.asarray(losses, dtype=np.float64), np.asarray(reference, dtype=np.float64)
-    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-6))) if len(a) else 0.0
 
 
 def main(workload_cls, argv=None):
