@@ -19,6 +19,9 @@ import types
 
 import tensorflow as tf
 
+from janus.sources import (ArgSource, AttrSource, CellSource, DefaultSource,  # noqa: F401
+                           GlobalSource, ItemSource, Source)
+
 EagerTensor = type(tf.constant(0))
 PRIMITIVES = (bool, int, float, complex, str, bytes, type(None))
 
@@ -34,6 +37,9 @@ class GuardKind(enum.Enum):
     METHOD_MATCH = 'METHOD_MATCH'  # attribute is a bound method of the same function
     TENSOR_MATCH = 'TENSOR_MATCH'  # an eager tensor of this dtype, shape compatible (hoisted read)
     CODE_MATCH = 'CODE_MATCH'      # a Python function with the same code (its closure read per call)
+    ALIAS_MATCH = 'ALIAS_MATCH'    # the same outside objects are one object (f(a, a) vs f(a, b))
+    TRUTH_MATCH = 'TRUTH_MATCH'    # bool(value) equal (`if obj.items:`), O(1)
+    CONTAINS_MATCH = 'CONTAINS_MATCH'  # (key in value) equal (`'k' in obj.d`)
 
 
 Miss = collections.namedtuple('Miss', 'kind where expected actual')
@@ -55,86 +61,6 @@ def same_constant(a, b):
     if isinstance(a, float) and math.isnan(a) and math.isnan(b):
         return True
     return a == b
-
-
-# --------------------------------------------------------------------------
-# Sources: where a value the trace read lives, re-evaluated at call time.
-# --------------------------------------------------------------------------
-
-class Source:
-    """Base: ``value(arguments, memo)`` re-evaluates the value for a new call.
-
-    ``memo`` caches each source once per guard check, so many guards on
-    items of one property (``model.trainable_variables[i]``) read it once.
-    """
-
-    def value(self, arguments, memo):
-        key = id(self)
-        if key not in memo:
-            memo[key] = self.get(arguments, memo)
-        return memo[key]
-
-
-class ArgSource(Source):
-    def __init__(self, name):
-        self.name = name
-
-    def get(self, arguments, memo):
-        return arguments[self.name]
-
-    def __repr__(self):
-        return self.name
-
-
-class GlobalSource(Source):
-    """A module-level name (or a builtin when the module does not define it)."""
-
-    def __init__(self, namespace, name, builtins_ns):
-        self.namespace, self.name, self.builtins_ns = namespace, name, builtins_ns
-
-    def get(self, arguments, memo):
-        try:
-            return self.namespace[self.name]
-        except KeyError:
-            return self.builtins_ns[self.name]
-
-    def __repr__(self):
-        return 'G[%r]' % self.name
-
-
-class CellSource(Source):
-    """A closure cell of the decorated (or an inlined) function."""
-
-    def __init__(self, cell, name):
-        self.cell, self.name = cell, name
-
-    def get(self, arguments, memo):
-        return self.cell.cell_contents
-
-    def __repr__(self):
-        return 'closure %r' % self.name
-
-
-class AttrSource(Source):
-    def __init__(self, base, name):
-        self.base, self.name = base, name
-
-    def get(self, arguments, memo):
-        return getattr(self.base.value(arguments, memo), self.name)
-
-    def __repr__(self):
-        return '%r.%s' % (self.base, self.name)
-
-
-class ItemSource(Source):
-    def __init__(self, base, key):
-        self.base, self.key = base, key
-
-    def get(self, arguments, memo):
-        return self.base.value(arguments, memo)[self.key]
-
-    def __repr__(self):
-        return '%r[%r]' % (self.base, self.key)
 
 
 class SourceGuard:
@@ -167,6 +93,10 @@ class SourceGuard:
             return type(value) is dict and list(value) == expected
         if kind is GuardKind.METHOD_MATCH:
             return getattr(value, '__func__', None) is expected
+        if kind is GuardKind.TRUTH_MATCH:
+            return type(value) is expected[0] and bool(value) == expected[1]
+        if kind is GuardKind.CONTAINS_MATCH:
+            return type(value) is expected[0] and (expected[1] in value) == expected[2]
         if kind is GuardKind.TENSOR_MATCH:
             return (type(value) is EagerTensor and value.dtype == expected[0]
                     and expected[1].is_compatible_with(value.shape))
@@ -174,6 +104,48 @@ class SourceGuard:
 
     def __repr__(self):
         return '%s(%r == %s)' % (self.kind.value, self.source, _describe(self.expected))
+
+
+class AliasGuard:
+    """ALIAS_MATCH: which of the outside objects the trace used are one object.
+
+    A graph traced for ``f(a, a)`` routes both parameters' reads and writes
+    through one object; ``f(a, b)`` needs another graph.  One guard for the
+    whole partition: O(objects), each source read once per check (memo).
+    """
+
+    kind = GuardKind.ALIAS_MATCH
+
+    def __init__(self, sources, expected):
+        self.sources, self.expected = sources, expected
+
+    @staticmethod
+    def partition(sources, arguments, memo=None):
+        """Per source, the index of the first source naming the same object."""
+        memo = {} if memo is None else memo
+        first = {}
+        groups = []
+        for index, source in enumerate(sources):
+            groups.append(first.setdefault(id(source.value(arguments, memo)), index))
+        return tuple(groups)
+
+    def check(self, arguments, memo):
+        try:
+            actual = self.partition(self.sources, arguments, memo)
+        except Exception as e:  # an object is gone: the guard fails
+            return Miss(self.kind, 'outside objects', 'readable', type(e).__name__)
+        if actual == self.expected:
+            return None
+        return Miss(self.kind, 'outside objects', self._describe(self.expected),
+                    self._describe(actual))
+
+    def _describe(self, groups):
+        shared = ['%r is %r' % (self.sources[g], self.sources[i])
+                  for i, g in enumerate(groups) if g != i]
+        return ', '.join(shared) if shared else 'all distinct'
+
+    def __repr__(self):
+        return 'ALIAS_MATCH(%s)' % self._describe(self.expected)
 
 
 # --------------------------------------------------------------------------
@@ -317,9 +289,10 @@ class SequenceNode:
         for child, item in zip(self.children, value):
             child.flatten(item, out)
 
-    def placeholder(self, inputs):
-        items = [child.placeholder(inputs) for child in self.children]
-        return items if self.type is list else _rebuild_tuple(self.type, items)
+    def placeholder(self, inputs, memo):
+        items = [_placeholder(child, inputs, memo) for child in self.children]
+        built = items if self.type is list else _rebuild_tuple(self.type, items)
+        return _one_object(self, built, memo)
 
     def specs(self, out):
         for child in self.children:
@@ -350,8 +323,10 @@ class DictNode:
         for key, child in zip(self.keys, self.children):
             child.flatten(value[key], out)
 
-    def placeholder(self, inputs):
-        return {key: child.placeholder(inputs) for key, child in zip(self.keys, self.children)}
+    def placeholder(self, inputs, memo):
+        built = {key: _placeholder(child, inputs, memo)
+                 for key, child in zip(self.keys, self.children)}
+        return _one_object(self, built, memo)
 
     def specs(self, out):
         for child in self.children:
@@ -359,6 +334,18 @@ class DictNode:
 
     def describe(self):
         return '%s: dict%r' % (self.path, self.keys)
+
+
+def _placeholder(node, inputs, memo):
+    if isinstance(node, (SequenceNode, DictNode)):
+        return node.placeholder(inputs, memo)
+    return node.placeholder(inputs)
+
+
+def _one_object(node, built, memo):
+    """A container passed twice (``f(lst, lst)``) is one object in the trace too."""
+    first = getattr(node, 'same_as', None) or node
+    return memo.setdefault(id(first), built)
 
 
 def _rebuild_tuple(tuple_type, items):
@@ -383,13 +370,28 @@ def _is_identity_object(value):
     return isinstance(value, (types.FunctionType, types.ModuleType, types.MethodType))
 
 
-def node_for(value, path, shapes=None):
+def node_for(value, path, shapes=None, seen=None):
     """Builds the signature node for one argument value.
 
     ``shapes`` maps tensor paths to the relaxed shape seen so far, so a
     dimension that already varied is left unknown in the new spec.
+    ``seen`` (id -> node, or None while building) finds containers passed
+    twice (they stay one object in the trace) and cyclic ones (refused).
     """
+    seen = {} if seen is None else seen
     kind = type(value)
+    if kind is list or isinstance(value, tuple) or kind is dict:
+        first = seen.get(id(value), False)
+        if first is None:
+            raise UnsupportedArgument('%s: a container that contains itself' % path)
+        seen[id(value)] = None   # in progress
+        node = _container_node(value, path, shapes, seen)
+        if first:
+            node.same_as = first
+        seen[id(value)] = first or node
+        return node
+    if isinstance(value, enum.Enum):
+        return IdentityNode(path, value)   # Mode.TRAIN and Mode.EVAL are different graphs
     if kind is EagerTensor:
         shape = value.shape
         if shapes is not None and path in shapes:
@@ -397,14 +399,6 @@ def node_for(value, path, shapes=None):
         return TensorNode(path, value.dtype, specialized(shape))
     if kind in PRIMITIVES:
         return ConstNode(path, value)
-    if kind is list or isinstance(value, tuple):
-        children = [node_for(v, '%s[%d]' % (path, i), shapes) for i, v in enumerate(value)]
-        return SequenceNode(path, value, children)
-    if kind is dict:
-        if not all(type(k) in (str, int) for k in value):
-            raise UnsupportedArgument('%s: dict keys must be str or int constants' % path)
-        children = [node_for(v, '%s[%r]' % (path, k), shapes) for k, v in value.items()]
-        return DictNode(path, value, children)
     if isinstance(value, tf.Tensor):
         raise UnsupportedArgument('%s: a symbolic tensor (janus function called inside a graph)'
                                   % path)
@@ -417,6 +411,16 @@ def node_for(value, path, shapes=None):
     if _is_identity_object(value):
         return IdentityNode(path, value)
     return ObjectNode(path, value)
+
+
+def _container_node(value, path, shapes, seen):
+    if type(value) is dict:
+        if not all(type(k) in (str, int) for k in value):
+            raise UnsupportedArgument('%s: dict keys must be str or int constants' % path)
+        children = [node_for(v, '%s[%r]' % (path, k), shapes, seen) for k, v in value.items()]
+        return DictNode(path, value, children)
+    children = [node_for(v, '%s[%d]' % (path, i), shapes, seen) for i, v in enumerate(value)]
+    return SequenceNode(path, value, children)
 
 
 def _is_library_function(fn):
@@ -437,16 +441,18 @@ def relax(old, new):
     return tf.TensorShape(old).most_specific_compatible_shape(tf.TensorShape(new))
 
 
-def record_shapes(value, path, shapes):
+def record_shapes(value, path, shapes, depth=0):
     """Accumulates, per tensor path, the relaxed shape of every call seen."""
+    if depth > 16:
+        return   # deep or cyclic nesting: such arguments are refused by node_for
     if type(value) is EagerTensor:
         shapes[path] = relax(shapes[path], value.shape) if path in shapes else value.shape
     elif type(value) is list or isinstance(value, tuple):
         for i, v in enumerate(value):
-            record_shapes(v, '%s[%d]' % (path, i), shapes)
+            record_shapes(v, '%s[%d]' % (path, i), shapes, depth + 1)
     elif type(value) is dict:
         for k, v in value.items():
-            record_shapes(v, '%s[%r]' % (path, k), shapes)
+            record_shapes(v, '%s[%r]' % (path, k), shapes, depth + 1)
 
 
 class Signature:
@@ -454,7 +460,8 @@ class Signature:
 
     def __init__(self, arguments, shapes=None):
         self.names = list(arguments)
-        self.nodes = [node_for(arguments[n], n, shapes) for n in self.names]
+        seen = {}
+        self.nodes = [node_for(arguments[n], n, shapes, seen) for n in self.names]
 
     def check(self, arguments):
         for node, name in zip(self.nodes, self.names):
@@ -476,8 +483,9 @@ class Signature:
         return out
 
     def placeholders(self, inputs):
-        inputs = iter(inputs)
-        return {name: node.placeholder(inputs) for node, name in zip(self.nodes, self.names)}
+        inputs, memo = iter(inputs), {}
+        return {name: _placeholder(node, inputs, memo)
+                for node, name in zip(self.nodes, self.names)}
 
     def describe(self):
         lines = []

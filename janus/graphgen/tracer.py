@@ -74,9 +74,10 @@ class GraphEntry:
             heap.commit(run_id)
         if not isinstance(outputs, (list, tuple)):
             outputs = [outputs]
-        result = _rebuild(self.output_template, outputs, arguments)
+        memo = {}   # one rebuilt object per container the call made, returned or written
+        result = _rebuild(self.output_template, outputs, arguments, memo)
         for write, template in self.writes:
-            write.apply(_rebuild(template, outputs, arguments), arguments)
+            write.apply(_rebuild(template, outputs, arguments, memo), arguments)
         return result
 
     def describe_guards(self):
@@ -103,48 +104,71 @@ class _FromSource:
         self.source = source
 
 
-def _template(value, outputs, ctx):
-    if isinstance(value, tf.Variable):
-        source = ctx.source_of(value)
-        if source is None:
-            raise operators.Unsupported('janus cannot return a tf.Variable made inside the call')
-        return _FromSource(source)
+class _Shared:
+    """A container the call made and returns or writes more than once: one object."""
+
+    def __init__(self, template):
+        self.template = template
+
+
+def _template(value, outputs, ctx, memo):
+    """How to rebuild ``value`` from the graph's outputs after a run.
+
+    Outside objects (those with a source) come back as themselves, re-read
+    from their source; containers the call made are rebuilt once per run,
+    however often they are returned or written (``t.a = lst; t.b = lst``).
+    """
     if isinstance(value, tf.Tensor):
         outputs.append(value)
         return _Out(len(outputs) - 1)
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
         return _Const(value)
+    source = ctx.source_of(value)
+    if source is not None:
+        return _FromSource(source)
+    if isinstance(value, tf.Variable):
+        raise operators.Unsupported('janus cannot return a tf.Variable made inside the call')
     if isinstance(value, tf.TensorShape):
         if not value.is_fully_defined():
             raise operators.Unsupported('janus cannot return or print a shape that is only '
                                         'known at run time (%s)' % value)
         return _Const(tf.TensorShape(value.as_list()))
-    if type(value) is list:
-        return ('list', [_template(v, outputs, ctx) for v in value])
-    if isinstance(value, tuple):
-        return (type(value), [_template(v, outputs, ctx) for v in value])
-    if type(value) is dict:
-        return ('dict', {k: _template(v, outputs, ctx) for k, v in value.items()})
-    source = ctx.source_of(value)
-    if source is not None:
-        return _FromSource(source)
+    if type(value) in (list, dict) or isinstance(value, tuple):
+        if id(value) in memo:
+            return memo[id(value)]
+        shared = memo[id(value)] = _Shared(None)
+        shared.template = _container_template(value, outputs, ctx, memo)
+        return shared
     raise operators.Unsupported('janus cannot return a %s created inside the call from a graph'
                                 % type(value).__name__)
 
 
-def _rebuild(template, outputs, arguments):
+def _container_template(value, outputs, ctx, memo):
+    if type(value) is list:
+        return ('list', [_template(v, outputs, ctx, memo) for v in value])
+    if type(value) is dict:
+        return ('dict', {k: _template(v, outputs, ctx, memo) for k, v in value.items()})
+    return (type(value), [_template(v, outputs, ctx, memo) for v in value])
+
+
+def _rebuild(template, outputs, arguments, memo=None):
+    memo = {} if memo is None else memo
     if isinstance(template, _Out):
         return outputs[template.index]
     if isinstance(template, _Const):
         return template.value
     if isinstance(template, _FromSource):
         return template.source.value(arguments, {})
+    if isinstance(template, _Shared):
+        if id(template) not in memo:
+            memo[id(template)] = _rebuild(template.template, outputs, arguments, memo)
+        return memo[id(template)]
     kind, items = template
     if kind == 'list':
-        return [_rebuild(t, outputs, arguments) for t in items]
+        return [_rebuild(t, outputs, arguments, memo) for t in items]
     if kind == 'dict':
-        return {k: _rebuild(t, outputs, arguments) for k, t in items.items()}
-    values = [_rebuild(t, outputs, arguments) for t in items]
+        return {k: _rebuild(t, outputs, arguments, memo) for k, t in items.items()}
+    values = [_rebuild(t, outputs, arguments, memo) for t in items]
     return tuple(values) if kind is tuple else kind(*values)
 
 
@@ -280,6 +304,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     def body(*flat_inputs):
         ctx.top_graph = tf.compat.v1.get_default_graph()
         arguments = signature.placeholders(flat_inputs)
+        ctx.register_arguments(arguments)
         call_args = inspect.BoundArguments(bound.signature, arguments)
         operators.enter_trace(ctx)
         ctx.stack.append(converted)
@@ -291,9 +316,9 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
         if ctx.soft_conditions:
             raise operators.Unsupported('a distributed step made assumptions after its '
                                         'agreement (janus.runtime.distributed.agree)')
-        outputs = []
-        holder['template'] = _template(result, outputs, ctx)
-        holder['writes'] = [(w, _template(w.value, outputs, ctx)) for w in ctx.heap.writes]
+        outputs, memo = [], {}
+        holder['template'] = _template(result, outputs, ctx, memo)
+        holder['writes'] = [(w, _template(w.value, outputs, ctx, memo)) for w in ctx.heap.writes]
         ctx.safe_error_ops = defer_state_updates(tf.compat.v1.get_default_graph(),
                                                  ctx.assert_ops)
         ctx.has_mutations = ctx.safe_error_ops is not None
@@ -309,6 +334,9 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     except Exception as e:  # any trace-time error: the call runs imperatively
         raise _locate(ConversionError('%s: %s' % (type(e).__name__, e)), ctx, converted,
                       sys.exc_info()[2]) from e
+    alias = ctx.alias_guard(bound.arguments)
+    if alias is not None:
+        ctx.guards.append(alias)
     entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
                        time.perf_counter() - started)
     entry.writes = holder['writes']

@@ -7,6 +7,7 @@ the guard that keeps the graph valid for the next call, or (b) refuses, with
 ``Unsupported``, what a graph cannot reproduce faithfully, so the call runs
 imperatively instead.
 """
+import enum
 import inspect
 import threading
 import types
@@ -71,25 +72,50 @@ class TraceContext:
         self.converted = {}    # code object -> Converted, for to_code/explain
         self.code_objects = set()
         self.stack = []
-        for name, value in arguments.items():
-            self._register_argument(guards.ArgSource(name), value)
+        self.aliasable = []    # (source, value) of every mutable outside object, duplicates too
 
     # -- sources ---------------------------------------------------------
-    def _register_argument(self, source, value):
+    def register_arguments(self, arguments):
+        """Gives the objects the trace sees as arguments (containers rebuilt around
+        placeholders, other objects themselves) their ``ArgSource``."""
+        for name, value in arguments.items():
+            self._register_argument(guards.ArgSource(name), value, set())
+
+    def _register_argument(self, source, value, visiting):
         if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
             return
         self._remember(source, value)
+        if id(value) in visiting:
+            return   # a cyclic argument: its items were registered on the way in
+        visiting.add(id(value))
         if type(value) is list or isinstance(value, tuple):
             for i, item in enumerate(value):
-                self._register_argument(guards.ItemSource(source, i), item)
+                self._register_argument(guards.ItemSource(source, i), item, visiting)
         elif type(value) is dict:
             for key, item in value.items():
-                self._register_argument(guards.ItemSource(source, key), item)
+                self._register_argument(guards.ItemSource(source, key), item, visiting)
 
     def _remember(self, source, value):
+        if not _captured_by_identity(value) and not isinstance(value, tf.Tensor):
+            self.aliasable.append((source, value))
         if id(value) not in self._sources:
             self._sources[id(value)] = source
             self._keep.append(value)
+
+    def register_default(self, fn, name, value):
+        """A callee's default argument: an outside object, written through the heap."""
+        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
+            return value
+        return self.guard_value(guards.DefaultSource(fn, name), value, hoist=False)
+
+    def alias_guard(self, arguments):
+        """One guard on which outside objects are the same object: ``f(a, a)`` and
+        ``f(a, b)`` need different graphs.  The expected partition is computed from
+        the real call's values (the trace sees rebuilt argument containers)."""
+        if len(self.aliasable) < 2:
+            return None
+        sources = [source for source, _ in self.aliasable]
+        return guards.AliasGuard(sources, guards.AliasGuard.partition(sources, arguments))
 
     def source_of(self, value):
         if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
@@ -97,7 +123,7 @@ class TraceContext:
         return self._sources.get(id(value))
 
     def add_guard(self, kind, source, expected):
-        key = (kind, repr(source))
+        key = (kind, source.uid())
         if key not in self._guard_keys:
             self._guard_keys.add(key)
             self.guards.append(guards.SourceGuard(kind, source, expected))
@@ -111,6 +137,15 @@ class TraceContext:
             return value
         if kind is guards.EagerTensor and hoist and self.top_graph is not None:
             return shadow_heap.hoist_tensor(self, source, value)
+        if isinstance(value, tf.Tensor) and kind is not guards.EagerTensor:
+            return value   # already in this graph: an argument's placeholder or a hoisted read
+        if isinstance(value, enum.Enum):
+            self.add_guard(GuardKind.ID_MATCH, source, value)   # Mode.EVAL is not Mode.TRAIN
+            return value
+        if type(value).__module__ == 'numpy':
+            raise Unsupported('janus does not convert reading the NumPy value %r from outside '
+                              'the call (it would be frozen into the graph); keep it in a '
+                              'tf.Variable or pass a tensor' % (source,))
         if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
             self.add_guard(GuardKind.METHOD_MATCH, source, value.__func__)
             return value
@@ -140,6 +175,8 @@ class TraceContext:
         else:
             return
         for key, item in items:
+            if self.heap.read(value, ('item', key)) is not MISSING:
+                continue   # written earlier in this call: the trace knows it
             self.guard_value(guards.ItemSource(source, key), item, hoist=False)
             self.guard_deep(item, depth + 1)
 
@@ -155,14 +192,22 @@ class TraceContext:
                               'changing it in place in the same call' % type(value).__name__)
         if isinstance(value, dict):
             self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
-            return {k: self.contents(self.guard_value(guards.ItemSource(source, k), v), depth + 1)
+            return {k: self.contents(self._item_now(value, source, k, v), depth + 1)
                     for k, v in value.items()}
         self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
-        items = [self.contents(self.guard_value(guards.ItemSource(source, i), v), depth + 1)
+        items = [self.contents(self._item_now(value, source, i, v), depth + 1)
                  for i, v in enumerate(value)]
         if type(value) is tuple or not isinstance(value, tuple):
             return tuple(items) if type(value) is tuple else items   # a Keras TrackedList: a list
         return type(value)(*items)   # a namedtuple
+
+    def _item_now(self, container, source, key, value):
+        """An item as this point of the call sees it: written earlier in the call
+        (``obj.items[0] = x``), or the guarded outside value."""
+        written = self.heap.read(container, ('item', key))
+        if written is not MISSING:
+            return written
+        return self.guard_value(guards.ItemSource(source, key), value)
 
     # -- assumptions -----------------------------------------------------
     def decide(self, key):
@@ -438,6 +483,10 @@ def setitem(obj, key, value):
     ctx = _writable_context('an item of a %s' % type(obj).__name__)
     if type(obj) not in (list, dict) or not _hashable(key):
         raise Unsupported('janus converts item writes into outside lists and dicts only')
+    if type(obj) is list and type(key) is not int:
+        raise Unsupported('janus converts item writes into outside lists by int index only')
+    if type(obj) is dict and key not in obj and ctx.heap.read(obj, ('item', key)) is MISSING:
+        ctx.heap.changed.add(id(obj))   # a new key: the dict's structure changed
     if _via_heap_op(value) and type(key) in (int, str):
         shadow_heap.write_op(ctx, obj, source, ('item', key), value)
         return
@@ -656,7 +705,7 @@ def _inline(ctx, fn, args, kwargs):
                           'imperatively' % fn.__qualname__)
     converted = generator.convert(fn)
     bound = inspect.signature(fn).bind(*args, **kwargs)
-    bound.apply_defaults()
+    _apply_defaults(ctx, fn, bound)
     ctx.converted[fn.__code__] = converted
     ctx.code_objects |= converted.code_objects
     root = ctx.source_of(fn)
@@ -666,6 +715,16 @@ def _inline(ctx, fn, args, kwargs):
         return py_fn(*bound.args, **bound.kwargs)
     finally:
         ctx.stack.pop()
+
+
+def _apply_defaults(ctx, fn, bound):
+    """Fills in defaults as outside objects: ``def helper(x, seen=[])`` appends to the
+    function's one default list through the shadow heap, on every run."""
+    for name, parameter in bound.signature.parameters.items():
+        if name in bound.arguments or parameter.default is inspect.Parameter.empty:
+            continue
+        bound.arguments[name] = ctx.register_default(fn, name, parameter.default)
+    bound.apply_defaults()   # *args / **kwargs left empty
 
 
 # Control flow lives in its own module; converted code finds it here, as __jr.*.

@@ -91,7 +91,7 @@ class TraceHeap:
         self._keep = []
         self.op_writes = {}    # (id(obj), key) -> True where a Janus>PySet* op wrote it
         self.run_id = None     # the run id input (heap_ops mode), made on first use
-        self.handles = {}      # repr(source) -> handle input (heap_ops mode)
+        self.handles = {}      # source.uid() -> handle input (heap_ops mode)
 
     def read(self, obj, key):
         return self.overlay.get((id(obj), key), _MISSING)
@@ -116,7 +116,7 @@ def hoist_tensor(ctx, source, value):
             and type(getattr(source, 'key', '')) in (int, str)):
         return read_op(ctx, source, value)
     shape = value.shape
-    key = 'heap:' + repr(source)
+    key = ('heap',) + source.uid()
     if ctx.shapes is not None:
         previous = ctx.shapes.get(key)
         shape = guards.relax(previous, shape) if previous is not None else shape
@@ -141,11 +141,11 @@ def run_id_input(ctx):
 
 def handle_input(ctx, source):
     """A call-time input: the handle of the object ``source`` names in this call."""
-    key = repr(source)
+    key = source.uid()
     if key not in ctx.heap.handles:
         ctx.heap.handles[key] = ctx.top_graph.capture_call_time_value(
             lambda: _handle_now(source), tf.TensorSpec([], tf.int64),
-            key=('janus', 'handle', key))
+            key=('janus', 'handle') + key)
     return ctx.heap.handles[key]
 
 
@@ -168,7 +168,7 @@ def write_op(ctx, obj, source, key, value):
     # Python write of the same location must not land after it.
     ctx.heap.writes = [w for w in ctx.heap.writes
                        if not (w.kind == key[0] and w.name == key[1]
-                               and repr(w.source) == repr(source))]
+                               and w.source is not None and w.source.uid() == source.uid())]
     if key[0] == 'attr':
         heap.py_set_attr(run_id_input(ctx), base, key[1], value)
     else:

@@ -1,0 +1,136 @@
+"""Sources: where a value the trace obtained from outside the call lives.
+
+Needs nothing run before it.  A ``Source`` re-evaluates its value for a new
+call (``value(arguments, memo)``), so a guard can re-check it and a hoisted
+input can re-read it.  Every source has a ``uid()`` that is unique to the
+location it names: two modules' globals of one name, or two closures' cells
+of one name, never share a key (guards and hoisted graph inputs are keyed by
+it).  ``repr`` is for people (explain, logs), never for identity.
+
+The invariant the trace keeps (DESIGN.md, "Outside values carry their
+source"): every object the traced code can reach that was not created by the
+call has a source in ``TraceContext``; an object without one was made by the
+call itself, so plain Python on it is what eager does.
+"""
+
+
+class Source:
+    """Base: ``value(arguments, memo)`` re-evaluates the value for a new call.
+
+    ``memo`` caches each source once per guard check, so many guards on
+    items of one property (``model.trainable_variables[i]``) read it once.
+    """
+
+    def value(self, arguments, memo):
+        key = id(self)
+        if key not in memo:
+            memo[key] = self.get(arguments, memo)
+        return memo[key]
+
+    def get(self, arguments, memo):
+        raise NotImplementedError   # abstract: each kind of source says how it reads
+
+    def uid(self):
+        """A hashable name unique to the location (not to the text of ``repr``)."""
+        raise NotImplementedError   # abstract
+
+
+class ArgSource(Source):
+    """A parameter of the janus function, by name."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def get(self, arguments, memo):
+        return arguments[self.name]
+
+    def uid(self):
+        return ('arg', self.name)
+
+    def __repr__(self):
+        return self.name
+
+
+class GlobalSource(Source):
+    """A module-level name (or a builtin when the module does not define it)."""
+
+    def __init__(self, namespace, name, builtins_ns):
+        self.namespace, self.name, self.builtins_ns = namespace, name, builtins_ns
+
+    def get(self, arguments, memo):
+        try:
+            return self.namespace[self.name]
+        except KeyError:
+            return self.builtins_ns[self.name]
+
+    def uid(self):
+        return ('global', id(self.namespace), self.name)
+
+    def __repr__(self):
+        return 'G[%s.%s]' % (self.namespace.get('__name__', '?'), self.name)
+
+
+class CellSource(Source):
+    """A closure cell of the decorated (or an inlined) function, by cell identity."""
+
+    def __init__(self, cell, name):
+        self.cell, self.name = cell, name
+
+    def get(self, arguments, memo):
+        return self.cell.cell_contents
+
+    def uid(self):
+        return ('cell', id(self.cell), self.name)   # the source keeps the cell alive
+
+    def __repr__(self):
+        return 'closure %r' % self.name
+
+
+class DefaultSource(Source):
+    """A default argument value of a user function (``def f(x, seen=[])``)."""
+
+    def __init__(self, fn, name):
+        self.fn, self.name = fn, name
+
+    def get(self, arguments, memo):
+        import inspect
+        return inspect.signature(self.fn).parameters[self.name].default
+
+    def uid(self):
+        return ('default', id(self.fn), self.name)   # the source keeps the function alive
+
+    def __repr__(self):
+        return '%s.<default %s>' % (self.fn.__qualname__, self.name)
+
+
+class AttrSource(Source):
+    def __init__(self, base, name):
+        self.base, self.name = base, name
+
+    def get(self, arguments, memo):
+        return getattr(self.base.value(arguments, memo), self.name)
+
+    def uid(self):
+        return ('attr', self.base.uid(), self.name)
+
+    def __repr__(self):
+        return '%r.%s' % (self.base, self.name)
+
+
+class ItemSource(Source):
+    def __init__(self, base, key):
+        self.base, self.key = base, key
+
+    def get(self, arguments, memo):
+        return self.base.value(arguments, memo)[self.key]
+
+    def uid(self):
+        try:
+            hash(self.key)
+            item = self.key
+        except TypeError:
+            item = ('unhashable', repr(self.key))
+        return ('item', self.base.uid(), type(self.key), item)
+
+    def __repr__(self):
+        return '%r[%r]' % (self.base, self.key)
