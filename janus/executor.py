@@ -11,7 +11,10 @@ Needs a ``GraphEntry`` whose guards held for this call.  Outcomes:
   changes: the call is re-run imperatively, so the user sees eager's own
   result or exception; an error in an op created after a state change
   re-raises the graph's error (same exception type, graph's message),
-  because state may already have changed and must not change twice.
+  because state may already have changed and must not change twice;
+* janus fails after the run (rebuilding the return value, writing back):
+  ``WriteBackFailed`` says whether anything changed yet; an earlier failure
+  of janus's own (flattening the arguments) raises before the graph ran.
 """
 import re
 
@@ -53,6 +56,17 @@ class GraphError(Exception):
     def __init__(self, error):
         super().__init__(str(error))
         self.error = error
+
+
+class WriteBackFailed(Exception):
+    """janus failed after the graph ran, rebuilding the return value or writing the
+    shadow heap back.  ``state_changed``: whether the graph or a write already
+    changed state (then the call must not be re-run: it would change it twice)."""
+
+    def __init__(self, error, state_changed):
+        super().__init__('%s: %s' % (type(error).__name__, error))
+        self.error = error
+        self.state_changed = state_changed
 
 
 def run_graph(entry, arguments):

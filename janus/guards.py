@@ -37,6 +37,7 @@ class GuardKind(enum.Enum):
     METHOD_MATCH = 'METHOD_MATCH'  # attribute is a bound method of the same function
     TENSOR_MATCH = 'TENSOR_MATCH'  # an eager tensor of this dtype, shape compatible (hoisted read)
     CODE_MATCH = 'CODE_MATCH'      # a Python function with the same code (its closure read per call)
+    LIBRARY_CONFIG = 'LIBRARY_CONFIG'  # Keras layers' trainable/settings as traced (runtime/library_config.py)
     ALIAS_MATCH = 'ALIAS_MATCH'    # the same outside objects are one object (f(a, a) vs f(a, b))
     TRUTH_MATCH = 'TRUTH_MATCH'    # bool(value) equal (`if obj.items:`), O(1)
     CONTAINS_MATCH = 'CONTAINS_MATCH'  # (key in value) equal (`'k' in obj.d`)
@@ -97,6 +98,8 @@ class SourceGuard:
             return type(value) is expected[0] and bool(value) == expected[1]
         if kind is GuardKind.CONTAINS_MATCH:
             return type(value) is expected[0] and (expected[1] in value) == expected[2]
+        if kind is GuardKind.LIBRARY_CONFIG:
+            return expected.holds(value)   # a version compare; a fingerprint only after a change
         if kind is GuardKind.TENSOR_MATCH:
             return (type(value) is EagerTensor and value.dtype == expected[0]
                     and expected[1].is_compatible_with(value.shape))

@@ -16,8 +16,8 @@ import gast
 
 from janus.errors import ConversionError
 from janus.graphgen.converters import (attributes, calls, common, control, declared, jumps,
-                                       names, returns, unsupported)
-from janus.pyct import parser, sites
+                                       names, observations, returns, unsupported)
+from janus.pyct import mangling, parser, sites
 
 # The pipeline, in order.  Each pass is one module under converters/.
 PASSES = (
@@ -27,6 +27,7 @@ PASSES = (
     jumps.LowerJumps,
     control.RouteControl,
     attributes.RouteAttributesAndItems,
+    observations.RouteObservations,
     calls.RouteCalls,
     names.ResolveFreeNames,
 )
@@ -129,6 +130,7 @@ def _convert_code(fn):
         tree, filename, source_lines = parser.parse_function(fn)
     except parser.NoSource as e:
         raise ConversionError(str(e), fn.__code__.co_filename, fn.__code__.co_firstlineno)
+    tree = mangling.mangle(tree, mangling.owner_class(fn))   # self.__x as in the class body
     first_lineno = tree.lineno
     ctx = _PassContext(filename, source_lines, first_lineno)
     site_map = sites.number_sites(tree, source_lines, first_lineno)

@@ -11,7 +11,6 @@ printing) gets a control dependency on every ``Janus>Assert`` of the graph,
 so a run whose assertion fails has changed nothing.
 """
 import inspect
-import re
 import sys
 import time
 
@@ -19,13 +18,10 @@ import tensorflow as tf
 
 from janus import guards
 from janus.errors import ConversionError
-from janus.runtime import heap, operators, shadow_heap
+from janus.executor import WriteBackFailed
+from janus.graphgen import effects
+from janus.runtime import heap, library_config, operators, shadow_heap, trace_output
 
-# Op types that change state outside the graph's own tensors.
-_MUTATING_OP = re.compile(
-    r'^(Assign(Add|Sub)?VariableOp|ResourceApply.*|ResourceSparseApply.*|ResourceScatter.*|'
-    r'ResourceStridedSliceAssign|PrintV2|Print|WriteFile|Write.*Summary|StatefulPartitionedCall|'
-    r'AssignVariableXlaConcatND|DestroyResourceOp)$')
 
 
 class GraphEntry:
@@ -70,14 +66,20 @@ class GraphEntry:
             raise
         finally:
             shadow_heap.set_call_arguments(None)
-        if run_id is not None:
-            heap.commit(run_id)
-        if not isinstance(outputs, (list, tuple)):
-            outputs = [outputs]
-        memo = {}   # one rebuilt object per container the call made, returned or written
-        result = _rebuild(self.output_template, outputs, arguments, memo)
-        for write, template in self.writes:
-            write.apply(_rebuild(template, outputs, arguments, memo), arguments)
+        changed = self.has_mutations or run_id is not None
+        try:   # every value is rebuilt before the first write: a failure there changed nothing
+            if run_id is not None:
+                heap.commit(run_id)
+            if not isinstance(outputs, (list, tuple)):
+                outputs = [outputs]
+            memo = {}   # one rebuilt object per container the call made, returned or written
+            result = _rebuild(self.output_template, outputs, arguments, memo)
+            values = [_rebuild(template, outputs, arguments, memo) for _, template in self.writes]
+            for (write, _), value in zip(self.writes, values):
+                write.apply(value, arguments)
+                changed = True
+        except Exception as e:
+            raise WriteBackFailed(e, changed) from e
         return result
 
     def describe_guards(self):
@@ -111,6 +113,13 @@ class _Shared:
         self.template = template
 
 
+class _Text:
+    """A string that needs the run's values (``f"loss {loss}"``), formatted after it."""
+
+    def __init__(self, text, values):
+        self.text, self.values = text, values
+
+
 def _template(value, outputs, ctx, memo):
     """How to rebuild ``value`` from the graph's outputs after a run.
 
@@ -123,6 +132,8 @@ def _template(value, outputs, ctx, memo):
         return _Out(len(outputs) - 1)
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
         return _Const(value)
+    if isinstance(value, operators.LazyText):
+        return _Text(value, [_template(v, outputs, ctx, memo) for v in value.values()])
     source = ctx.source_of(value)
     if source is not None:
         return _FromSource(source)
@@ -159,6 +170,9 @@ def _rebuild(template, outputs, arguments, memo=None):
         return template.value
     if isinstance(template, _FromSource):
         return template.source.value(arguments, {})
+    if isinstance(template, _Text):
+        return template.text.render([_rebuild(t, outputs, arguments, memo)
+                                     for t in template.values])
     if isinstance(template, _Shared):
         if id(template) not in memo:
             memo[id(template)] = _rebuild(template.template, outputs, arguments, memo)
@@ -211,15 +225,26 @@ def _contents(op, memo):
         return memo[op]
     memo[op] = (False, False)
     asserts = op.type in ('Janus>Assert', 'Janus>CheckedIdentity')
-    mutates = bool(_MUTATING_OP.match(op.type)) and op.type != 'StatefulPartitionedCall'
-    for graph in _called_graphs(op):
+    called = _called_graphs(op)
+    # An op that runs other graphs is judged by what they contain, not by its
+    # own inputs (a tf.cond captures variable handles it may only read).
+    mutates = _changes_state(op) if not called else False
+    for graph in called:
         for inner in graph.get_operations():
             a, m = _contents(inner, memo)
             asserts, mutates = asserts or a, mutates or m
-    if op.type == 'StatefulPartitionedCall' and not _called_graphs(op):
+    if op.type in effects.CALL_OPS and not called:
         mutates = True  # a call we cannot look into: assume it changes state
     memo[op] = (asserts, mutates)
     return memo[op]
+
+
+def _changes_state(op):
+    """Whether ``op`` itself changes state, by its definition (``effects.py``)."""
+    kind = effects.effect(op)
+    if kind is effects.Effect.UNREPRODUCIBLE:
+        raise operators.Unsupported(effects.unreproducible_reason(op))
+    return kind is effects.Effect.CHANGE
 
 
 def defer_state_updates(graph, assert_ops):
@@ -299,6 +324,8 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     ctx.has_mutations = False
     ctx.safe_error_ops = None
     ctx.code_objects |= converted.code_objects
+    ctx.refusals = []   # refusals library code may have swallowed (trace_output, CheckedShape)
+    library_config.install()
     holder = {}
 
     def body(*flat_inputs):
@@ -313,6 +340,8 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
         finally:
             ctx.stack.pop()
             operators.exit_trace()
+        if ctx.refusals:
+            raise operators.Unsupported(ctx.refusals[0])
         if ctx.soft_conditions:
             raise operators.Unsupported('a distributed step made assumptions after its '
                                         'agreement (janus.runtime.distributed.agree)')
@@ -326,7 +355,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
 
     body.__name__ = 'janus_' + fn.__name__
     try:
-        with tf.variable_creator_scope(_refuse_variable_creation):
+        with tf.variable_creator_scope(_refuse_variable_creation), trace_output.refused():
             concrete = tf.function(body, autograph=False).get_concrete_function(
                 *signature.input_specs())
     except ConversionError as e:
@@ -337,6 +366,10 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     alias = ctx.alias_guard(bound.arguments)
     if alias is not None:
         ctx.guards.append(alias)
+    # Taken after the trace: Keras sets its own attributes while it builds a call.
+    config_guard = library_config.guard_for(ctx._keep)
+    if config_guard is not None:
+        ctx.guards.append(config_guard)
     entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
                        time.perf_counter() - started)
     entry.writes = holder['writes']

@@ -81,7 +81,13 @@ def truth(value):
 
 def not_(value):
     """``not value`` in a test: a tensor's negation stays a tensor."""
-    return tf.logical_not(truth(value)) if _is_tensor(value) else not value
+    return tf.logical_not(truth(value)) if _is_tensor(value) else not _python_truth(value)
+
+
+def _python_truth(value):
+    """``bool(value)`` of a Python value: guarded when it came from outside."""
+    from janus.runtime import observe
+    return observe.truth(value)
 
 
 INTERNAL_FLAGS = ('__janus_break',)   # janus's own flags: Python bools may become tensors
@@ -123,7 +129,7 @@ def _decide_test(ns, site, value, what):
 
 def test(ns, site, value):
     if not _is_tensor(value):
-        return bool(value)
+        return _python_truth(value)
     outcome, _ = _decide_test(ns, site, value, 'condition')
     if outcome is DYNAMIC:
         raise Unsupported('a tensor-dependent condition whose outcome varied between calls, in '
@@ -159,7 +165,7 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
 
 def if_stmt(ns, site, test_value, true_fn, false_fn, get_state, set_state, names=()):
     if not _is_tensor(test_value):
-        return (true_fn if test_value else false_fn)()
+        return (true_fn if _python_truth(test_value) else false_fn)()
     outcome, _ = _decide_test(ns, site, test_value, 'condition')
     if outcome is not DYNAMIC:
         return (true_fn if outcome else false_fn)()
@@ -171,7 +177,7 @@ def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
     while True:
         value = test_fn()
         if not _is_tensor(value):
-            if not value:
+            if not _python_truth(value):
                 return
             body_fn()
             continue
@@ -203,7 +209,7 @@ def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=()):
 
 def ifexp(ns, site, test_value, body, orelse):
     if not _is_tensor(test_value):
-        return body() if test_value else orelse()
+        return body() if _python_truth(test_value) else orelse()
     outcome, _ = _decide_test(ns, site, test_value, 'condition')
     if outcome is not DYNAMIC:
         return body() if outcome else orelse()
@@ -219,7 +225,7 @@ def _boolop_from(ns, site, is_and, thunks, index, value):
         return value
     go_on = lambda: _boolop_from(ns, site, is_and, thunks, index + 1, thunks[index + 1]())  # noqa: E731
     if not _is_tensor(value):
-        return go_on() if bool(value) == is_and else value
+        return go_on() if _python_truth(value) == is_and else value
     outcome, _ = _decide_test(ns, site, value, 'operand %d of %s' % (index, 'and' if is_and else 'or'))
     if outcome is not DYNAMIC:
         return go_on() if outcome == is_and else value

@@ -8,6 +8,7 @@ the guard that keeps the graph valid for the next call, or (b) refuses, with
 imperatively instead.
 """
 import enum
+import functools
 import inspect
 import threading
 import types
@@ -386,24 +387,73 @@ def attr(obj, name):
 
 class CheckedShape(tf.TensorShape):
     """A graph tensor's static shape as user code sees it: eager code always sees
-    every dimension, so reading one that is unknown here (a relaxed batch size)
-    is refused rather than answered with None; janus then builds a graph with
-    exact shapes instead."""
+    every dimension, so observing one that is unknown here (a relaxed batch
+    size) is refused rather than answered with None; janus then builds a graph
+    with exact shapes instead.
+
+    Default-deny: only the rank (``rank``, ``ndims``, ``len``, ``bool``) and
+    items that are known (``shape[-1]``) are answered.  Every other attribute
+    (``dims``, ``as_list``, ``_dims``, ``merge_with``...) and every special
+    method TensorShape implements through them (iteration, ``==``, ``str``,
+    hashing, ``tf.TensorShape(shape)``, ``+``) refuses; a refusal is also
+    recorded on the trace, in case library code swallows the exception.
+    """
+    _OPEN = frozenset(('rank', 'ndims', '_plain', '_refuse', '__class__', '__getitem__',
+                       '__len__', '__bool__'))
+
+    def __init__(self, shape):   # no TensorShape.__init__: no _dims to read behind our back
+        object.__setattr__(self, '_plain', tf.TensorShape(shape))
+
+    def __getattribute__(self, name):
+        if name in CheckedShape._OPEN:
+            return object.__getattribute__(self, name)
+        return object.__getattribute__(self, '_refuse')(name)
 
     def _refuse(self, *args, **kwargs):
-        raise Unsupported('the code reads a dimension of %s, which is only known at run time '
-                          'in a graph with relaxed shapes' % tf.TensorShape(self.dims))
+        reason = ('the code observes the dimensions of %s, which are only known at run time '
+                  'in a graph with relaxed shapes' % self._plain)
+        ctx = current_or_none()
+        if ctx is not None and getattr(ctx, 'refusals', None) is not None:
+            ctx.refusals.append(reason)
+        raise Unsupported(reason)
+
+    @property
+    def rank(self):
+        return self._plain.rank
+
+    ndims = rank
+
+    def __len__(self):
+        return len(self._plain)
+
+    def __bool__(self):
+        return bool(self._plain)
 
     def __getitem__(self, key):
-        value = tf.TensorShape(self.dims)[key]
+        value = self._plain[key]
         if isinstance(value, tf.TensorShape):
             return value if value.is_fully_defined() else CheckedShape(value)
         if value is None:
             self._refuse()
         return value
 
-    __iter__ = as_list = __eq__ = __ne__ = __str__ = __repr__ = num_elements = _refuse
-    is_fully_defined = is_compatible_with = as_proto = __hash__ = _refuse
+    # TensorShape implements these through ``_dims``, which refuses anyway;
+    # they are listed so the refusal does not depend on that detail.
+    __iter__ = __eq__ = __ne__ = __str__ = __repr__ = __hash__ = _refuse
+    __reduce__ = __reduce_ex__ = __add__ = __radd__ = __concat__ = _refuse
+
+
+def _checked_shape_in(values, depth=0):
+    """The first CheckedShape in ``values`` (lists, tuples, dicts searched), or None."""
+    for value in values:
+        if isinstance(value, CheckedShape):
+            return value
+        if depth < 8 and isinstance(value, (list, tuple, dict)):
+            found = _checked_shape_in(value.values() if isinstance(value, dict) else value,
+                                      depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _static_shape(tensor, name):
@@ -522,7 +572,7 @@ def enter(manager):
 def assert_(test, lineno, message_thunk):
     """``assert``: a tensor condition becomes a ``Janus>Assert`` in the graph."""
     if not isinstance(test, tf.Tensor):
-        if not test:
+        if not observe.truth(test):
             raise AssertionError(message_thunk())
         return
     from janus.runtime.control import truth
@@ -598,9 +648,21 @@ def _call_keras_layer(ctx, layer, args, kwargs):
 
 def _guard_library_args(ctx, args, kwargs):
     """Checks and guards what library code gets; returns (args, kwargs) with outside
-    containers replaced by copies whose tensors are re-read every run."""
-    def prepare(value):
+    containers replaced by copies whose tensors are re-read every run, and your own
+    functions (``tf.map_fn(fn, x)``, ``tf.cond(p, f, g)``) replaced by their converted
+    versions, run as a tensor-dependent region (a branch or loop body TF traces once)."""
+    def prepare(value, depth=0):
+        if isinstance(value, observe.LazyText):
+            value.refuse()
+        if _is_user_function(value):
+            return _converted_callback(ctx, value)
+        if type(value) in (list, tuple) and depth == 0 and ctx.source_of(value) is None:
+            return type(value)(prepare(v, 1) for v in value)   # tf.switch_case's branches
         if ctx.source_of(value) is None:
+            if observe.has_user_dunders(value):
+                raise Unsupported('janus does not pass your %s object to library code (it '
+                                  'would run its special methods unconverted)'
+                                  % type(value).__name__)
             return value
         if isinstance(value, (list, tuple, dict)):
             return ctx.contents(value)
@@ -611,18 +673,143 @@ def _guard_library_args(ctx, args, kwargs):
     return [prepare(v) for v in args], {k: prepare(v) for k, v in kwargs.items()}
 
 
+def _is_user_function(value):
+    if isinstance(value, functools.partial):
+        return _is_user_function(value.func)
+    return (isinstance(value, (types.FunctionType, types.MethodType))
+            and isinstance(getattr(value, '__func__', value), types.FunctionType)
+            and not whitelist.is_library(value))
+
+
+def _converted_callback(ctx, fn):
+    """``fn`` as library code may call it during the trace: converted, and inside a
+    region TF traces once but may run many times (so writes there are refused)."""
+    @functools.wraps(fn)
+    def callback(*args, **kwargs):
+        ctx.dynamic_depth += 1
+        try:
+            if getattr(fn, '__code__', None) in ctx.code_objects:
+                return fn(*args, **kwargs)   # defined in converted code: converted already
+            return call(fn, *args, **kwargs)
+        finally:
+            ctx.dynamic_depth -= 1
+    return callback
+
+
 def _deferred_print(ctx, args, kwargs):
     """``print``: output is a side effect, so it happens after a successful run,
-    with the run's values (printing an eager tensor shows what eager shows)."""
+    with the run's values (printing an eager tensor shows what eager shows).
+    A variable is printed as it was at that point of the program: its value is
+    read in the graph there, and formatted after the run as eager formats it."""
     if set(kwargs) - {'sep', 'end', 'flush'}:
         raise Unsupported('janus converts print() with sep=/end=/flush= only')
     ctx = _writable_context('standard output (print)')
-    args = [ctx.contents(v) for v in args]
+    args = [_printable(ctx.contents(v)) for v in args]
     ctx.heap.writes.append(Write('print', None, 'print', (list(args), dict(kwargs)), None))
     return None
 
 
+class _VariableStyle(enum.Enum):
+    TF = 'tf'         # tf.Variable: ResourceVariable.__repr__
+    KERAS = 'keras'   # keras.Variable: keras.src.backend.common.variables.Variable.__repr__
+
+
+class PrintedVariable(tuple):
+    """A variable's value at one point of the program, printed as eager prints the
+    variable.  A tuple, so the tracer rebuilds it from the run's outputs:
+    (style value, text before the value, value tensor)."""
+
+    def __new__(cls, style, head, value):
+        return tuple.__new__(cls, (style, head, value))
+
+    def __repr__(self):
+        style, head, value = self
+        if _VariableStyle(style) is _VariableStyle.TF:
+            from tensorflow.python.framework import ops as tf_ops
+            return '%s%s>' % (head, tf_ops.value_text(value, is_repr=True))
+        import keras
+        return '%s, value=%s>' % (head, keras.ops.convert_to_numpy(value))
+
+    __str__ = __repr__
+
+
+def _variable_style(variable):
+    """How eager prints ``variable`` (None: a kind janus does not know how to print)."""
+    kind = type(variable)
+    if kind.__str__ is not object.__str__:
+        return None
+    from tensorflow.python.ops import resource_variable_ops
+    if kind.__repr__ is resource_variable_ops.BaseResourceVariable.__repr__:
+        return _VariableStyle.TF
+    keras = _keras_variables()
+    if keras is not None and kind.__repr__ is keras.Variable.__repr__:
+        return _VariableStyle.KERAS
+    return None
+
+
+def _keras_variables():
+    """Keras's variables module, if the program imported Keras (else None)."""
+    import sys
+    return sys.modules.get('keras.src.backend.common.variables')
+
+
+def _is_variable(value):
+    keras = _keras_variables()
+    return isinstance(value, tf.Variable) or (keras is not None
+                                              and isinstance(value, keras.Variable))
+
+
+def _snapshot(variable):
+    style = _variable_style(variable)
+    if style is None:
+        raise Unsupported('janus does not convert print() of a %s' % type(variable).__name__)
+    if style is _VariableStyle.TF:
+        head = "<tf.Variable '%s' shape=%s dtype=%s, " % (
+            variable.name, variable.get_shape(), variable.dtype.name)
+    else:
+        head = '<Variable path=%s, shape=%s, dtype=%s' % (
+            variable.path, variable.shape, variable.dtype)
+    # Read here, in program order: the graph orders it before later updates.
+    return PrintedVariable(style.value, head, tf.identity(tf.convert_to_tensor(variable)))
+
+
+def _printable(value, depth=0):
+    """``value`` with every variable in it replaced by a snapshot of its value."""
+    if _is_variable(value):
+        return _snapshot(value)
+    if not isinstance(value, (list, tuple, dict)):
+        if observe.user_dunder(value, '__str__') or observe.user_dunder(value, '__repr__'):
+            # It would run after the graph, unconverted, seeing the state at the end.
+            raise Unsupported('janus does not convert print() of a %s, whose class defines '
+                              'how it prints' % type(value).__name__)
+        return value
+    if depth > 8:
+        raise Unsupported('janus does not convert print() of containers nested this deep')
+    if isinstance(value, dict):
+        items = {k: _printable(v, depth + 1) for k, v in value.items()}
+        if all(items[k] is v for k, v in value.items()):
+            return value
+        if type(value) is dict:
+            return items
+    else:
+        items = [_printable(v, depth + 1) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+    if type(value) is list:
+        return items
+    if type(value) is tuple:
+        return tuple(items)
+    if whitelist.is_namedtuple_class(type(value)):
+        return type(value)(*items)
+    raise Unsupported('janus does not convert print() of a %s holding a variable'
+                      % type(value).__name__)
+
+
 def _call_builtin(ctx, callee, args, kwargs):
+    if callee in (str, repr, format) and args and not kwargs \
+            and observe._needs_run_values(args[0]):
+        return observe.text_of(callee, args[0], *args[1:])   # formatted after the run
+    observe.refuse_user_dunders(callee, list(args) + list(kwargs.values()))
     if callee in whitelist.KEYED_BUILTINS and kwargs:
         raise Unsupported('janus does not convert %s() with key=/default=' % callee.__name__)
     args, kwargs = _guard_library_args(ctx, args, kwargs)
@@ -635,6 +822,10 @@ _REPLAYED_METHODS = frozenset(('append', 'extend', 'insert', 'update'))
 def _call_builtin_method(ctx, callee, args, kwargs):
     owner = callee.__self__
     source = ctx.source_of(owner)
+    if isinstance(owner, (str, bytes)) and any(observe._needs_run_values(v)
+                                               for v in list(args) + list(kwargs.values())):
+        raise Unsupported('janus does not convert str.%s() of a graph value; use an f-string'
+                          % callee.__name__)
     if source is None:
         return callee(*args, **kwargs)
     if callee.__name__ in whitelist.READ_ONLY_METHODS:
@@ -652,6 +843,9 @@ def _call_builtin_method(ctx, callee, args, kwargs):
 
 
 def _call_library(ctx, callee, args, kwargs):
+    shape = _checked_shape_in(list(args) + list(kwargs.values()))
+    if shape is not None:
+        shape._refuse()   # library code would read its unknown dimensions as None
     args, kwargs = _guard_library_args(ctx, args, kwargs)
     if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
         return _call_with_tensor_lists(callee, args, kwargs)
@@ -731,3 +925,7 @@ def _apply_defaults(ctx, fn, bound):
 from janus.runtime import control  # noqa: E402
 from janus.runtime.control import (boolop, for_stmt, if_stmt, ifexp, not_, read,  # noqa: E402,F401
                                    test, while_stmt)
+from janus.runtime import observe  # noqa: E402
+from janus.runtime.observe import (LazyText, binop, compare, compare_chain,  # noqa: E402,F401
+                                   format_value, inplace, join_text, not_value, truth, unary,
+                                   unpack)

@@ -25,7 +25,7 @@ LIBRARY_BLOCKLIST = (
 BUILTINS = frozenset(getattr(builtins, name) for name in (
     'len', 'range', 'isinstance', 'issubclass', 'min', 'max', 'abs', 'int', 'float',
     'bool', 'str', 'zip', 'enumerate', 'list', 'tuple', 'dict', 'sum', 'reversed',
-    'any', 'all', 'round', 'divmod', 'pow', 'slice', 'set', 'frozenset'))
+    'any', 'all', 'round', 'divmod', 'pow', 'slice', 'set', 'frozenset', 'repr', 'format'))
 
 # Builtins that call a user function given as key=/default: refused when given one.
 KEYED_BUILTINS = frozenset((builtins.min, builtins.max))

@@ -24,6 +24,13 @@ def _is_simple_path(node):
     return isinstance(node, gast.Name)
 
 
+def _inplace(node, read):
+    """``read op= value`` as Python evaluates it: in place where the type does it
+    (a list's ``+=`` extends the very list other names share)."""
+    return common.runtime_call('inplace', [common.const(type(node.op).__name__), read,
+                                           node.value], like=node)
+
+
 class RouteAttributesAndItems(common.Pass):
 
     def visit_Attribute(self, node):
@@ -70,7 +77,7 @@ class RouteAttributesAndItems(common.Pass):
                                        'a chain of attributes of a name')
             read = gast.Attribute(target.value, target.attr, gast.Load())
             assign = gast.Assign([gast.Attribute(target.value, target.attr, gast.Store())],
-                                 gast.BinOp(read, node.op, node.value), None)
+                                 _inplace(node, read), None)
             for sub in gast.walk(assign):
                 gast.copy_location(sub, node)
             return self.visit_Assign(assign)
@@ -80,7 +87,7 @@ class RouteAttributesAndItems(common.Pass):
         if not (isinstance(target.value, gast.Name) and isinstance(target.slice, simple)):
             self.unsupported(node, 'janus converts `x[k] op= v` only for a plain name x and key k')
         read = gast.Subscript(target.value, target.slice, gast.Load())
-        value = gast.BinOp(read, node.op, node.value)
+        value = _inplace(node, read)
         assign = gast.Assign([gast.Subscript(target.value, target.slice, gast.Store())], value, None)
         gast.copy_location(assign, node)
         for sub in gast.walk(assign):

@@ -1,4 +1,6 @@
 """Helpers shared by the passes: building runtime calls and reporting errors."""
+import copy
+
 import gast
 
 from janus.errors import ConversionError
@@ -48,7 +50,14 @@ class Pass(gast.NodeTransformer):
 
 
 class CannotFold(Exception):
-    """A jump sits where folding cannot move the code after it (a loop, a with)."""
+    """A jump sits where folding cannot move the code after it (a loop, a with),
+    or folding would copy too much code."""
+
+
+# Folding copies the code after an ``if`` into each of its paths that can fall
+# through; nested partial jumps multiply the copies.  Beyond this many copied
+# AST nodes the statement keeps its Python shape instead.
+FOLD_BUDGET = 20000
 
 
 def fold_jumps(block, jumps_in, lower_jump):
@@ -56,29 +65,47 @@ def fold_jumps(block, jumps_in, lower_jump):
 
     ``jumps_in(node)`` says whether ``node`` contains such a jump;
     ``lower_jump(stmt)`` gives the statements that replace a jump statement,
-    or None if ``stmt`` is not one.  When one branch of an ``if`` always
-    jumps, the code after the ``if`` moves into the other branch.  Returns
-    (statements, whether every path through them jumps); raises CannotFold.
+    or None if ``stmt`` is not one.  At an ``if`` that contains a jump, the
+    code after the ``if`` (the *tail*) moves into each of its branches, so
+    it runs exactly on the paths that did not jump (``if a: if b: return 1``
+    puts the tail both into ``if b``'s else and into ``if a``'s else).
+    Returns (statements, whether every path through them jumps); raises
+    CannotFold, leaving ``block`` unchanged (the result is built from copies).
     """
-    out = []
-    for index, stmt in enumerate(block):
-        lowered = lower_jump(stmt)
-        if lowered is not None:
-            return out + lowered, True
-        if isinstance(stmt, gast.If) and jumps_in(stmt):
-            rest = block[index + 1:]
-            body, body_jumps = fold_jumps(stmt.body, jumps_in, lower_jump)
-            orelse, else_jumps = fold_jumps(stmt.orelse, jumps_in, lower_jump)
-            if body_jumps and not else_jumps:
-                orelse, else_jumps = fold_jumps(stmt.orelse + rest, jumps_in, lower_jump)
-            elif else_jumps and not body_jumps:
-                body, body_jumps = fold_jumps(stmt.body + rest, jumps_in, lower_jump)
-            elif not (body_jumps and else_jumps):
+    return _Folder(jumps_in, lower_jump).fold(list(block), ())
+
+
+class _Folder:
+    def __init__(self, jumps_in, lower_jump):
+        self.jumps_in, self.lower_jump = jumps_in, lower_jump
+        self.budget = FOLD_BUDGET
+
+    def fold(self, block, tail):
+        """``block`` followed by ``tail`` (the code after the enclosing ``if``s), folded."""
+        out = []
+        for index, stmt in enumerate(block):
+            lowered = self.lower_jump(stmt)
+            if lowered is not None:
+                return out + lowered, True
+            if isinstance(stmt, gast.If) and self.jumps_in(stmt):
+                rest = block[index + 1:] + list(tail)
+                body, body_jumps = self.fold(stmt.body, self._copy(rest))
+                orelse, else_jumps = self.fold(stmt.orelse, self._copy(rest))
+                folded = copy.copy(stmt)   # keeps the site annotation; stmt stays as it was
+                folded.body, folded.orelse = body or [gast.Pass()], orelse
+                return out + [folded], body_jumps and else_jumps
+            if self.jumps_in(stmt):
                 raise CannotFold()
-            stmt.body, stmt.orelse = body or [gast.Pass()], orelse
             out.append(stmt)
-            return out, body_jumps and else_jumps
-        if jumps_in(stmt):
+        if not tail:
+            return out, False
+        rest, jumps = self.fold(list(tail), ())
+        return out + rest, jumps
+
+    def _copy(self, stmts):
+        """Fresh copies of ``stmts`` (later passes rewrite nodes in place)."""
+        copies = copy.deepcopy(stmts)
+        self.budget -= sum(1 for stmt in copies for _ in gast.walk(stmt))
+        if self.budget < 0:
             raise CannotFold()
-        out.append(stmt)
-    return out, False
+        return copies

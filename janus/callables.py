@@ -1,0 +1,110 @@
+"""What janus runs for a callable: the Python function behind it, and the arguments it adds.
+
+Needs nothing run before it.  ``janus.function`` accepts anything eager code
+can call.  ``resolve`` reduces it to a ``Target``: a plain Python function
+janus profiles and converts, plus the arguments every call prepends:
+
+* a function: itself;
+* a bound method ``obj.m``: ``type(obj).m`` with ``obj`` first, so ``self``
+  is an argument of the call (its state is read and written back through
+  the call's arguments, like any decorated method's);
+* ``functools.partial(f, *a, **k)``: ``f`` with ``a`` first and ``k`` as
+  defaults the call may override, as ``partial`` does;
+* an object whose class defines ``__call__`` in Python: that ``__call__``
+  with the object as ``self``;
+* anything else (a Keras model or layer, a library or builtin callable, a
+  class, another janus function): ``call_through`` with the callable first.
+  Its one call goes through the runtime like any call in converted code, so a
+  Keras model runs Keras's ``__call__`` with your converted ``call`` inside,
+  and what janus does not model runs imperatively, with the reason.
+
+Generator and coroutine functions get no target (``reason`` says why): a
+call only creates the generator, whose code runs later, outside the call;
+janus runs such calls as plain Python.
+"""
+import collections
+import functools
+import inspect
+import types
+
+from janus.runtime import whitelist
+
+Target = collections.namedtuple('Target', 'function args kwargs reason')
+
+_DEFERRED_CODE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def call_through(callable_, /, *args, **kwargs):
+    """The function janus runs for a callable without Python code of its own to convert."""
+    return callable_(*args, **kwargs)
+
+
+def runs_later(fn):
+    """A generator or coroutine function: calling it only creates the generator/coroutine."""
+    code = getattr(fn, '__code__', None)
+    return code is not None and bool(code.co_flags & _DEFERRED_CODE)
+
+
+def is_janus(value):
+    """A janus function or a bound janus method (they run janus's own state machine)."""
+    from janus import api
+    return isinstance(value, (api.JanusFunction, api.BoundJanusMethod))
+
+
+def resolve(fn):
+    """The ``Target`` janus profiles and converts for calls of ``fn``."""
+    if isinstance(fn, types.FunctionType):
+        if runs_later(fn):
+            return Target(None, (), {}, '%s is a generator or coroutine function: a call only '
+                          'creates the generator, whose code runs later, outside the call; '
+                          'janus runs such calls as plain Python' % fn.__qualname__)
+        return Target(fn, (), {}, None)
+    if isinstance(fn, types.MethodType):
+        return _prepend(resolve(fn.__func__), (fn.__self__,), {})
+    if type(fn) is functools.partial:
+        return _prepend(resolve(fn.func), fn.args, fn.keywords)
+    call = getattr(type(fn), '__call__', None)
+    if (isinstance(call, types.FunctionType) and not whitelist.is_library(call)
+            and not is_janus(fn)):
+        return _prepend(resolve(call), (fn,), {})
+    return Target(call_through, (fn,), {}, None)
+
+
+def _prepend(target, args, kwargs):
+    """``target`` called with ``args`` before the caller's and ``kwargs`` as overridable
+    keywords: ``partial(f, *args, **kwargs)`` / a method's ``self``."""
+    return target._replace(args=target.args + tuple(args),
+                           kwargs={**target.kwargs, **kwargs})
+
+
+def describe(fn):
+    """A readable name for ``fn`` (explain, logs, errors)."""
+    if isinstance(fn, (types.FunctionType, types.MethodType, type)):
+        return fn.__qualname__
+    if type(fn) is functools.partial:
+        return 'functools.partial(%s)' % describe(fn.func)
+    name = getattr(fn, '__qualname__', None) if isinstance(fn, types.BuiltinFunctionType) else None
+    return name or '%s object' % type(fn).__qualname__
+
+
+def source_code(fn, target):
+    """The code object ``explain`` points at: the user's own function where there is one."""
+    if target.function is not None and target.function is not call_through:
+        return target.function.__code__
+    if target.function is call_through:
+        from janus.runtime import layers
+        own = layers.user_call(fn) if not isinstance(fn, type) else None
+        if own is not None:
+            return own.__code__
+    return getattr(getattr(fn, '__func__', fn), '__code__', None)
+
+
+def copy_identity(wrapper, fn):
+    """``functools.update_wrapper`` where it is safe: for objects (a Keras model) it
+    would copy their ``__dict__`` into the wrapper, so those only get ``__wrapped__``."""
+    if isinstance(fn, types.FunctionType):
+        functools.update_wrapper(wrapper, fn)
+    elif isinstance(fn, (types.MethodType, functools.partial, types.BuiltinFunctionType)):
+        functools.update_wrapper(wrapper, fn, updated=())
+    else:
+        wrapper.__wrapped__ = fn

@@ -1,0 +1,98 @@
+"""Pass: every remaining way code looks at a value goes through the runtime.
+
+Runs after ``attributes`` and before ``calls``.  Comparisons (``in``, ``==``,
+``<``, ``is``), arithmetic and unary operators, ``x op= v`` on names,
+``not x``, comprehension filters, tuple unpacking, ``*``/``**`` spreading
+and f-strings become ``__jr.compare``/``binop``/``unary``/``inplace``/
+``not_value``/``truth``/``unpack``/``join_text``/``format_value`` calls
+(``runtime/observe.py``), so an outside value observed by any of them is
+guarded or refused, and a user class's operator methods are converted, never
+run unconverted at trace time.  Runtime calls other passes made are left alone.
+"""
+import gast
+
+from janus.graphgen.converters import common
+
+
+def _op(node):
+    return common.const(type(node).__name__)
+
+
+def _thunk(expr):
+    args = gast.arguments([], [], None, [], [], None, [])
+    return gast.copy_location(gast.Lambda(args, expr), expr)
+
+
+def _is_unpacking_target(target):
+    return isinstance(target, (gast.Tuple, gast.List))
+
+
+class RouteObservations(common.Pass):
+
+    def visit_Compare(self, node):
+        node = self.generic_visit(node)
+        if len(node.ops) == 1:
+            return common.runtime_call('compare', [_op(node.ops[0]), node.left,
+                                                   node.comparators[0]], like=node)
+        ops = gast.Tuple([_op(op) for op in node.ops], gast.Load())
+        thunks = [_thunk(value) for value in [node.left] + node.comparators]
+        return common.runtime_call('compare_chain', [ops] + thunks, like=node)
+
+    def visit_BinOp(self, node):
+        node = self.generic_visit(node)
+        return common.runtime_call('binop', [_op(node.op), node.left, node.right], like=node)
+
+    def visit_UnaryOp(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.op, gast.Not):
+            return common.runtime_call('not_value', [node.operand], like=node)
+        return common.runtime_call('unary', [_op(node.op), node.operand], like=node)
+
+    def visit_AugAssign(self, node):
+        node = self.generic_visit(node)
+        if not isinstance(node.target, gast.Name):
+            return node   # attributes and items: rewritten by the attributes pass
+        read = gast.Name(node.target.id, gast.Load(), None, None)
+        value = common.runtime_call('inplace', [_op(node.op), read, node.value], like=node)
+        return gast.copy_location(gast.Assign([node.target], value, None), node)
+
+    def visit_Assign(self, node):
+        node = self.generic_visit(node)
+        if any(_is_unpacking_target(t) for t in node.targets):
+            node.value = common.runtime_call('unpack', [node.value], like=node.value)
+        return node
+
+    def visit_comprehension(self, node):
+        node = self.generic_visit(node)
+        node.ifs = [common.runtime_call('truth', [test], like=test) for test in node.ifs]
+        return node
+
+    def visit_Starred(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.ctx, gast.Load):
+            node.value = common.runtime_call('unpack', [node.value], like=node.value)
+        return node
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        for keyword in node.keywords:
+            if keyword.arg is None:   # f(**kwargs)
+                keyword.value = common.runtime_call('unpack', [keyword.value],
+                                                    like=keyword.value)
+        return node
+
+    def visit_Dict(self, node):
+        node = self.generic_visit(node)
+        node.values = [common.runtime_call('unpack', [v], like=v) if k is None else v
+                       for k, v in zip(node.keys, node.values)]   # {**d}
+        return node
+
+    def visit_JoinedStr(self, node):
+        node = self.generic_visit(node)
+        return common.runtime_call('join_text', node.values, like=node)
+
+    def visit_FormattedValue(self, node):
+        node = self.generic_visit(node)
+        spec = node.format_spec if node.format_spec is not None else common.const(None)
+        return common.runtime_call('format_value', [node.value, common.const(node.conversion),
+                                                    spec], like=node)

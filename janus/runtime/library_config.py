@@ -1,0 +1,133 @@
+"""Guards the configuration of the Keras layers a graph uses, O(1) per call.
+
+Needs Keras to be imported by the program (else there is nothing to guard).
+Library objects are captured by identity, but what a Keras layer computes
+also depends on Python settings changed between calls: ``bn.trainable =
+False`` switches batch normalization to inference mode, ``dropout.rate =
+0.0`` turns dropout off.  A graph traced before such a change would silently
+keep the old behaviour.
+
+So janus wraps ``keras.layers.Layer``'s ``trainable`` setter and its
+``__setattr__`` (public attributes only, and only when the value changes):
+either bumps a process-wide ``version``.  A graph that used Keras layers
+carries one ``LIBRARY_CONFIG`` guard holding the version and a fingerprint
+(``trainable`` and every public Python-constant attribute of each layer it
+reached, sublayers included).  Per call the guard compares one integer; only
+after some layer anywhere changed does it recompute the fingerprint, and a
+graph whose own layers are configured as when it was traced (a GAN toggling
+``trainable`` back and forth) is used again.
+"""
+import sys
+import threading
+
+from janus import guards
+
+version = 0
+_lock = threading.Lock()
+_installed = False
+
+
+def _bump():
+    global version
+    version += 1
+
+
+def _wrap_setter(layer_class):
+    prop = layer_class.__dict__['trainable']
+
+    def set_trainable(self, value):
+        prop.fset(self, value)
+        _bump()
+    layer_class.trainable = property(prop.fget, set_trainable, prop.fdel, prop.__doc__)
+
+
+def _wrap_setattr(layer_class):
+    original = layer_class.__setattr__
+    missing = object()
+
+    def __setattr__(self, name, value):
+        if not name.startswith('_'):
+            old = self.__dict__.get(name, missing)
+            if old is not value and not (type(old) in guards.PRIMITIVES
+                                          and guards.same_constant(old, value)):
+                _bump()
+        original(self, name, value)
+    layer_class.__setattr__ = __setattr__
+
+
+def install():
+    """Wraps Keras's Layer once, if the program imported Keras; idempotent."""
+    global _installed
+    if _installed or 'keras' not in sys.modules:
+        return
+    with _lock:
+        if _installed:
+            return
+        from keras import layers
+        _wrap_setter(layers.Layer)
+        _wrap_setattr(layers.Layer)
+        _installed = True
+
+
+def _layer_class():
+    keras = sys.modules.get('keras')
+    return getattr(getattr(keras, 'layers', None), 'Layer', None) if keras else None
+
+
+def _fingerprint(layers):
+    """What of each layer's configuration a graph depends on (its identity is
+    guarded elsewhere): ``trainable`` and public Python constants."""
+    prints = []
+    for layer in layers:
+        settings = tuple((k, type(v), v) for k, v in vars(layer).items()
+                         if not k.startswith('_') and type(v) in guards.PRIMITIVES)
+        prints.append((layer.trainable, settings))
+    return tuple(prints)
+
+
+class Snapshot:
+    """The version and the used layers' fingerprint a graph was traced under."""
+
+    def __init__(self, layers):
+        self.layers = layers
+        self.version = version
+        self.fingerprint = _fingerprint(layers)
+
+    def holds(self, current_version):
+        if current_version == self.version:
+            return True
+        if _fingerprint(self.layers) != self.fingerprint:
+            return False
+        self.version = current_version   # a change elsewhere: this graph still fits
+        return True
+
+    def __repr__(self):
+        return 'the trainable flags and settings of %d Keras layers as traced' % len(self.layers)
+
+
+class VersionSource(guards.Source):
+    """The process-wide configuration version of Keras layers."""
+
+    def get(self, arguments, memo):
+        return version
+
+    def __repr__(self):
+        return 'keras layer settings'
+
+
+def guard_for(objects):
+    """A LIBRARY_CONFIG guard over the Keras layers among ``objects`` (and their
+    sublayers), or None when there are none."""
+    layer_class = _layer_class()
+    if layer_class is None:
+        return None
+    layers, seen = [], set()
+    for obj in objects:
+        if isinstance(obj, layer_class):
+            for layer in obj._flatten_layers(include_self=True, recursive=True):
+                if id(layer) not in seen:
+                    seen.add(id(layer))
+                    layers.append(layer)
+    if not layers:
+        return None
+    return guards.SourceGuard(guards.GuardKind.LIBRARY_CONFIG, VersionSource(), Snapshot(layers))

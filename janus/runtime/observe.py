@@ -1,0 +1,413 @@
+"""Observations of Python values: every way converted code looks at a value.
+
+Needs a ``TraceContext`` (``operators.current()``).  The converter routes
+truthiness, ``in``, comparisons, arithmetic operators, unpacking, ``*``/``**``
+spreading and f-strings here (``converters/observations.py``).  The rule is
+default-deny: when an operand came from outside the call (it has a source),
+each operator either records the guard that keeps what it observed valid on
+a later call, or refuses (``Unsupported``: the call runs imperatively).  User
+code that Python would run behind an operator (a class's ``__add__``,
+``__rmul__``, ``__iadd__``) is converted and inlined like any user callee;
+user ``__bool__``/``__eq__``/``__iter__``/``__format__`` and friends are
+refused.  Values the call made itself are plain Python.
+"""
+import inspect
+import operator
+import types
+
+import tensorflow as tf
+
+from janus import guards
+from janus.guards import GuardKind
+from janus.runtime import whitelist
+from janus.runtime.operators import Unsupported, current
+
+_BINARY = {
+    'Add': ('__add__', '__radd__', '__iadd__', operator.add, '+'),
+    'Sub': ('__sub__', '__rsub__', '__isub__', operator.sub, '-'),
+    'Mult': ('__mul__', '__rmul__', '__imul__', operator.mul, '*'),
+    'MatMult': ('__matmul__', '__rmatmul__', '__imatmul__', operator.matmul, '@'),
+    'Div': ('__truediv__', '__rtruediv__', '__itruediv__', operator.truediv, '/'),
+    'FloorDiv': ('__floordiv__', '__rfloordiv__', '__ifloordiv__', operator.floordiv, '//'),
+    'Mod': ('__mod__', '__rmod__', '__imod__', operator.mod, '%'),
+    'Pow': ('__pow__', '__rpow__', '__ipow__', operator.pow, '**'),
+    'LShift': ('__lshift__', '__rlshift__', '__ilshift__', operator.lshift, '<<'),
+    'RShift': ('__rshift__', '__rrshift__', '__irshift__', operator.rshift, '>>'),
+    'BitOr': ('__or__', '__ror__', '__ior__', operator.or_, '|'),
+    'BitXor': ('__xor__', '__rxor__', '__ixor__', operator.xor, '^'),
+    'BitAnd': ('__and__', '__rand__', '__iand__', operator.and_, '&'),
+}
+_INPLACE = {name: getattr(operator, 'i' + fn.__name__.strip('_'))
+            for name, (_, _, _, fn, _) in _BINARY.items()}
+_UNARY = {'USub': ('__neg__', operator.neg), 'UAdd': ('__pos__', operator.pos),
+          'Invert': ('__invert__', operator.invert)}
+_COMPARE = {
+    'Eq': ('__eq__', operator.eq), 'NotEq': ('__ne__', operator.ne),
+    'Lt': ('__lt__', operator.lt), 'LtE': ('__le__', operator.le),
+    'Gt': ('__gt__', operator.gt), 'GtE': ('__ge__', operator.ge),
+    'Is': (None, operator.is_), 'IsNot': (None, operator.is_not),
+    'In': ('__contains__', None), 'NotIn': ('__contains__', None),
+}
+_CONTAINERS = (list, tuple, dict)
+
+
+# -- what a value is, for the rules below -------------------------------------
+
+def _is_graph_value(value):
+    return isinstance(value, (tf.Tensor, tf.Variable))
+
+
+def user_dunder(value, name):
+    """The user's own Python function behind ``type(value).name``, or None."""
+    if name is None or type(value) in guards.PRIMITIVES or _is_graph_value(value):
+        return None
+    try:
+        found = inspect.getattr_static(type(value), name)
+    except AttributeError:
+        return None
+    if isinstance(found, (staticmethod, classmethod)):
+        found = found.__func__
+    if isinstance(found, types.FunctionType) and not whitelist.is_library(found):
+        return found
+    return None
+
+
+# Special methods Python never calls behind an operator or a builtin on its own.
+_CONSTRUCTION = frozenset(('__init__', '__new__', '__post_init__', '__del__', '__init_subclass__',
+                           '__class_getitem__', '__getstate__', '__setstate__', '__reduce__',
+                           '__reduce_ex__', '__copy__', '__deepcopy__', '__set_name__'))
+_dunder_cache = {}
+
+
+def has_user_dunders(value):
+    """Whether a builtin given ``value`` (``len``, ``str``, ``sum``, ``sorted``...) could
+    run the user's own special methods, unconverted."""
+    kind = type(value)
+    if kind in guards.PRIMITIVES or _is_graph_value(value):
+        return False
+    found = _dunder_cache.get(kind)
+    if found is None:
+        found = _dunder_cache[kind] = any(
+            name.startswith('__') and name.endswith('__') and name not in _CONSTRUCTION
+            and user_dunder(value, name) is not None
+            for klass in kind.__mro__ if klass is not object for name in vars(klass))
+    return found
+
+
+def refuse_user_dunders(callee, args):
+    """Default-deny for builtins: no argument (or item of one) may bring user code."""
+    for value in args:
+        items = value if type(value) in (list, tuple) else (value,)
+        for item in items:
+            if has_user_dunders(item):
+                raise Unsupported('janus does not convert %s() of a %s, whose class defines '
+                                  'its own special methods' % (getattr(callee, '__name__', callee),
+                                                               type(item).__name__))
+
+
+def _refuse_user_code(value, names, what):
+    for name in names:
+        if user_dunder(value, name) is not None:
+            raise Unsupported('janus does not convert %s of a %s, whose class defines %s'
+                              % (what, type(value).__name__, name))
+
+
+def _outside_container(ctx, value):
+    return ctx.source_of(value) is not None and isinstance(value, _CONTAINERS)
+
+
+def _changed(ctx, value):
+    if id(value) in ctx.heap.changed:
+        raise Unsupported('janus does not convert looking at a %s from outside the call after '
+                          'changing it in place in the same call' % type(value).__name__)
+
+
+def _plain(ctx, value):
+    """``value`` as plain Python may use it: an outside container becomes its
+    guarded contents (tensors re-read every run)."""
+    if isinstance(value, LazyText):
+        value.refuse()
+    if _outside_container(ctx, value):
+        return ctx.contents(value)
+    return value
+
+
+# -- truthiness ---------------------------------------------------------------
+
+def truth(value):
+    """``bool(value)`` of a Python value at a test: guarded when it came from outside."""
+    ctx = current()
+    if isinstance(value, LazyText):
+        value.refuse()
+    _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
+    source = ctx.source_of(value)
+    if source is not None and isinstance(value, _CONTAINERS):
+        _changed(ctx, value)
+        outcome = bool(value)
+        ctx.add_guard(GuardKind.TRUTH_MATCH, source, (type(value), outcome))
+        return outcome
+    return bool(value)
+
+
+def not_value(value):
+    """``not value`` outside a test (a tensor's ``not`` raises as eagerly)."""
+    if isinstance(value, tf.Tensor):
+        return not value
+    return not truth(value)
+
+
+# -- comparisons ----------------------------------------------------------------
+
+def compare(op, left, right):
+    ctx = current()
+    if op in ('In', 'NotIn'):
+        found = _contains(ctx, right, left)
+        return found if op == 'In' else not found
+    if op in ('Is', 'IsNot'):
+        return _COMPARE[op][1](left, right)   # identities of outside objects: ALIAS_MATCH
+    if _is_graph_value(left) or _is_graph_value(right):
+        return _COMPARE[op][1](left, right)
+    dunder = _COMPARE[op][0]
+    for value in (left, right):
+        _refuse_user_code(value, (dunder, '__eq__', '__ne__', '__lt__', '__le__', '__gt__',
+                                  '__ge__'), 'a comparison')
+    return _COMPARE[op][1](_deep(ctx, left), _deep(ctx, right))
+
+
+def _deep(ctx, value):
+    """Guards everything a comparison of ``value`` may read."""
+    if isinstance(value, LazyText):
+        value.refuse()
+    if _outside_container(ctx, value):
+        _changed(ctx, value)
+        ctx.guard_deep(value)
+    return value
+
+
+def compare_chain(ops, *thunks):
+    """``a < b < c``: pairwise, left to right, stopping at the first false one."""
+    left = thunks[0]()
+    result = True
+    for op, thunk in zip(ops, thunks[1:]):
+        right = thunk()
+        result = compare(op, left, right)
+        if isinstance(result, tf.Tensor) or not result:
+            return result
+        left = right
+    return result
+
+
+def _contains(ctx, container, key):
+    if isinstance(container, tf.Tensor) or isinstance(key, LazyText):
+        return key in container
+    _refuse_user_code(container, ('__contains__', '__iter__', '__getitem__'), '`in`')
+    source = ctx.source_of(container)
+    if source is None:
+        return key in container
+    if not isinstance(container, _CONTAINERS):
+        raise Unsupported('janus does not convert `in` on a %s from outside the call'
+                          % type(container).__name__)
+    _changed(ctx, container)
+    if type(key) in guards.PRIMITIVES and type(key) is not float:
+        found = key in container
+        ctx.add_guard(GuardKind.CONTAINS_MATCH, source, (type(container), key, found))
+        return found
+    ctx.guard_deep(container)
+    return key in container
+
+
+# -- arithmetic operators --------------------------------------------------------
+
+def binop(op, left, right):
+    ctx = current()
+    forward, reflected, _, fn, symbol = _BINARY[op]
+    if _is_graph_value(left) and _is_graph_value(right):
+        return fn(left, right)
+    left, right = _plain(ctx, left), _plain(ctx, right)
+    _refuse_formatting(op, left, right)
+    if user_dunder(left, forward) is None and user_dunder(right, reflected) is None:
+        return fn(left, right)
+    if user_dunder(left, forward) is None and (_is_graph_value(left)
+                                               or whitelist.is_library_object(left)):
+        # A tensor's own operator would call the user's reflected method itself,
+        # unconverted: call it here, converted.
+        return _dispatch(ctx, right, left, reflected, forward, symbol, swapped=True)
+    return _dispatch(ctx, left, right, forward, reflected, symbol)
+
+
+def _dispatch(ctx, left, right, forward, reflected, symbol, swapped=False):
+    """Python's binary-operator protocol, with the user's dunders converted."""
+    order = [(left, forward, right), (right, reflected, left)]
+    if not swapped and type(right) is not type(left) and isinstance(right, type(left)) \
+            and user_dunder(right, reflected) is not None:
+        order.reverse()   # a subclass's reflected method goes first, as in Python
+    for obj, name, other in order:
+        result = _call_dunder(ctx, obj, name, other)
+        if result is not NotImplemented:
+            return result
+    first, second = (right, left) if swapped else (left, right)
+    raise TypeError("unsupported operand type(s) for %s: '%s' and '%s'"
+                    % (symbol, type(first).__name__, type(second).__name__))
+
+
+def _call_dunder(ctx, obj, name, other):
+    from janus.runtime import operators
+    user = user_dunder(obj, name)
+    if user is not None:
+        return operators.call(user, obj, other)   # converted and inlined
+    method = getattr(type(obj), name, None)
+    if method is None:
+        return NotImplemented
+    return method(obj, other)
+
+
+def inplace(op, target, value):
+    """``target op= value``: in place where Python does it in place.
+
+    An outside list or dict changed in place is written back through the
+    shadow heap (``extend``/``update`` replayed after the run), so every
+    other name for it sees the change, as eagerly.
+    """
+    ctx = current()
+    source = ctx.source_of(target)
+    if source is not None and type(target) in (list, dict) and op in ('Add', 'BitOr'):
+        if (type(target) is list) != (op == 'Add'):
+            return binop(op, target, value)   # raises Python's TypeError
+        from janus.runtime import operators
+        method = target.extend if type(target) is list else target.update
+        operators.call(method, _plain(ctx, value))
+        return target
+    if source is None and type(target) in (list, dict):
+        return _INPLACE[op](target, _plain(ctx, value))
+    forward, reflected, in_place, fn, symbol = _BINARY[op]
+    if user_dunder(target, in_place) is not None:
+        result = _call_dunder(ctx, target, in_place, _plain(ctx, value))
+        if result is not NotImplemented:
+            return result
+    return binop(op, target, value)
+
+
+def unary(op, value):
+    name, fn = _UNARY[op]
+    if isinstance(value, LazyText):
+        value.refuse()
+    user = user_dunder(value, name)
+    if user is None:
+        return fn(value)
+    from janus.runtime import operators
+    return operators.call(user, value)   # converted and inlined
+
+
+# -- unpacking and spreading --------------------------------------------------------
+
+def unpack(value):
+    """``a, b = value`` / ``f(*value)`` / ``[*value]`` / ``f(**value)``: an outside
+    container gives its guarded items (tensors re-read every run)."""
+    ctx = current()
+    if isinstance(value, LazyText):
+        value.refuse()
+    if isinstance(value, tf.Tensor):
+        return value
+    _refuse_user_code(value, ('__iter__', '__getitem__', '__len__', 'keys'), 'unpacking')
+    source = ctx.source_of(value)
+    if source is None:
+        return value
+    if isinstance(value, _CONTAINERS):
+        _changed(ctx, value)
+        return ctx.contents(value)
+    if whitelist.is_library_object(value):
+        return value
+    raise Unsupported('janus does not convert unpacking a %s from outside the call'
+                      % type(value).__name__)
+
+
+# -- text --------------------------------------------------------------------------
+
+_CONVERSIONS = {-1: None, 115: 's', 114: 'r', 97: 'a'}
+
+
+class LazyText:
+    """A string that depends on graph values (``f"loss {loss}"``): formatted after
+    the run from the run's values, exactly as eager formats them.  It may be
+    printed, returned or stored; any other use at trace time is refused."""
+
+    def __init__(self, parts):
+        self.parts = parts   # str, or (value, conversion, format spec)
+
+    def render(self, values):
+        out = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            conversion, spec = part[1], part[2]
+            value = values.pop(0)
+            if conversion == 's':
+                value = str(value)
+            elif conversion == 'r':
+                value = repr(value)
+            elif conversion == 'a':
+                value = ascii(value)
+            out.append(format(value, spec))
+        return ''.join(out)
+
+    def values(self):
+        return [part[0] for part in self.parts if not isinstance(part, str)]
+
+    def refuse(self, *args, **kwargs):
+        raise Unsupported('janus converts a string that depends on a graph value (an f-string '
+                          'or str() of a tensor) only to print, return or store it, not to '
+                          'compute with it')
+
+    __str__ = __repr__ = __format__ = __len__ = __add__ = __radd__ = __mod__ = refuse
+    __eq__ = __ne__ = __bool__ = __iter__ = __getitem__ = __contains__ = __mul__ = refuse
+    __hash__ = None
+
+
+def _needs_run_values(value, depth=0):
+    if isinstance(value, (tf.Tensor, LazyText)):
+        return not isinstance(value, guards.EagerTensor)
+    if isinstance(value, tf.Variable):
+        raise Unsupported('janus does not convert formatting a tf.Variable into a string '
+                          '(format v.read_value() or a tensor instead)')
+    if isinstance(value, _CONTAINERS) and depth < 8:
+        items = value.values() if isinstance(value, dict) else value
+        return any(_needs_run_values(item, depth + 1) for item in items)
+    return False
+
+
+def format_value(value, conversion, spec):
+    """One ``{value!c:spec}`` of an f-string."""
+    ctx = current()
+    if not isinstance(value, LazyText):   # a LazyText is rendered after the run, nested
+        _refuse_user_code(value, ('__format__', '__str__', '__repr__'), 'formatting')
+        value = _plain(ctx, value)
+    conversion = _CONVERSIONS.get(conversion, conversion)
+    if isinstance(spec, LazyText):
+        spec.refuse()
+    spec = spec or ''
+    if _needs_run_values(value):
+        return LazyText([(value, conversion, spec)])
+    return LazyText([(value, conversion, spec)]).render([value])
+
+
+def join_text(*parts):
+    """An f-string's pieces: a ``str``, or a ``LazyText`` if any piece needs the run."""
+    if not any(isinstance(part, LazyText) for part in parts):
+        return ''.join(parts)
+    flat = []
+    for part in parts:
+        flat.extend(part.parts if isinstance(part, LazyText) else [part])
+    return LazyText(flat)
+
+
+def text_of(callee, value, spec=None):
+    """``str(t)`` / ``repr(t)`` / ``format(t, spec)`` of a value needing the run."""
+    conversion = {str: 's', repr: 'r', format: None}[callee]
+    return LazyText([(value, conversion, spec or '')])
+
+
+def _refuse_formatting(op, left, right):
+    if op == 'Mod' and isinstance(left, (str, bytes)) and _needs_run_values(right):
+        raise Unsupported("janus does not convert '%%'-formatting of a graph value; use an "
+                          "f-string")
