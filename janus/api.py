@@ -1,4 +1,4 @@
-"""``@janus.function``: the warm-up / generate / replay state machine.
+"""``janus.function``: the warm-up / generate / replay state machine.
 
 Needs nothing run before it.  ``JanusFunction.__call__`` is the whole
 execution model of the paper's Figure 2 in one place:
@@ -7,30 +7,50 @@ execution model of the paper's Figure 2 in one place:
     warm-up:  fewer than ``profile_calls`` profiled calls → run imperatively, profiled
     generate: convert + trace a graph for this call's assumptions, cache it, run it
 
-Anything janus cannot do for a call runs that call imperatively, records why
+It accepts anything eager code can call (``callables.py``: functions, bound
+methods, ``functools.partial``, callable objects, Keras models).  Anything
+janus cannot do for a call runs that call imperatively, records why
 (``janus.explain``), and raises instead when strict mode is on.
+
+janus's own failures never reach the user.  An exception janus raises while
+binding, checking guards, profiling, converting, tracing or writing back is
+caught where no user code has run yet (or where janus knows nothing
+changed): the call runs as plain Python and ``explain`` shows the error
+with its traceback.  After user code ran, janus's bookkeeping errors are
+recorded and the user's result stands.  User code never runs twice in a call.
 """
 import collections
-import functools
+import enum
 import inspect
 import logging
 import threading
+import traceback
 import types
 
 import tensorflow as tf
 
-from janus import guards, profiler
+from janus import callables, guards, profiler
 from janus.cache import GraphCache
 from janus.config import config
-from janus.errors import ConversionError, JanusUsageError, StrictModeError
-from janus.executor import AssertionBroke, GraphError, run_graph
+from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
+                          StrictModeError)
+from janus.executor import AssertionBroke, GraphError, WriteBackFailed, run_graph
 from janus.graphgen import generator, tracer
 from janus.graphgen import plan as plan_module
 from janus.pyct import parser
 
 log = logging.getLogger('janus')
 
-Event = collections.namedtuple('Event', 'call kind detail')
+# ``traceback``: for janus's internal errors, the last frames, so explain shows where.
+Event = collections.namedtuple('Event', 'call kind detail traceback', defaults=(None,))
+
+
+class Step(enum.Enum):
+    """How one call runs."""
+    REPLAY = 'replay'        # a cached graph whose guards hold
+    PROFILE = 'profile'      # imperatively, through the profiler's instrumented copy
+    GENERATE = 'generate'    # build a graph for this call, then replay it
+    PLAIN = 'plain'          # plain Python: the user's callable itself
 
 
 class Stats:
@@ -45,27 +65,52 @@ class Stats:
         return {name: getattr(self, name) for name in self.FIELDS}
 
 
+class _Call:
+    """One call: the arguments as the user passed them, and as the target function
+    gets them (a bound method's ``self``, a partial's arguments in front)."""
+
+    __slots__ = ('args', 'kwargs', 'full_args', 'full_kwargs', 'bound', 'arguments')
+
+    def __init__(self, args, kwargs, target):
+        self.args, self.kwargs = args, kwargs
+        self.full_args = target.args + args
+        self.full_kwargs = {**target.kwargs, **kwargs} if target.kwargs else kwargs
+        self.bound = self.arguments = None
+
+
+def short_traceback(error, frames=6):
+    """The last ``frames`` frames of ``error``'s traceback and its message, as text."""
+    lines = traceback.format_exception(type(error), error, error.__traceback__, limit=-frames)
+    return ''.join(lines).rstrip()
+
+
 class JanusFunction:
-    """A Python function run through janus; behaves like the function itself."""
+    """A callable run through janus; behaves like the callable itself."""
 
     def __init__(self, fn, profile_calls=None, strict=None, distributed=False):
-        self.fn = fn
+        self.fn = fn                     # what a plain call runs: the user's callable
         self.distributed = distributed   # ranks agree on assumptions (runtime/distributed.py)
         self._profile_calls = profile_calls
         self._strict = strict
-        self.signature = inspect.signature(fn)
+        self.target = callables.resolve(fn)
+        self.function = self.target.function   # the Python function profiled and converted
+        self.name = callables.describe(fn)
         self.stats = Stats()
         self.profile = profiler.Profile()
         self.cache = GraphCache()
         self.events = collections.deque(maxlen=200)
         self.failed_conversion = None     # ConversionError of the function itself
+        if self.target.reason is not None:
+            self.failed_conversion = ConversionError(self.target.reason)
         self.failed_signatures = []       # (Signature, ConversionError) per call shape
         self.relaxed_sites = set()        # (code, site) never speculated again (they broke)
         self._recompile_limit_logged = False
         self._reprofile_budget = 0         # profiled calls still due after a cache miss
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
+        self._local = threading.local()    # per thread: is a call of this function running
+        self.signature = self._signature()
         self._profiled_fn = self._make_profiled()
-        functools.update_wrapper(self, fn)
+        callables.copy_identity(self, fn)
 
     # -- knobs -----------------------------------------------------------
     @property
@@ -76,76 +121,139 @@ class JanusFunction:
     def strict(self):
         return config.strict if self._strict is None else self._strict
 
+    @property
+    def __janus_function__(self):
+        return self
+
     # -- the state machine -----------------------------------------------
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         self.stats.calls += 1
         if not config.enabled or not tf.executing_eagerly():
             return self.fn(*args, **kwargs)   # inside someone else's graph: trace through
+        if getattr(self._local, 'running', False):
+            return self._run_reentered(args, kwargs)
+        self._local.running = True
         try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError:
-            return self.fn(*args, **kwargs)   # raises exactly what Python raises
-        bound.apply_defaults()
-        arguments = bound.arguments
+            return self._call(_Call(args, kwargs, self.target))
+        finally:
+            self._local.running = False
 
+    def _call(self, call):
+        try:
+            step, entry, misses = self._decide(call)   # janus bookkeeping: no user code runs
+        except StrictModeError:
+            raise
+        except Exception as e:  # noqa: BLE001 - janus's own failure: run the call as Python
+            self._internal_error('preparing the call', e)
+            return self._run_plain(call)
+        if step is Step.REPLAY:
+            return self._run(entry, call)
+        if step is Step.PROFILE:                      # warm-up, re-profile
+            return self._run_profiled(call, count=not misses)
+        return self._run_plain(call)                  # could not generate, or bad arguments
+
+    def _decide(self, call):
+        """(Step, entry, misses) for this call; may generate a graph."""
+        if self.function is None:   # nothing janus can profile or convert (a generator)
+            self._give_up(self.failed_conversion, record=not self.stats.imperative_calls)
+            return Step.PLAIN, None, ()
+        try:
+            call.bound = self.signature.bind(*call.full_args, **call.full_kwargs)
+        except TypeError:
+            return Step.PLAIN, None, ()   # the call raises exactly what Python raises
+        call.bound.apply_defaults()
+        call.arguments = call.bound.arguments
         with self._lock:   # bookkeeping only: user code and graphs run unlocked
-            entry, misses = self.cache.lookup(arguments)
-            if entry is None:
-                action = self._next_step(misses)
-                if action == 'generate':
-                    entry = self._generate(bound, arguments)
-                    if entry is not None:
-                        self._reprofile_budget = config.reprofile_calls
-        if entry is not None:                                   # replay
-            return self._run(entry, arguments, args, kwargs)
-        if action == 'profile':                                 # warm-up, re-profile
-            return self._run_profiled(arguments, args, kwargs, count=not misses)
-        return self._run_imperatively(args, kwargs)             # could not generate
+            entry, misses = self.cache.lookup(call.arguments)
+            if entry is not None:
+                return Step.REPLAY, entry, misses
+            step = self._next_step(misses)
+            if step is Step.GENERATE:
+                entry = self._generate(call.bound, call.arguments)
+                if entry is None:
+                    return Step.PLAIN, None, misses
+                self._reprofile_budget = config.reprofile_calls
+                return Step.REPLAY, entry, misses
+        return step, None, misses
 
     def _next_step(self, misses):
-        """'profile' (warm-up, or re-profiling a new regime) or 'generate'."""
+        """PROFILE (warm-up, or re-profiling a new regime) or GENERATE."""
         if self.profile.calls < self.profile_calls:
             self.profile.calls += 1   # claimed now, so concurrent calls profile only as asked
-            return 'profile'
+            return Step.PROFILE
         if misses:
             self._note_miss(misses)
             if self._reprofile_budget > 0:
                 self._reprofile_budget -= 1
                 self.profile.calls += 1
-                return 'profile'
-        return 'generate'
+                return Step.PROFILE
+        return Step.GENERATE
 
     def __get__(self, obj, objtype=None):
-        if obj is None:
+        # Only a function becomes a method in a class body; a janus function of a
+        # bound method, partial or object stays what it is, as in eager Python.
+        if obj is None or not isinstance(self.fn, types.FunctionType):
             return self
         return BoundJanusMethod(self, obj)
 
-    # -- the three ways a call runs --------------------------------------
-    def _run(self, entry, arguments, args, kwargs):
+    # -- the ways a call runs --------------------------------------------
+    def _run(self, entry, call):
         try:
-            result = run_graph(entry, arguments)
+            result = run_graph(entry, call.arguments)
         except AssertionBroke as broke:
-            self.stats.fallbacks += 1
-            self._event('fallback', 'assumption %r broke; re-ran imperatively' % broke.assumption)
-            try:
-                result = self._run_profiled(arguments, args, kwargs, count=False, claimed=False)
-            except Exception as e:
-                # The call raised, eagerly too: an exceptional path, not a reason
-                # to give up the assumption for the calls that do not raise.
-                self._event('fallback raised', '%s; assumptions kept' % type(e).__name__)
-                raise
-            self._relax(entry, broke.assumption)
-            return result
+            return self._after_broken_assumption(entry, broke, call)
         except GraphError as e:
-            self._event('graph error', '%s (%s); re-ran imperatively for eager\'s result or '
-                        'exception' % (type(e.error).__name__, str(e.error).strip()[:160]))
-            try:
-                return self._run_profiled(arguments, args, kwargs, count=False, claimed=False)
-            finally:
-                self._relax(entry, None)
+            return self._after_graph_error(entry, e, call)
+        except WriteBackFailed as e:
+            return self._after_failed_write_back(entry, e, call)
+        except tf.errors.OpError:
+            raise   # after a state change: the graph's own error (executor.py)
+        except Exception as e:  # noqa: BLE001 - janus failed before the graph ran
+            self._internal_error('running the graph', e)
+            return self._run_plain(call)
         entry.runs += 1
         self.stats.graph_calls += 1
         return result
+
+    def _after_broken_assumption(self, entry, broke, call):
+        self.stats.fallbacks += 1
+        self._event('fallback', 'assumption %r broke; re-ran imperatively' % broke.assumption)
+        try:
+            result = self._run_profiled(call, count=False, claimed=False)
+        except Exception as e:
+            # The call raised, eagerly too: an exceptional path, not a reason
+            # to give up the assumption for the calls that do not raise.
+            self._event('fallback raised', '%s; assumptions kept' % type(e).__name__)
+            raise
+        self._safely('relaxing assumptions', self._relax, entry, broke.assumption)
+        return result
+
+    def _after_graph_error(self, entry, error, call):
+        self._event('graph error', '%s (%s); re-ran imperatively for eager\'s result or '
+                    'exception' % (type(error.error).__name__, str(error.error).strip()[:160]))
+        try:
+            return self._run_profiled(call, count=False, claimed=False)
+        finally:
+            self._safely('relaxing assumptions', self._relax, entry, None)
+
+    def _after_failed_write_back(self, entry, failure, call):
+        """janus failed after the graph ran: re-run only if nothing changed yet.  The
+        graph is dropped and its call shape runs imperatively from now on."""
+        self._safely('evicting the graph', self._drop_failed_entry, entry, failure)
+        if failure.state_changed:
+            self._internal_error('writing back the graph\'s results', failure.error,
+                                 after_user_code=True)
+            raise JanusError('janus failed after the graph of %s changed state, so the call '
+                             'cannot be re-run (see janus.explain): %s'
+                             % (self.name, failure)) from failure.error
+        self._internal_error('writing back the graph\'s results', failure.error)
+        return self._run_plain(call)
+
+    def _drop_failed_entry(self, entry, failure):
+        with self._lock:
+            self.cache.remove(entry)
+            self.failed_signatures.append((entry.signature, ConversionError(
+                'janus internal error while writing back a graph\'s results: %s' % failure)))
 
     def _relax(self, entry, assumption):
         """After a fallback: sites whose assumed outcomes broke are never assumed again."""
@@ -169,25 +277,61 @@ class JanusFunction:
         return '%s line %s (%s)' % (key[0].co_name, info.lineno if info else '?',
                                    info.kind if info else 'site')
 
-    def _run_profiled(self, arguments, args, kwargs, count=True, claimed=True):
+    def _run_profiled(self, call, count=True, claimed=True):
         if count:
             self.stats.profiled_calls += 1
         else:
             self.stats.imperative_calls += 1
         if not claimed:
             self.profile.calls += 1
-        with self._lock:
-            self.profile.record_arguments(arguments)
-        self.recorder.begin_call()
-        try:
-            result = self._profiled_fn(*args, **kwargs)
-        finally:
-            self.recorder.end_call()
-        self.profile.returns[type(result).__name__] += 1
+        instrumented = self._start_profiling(call)
+        if instrumented is None:
+            result = self.fn(*call.args, **call.kwargs)
+        else:
+            try:
+                result = instrumented(*call.full_args, **call.full_kwargs)
+            finally:
+                self._safely('profiling', self._finish_profiling)
+        self._safely('profiling', self._record_return, result)
         return result
 
-    def _run_imperatively(self, args, kwargs):
+    def _start_profiling(self, call):
+        """The instrumented copy to run (the recorder started), or None to run plainly."""
+        try:
+            with self._lock:
+                self.profile.record_arguments(call.arguments)
+            if self._profiled_fn is None:
+                return None
+            self.recorder.begin_call()
+            return self._profiled_fn
+        except StrictModeError:
+            raise
+        except Exception as e:  # noqa: BLE001 - profiling is optional; the call is not
+            self._internal_error('profiling', e)
+            return None
+
+    def _finish_profiling(self):
+        self.recorder.end_call()
+        broken = self.recorder.broken
+        if broken is not None and self._profiled_fn is not None:
+            self._profiled_fn = None   # instrumenting stops; later calls profile plainly
+            self._record_internal('profiling (instrumented copy; stopped instrumenting)',
+                                  broken[0], broken[1])
+
+    def _record_return(self, result):
+        self.profile.returns[type(result).__name__] += 1
+
+    def _run_plain(self, call):
         self.stats.imperative_calls += 1
+        return self.fn(*call.args, **call.kwargs)
+
+    def _run_reentered(self, args, kwargs):
+        """A call from inside a running call of this function (recursion): plain Python."""
+        self.stats.imperative_calls += 1
+        if not getattr(self, '_reentry_noted', False):
+            self._reentry_noted = True
+            self._event('recursive call', 'calls of %s from inside its own running call run as '
+                        'plain Python (janus does not convert recursion)' % self.name)
         return self.fn(*args, **kwargs)
 
     # -- generation --------------------------------------------------------
@@ -206,14 +350,13 @@ class JanusFunction:
         for failed_signature, error in self.failed_signatures:
             if failed_signature.check(arguments) is None:
                 return self._give_up(error, record=False)
-        try:
-            converted = generator.convert(self.fn)
-        except ConversionError as e:
-            self.failed_conversion = e
-            return self._give_up(e)
+        converted = self._convert()
+        if converted is None:
+            return None
         entry = self._trace(converted, bound, signature, shapes, arguments)
         if isinstance(entry, ConversionError):
-            self.failed_signatures.append((signature, entry))
+            if not _deferred(entry):   # deferred: this call only (an optimizer builds in it)
+                self.failed_signatures.append((signature, entry))
             return self._give_up(entry)
         self.stats.graphs_built += 1
         self.cache.insert(entry)
@@ -222,23 +365,39 @@ class JanusFunction:
             self.stats.graphs_built, entry.trace_seconds * 1e3, '; '.join(entry.describe_guards())))
         return entry
 
-    def _trace(self, converted, bound, signature, shapes, arguments):
+    def _convert(self):
+        """The converted function, or None (gave up; the reason is recorded)."""
         try:
-            return tracer.trace(self.fn, converted, bound, signature, self._plan(),
+            return generator.convert(self.function)
+        except ConversionError as e:
+            self.failed_conversion = e
+        except Exception as e:  # noqa: BLE001 - a converter bug: this function runs imperatively
+            self.failed_conversion = self._internal_conversion_error('converting', e)
+        return self._give_up(self.failed_conversion)
+
+    def _trace(self, converted, bound, signature, shapes, arguments):
+        """A GraphEntry, or the ConversionError that stopped the trace."""
+        try:
+            return self._trace_or_raise(converted, bound, signature, shapes, arguments)
+        except ConversionError as e:
+            return e
+        except Exception as e:  # noqa: BLE001 - a tracer bug: this call shape runs imperatively
+            return self._internal_conversion_error('tracing', e)
+
+    def _trace_or_raise(self, converted, bound, signature, shapes, arguments):
+        try:
+            return tracer.trace(self.function, converted, bound, signature, self._plan(),
                                 self.profile.shapes if config.relax_shapes else None,
                                 self.distributed)
         except ConversionError as e:
             if shapes is None or not _has_relaxed_dims(signature):
-                return e
+                raise
             # A relaxed (None) dimension may be what broke the trace: retry exactly
             # (with exact shapes even when specialization is switched off).
-            try:
-                with config.patch(specialize_shapes=True):
-                    exact = guards.Signature(arguments)
-                    entry = tracer.trace(self.fn, converted, bound, exact, self._plan(),
-                                         distributed=self.distributed)
-            except ConversionError as e2:
-                return e2
+            with config.patch(specialize_shapes=True):
+                exact = guards.Signature(arguments)
+                entry = tracer.trace(self.function, converted, bound, exact, self._plan(),
+                                     distributed=self.distributed)
             self._event('relaxed shapes failed', '%s; built with exact shapes instead' % e)
             return entry
 
@@ -249,9 +408,9 @@ class JanusFunction:
         if self.strict:
             raise StrictModeError('janus could not convert %s: %s (strict mode is on; unset '
                                   'JANUS_STRICT / janus.config.strict to run it imperatively)'
-                                  % (self.fn.__qualname__, error)) from error
+                                  % (self.name, error)) from error
         if record:
-            log.warning('janus: running %s imperatively: %s', self.fn.__qualname__, error)
+            log.warning('janus: running %s imperatively: %s', self.name, error)
         self._event('imperative', str(error))
         return None
 
@@ -259,7 +418,7 @@ class JanusFunction:
         if not self._recompile_limit_logged:
             self._recompile_limit_logged = True
             log.warning('janus: %s built %d graphs (config.recompile_limit); further cache '
-                        'misses run imperatively', self.fn.__qualname__, config.recompile_limit)
+                        'misses run imperatively', self.name, config.recompile_limit)
         return self._give_up(ConversionError('recompile limit (%d graphs) reached'
                                              % config.recompile_limit), record=False)
 
@@ -269,19 +428,70 @@ class JanusFunction:
         text = '%s failed for %s: expected %s, got %s' % (newest.kind.value, newest.where,
                                                           newest.expected, newest.actual)
         if config.log_recompiles:
-            log.info('janus: recompiling %s: %s', self.fn.__qualname__, text)
+            log.info('janus: recompiling %s: %s', self.name, text)
         self._event('cache miss', text)
 
-    def _event(self, kind, detail):
-        self.events.append(Event(self.stats.calls, kind, detail))
+    # -- janus's own failures ----------------------------------------------
+    def _internal_error(self, stage, error, after_user_code=False):
+        """Records janus's own ``error``; in strict mode, before user code ran, raises."""
+        self._record_internal(stage, '%s: %s' % (type(error).__name__, error),
+                              short_traceback(error))
+        if self.strict and not after_user_code:
+            raise StrictModeError('janus failed internally while %s for %s: %s: %s (strict mode '
+                                  'is on; without it the call runs as plain Python)'
+                                  % (stage, self.name, type(error).__name__, error)) from error
+
+    def _record_internal(self, stage, text, trace):
+        log.warning('janus: internal error while %s for %s: %s; the call ran as plain Python',
+                    stage, self.name, text)
+        self._event('internal error', 'janus failed while %s: %s' % (stage, text), trace)
+
+    def _internal_conversion_error(self, stage, error):
+        """A ConversionError standing for janus's own ``error`` (explain shows the traceback)."""
+        self._record_internal(stage, '%s: %s' % (type(error).__name__, error),
+                              short_traceback(error))
+        return ConversionError('janus internal error while %s: %s: %s'
+                               % (stage, type(error).__name__, error))
+
+    def _safely(self, stage, fn, *args):
+        """Bookkeeping after user code ran: its failure is recorded, never raised."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - the user's result or exception stands
+            self._internal_error(stage, e, after_user_code=True)
+            return None
+
+    def _event(self, kind, detail, trace=None):
+        self.events.append(Event(self.stats.calls, kind, detail, trace))
+
+    # -- construction ------------------------------------------------------
+    def _signature(self):
+        if self.function is None:
+            return None
+        return inspect.signature(self.function)
 
     def _make_profiled(self):
         self.recorder = profiler.Recorder(self.profile)
+        if self.function is None:
+            return None
         try:
-            return profiler.instrument(self.fn, self.recorder)
+            return profiler.instrument(self.function, self.recorder)
         except (parser.NoSource, SyntaxError) as e:
             self._event('profiling', 'uninstrumented: %s' % e)
-            return self.fn
+        except Exception as e:  # noqa: BLE001 - profiling is optional
+            self._record_internal('instrumenting for the profiler',
+                                  '%s: %s' % (type(e).__name__, e), short_traceback(e))
+        return None
+
+
+def _deferred(error):
+    """Whether ``error`` (or what it was raised from) refused only for now."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, ConversionDeferred):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 def _has_relaxed_dims(signature):
@@ -296,18 +506,19 @@ class BoundJanusMethod:
         self.__janus_function__ = janus_fn
         self.__self__ = obj
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         return self.__janus_function__(self.__self__, *args, **kwargs)
 
     def __repr__(self):
-        return '<janus bound method %s of %r>' % (self.__janus_function__.fn.__qualname__,
-                                                  self.__self__)
+        return '<janus bound method %s of %r>' % (self.__janus_function__.name, self.__self__)
 
 
 def function(fn=None, *, profile_calls=None, strict=None):
     """Decorator: run ``fn`` as speculatively generated TF graphs.
 
-    ``@janus.function`` or ``@janus.function(profile_calls=3, strict=True)``.
+    ``@janus.function`` or ``@janus.function(profile_calls=3, strict=True)``;
+    also ``janus.function(obj.train_step)``, ``janus.function(model)``,
+    ``janus.function(functools.partial(step, model))``.
     """
     if profile_calls is not None and (not isinstance(profile_calls, int) or profile_calls < 0):
         raise JanusUsageError('profile_calls must be an int >= 0, got %r' % (profile_calls,))
@@ -318,21 +529,13 @@ def function(fn=None, *, profile_calls=None, strict=None):
 
 
 def _check_decoratable(fn):
-    if isinstance(fn, JanusFunction):
-        raise JanusUsageError('%s is already a janus function' % fn.fn.__qualname__)
+    if isinstance(fn, (JanusFunction, BoundJanusMethod)):
+        raise JanusUsageError('%s is already a janus function'
+                              % fn.__janus_function__.name)
     if isinstance(fn, (staticmethod, classmethod)):
         raise JanusUsageError('put @janus.function below @%s, directly on the def'
                               % type(fn).__name__)
-    if isinstance(fn, type):
-        raise JanusUsageError('janus.function decorates functions, not classes (%s): decorate '
-                              'its methods, e.g. __call__, instead' % fn.__name__)
-    if isinstance(fn, types.MethodType):
-        raise JanusUsageError('janus.function got a bound method; decorate the function in '
-                              'the class body, or wrap it: janus.function(lambda *a: obj.m(*a))')
-    if not isinstance(fn, types.FunctionType):
-        raise JanusUsageError('janus.function decorates Python functions defined with def or '
-                              'lambda; %r is a %s. Wrap it in a Python function to convert the '
-                              'code around it' % (fn, type(fn).__name__))
-    if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
-        raise JanusUsageError('janus.function cannot decorate a generator or coroutine '
-                              'function (%s)' % fn.__qualname__)
+    if not callable(fn):
+        raise JanusUsageError('janus.function needs something to call (a function, a bound '
+                              'method, a callable object or a Keras model); got %r, a %s'
+                              % (fn, type(fn).__name__))

@@ -70,6 +70,25 @@ def resolve(fn):
     return Target(call_through, (fn,), {}, None)
 
 
+def through_janus(callee, args, kwargs):
+    """(callee, args, kwargs) with a janus function replaced by what it runs.
+
+    Converted code calling another janus function inlines that function's
+    target into its own graph (a janus function's ``__call__`` is janus's
+    state machine, not code to convert); anything else comes back unchanged.
+    """
+    if not is_janus(callee):
+        return callee, args, kwargs
+    from janus import api
+    jf = callee.__janus_function__
+    if isinstance(callee, api.BoundJanusMethod):
+        args = (callee.__self__,) + tuple(args)
+    target = jf.target
+    if target.function is None:
+        return jf.fn, args, kwargs   # a generator function: the converter says why not
+    return target.function, target.args + tuple(args), {**target.kwargs, **kwargs}
+
+
 def _prepend(target, args, kwargs):
     """``target`` called with ``args`` before the caller's and ``kwargs`` as overridable
     keywords: ``partial(f, *args, **kwargs)`` / a method's ``self``."""

@@ -39,6 +39,11 @@ class ConversionError(JanusError):
         return text + ')'
 
 
+class ConversionDeferred(ConversionError):
+    """A conversion refused for now only: a later call may convert (a Keras optimizer
+    whose first ``apply_gradients`` builds its slots: that call runs imperatively)."""
+
+
 class StrictModeError(JanusError):
     """Raised instead of a silent imperative fallback when ``config.strict`` is on."""
 
@@ -49,3 +54,8 @@ class AssumptionFailed(JanusError):
     def __init__(self, assumption_id):
         self.assumption_id = assumption_id
         super().__init__('assumption %d failed' % assumption_id)
+
+
+class InvariantError(ConversionError):
+    """A janus invariant did not hold while tracing (a janus bug, never the user's):
+    the call runs imperatively and ``explain`` shows the reason."""

@@ -74,12 +74,20 @@ def run_graph(entry, arguments):
     try:
         return entry.run(arguments)
     except tf.errors.OpError as e:
-        assumption_id = ops.parse_assumption_failure(e)
+        raise _classify(entry, e) from None
+
+
+def _classify(entry, error):
+    """What a graph's TF ``error`` means for the call (the exception to raise)."""
+    try:
+        assumption_id = ops.parse_assumption_failure(error)
         if assumption_id is not None and assumption_id in entry.assumptions:
-            raise AssertionBroke(entry.assumptions[assumption_id]) from None
-        if entry.has_mutations and _failing_node(e) not in entry.safe_error_ops:
-            raise  # state may have changed: re-running would change it twice
-        raise GraphError(e) from None
+            return AssertionBroke(entry.assumptions[assumption_id])
+        safe = not entry.has_mutations or _failing_node(error) in entry.safe_error_ops
+    except Exception:  # noqa: BLE001 - janus cannot tell: assume state may have changed
+        safe = not entry.has_mutations
+    # Unsafe: state may have changed, re-running would change it twice.
+    return GraphError(error) if safe else error
 
 
 def _failing_node(error):

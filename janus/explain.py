@@ -1,50 +1,76 @@
 """Introspection: ``explain`` (a readable report), ``stats`` (counters), ``to_code``.
 
-Needs a ``JanusFunction`` (or a bound janus method).
+Needs a janus function: a ``JanusFunction``, a bound janus method (also
+``jf.__call__``), or an object that owns janus functions
+(``janus.Optimizer``/``DistributedOptimizer`` and their bound methods,
+through ``__janus_functions__``).
 """
+import types
+
+from janus import callables
 from janus.errors import JanusUsageError
 
 
-def _janus_function(fn):
-    from janus.api import JanusFunction
-    inner = getattr(fn, '__janus_function__', fn)
-    if not isinstance(inner, JanusFunction):
+def _janus_functions(fn):
+    """The JanusFunctions ``fn`` stands for (one, or an optimizer's two)."""
+    if isinstance(fn, types.MethodType):   # jf.__call__, opt.minimize: their owner
+        fn = fn.__self__
+    owned = getattr(type(fn), '__janus_functions__', None)
+    if owned is not None:
+        functions = owned(fn)
+        used = [jf for jf in functions if jf.stats.calls]
+        return used or functions
+    if not callables.is_janus(fn):
         raise JanusUsageError('%r is not a janus function; decorate it with @janus.function'
                               % (fn,))
-    return inner
+    return [fn.__janus_function__]
 
 
 def stats(fn):
-    """Counters: calls, profiled_calls, graphs_built, graph_calls, fallbacks, imperative_calls, …"""
-    return _janus_function(fn).stats.as_dict()
+    """Counters: calls, profiled_calls, graphs_built, graph_calls, fallbacks, imperative_calls, …
+
+    (summed over an optimizer's janus functions)."""
+    total = {}
+    for jf in _janus_functions(fn):
+        for key, value in jf.stats.as_dict().items():
+            total[key] = total.get(key, 0) + value
+    return total
 
 
 def to_code(fn):
     """The converted source of the newest graph (and of the callees it inlined)."""
-    jf = _janus_function(fn)
-    entry = jf.cache.newest()
-    if entry is None:
+    functions = _janus_functions(fn)
+    parts = [_code_of(jf) for jf in functions if jf.cache.newest() is not None]
+    if not parts:
+        jf = functions[0]
         raise JanusUsageError('%s has no graph yet (%d profiled calls so far; a graph is '
-                              'generated after %d)' % (jf.fn.__qualname__, jf.profile.calls,
+                              'generated after %d)' % (jf.name, jf.profile.calls,
                                                        jf.profile_calls))
+    return '\n'.join(parts)
+
+
+def _code_of(jf):
     from janus.graphgen import generator
-    parts = ['# janus: specialized %s, guarded by:' % jf.fn.__qualname__]
+    entry = jf.cache.newest()
+    parts = ['# janus: specialized %s, guarded by:' % jf.name]
     parts += ['#   %s' % line for line in entry.describe_guards()]
     parts += ['#   in-graph %r' % a for a in entry.assumptions.values()]
     parts += ['#   assumed %s' % line for line in _assumed(jf, entry)]
-    parts.append(generator.convert(jf.fn).source)
+    parts.append(generator.convert(jf.function).source)
     for converted in entry.inlined:
-        if converted.fn is not jf.fn:
+        if converted.fn is not jf.function:
             parts.append('# inlined callee %s\n%s' % (converted.fn.__qualname__, converted.source))
     return '\n'.join(parts) + '\n'
 
 
 def explain(fn):
     """A readable report: counters, profile, graphs and their assumptions, fallbacks and why."""
-    jf = _janus_function(fn)
+    return '\n'.join(_explain_one(jf) for jf in _janus_functions(fn))
+
+
+def _explain_one(jf):
     s = jf.stats
-    out = ['janus function %s (%s:%s)' % (jf.fn.__qualname__, jf.fn.__code__.co_filename,
-                                          jf.fn.__code__.co_firstlineno)]
+    out = ['janus function %s%s' % (jf.name, _where(jf))]
     out.append('  calls %d: profiled %d, graph runs %d, imperative %d (fallbacks %d), '
                'graphs built %d, cache misses %d, evictions %d'
                % (s.calls, s.profiled_calls, s.graph_calls, s.imperative_calls, s.fallbacks,
@@ -62,8 +88,19 @@ def explain(fn):
         out += ['    writes back %s' % line for line in entry.describe_writes()]
     if jf.events:
         out.append('  events (call number: what happened):')
-        out += ['    %d: %s: %s' % (e.call, e.kind, e.detail) for e in jf.events]
+        for e in list(jf.events):
+            out.append('    %d: %s: %s' % (e.call, e.kind, e.detail))
+            if e.traceback:
+                out += ['        | %s' % line for line in e.traceback.splitlines()]
     return '\n'.join(out)
+
+
+def _where(jf):
+    """`` (file:line)`` of the user's code behind ``jf``, where there is one."""
+    code = callables.source_code(jf.fn, jf.target)
+    if code is None:
+        return ''
+    return ' (%s:%s)' % (code.co_filename, code.co_firstlineno)
 
 
 def _explain_profile(jf, out):

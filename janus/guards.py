@@ -41,6 +41,7 @@ class GuardKind(enum.Enum):
     ALIAS_MATCH = 'ALIAS_MATCH'    # the same outside objects are one object (f(a, a) vs f(a, b))
     TRUTH_MATCH = 'TRUTH_MATCH'    # bool(value) equal (`if obj.items:`), O(1)
     CONTAINS_MATCH = 'CONTAINS_MATCH'  # (key in value) equal (`'k' in obj.d`)
+    EQUALS_MATCH = 'EQUALS_MATCH'  # a flat list/tuple/dict of Python constants equal, one C-level compare
 
 
 Miss = collections.namedtuple('Miss', 'kind where expected actual')
@@ -69,6 +70,7 @@ class SourceGuard:
 
     def __init__(self, kind, source, expected):
         self.kind, self.source, self.expected = kind, source, expected
+        self._holds = _PREDICATES[kind](expected)   # built once: replay runs it every call
 
     def check(self, arguments, memo):
         try:
@@ -80,33 +82,33 @@ class SourceGuard:
             return None
         return Miss(self.kind, repr(self.source), _describe(self.expected), _describe(value))
 
-    def _holds(self, value):
-        kind, expected = self.kind, self.expected
-        if kind is GuardKind.ID_MATCH:
-            return value is expected
-        if kind is GuardKind.TYPE_MATCH:
-            return type(value) is expected
-        if kind is GuardKind.VALUE_MATCH:
-            return same_constant(value, expected)
-        if kind is GuardKind.LEN_MATCH:
-            return type(value) is expected[0] and len(value) == expected[1]
-        if kind is GuardKind.KEYS_MATCH:
-            return type(value) is dict and list(value) == expected
-        if kind is GuardKind.METHOD_MATCH:
-            return getattr(value, '__func__', None) is expected
-        if kind is GuardKind.TRUTH_MATCH:
-            return type(value) is expected[0] and bool(value) == expected[1]
-        if kind is GuardKind.CONTAINS_MATCH:
-            return type(value) is expected[0] and (expected[1] in value) == expected[2]
-        if kind is GuardKind.LIBRARY_CONFIG:
-            return expected.holds(value)   # a version compare; a fingerprint only after a change
-        if kind is GuardKind.TENSOR_MATCH:
-            return (type(value) is EagerTensor and value.dtype == expected[0]
-                    and expected[1].is_compatible_with(value.shape))
-        raise AssertionError(kind)
-
     def __repr__(self):
         return '%s(%r == %s)' % (self.kind.value, self.source, _describe(self.expected))
+
+
+def _tensor_match(expected):
+    dtype_enum = expected[0].as_datatype_enum
+    dims = tuple(expected[1].as_list()) if expected[1].rank is not None else None
+    return lambda v: (type(v) is EagerTensor and v._datatype_enum() == dtype_enum
+                      and _dims_compatible(dims, v._shape_tuple()))
+
+
+# Per guard kind: expected -> predicate on the re-read value.
+_PREDICATES = {
+    GuardKind.ID_MATCH: lambda e: lambda v: v is e,
+    GuardKind.TYPE_MATCH: lambda e: lambda v: type(v) is e,
+    GuardKind.VALUE_MATCH: lambda e: lambda v: same_constant(v, e),
+    GuardKind.LEN_MATCH: lambda e: lambda v: type(v) is e[0] and len(v) == e[1],
+    GuardKind.KEYS_MATCH: lambda e: lambda v: type(v) is dict and list(v) == e,
+    GuardKind.METHOD_MATCH: lambda e: lambda v: getattr(v, '__func__', None) is e,
+    GuardKind.TRUTH_MATCH: lambda e: lambda v: type(v) is e[0] and bool(v) == e[1],
+    GuardKind.CONTAINS_MATCH: lambda e: lambda v: type(v) is e[0] and (e[1] in v) == e[2],
+    GuardKind.EQUALS_MATCH: lambda e: lambda v: (type(v) is type(e[0]) and v == e[0]
+                                                 and tuple(map(type, v)) == e[1]),
+    # A version compare; a fingerprint only after a change (runtime/library_config.py).
+    GuardKind.LIBRARY_CONFIG: lambda e: e.holds,
+    GuardKind.TENSOR_MATCH: _tensor_match,
+}
 
 
 class AliasGuard:
@@ -155,18 +157,29 @@ class AliasGuard:
 # The argument signature.
 # --------------------------------------------------------------------------
 
+def _dims_compatible(expected, actual):
+    """TensorShape.is_compatible_with on tuples (None: any rank / any size)."""
+    if expected is None or expected == actual:
+        return True
+    return len(expected) == len(actual) and all(
+        e is None or e == a for e, a in zip(expected, actual))
+
+
 class TensorNode:
     """An eager tensor argument: becomes one graph input with this spec."""
 
     def __init__(self, path, dtype, shape):
         self.path, self.dtype, self.shape = path, dtype, shape
+        # The replay path checks these plain values (TensorShape methods cost ~1 us each).
+        self._dtype_enum = dtype.as_datatype_enum
+        self._dims = tuple(shape.as_list()) if shape.rank is not None else None
 
     def check(self, value):
         if type(value) is not EagerTensor:
             return Miss(GuardKind.TYPE_MATCH, self.path, 'tensor', _describe(value))
-        if value.dtype != self.dtype:
+        if value._datatype_enum() != self._dtype_enum:
             return Miss(GuardKind.DTYPE_MATCH, self.path, self.dtype.name, value.dtype.name)
-        if not self.shape.is_compatible_with(value.shape):
+        if not _dims_compatible(self._dims, value._shape_tuple()):
             return Miss(GuardKind.SHAPE_MATCH, self.path, str(self.shape), str(value.shape))
         return None
 

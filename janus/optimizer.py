@@ -45,6 +45,11 @@ class Optimizer:
         self._minimize = JanusFunction(self._minimize_step, **options)
         self._apply = JanusFunction(self._apply_step, **options)
 
+    def __janus_functions__(self):
+        """Its janus functions (``minimize``'s and ``apply_gradients``'s steps), for
+        ``janus.explain`` / ``stats`` / ``to_code``."""
+        return [self._minimize, self._apply]
+
     @property
     def optimizer(self):
         """The wrapped Keras optimizer."""

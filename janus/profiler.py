@@ -19,16 +19,18 @@ Per call it also records argument types, dtypes, shapes and Python values.
 """
 import ast
 import collections
+import sys
 import threading
+import traceback
 import types
 import weakref
 
 import gast
 import tensorflow as tf
 
-from janus import guards
+from janus import callables, guards
 from janus.graphgen.converters import common
-from janus.pyct import anno, parser, sites
+from janus.pyct import anno, mangling, parser, sites
 from janus.runtime import layers, whitelist
 
 _PROFILER = '__jp'
@@ -92,12 +94,13 @@ def _callee_name(callee):
 class _CountingIterator:
     """Wraps a loop's iterator; counts items into the current call's sequence."""
 
-    __slots__ = ('_it', '_seq', '_index')
+    __slots__ = ('_it', '_seq', '_index', '_recorder')
 
-    def __init__(self, iterable, seq):
-        self._it = iter(iterable)
+    def __init__(self, iterable, seq, recorder):
+        self._it = iter(iterable)   # the user's iter(): its errors are the user's
         self._seq = seq
         self._index = len(seq)
+        self._recorder = recorder
         seq.append(0)
 
     def __iter__(self):
@@ -105,15 +108,29 @@ class _CountingIterator:
 
     def __next__(self):
         item = next(self._it)
-        self._seq[self._index] += 1
+        try:
+            self._seq[self._index] += 1
+        except Exception:  # noqa: BLE001 - never changes what the loop sees
+            self._recorder.failed()
         return item
 
 
 class Recorder:
-    """The ``__jp`` object instrumented code calls; one per janus function."""
+    """The ``__jp`` object instrumented code calls; one per janus function.
+
+    Its hooks run inside the user's code, so a failure of janus's own in one
+    of them must not change what that code sees: the hook still does what the
+    site does (evaluates the test once, calls the callee), the call's
+    observations are dropped, and ``broken`` keeps the first such error
+    (the function then stops being instrumented, ``api.py``).  Exceptions of
+    the user's own code (a callee raising, a test's ``__bool__``) pass through.
+    Hook parameters are positional-only, so a user keyword (``self=``) never
+    collides with them.
+    """
 
     def __init__(self, profile):
         self.profile = profile
+        self.broken = None                # (text, traceback) of the first internal failure
         self._calls = threading.local()   # per thread: this call's sequences, the last call's
         self._copies = weakref.WeakKeyDictionary()      # callee function -> instrumented copy
         self._lock = threading.Lock()     # the profile is shared by every thread's calls
@@ -130,11 +147,25 @@ class Recorder:
         """The calling thread's previous call's sequences."""
         return getattr(self._calls, 'last', {})
 
+    def failed(self):
+        """Called in an ``except`` block of a hook: this call's observations are dropped."""
+        self._calls.spoiled = True
+        if self.broken is None:
+            error = sys.exc_info()[1]
+            self.broken = ('%s: %s' % (type(error).__name__, error),
+                           traceback.format_exc(limit=-6).rstrip())
+
     # -- call boundaries --------------------------------------------------
     def begin_call(self):
         self._current.clear()
+        self._calls.spoiled = False
 
     def end_call(self):
+        """Adds this call's sequences to the profile (unless a hook failed in it)."""
+        if getattr(self._calls, 'spoiled', False):
+            self._calls.last = {}
+            self._current.clear()
+            return
         self._calls.last = {key: tuple(seq) for key, seq in self._current.items()}
         with self._lock:
             for key, seq in self._calls.last.items():
@@ -142,35 +173,54 @@ class Recorder:
         self._current.clear()
 
     # -- what instrumented code calls --------------------------------------
-    def test(self, code, site, value):
+    def test(self, code, site, value, /):
         """A branch/loop test: records its truth and returns it (evaluated once)."""
+        outcome = bool(value)   # the user's truth test: its errors are the user's
+        try:
+            self._observe(code, site, outcome, value)
+        except Exception:  # noqa: BLE001 - see the class docstring
+            self.failed()
+        return outcome
+
+    def operand(self, code, site, value, /):
+        """An ``and``/``or`` operand: records its truth, returns the value itself."""
         outcome = bool(value)
+        try:
+            self._observe(code, site, outcome, value)
+        except Exception:  # noqa: BLE001
+            self.failed()
+        return value
+
+    def _observe(self, code, site, outcome, value):
         self._current[(code, site)].append(outcome)
         if isinstance(value, tf.Tensor):
             self.profile.sites[(code, site)].tensor = True
-        return outcome
 
-    def operand(self, code, site, value):
-        """An ``and``/``or`` operand: records its truth, returns the value itself."""
-        self._current[(code, site)].append(bool(value))
-        if isinstance(value, tf.Tensor):
-            self.profile.sites[(code, site)].tensor = True
-        return value
+    def loop(self, code, site, iterable, /):
+        try:
+            if isinstance(iterable, tf.Tensor):
+                self.profile.sites[(code, site)].tensor = True
+            seq = self._current[(code, site)]
+        except Exception:  # noqa: BLE001
+            self.failed()
+            return iterable   # the for statement calls iter() itself, as eagerly
+        return _CountingIterator(iterable, seq, self)
 
-    def loop(self, code, site, iterable):
-        if isinstance(iterable, tf.Tensor):
-            self.profile.sites[(code, site)].tensor = True
-        return _CountingIterator(iterable, self._current[(code, site)])
+    def mark(self, code, site, /):
+        try:
+            self.profile.sites[(code, site)].taken += 1
+        except Exception:  # noqa: BLE001
+            self.failed()
 
-    def mark(self, code, site):
-        self.profile.sites[(code, site)].taken += 1
-
-    def call(self, __code, __site, __callee, *args, **kwargs):
-        target = self._instrumented(__callee)
+    def call(self, code, site, callee, /, *args, **kwargs):
+        target = self._instrumented(callee)
         result = target(*args, **kwargs)
-        site = self.profile.sites[(__code, __site)]
-        site.callees[_callee_name(__callee)] += 1
-        site.returns[type(result).__name__] += 1
+        try:
+            observed = self.profile.sites[(code, site)]
+            observed.callees[_callee_name(callee)] += 1
+            observed.returns[type(result).__name__] += 1
+        except Exception:  # noqa: BLE001
+            self.failed()
         return result
 
     def _keras_layer(self, layer, user_call):
@@ -183,8 +233,18 @@ class Recorder:
         return run
 
     def _instrumented(self, callee):
+        """What to call for ``callee``: its instrumented copy, or ``callee`` itself."""
+        try:
+            return self._instrumented_or_raise(callee)
+        except Exception:  # noqa: BLE001 - the callee then runs uninstrumented
+            self.failed()
+            return callee
+
+    def _instrumented_or_raise(self, callee):
         """The user's own Python callees run instrumented too, so their sites are profiled."""
         if not isinstance(callee, (types.FunctionType, types.MethodType, type)):
+            if callables.is_janus(callee):
+                return callee   # another janus function: its own state machine runs it
             own_call = layers.user_call(callee)   # your own Keras layer's call()
             if own_call is not None:
                 return self._keras_layer(callee, own_call)
@@ -193,18 +253,22 @@ class Recorder:
                 return types.MethodType(self._instrumented(call), callee)
             return callee
         fn = callee.__func__ if isinstance(callee, types.MethodType) else callee
-        if not isinstance(fn, types.FunctionType) or whitelist.is_library(fn):
-            return callee
+        if (not isinstance(fn, types.FunctionType) or whitelist.is_library(fn)
+                or callables.runs_later(fn)):
+            return callee   # library code; a generator runs later, outside this call
         copy = self._copies.get(fn)
         if copy is None:
-            try:
-                copy = instrument(fn, self)
-            except (parser.NoSource, SyntaxError):
-                copy = fn
+            copy = self._copy_of(fn)
             self._copies[fn] = copy
         if isinstance(callee, types.MethodType):
             return types.MethodType(copy, callee.__self__)
         return copy
+
+    def _copy_of(self, fn):
+        try:
+            return instrument(fn, self)
+        except (parser.NoSource, SyntaxError):
+            return fn
 
 
 # ----------------------------------------------------------------------
@@ -265,23 +329,71 @@ class _Instrument(gast.NodeTransformer):
 
 
 def instrument(fn, recorder):
-    """Returns the instrumented copy of ``fn`` (raises parser.NoSource if impossible)."""
+    """Returns the instrumented copy of ``fn`` (raises parser.NoSource if impossible).
+
+    The copy is compiled inside a factory function whose parameters are the
+    recorder, the code object and ``fn``'s free variables, so it sees the same
+    closure cells; its own ``def`` gets a name nothing can refer to, so a
+    recursive call by name still reads the global, as the original does.
+    """
     if '__class__' in fn.__code__.co_freevars:
         raise parser.NoSource('uses zero-argument super(); profiled uninstrumented')
     tree, filename, source_lines = parser.parse_function(fn)
-    if isinstance(tree, gast.Lambda):
-        body = [gast.copy_location(gast.Return(tree.body), tree.body)]
-        tree = gast.copy_location(
-            gast.FunctionDef('__janus_lambda', tree.args, body, [], None, None, []), tree)
+    tree = mangling.mangle(tree, mangling.owner_class(fn))   # self.__x as in the class body
     code = fn.__code__
     for site in sites.number_sites(tree, source_lines, tree.lineno).values():
         recorder.profile.site_info[(code, site.id)] = site
+    tree = _as_copy(tree)
     code_name = '__jp_code'
     tree = _Instrument(lambda: common.load(code_name)).visit(tree)
+    freevars = (_PROFILER, code_name) + code.co_freevars
+    inner = _compile_copy(tree, freevars, filename)
+    inner = _named_like(inner, code)
+    cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
+    cells[_PROFILER] = types.CellType(recorder)
+    cells[code_name] = types.CellType(code)
+    missing = [name for name in inner.co_freevars if name not in cells]
+    if missing:
+        raise parser.NoSource('the instrumented copy of %s needs free names %s the original '
+                              'does not have' % (fn.__qualname__, missing))
+    closure = tuple(cells[name] for name in inner.co_freevars)
+    copy = types.FunctionType(inner, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    return copy
+
+
+_COPY_NAME = '__janus_instrumented'
+
+
+def _named_like(inner, code):
+    """``inner`` with the original's name, so tracebacks through the copy read as eager's."""
+    names = {'co_name': code.co_name}
+    if hasattr(code, 'co_qualname'):   # Python 3.11+
+        names['co_qualname'] = code.co_qualname
+    return inner.replace(**names)
+
+
+def _as_copy(tree):
+    """A def named ``_COPY_NAME`` without decorators, defaults or annotations (the copy
+    gets the original's defaults; annotations would be evaluated in the wrong scope)."""
+    if isinstance(tree, gast.Lambda):
+        body = [gast.copy_location(gast.Return(tree.body), tree.body)]
+        tree = gast.copy_location(
+            gast.FunctionDef(_COPY_NAME, tree.args, body, [], None, None, []), tree)
+    tree.name = _COPY_NAME
     tree.decorator_list, tree.returns = [], None
     tree.args.defaults = []
     tree.args.kw_defaults = [None] * len(tree.args.kwonlyargs)
-    freevars = (_PROFILER, code_name) + code.co_freevars
+    for arg in [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs,
+                tree.args.vararg, tree.args.kwarg]:
+        if arg is not None:
+            arg.annotation = None
+    return tree
+
+
+def _compile_copy(tree, freevars, filename):
+    """The code object of ``tree`` compiled inside a factory taking ``freevars``."""
     factory_args = gast.arguments([gast.Name(n, gast.Param(), None, None) for n in freevars],
                                   [], None, [], [], None, [])
     factory = gast.FunctionDef('__janus_profile_factory', factory_args,
@@ -290,11 +402,4 @@ def instrument(fn, recorder):
     ast.fix_missing_locations(module)
     compiled = compile(module, filename, 'exec')
     factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
-    inner = next(c for c in factory_code.co_consts if isinstance(c, types.CodeType))
-    cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
-    cells[_PROFILER] = types.CellType(recorder)
-    cells[code_name] = types.CellType(code)
-    closure = tuple(cells[name] for name in inner.co_freevars)
-    copy = types.FunctionType(inner, fn.__globals__, fn.__name__, fn.__defaults__, closure)
-    copy.__kwdefaults__ = fn.__kwdefaults__
-    return copy
+    return next(c for c in factory_code.co_consts if isinstance(c, types.CodeType))

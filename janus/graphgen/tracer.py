@@ -6,9 +6,13 @@ graph, its guards (argument signature + guards on outside values), its
 in-graph assumptions, and how to rebuild the Python return value.
 
 The deferred-update rule lives here: before the trace closes, every op that
-changes state outside the graph (variable assignments, optimizer updates,
+changes state outside the graph (by its op definition, ``effects.py``:
+variable assignments, optimizer updates, generator draws, iterator reads,
 printing) gets a control dependency on every ``Janus>Assert`` of the graph,
-so a run whose assertion fails has changed nothing.
+so a run whose assertion fails has changed nothing.  While tracing, stdout
+written by anything but janus's deferred print refuses the trace
+(``runtime/trace_output.py``); a graph that used Keras layers is guarded by
+their settings (``runtime/library_config.py``).
 """
 import inspect
 import sys

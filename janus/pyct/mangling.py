@@ -45,8 +45,8 @@ def mangle(tree, class_name):
     """Mangles private names in ``tree`` (a gast function) as its class body would."""
     if not class_name:
         return tree
-    keep = {node.name for node in gast.walk(tree)
-            if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef))}
+    keep = {node.name for node in gast.walk(tree) if node is not tree
+            and isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef))}
     return _Mangler(class_name, keep).visit(tree)
 
 

@@ -8,9 +8,10 @@ False`` switches batch normalization to inference mode, ``dropout.rate =
 keep the old behaviour.
 
 So janus wraps ``keras.layers.Layer``'s ``trainable`` setter and its
-``__setattr__`` (public attributes only, and only when the value changes):
-either bumps a process-wide ``version``.  A graph that used Keras layers
-carries one ``LIBRARY_CONFIG`` guard holding the version and a fingerprint
+``__setattr__`` (public attributes set to or from a Python constant, only
+when the value changes): either bumps a process-wide ``version``.  A graph
+that used Keras layers carries one ``LIBRARY_CONFIG`` guard holding the
+version and a fingerprint
 (``trainable`` and every public Python-constant attribute of each layer it
 reached, sublayers included).  Per call the guard compares one integer; only
 after some layer anywhere changed does it recompute the fingerprint, and a
@@ -20,7 +21,7 @@ graph whose own layers are configured as when it was traced (a GAN toggling
 import sys
 import threading
 
-from janus import guards
+from janus import guards, sources
 
 version = 0
 _lock = threading.Lock()
@@ -46,10 +47,12 @@ def _wrap_setattr(layer_class):
     missing = object()
 
     def __setattr__(self, name, value):
-        if not name.startswith('_'):
+        # Only Python constants are settings the fingerprint covers; tensors
+        # written back by janus's shadow heap every call must not bump.
+        if not name.startswith('_') and (type(value) in guards.PRIMITIVES
+                                         or type(self.__dict__.get(name)) in guards.PRIMITIVES):
             old = self.__dict__.get(name, missing)
-            if old is not value and not (type(old) in guards.PRIMITIVES
-                                          and guards.same_constant(old, value)):
+            if old is missing or not guards.same_constant(old, value):
                 _bump()
         original(self, name, value)
     layer_class.__setattr__ = __setattr__
@@ -76,7 +79,8 @@ def _layer_class():
 
 def _fingerprint(layers):
     """What of each layer's configuration a graph depends on (its identity is
-    guarded elsewhere): ``trainable`` and public Python constants."""
+    guarded elsewhere): ``trainable`` and its public Python constants.  Your
+    subclasses' too: Keras code may read them behind janus's own guards."""
     prints = []
     for layer in layers:
         settings = tuple((k, type(v), v) for k, v in vars(layer).items()
@@ -102,17 +106,20 @@ class Snapshot:
         return True
 
     def __repr__(self):
-        return 'the trainable flags and settings of %d Keras layers as traced' % len(self.layers)
+        return 'settings of %d layers as at version %d' % (len(self.layers), self.version)
 
 
-class VersionSource(guards.Source):
+class VersionSource(sources.Source):
     """The process-wide configuration version of Keras layers."""
 
     def get(self, arguments, memo):
         return version
 
+    def uid(self):
+        return ('keras layer settings',)
+
     def __repr__(self):
-        return 'keras layer settings'
+        return 'keras layer settings version'
 
 
 def guard_for(objects):

@@ -149,6 +149,16 @@ def truth(value):
     return bool(value)
 
 
+def size_of(callee, value):
+    """``len(x)`` / ``bool(x)`` of an outside container: LEN_MATCH / TRUTH_MATCH."""
+    if callee is bool:
+        return truth(value)
+    ctx = current()
+    _changed(ctx, value)
+    ctx.add_guard(GuardKind.LEN_MATCH, ctx.source_of(value), (type(value), len(value)))
+    return len(value)
+
+
 def not_value(value):
     """``not value`` outside a test (a tensor's ``not`` raises as eagerly)."""
     if isinstance(value, tf.Tensor):

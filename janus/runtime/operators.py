@@ -16,9 +16,10 @@ import types
 import tensorflow as tf
 
 from janus import guards
-from janus.errors import ConversionError
+from janus.errors import ConversionError, InvariantError
 from janus.guards import GuardKind
-from janus.runtime import shadow_heap, whitelist
+from janus import callables
+from janus.runtime import layers, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Write
 
 _local = threading.local()
@@ -73,7 +74,8 @@ class TraceContext:
         self.converted = {}    # code object -> Converted, for to_code/explain
         self.code_objects = set()
         self.stack = []
-        self.aliasable = []    # (source, value) of every mutable outside object, duplicates too
+        self.aliasable = []    # (source, value) of every outside object, each source once
+        self._aliasable_uids = set()
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments):
@@ -97,7 +99,9 @@ class TraceContext:
                 self._register_argument(guards.ItemSource(source, key), item, visiting)
 
     def _remember(self, source, value):
-        if not _captured_by_identity(value) and not isinstance(value, tf.Tensor):
+        if not _captured_by_identity(value) and not isinstance(value, tf.Tensor) \
+                and source.uid() not in self._aliasable_uids:
+            self._aliasable_uids.add(source.uid())
             self.aliasable.append((source, value))
         if id(value) not in self._sources:
             self._sources[id(value)] = source
@@ -167,6 +171,8 @@ class TraceContext:
         if id(value) in self.heap.changed:
             raise Unsupported('janus does not convert reading a %s from outside the call after '
                               'changing it in place in the same call' % type(value).__name__)
+        if self._guard_flat_constants(source, value):
+            return
         if isinstance(value, (list, tuple)):   # list subclasses too (Keras's TrackedList)
             self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
             items = enumerate(value)
@@ -191,6 +197,8 @@ class TraceContext:
         if id(value) in self.heap.changed:
             raise Unsupported('janus does not convert reading a %s from outside the call after '
                               'changing it in place in the same call' % type(value).__name__)
+        if self._guard_flat_constants(source, value):
+            return type(value)(value) if type(value) in (list, tuple, dict) else list(value)
         if isinstance(value, dict):
             self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
             return {k: self.contents(self._item_now(value, source, k, v), depth + 1)
@@ -201,6 +209,22 @@ class TraceContext:
         if type(value) is tuple or not isinstance(value, tuple):
             return tuple(items) if type(value) is tuple else items   # a Keras TrackedList: a list
         return type(value)(*items)   # a namedtuple
+
+    def _guard_flat_constants(self, source, value):
+        """One EQUALS_MATCH guard for a list/tuple (or a dict's keys and values) of
+        Python constants: a 2,000-word vocabulary is one C-level compare per call,
+        not 2,000 guards.  False (nothing guarded) for anything else."""
+        if type(value) not in (list, tuple, dict) or len(value) < 2:
+            return False
+        items = list(value.values()) + list(value) if type(value) is dict else value
+        if not all(type(item) in guards.PRIMITIVES for item in items):
+            return False
+        if any(self.heap.read(value, ('item', k)) is not MISSING
+               for k in (value if type(value) is dict else range(len(value)))):
+            return False
+        snapshot = type(value)(value)
+        self.add_guard(GuardKind.EQUALS_MATCH, source, (snapshot, tuple(map(type, snapshot))))
+        return True
 
     def _item_now(self, container, source, key, value):
         """An item as this point of the call sees it: written earlier in the call
@@ -348,7 +372,8 @@ def _check_plain_attribute(obj, name, writing=False):
     for klass in kind.__mro__:
         found = klass.__dict__.get(name)
         if found is not None and hasattr(found, '__get__') and not isinstance(
-                found, (types.FunctionType, staticmethod, classmethod)):
+                found, (types.FunctionType, staticmethod, classmethod)) \
+                and not callables.is_janus(found):   # a janus-decorated method binds like one
             if type(found).__name__ == 'member_descriptor':
                 return  # a __slots__ entry: a plain storage slot
             if whitelist.in_package(klass.__module__ or '', whitelist.LIBRARY_PREFIXES):
@@ -480,6 +505,7 @@ def setattr_(obj, name, value):
     ctx = _writable_context('%s.%s' % (type(obj).__name__, name))
     source = ctx.source_of(obj)
     if source is None:
+        _assert_made_by_call(obj)
         setattr(obj, name, value)   # an object made by this call: plain Python
         return
     if whitelist.is_library_object(obj) or isinstance(obj, (type, types.ModuleType)):
@@ -490,6 +516,16 @@ def setattr_(obj, name, value):
         shadow_heap.write_op(ctx, obj, source, ('attr', name), value)
         return
     ctx.heap.write(obj, name, Write('attr', source, name, value, None))
+
+
+def _assert_made_by_call(obj):
+    """The sources invariant (DESIGN.md): an object without a source was made by
+    this call.  Converted code cannot construct instances of your classes (such
+    calls are refused), so one without a source lost it on the way: a janus bug,
+    which must not turn into a write to your object at trace time."""
+    if not (whitelist.is_library_object(obj) or isinstance(obj, (type, types.ModuleType))):
+        raise InvariantError('internal: a %s object reached the trace without a source '
+                             '(janus lost track of where it came from)' % type(obj).__name__)
 
 
 def _via_heap_op(value):
@@ -503,6 +539,9 @@ def item(obj, key):
     ctx = current()
     source = ctx.source_of(obj)
     if source is None:
+        if observe.user_dunder(obj, '__getitem__') is not None:
+            raise Unsupported('janus does not convert subscripts of a %s, whose class defines '
+                              '__getitem__' % type(obj).__name__)
         return obj[key]
     if type(obj) not in (list, tuple, dict) and not isinstance(obj, tuple):
         raise Unsupported('janus does not convert subscripts of %s objects from outside '
@@ -528,6 +567,9 @@ def setitem(obj, key, value):
     ctx = current()
     source = ctx.source_of(obj)
     if source is None:
+        if observe.user_dunder(obj, '__setitem__') is not None:
+            raise Unsupported('janus does not convert item writes into a %s, whose class '
+                              'defines __setitem__' % type(obj).__name__)
         obj[key] = value
         return
     ctx = _writable_context('an item of a %s' % type(obj).__name__)
@@ -579,9 +621,9 @@ def assert_(test, lineno, message_thunk):
     current().assume(None, 'ASSERT', truth(test), 'assert statement holds', lineno=lineno)
 
 
-def call(__callee, *args, **kwargs):
+def call(__callee, /, *args, **kwargs):
     ctx = current()
-    callee = __callee
+    callee, args, kwargs = callables.through_janus(__callee, args, kwargs)   # janus calls janus
     if _is_whitelisted_builtin(callee):
         return _call_builtin(ctx, callee, args, kwargs)
     if callee is print:
@@ -810,6 +852,9 @@ def _call_builtin(ctx, callee, args, kwargs):
             and observe._needs_run_values(args[0]):
         return observe.text_of(callee, args[0], *args[1:])   # formatted after the run
     observe.refuse_user_dunders(callee, list(args) + list(kwargs.values()))
+    if callee in (len, bool) and len(args) == 1 and not kwargs \
+            and ctx.source_of(args[0]) is not None and isinstance(args[0], (list, tuple, dict)):
+        return observe.size_of(callee, args[0])   # one O(1) guard, not one per item
     if callee in whitelist.KEYED_BUILTINS and kwargs:
         raise Unsupported('janus does not convert %s() with key=/default=' % callee.__name__)
     args, kwargs = _guard_library_args(ctx, args, kwargs)
@@ -843,6 +888,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
 
 
 def _call_library(ctx, callee, args, kwargs):
+    layers.refuse_lazy_build(callee)   # a Keras optimizer's first apply builds it: not in a trace
     shape = _checked_shape_in(list(args) + list(kwargs.values()))
     if shape is not None:
         shape._refuse()   # library code would read its unknown dimensions as None

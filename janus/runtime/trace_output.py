@@ -31,6 +31,8 @@ class _TracingStdout:
         from janus.runtime import operators
         ctx = operators.current_or_none()
         if ctx is None:
+            if self._stream is None:   # no stdout at all (pythonw): print() writes nothing
+                return len(text)
             return self._stream.write(text)
         reason = ('code janus runs as is while tracing wrote %r to standard output: it would '
                   'print once per graph, not once per call' % _short(text))

@@ -5,8 +5,12 @@ followed by more code is rewritten so the code after the ``if`` moves into
 its other branch and each ``return e`` becomes ``__janus_return = e``, with a
 single ``return __janus_return`` at the end.  The meaning is unchanged, and
 the ``if`` no longer contains a ``return``, so it can become a real
-``tf.cond`` when its outcome varies.  Returns inside loops are left alone
-(those statements keep their Python shape: Python-valued or assumed outcomes).
+``tf.cond`` when its outcome varies.  A ``return`` nested deeper
+(``if a: if b: return 1``) gets the code after the outer ``if`` copied into
+every path that falls through (``common.fold_jumps``), so each path still
+ends in exactly one assignment of the result.  Returns inside loops are left
+alone (those statements keep their Python shape: Python-valued or assumed
+outcomes).
 """
 import gast
 
