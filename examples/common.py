@@ -6,7 +6,7 @@ program (Python control flow, object state, Keras layers) plus, for the
 ``Workload.compile`` turns a step function into what the mode runs:
 
     eager     the Python function itself
-    janus     ``janus.function(fn)``
+    janus     ``janus.function(fn)`` (``fn`` is usually a bound method, ``self.train_step``)
     symbolic  the hand-written ``tf.function`` the example passes in
 
 Every mode builds its own fresh model from the same seed and sees the same
@@ -17,7 +17,6 @@ TensorFlow and janus; the benchmark (``benchmarks/paper_table.py``) imports it.
 """
 import abc
 import argparse
-import inspect
 import os
 import re
 import statistics
@@ -80,11 +79,8 @@ class Workload(abc.ABC):
         """What ``mode`` runs for the imperative step ``fn`` (``symbolic``: hand-written)."""
         if self.mode == 'eager':
             timed = TimedFunction(fn, 'eager')
-        elif self.mode == 'janus':
-            if inspect.ismethod(fn):   # decorate the function, bind it to the same object
-                timed = TimedFunction(janus.function(fn.__func__).__get__(fn.__self__), 'janus')
-            else:
-                timed = TimedFunction(janus.function(fn), 'janus')
+        elif self.mode == 'janus':   # fn is usually a bound method: janus.function(self.train_step)
+            timed = TimedFunction(janus.function(fn), 'janus')
         else:
             if symbolic is None:
                 raise ValueError('%s has no symbolic version of %s' % (self.name, fn.__name__))

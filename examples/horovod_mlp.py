@@ -47,7 +47,7 @@ def main(argv=None):
     if hvd.rank() == 0:
         print('%d process(es): %.0f samples/s (median of %d windows, first dropped), '
               'loss %.3f; %s' % (hvd.size(), statistics.median(rates[1:] or rates), len(rates),
-                                 float(loss), janus.stats(opt._minimize)))
+                                 float(loss), janus.stats(opt)))
 
 
 if __name__ == '__main__':

@@ -265,6 +265,28 @@ class FunctionNode(_NoInputNode):
         return '%s: function with the code of %s' % (self.path, self.code.co_name)
 
 
+class BoundMethodNode(_NoInputNode):
+    """``obj.method`` passed as an argument (a new bound method every access):
+    guarded by its function and its object's type; what the method reads from
+    the object is guarded through ``m.__self__`` sources."""
+
+    def __init__(self, path, method):
+        self.path, self.method = path, method
+        self.func, self.self_type = method.__func__, type(method.__self__)
+
+    def check(self, value):
+        if (type(value) is types.MethodType and value.__func__ is self.func
+                and type(value.__self__) is self.self_type):
+            return None
+        return Miss(GuardKind.METHOD_MATCH, self.path, self.func.__qualname__, _describe(value))
+
+    def placeholder(self, inputs):
+        return self.method
+
+    def describe(self):
+        return '%s: a %s bound method' % (self.path, self.func.__qualname__)
+
+
 class ObjectNode(_NoInputNode):
     """Any other object: only its type is guarded here; what the trace reads
     from it is guarded through ``AttrSource``/``ItemSource`` guards."""
@@ -421,6 +443,9 @@ def node_for(value, path, shapes=None, seen=None):
     if type(value).__module__ == 'numpy':
         raise UnsupportedArgument('%s: a NumPy value (%s); pass a tf.Tensor to get a graph'
                                   % (path, type(value).__name__))
+    if (type(value) is types.MethodType and type(value.__func__) is types.FunctionType
+            and not _is_library_function(value.__func__)):
+        return BoundMethodNode(path, value)
     if (type(value) is types.FunctionType and value.__defaults__ is None
             and not value.__kwdefaults__ and not _is_library_function(value)):
         return FunctionNode(path, value)

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import janus
-from conftest import differential
+from conftest import assert_same, differential, outcome
 
 
 class Model:
@@ -14,16 +14,26 @@ class Model:
 
 
 @pytest.mark.parametrize('target, hint', [
-    (len, 'Python functions'),
-    (math.sqrt, 'Python functions'),
-    (Model, 'not classes'),
-    (Model(), 'Python functions'),
-    (Model().__call__, 'bound method'),
+    (3, 'needs something to call'),
     (staticmethod(lambda x: x), 'below @staticmethod'),
 ])
-def test_decorating_what_has_no_python_source_raises_usage_error(target, hint):
+def test_decorating_what_cannot_be_called_raises_usage_error(target, hint):
     with pytest.raises(janus.JanusUsageError, match=hint):
         janus.function(target)
+
+
+@pytest.mark.parametrize('make_target', [lambda: len, lambda: math.sqrt, lambda: Model,
+                                         lambda: Model(), lambda: Model().__call__])
+def test_any_callable_is_accepted_and_means_what_it_means_eagerly(make_target):
+    jf = janus.function(make_target())
+    plain = make_target()
+    for value in (4.0, 9.0, 16.0, 25.0):
+        argument = [value] if plain is len else value
+        expected, actual = outcome(plain, argument), outcome(jf, argument)
+        if expected[0] == 'ok' and not isinstance(plain, type):
+            assert_same(expected, actual)
+        else:   # a class makes new objects: compare what happened, by type
+            assert (expected[0], type(expected[1])) == (actual[0], type(actual[1]))
 
 
 def test_bad_options_and_double_decoration():

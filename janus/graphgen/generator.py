@@ -7,7 +7,6 @@ through ``janus.runtime.operators``.  Tracing that function (``tracer.py``)
 yields the specialized graph.  Conversions are cached per function object;
 a failure raises ``ConversionError`` naming the user's line.
 """
-import builtins
 import types
 import weakref
 
@@ -18,6 +17,7 @@ from janus.errors import ConversionError
 from janus.graphgen.converters import (attributes, calls, common, control, declared, jumps,
                                        names, observations, returns, unsupported)
 from janus.pyct import mangling, parser, sites
+from janus.runtime.namespace import FunctionNamespace
 
 # The pipeline, in order.  Each pass is one module under converters/.
 PASSES = (
@@ -31,29 +31,6 @@ PASSES = (
     calls.RouteCalls,
     names.ResolveFreeNames,
 )
-
-
-class FunctionNamespace:
-    """Where a converted function's free names live: its module and closure.
-
-    ``root``: for a function that is itself an argument (a new lambda every
-    step), the guards.Source it was passed as; its cells are then read
-    through that source, so the next call's lambda is read, not this one's.
-    """
-
-    def __init__(self, fn, root=None):
-        from janus import guards
-        self.fn = fn
-        self.globals = fn.__globals__
-        builtins_ns = self.globals.get('__builtins__', builtins)
-        self.builtins = builtins_ns if isinstance(builtins_ns, dict) else vars(builtins_ns)
-        self.cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-        self.cell_sources = {}
-        if root is not None:
-            closure = guards.AttrSource(root, '__closure__')
-            for index, name in enumerate(fn.__code__.co_freevars):
-                self.cell_sources[name] = guards.AttrSource(guards.ItemSource(closure, index),
-                                                            'cell_contents')
 
 
 class Converted:

@@ -11,8 +11,7 @@ an assumption before (the lattice is fixed → dynamic, one way only).
 import collections
 
 from janus.config import config
-
-DYNAMIC = object()
+from janus.decisions import DYNAMIC  # noqa: F401 - re-exported for the plan's users
 
 
 class Plan:

@@ -23,7 +23,7 @@ import tensorflow as tf
 from janus import guards
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
-from janus.graphgen import effects
+from janus.graphgen import effects, generator
 from janus.runtime import heap, library_config, operators, shadow_heap, trace_output
 
 
@@ -320,7 +320,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     """
     started = time.perf_counter()
     plan.reset()
-    ctx = operators.TraceContext(fn, bound.arguments, plan)
+    ctx = operators.TraceContext(fn, bound.arguments, plan, generator.convert)
     ctx.shapes = heap_shapes
     if distributed:
         ctx.soft_conditions = []   # checked together by runtime.distributed.agree

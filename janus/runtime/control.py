@@ -10,7 +10,7 @@ nested decision is dynamic: a branch traced once runs many times.
 import tensorflow as tf
 
 from janus.config import config
-from janus.graphgen.plan import DYNAMIC
+from janus.decisions import DYNAMIC
 from janus.runtime.operators import Unsupported, current
 
 

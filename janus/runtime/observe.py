@@ -218,6 +218,9 @@ def _contains(ctx, container, key):
         raise Unsupported('janus does not convert `in` on a %s from outside the call'
                           % type(container).__name__)
     _changed(ctx, container)
+    if has_user_dunders(key):
+        raise Unsupported('janus does not convert `in` with a %s (its __hash__/__eq__ would '
+                          'run unconverted)' % type(key).__name__)
     if type(key) in guards.PRIMITIVES and type(key) is not float:
         found = key in container
         ctx.add_guard(GuardKind.CONTAINS_MATCH, source, (type(container), key, found))

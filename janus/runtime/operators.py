@@ -19,7 +19,9 @@ from janus import guards
 from janus.errors import ConversionError, InvariantError
 from janus.guards import GuardKind
 from janus import callables
+from janus.decisions import DYNAMIC
 from janus.runtime import layers, shadow_heap, whitelist
+from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.shadow_heap import MISSING, Write
 
 _local = threading.local()
@@ -56,9 +58,10 @@ class Assumption:
 class TraceContext:
     """What one trace learns: guards on outside values, in-graph assumptions."""
 
-    def __init__(self, fn, arguments, plan):
+    def __init__(self, fn, arguments, plan, convert):
         self.fn = fn
         self.plan = plan
+        self.convert = convert   # fn -> Converted: the generator's, handed in (no import cycle)
         self.dynamic_depth = 0  # > 0 while tracing a tf.cond branch or tf.while_loop body
         self.top_graph = None
         self.heap = shadow_heap.TraceHeap()
@@ -88,6 +91,10 @@ class TraceContext:
         if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
             return
         self._remember(source, value)
+        if isinstance(value, types.MethodType):   # obj.method passed: obj is outside too
+            self._register_argument(guards.AttrSource(source, '__self__'), value.__self__,
+                                    visiting)
+            return
         if id(value) in visiting:
             return   # a cyclic argument: its items were registered on the way in
         visiting.add(id(value))
@@ -237,7 +244,6 @@ class TraceContext:
     # -- assumptions -----------------------------------------------------
     def decide(self, key):
         """The plan's outcome for this evaluation of site ``key`` (dynamic inside regions)."""
-        from janus.graphgen.plan import DYNAMIC
         if self.dynamic_depth:
             return DYNAMIC
         return self.plan.decide(key)
@@ -533,9 +539,17 @@ def _via_heap_op(value):
     return config.heap_ops and isinstance(value, tf.Tensor)
 
 
+def _refuse_user_key(key):
+    if observe.has_user_dunders(key):
+        raise Unsupported('janus does not convert using a %s as a key (its class defines '
+                          'special methods, such as __hash__/__eq__, that would run '
+                          'unconverted)' % type(key).__name__)
+
+
 def item(obj, key):
     if isinstance(obj, (tf.Tensor, tf.Variable)):
         return obj[key]  # a slicing op; the object itself is guarded by identity or spec
+    _refuse_user_key(key)
     ctx = current()
     source = ctx.source_of(obj)
     if source is None:
@@ -564,6 +578,7 @@ def _hashable(key):
 
 
 def setitem(obj, key, value):
+    _refuse_user_key(key)
     ctx = current()
     source = ctx.source_of(obj)
     if source is None:
@@ -593,6 +608,10 @@ def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
     ctx = current()
     source = ctx.source_of(iterable)
     if source is None:  # made by this call: iterating it is plain Python
+        if observe.user_dunder(iterable, '__iter__') or observe.user_dunder(iterable,
+                                                                              '__getitem__'):
+            raise Unsupported('janus does not convert a loop over a %s, whose class defines '
+                              '__iter__/__getitem__' % type(iterable).__name__)
         return builtins_iter(iterable)
     if isinstance(iterable, (list, tuple)):   # list subclasses too (Keras's TrackedList)
         return builtins_iter(ctx.contents(iterable))
@@ -671,10 +690,9 @@ def _call_keras_layer(ctx, layer, args, kwargs):
     call = layers.user_call(layer)
     if call is None:
         return layer(*args, **kwargs)   # e.g. a Sequential subclass without its own call
-    from janus.graphgen import generator
     if any(c.fn.__code__ is call.__code__ for c in ctx.stack):
         raise Unsupported('janus does not convert recursive calls (%s)' % call.__qualname__)
-    converted = generator.convert(call)
+    converted = ctx.convert(call)
     ctx.converted[call.__code__] = converted
     ctx.code_objects |= converted.code_objects
 
@@ -939,17 +957,16 @@ def _move_leading_axis(stacked, axis, where):
 
 def _inline(ctx, fn, args, kwargs):
     """Inlines a user Python callee by tracing its converted version."""
-    from janus.graphgen import generator
     if fn.__code__ in [c.fn.__code__ for c in ctx.stack]:
         raise Unsupported('janus does not convert recursive calls (%s); the function runs '
                           'imperatively' % fn.__qualname__)
-    converted = generator.convert(fn)
+    converted = ctx.convert(fn)
     bound = inspect.signature(fn).bind(*args, **kwargs)
     _apply_defaults(ctx, fn, bound)
     ctx.converted[fn.__code__] = converted
     ctx.code_objects |= converted.code_objects
     root = ctx.source_of(fn)
-    py_fn = converted.bind(generator.FunctionNamespace(fn, root)) if root else converted.py_fn
+    py_fn = converted.bind(FunctionNamespace(fn, root)) if root else converted.py_fn
     ctx.stack.append(converted)
     try:
         return py_fn(*bound.args, **bound.kwargs)
