@@ -13,6 +13,7 @@ refused.  Values the call made itself are plain Python.
 """
 import inspect
 import operator
+import sys
 import types
 
 import tensorflow as tf
@@ -67,9 +68,16 @@ def user_dunder(value, name):
         return None
     if isinstance(found, (staticmethod, classmethod)):
         found = found.__func__
-    if isinstance(found, types.FunctionType) and not whitelist.is_library(found):
+    if isinstance(found, types.FunctionType) and not whitelist.is_library(found) \
+            and not _is_standard_library(found):
         return found
     return None
+
+
+def _is_standard_library(fn):
+    """Special methods from Python's own modules (an Enum's ``__hash__``)."""
+    module = (getattr(fn, '__module__', None) or '').split('.')[0]
+    return module in sys.stdlib_module_names and module != '__main__'
 
 
 # Special methods Python never calls behind an operator or a builtin on its own.
@@ -129,6 +137,19 @@ def _plain(ctx, value):
         value.refuse()
     if _outside_container(ctx, value):
         return ctx.contents(value)
+    return value
+
+
+def plain_deep(ctx, value, depth=0):
+    """``_plain`` inside containers the call made too (``f"{(self.names, 1)}"``), for
+    observations that read everything (formatting); identities are not kept."""
+    value = _plain(ctx, value)
+    if depth > 8 or ctx.source_of(value) is not None:
+        return value
+    if type(value) in (list, tuple):
+        return type(value)(plain_deep(ctx, v, depth + 1) for v in value)
+    if type(value) is dict:
+        return {k: plain_deep(ctx, v, depth + 1) for k, v in value.items()}
     return value
 
 
@@ -237,7 +258,11 @@ def binop(op, left, right):
     if _is_graph_value(left) and _is_graph_value(right):
         return fn(left, right)
     left, right = _plain(ctx, left), _plain(ctx, right)
-    _refuse_formatting(op, left, right)
+    if op == 'Mod' and isinstance(left, (str, bytes)):
+        right = plain_deep(ctx, right)   # '%s' % (self.names,) reads the items
+        if _needs_run_values(right):
+            raise Unsupported("janus does not convert '%'-formatting of a graph value; use "
+                              "an f-string")
     if user_dunder(left, forward) is None and user_dunder(right, reflected) is None:
         return fn(left, right)
     if user_dunder(left, forward) is None and (_is_graph_value(left)
@@ -394,7 +419,7 @@ def format_value(value, conversion, spec):
     ctx = current()
     if not isinstance(value, LazyText):   # a LazyText is rendered after the run, nested
         _refuse_user_code(value, ('__format__', '__str__', '__repr__'), 'formatting')
-        value = _plain(ctx, value)
+        value = plain_deep(ctx, value)
     conversion = _CONVERSIONS.get(conversion, conversion)
     if isinstance(spec, LazyText):
         spec.refuse()
@@ -418,9 +443,3 @@ def text_of(callee, value, spec=None):
     """``str(t)`` / ``repr(t)`` / ``format(t, spec)`` of a value needing the run."""
     conversion = {str: 's', repr: 'r', format: None}[callee]
     return LazyText([(value, conversion, spec or '')])
-
-
-def _refuse_formatting(op, left, right):
-    if op == 'Mod' and isinstance(left, (str, bytes)) and _needs_run_values(right):
-        raise Unsupported("janus does not convert '%%'-formatting of a graph value; use an "
-                          "f-string")

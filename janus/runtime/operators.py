@@ -402,6 +402,8 @@ def attr(obj, name):
     written = ctx.heap.read(obj, name)
     if written is not MISSING:
         return written
+    if isinstance(obj, enum.Enum) and name in ('name', 'value'):
+        return getattr(obj, name)   # fixed by the member, which is guarded by identity
     source = ctx.source_of(obj)
     if source is None or type(obj) in whitelist.CONTAINER_TYPES:
         # A container's attributes are its type's methods (its type is guarded);
@@ -560,6 +562,7 @@ def item(obj, key):
     if type(obj) not in (list, tuple, dict) and not isinstance(obj, tuple):
         raise Unsupported('janus does not convert subscripts of %s objects from outside '
                           'the call' % type(obj).__name__)
+    key = _list_index(ctx, obj, source, key)
     written = ctx.heap.read(obj, ('item', key)) if _hashable(key) else MISSING
     if written is not MISSING:
         return written
@@ -567,6 +570,21 @@ def item(obj, key):
         return ctx.contents(obj)[key]
     value = obj[key]
     return ctx.guard_value(guards.ItemSource(source, key), value)
+
+
+def _list_index(ctx, obj, source, key):
+    """An int index into an outside list or tuple as the position it names
+    (``items[-1]`` and ``items[2]`` are one item of a 3-item list); the length it
+    depends on is guarded.  Out of range: refused, so eager raises its IndexError."""
+    if type(key) is not int or not isinstance(obj, (list, tuple)) or id(obj) in ctx.heap.changed:
+        return key
+    if not -len(obj) <= key < len(obj):
+        raise Unsupported('index %d out of range of a %s of %d from outside the call'
+                          % (key, type(obj).__name__, len(obj)))
+    if key < 0:
+        ctx.add_guard(GuardKind.LEN_MATCH, source, (type(obj), len(obj)))
+        key += len(obj)
+    return key
 
 
 def _hashable(key):
@@ -592,6 +610,7 @@ def setitem(obj, key, value):
         raise Unsupported('janus converts item writes into outside lists and dicts only')
     if type(obj) is list and type(key) is not int:
         raise Unsupported('janus converts item writes into outside lists by int index only')
+    key = _list_index(ctx, obj, source, key)
     if type(obj) is dict and key not in obj and ctx.heap.read(obj, ('item', key)) is MISSING:
         ctx.heap.changed.add(id(obj))   # a new key: the dict's structure changed
     if _via_heap_op(value) and type(key) in (int, str):
@@ -746,6 +765,8 @@ def _converted_callback(ctx, fn):
     region TF traces once but may run many times (so writes there are refused)."""
     @functools.wraps(fn)
     def callback(*args, **kwargs):
+        if current_or_none() is not ctx:
+            return fn(*args, **kwargs)   # called when the graph runs (tf.py_function): Python
         ctx.dynamic_depth += 1
         try:
             if getattr(fn, '__code__', None) in ctx.code_objects:
@@ -866,9 +887,10 @@ def _printable(value, depth=0):
 
 
 def _call_builtin(ctx, callee, args, kwargs):
-    if callee in (str, repr, format) and args and not kwargs \
-            and observe._needs_run_values(args[0]):
-        return observe.text_of(callee, args[0], *args[1:])   # formatted after the run
+    if callee in (str, repr, format) and args and not kwargs:
+        value = observe.plain_deep(ctx, args[0])
+        if observe._needs_run_values(value):
+            return observe.text_of(callee, value, *args[1:])   # formatted after the run
     observe.refuse_user_dunders(callee, list(args) + list(kwargs.values()))
     if callee in (len, bool) and len(args) == 1 and not kwargs \
             and ctx.source_of(args[0]) is not None and isinstance(args[0], (list, tuple, dict)):
@@ -880,6 +902,10 @@ def _call_builtin(ctx, callee, args, kwargs):
 
 
 _REPLAYED_METHODS = frozenset(('append', 'extend', 'insert', 'update'))
+# Methods that read every item of their arguments (not keep the argument itself).
+_CONTENT_READING_METHODS = frozenset((
+    'extend', 'update', 'join', 'format', 'format_map', 'union', 'intersection', 'difference',
+    'symmetric_difference', 'issubset', 'issuperset', 'isdisjoint', 'startswith', 'endswith'))
 
 
 def _call_builtin_method(ctx, callee, args, kwargs):
@@ -889,11 +915,17 @@ def _call_builtin_method(ctx, callee, args, kwargs):
                                                for v in list(args) + list(kwargs.values())):
         raise Unsupported('janus does not convert str.%s() of a graph value; use an f-string'
                           % callee.__name__)
+    if callee.__name__ in _CONTENT_READING_METHODS:
+        # ``parts.extend(self.parts)``, ``'/'.join(self.names)``: the method reads the
+        # outside argument's items, so it gets the guarded contents.
+        args = [observe.plain_deep(ctx, v) for v in args]
     if source is None:
         return callee(*args, **kwargs)
     if callee.__name__ in whitelist.READ_ONLY_METHODS:
-        ctx.guard_deep(owner)
-        return callee(*args, **kwargs)
+        # On the contents as this point of the call sees them (an item written earlier
+        # in the call included), tensors re-read every run.
+        method = getattr(ctx.contents(owner), callee.__name__)
+        return method(*args, **kwargs)
     if callee.__name__ not in _REPLAYED_METHODS or kwargs:
         raise Unsupported('janus does not convert %s.%s() on a %s from outside the call'
                           % (type(owner).__name__, callee.__name__, type(owner).__name__))
