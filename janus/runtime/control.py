@@ -1,6 +1,6 @@
 """Control-flow operators converted code calls while it is traced.
 
-Needs a ``TraceContext`` (``operators.current()``) carrying a ``Plan``.  Every
+Needs a ``TraceContext`` (``trace_context.current()``) carrying a ``Plan``.  Every
 test or loop is decided per evaluation: a Python value runs as plain Python
 (its inputs are guarded); a tensor whose outcome the plan assumes runs only
 the assumed path and adds a ``Janus>Assert`` of the assumption; any other
@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from janus.config import config
 from janus.decisions import DYNAMIC
-from janus.runtime.operators import Unsupported, current
+from janus.runtime.trace_context import Unsupported, current
 
 
 class Undefined:

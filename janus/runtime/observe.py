@@ -1,6 +1,6 @@
 """Observations of Python values: every way converted code looks at a value.
 
-Needs a ``TraceContext`` (``operators.current()``).  The converter routes
+Needs a ``TraceContext`` (``trace_context.current()``).  The converter routes
 truthiness, ``in``, comparisons, arithmetic operators, unpacking, ``*``/``**``
 spreading and f-strings here (``converters/observations.py``).  The rule is
 default-deny: when an operand came from outside the call (it has a source),
@@ -21,7 +21,7 @@ import tensorflow as tf
 from janus import guards
 from janus.guards import GuardKind
 from janus.runtime import whitelist
-from janus.runtime.operators import Unsupported, current
+from janus.runtime.trace_context import Unsupported, current
 
 _BINARY = {
     'Add': ('__add__', '__radd__', '__iadd__', operator.add, '+'),
@@ -289,10 +289,10 @@ def _dispatch(ctx, left, right, forward, reflected, symbol, swapped=False):
 
 
 def _call_dunder(ctx, obj, name, other):
-    from janus.runtime import operators
+    from janus.runtime import calls   # calls needs observe: imported when first used
     user = user_dunder(obj, name)
     if user is not None:
-        return operators.call(user, obj, other)   # converted and inlined
+        return calls.call(user, obj, other)   # converted and inlined
     method = getattr(type(obj), name, None)
     if method is None:
         return NotImplemented
@@ -311,9 +311,9 @@ def inplace(op, target, value):
     if source is not None and type(target) in (list, dict) and op in ('Add', 'BitOr'):
         if (type(target) is list) != (op == 'Add'):
             return binop(op, target, value)   # raises Python's TypeError
-        from janus.runtime import operators
+        from janus.runtime import calls   # calls needs observe: imported when first used
         method = target.extend if type(target) is list else target.update
-        operators.call(method, _plain(ctx, value))
+        calls.call(method, _plain(ctx, value))
         return target
     if source is None and type(target) in (list, dict):
         return _INPLACE[op](target, _plain(ctx, value))
@@ -332,8 +332,8 @@ def unary(op, value):
     user = user_dunder(value, name)
     if user is None:
         return fn(value)
-    from janus.runtime import operators
-    return operators.call(user, value)   # converted and inlined
+    from janus.runtime import calls   # calls needs observe: imported when first used
+    return calls.call(user, value)   # converted and inlined
 
 
 # -- unpacking and spreading --------------------------------------------------------

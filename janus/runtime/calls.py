@@ -1,0 +1,275 @@
+"""Calls in converted code: what runs, converted, refused or deferred.
+
+Needs a ``TraceContext`` (``trace_context``).  ``call`` dispatches every call
+converted code makes: your own Python callees are converted and inlined
+(through the converter the tracer handed to the context, so the runtime never
+imports the generator), whitelisted builtins and TF/Keras APIs run on guarded
+arguments, your Keras layers run their converted ``call`` behind Keras's
+``__call__``, methods of outside containers are replayed through the shadow
+heap, ``print`` is deferred, and everything else is refused.
+"""
+import functools
+import inspect
+import types
+
+import tensorflow as tf
+
+from janus import callables
+from janus.runtime import control, layers, observe, whitelist
+from janus.runtime.namespace import FunctionNamespace
+from janus.runtime.printing import _deferred_print
+from janus.runtime.shadow_heap import Write
+from janus.runtime.shapes import _checked_shape_in
+from janus.runtime.trace_context import (Unsupported, captured_by_identity as _captured_by_identity,
+                                         current, current_or_none,
+                                         writable_context as _writable_context)
+
+
+def call(__callee, /, *args, **kwargs):
+    ctx = current()
+    callee, args, kwargs = callables.through_janus(__callee, args, kwargs)   # janus calls janus
+    if _is_whitelisted_builtin(callee):
+        return _call_builtin(ctx, callee, args, kwargs)
+    if callee is print:
+        return _deferred_print(ctx, args, kwargs)
+    if whitelist.is_builtin_method(callee):
+        return _call_builtin_method(ctx, callee, args, kwargs)
+    if isinstance(callee, types.MethodType) and isinstance(callee.__func__, types.FunctionType) \
+            and not whitelist.is_library(callee):
+        return _inline(ctx, callee.__func__, (callee.__self__,) + args, kwargs)
+    if isinstance(callee, types.FunctionType) and not whitelist.is_library(callee):
+        return _inline(ctx, callee, args, kwargs)
+    if (whitelist.is_library(callee) or whitelist.is_namedtuple_class(callee)
+            or whitelist.is_builtin_exception(callee)):
+        return _call_library(ctx, callee, args, kwargs)
+    call_method = getattr(type(callee), '__call__', None)
+    if _is_keras_layer(callee):
+        return _call_keras_layer(ctx, callee, args, kwargs)
+    if isinstance(call_method, types.FunctionType):
+        return _inline(ctx, call_method, (callee,) + args, kwargs)
+    raise Unsupported('janus does not convert calls to %s; only TF/Keras APIs, whitelisted '
+                      'builtins and your own Python functions are converted' % _name(callee))
+
+
+def _is_whitelisted_builtin(callee):
+    try:
+        return callee in whitelist.BUILTINS
+    except TypeError:  # unhashable callee
+        return False
+
+
+def _name(callee):
+    name = getattr(callee, '__qualname__', None) or getattr(callee, '__name__', None)
+    return repr(name) if name else 'a %s object' % type(callee).__name__
+
+
+def _is_keras_layer(obj):
+    return any(whitelist.in_package(k.__module__ or '', whitelist.LIBRARY_PREFIXES)
+               for k in type(obj).__mro__[1:])
+
+
+def _call_keras_layer(ctx, layer, args, kwargs):
+    """Your own Keras layer/model: Keras's __call__ (build, training flag, masks) runs
+    as usual, and the ``call`` it dispatches to is your converted ``call``."""
+    from janus.runtime import layers
+    call = layers.user_call(layer)
+    if call is None:
+        return layer(*args, **kwargs)   # e.g. a Sequential subclass without its own call
+    if any(c.fn.__code__ is call.__code__ for c in ctx.stack):
+        raise Unsupported('janus does not convert recursive calls (%s)' % call.__qualname__)
+    converted = ctx.convert(call)
+    ctx.converted[call.__code__] = converted
+    ctx.code_objects |= converted.code_objects
+
+    def converted_call(*call_args, **call_kwargs):
+        ctx.stack.append(converted)
+        try:
+            return converted.py_fn(layer, *call_args, **call_kwargs)
+        finally:
+            ctx.stack.pop()
+    with layers.calling(layer, converted_call):
+        return layer(*args, **kwargs)
+
+
+def _guard_library_args(ctx, args, kwargs):
+    """Checks and guards what library code gets; returns (args, kwargs) with outside
+    containers replaced by copies whose tensors are re-read every run, and your own
+    functions (``tf.map_fn(fn, x)``, ``tf.cond(p, f, g)``) replaced by their converted
+    versions, run as a tensor-dependent region (a branch or loop body TF traces once)."""
+    def prepare(value, depth=0):
+        if isinstance(value, observe.LazyText):
+            value.refuse()
+        if _is_user_function(value):
+            return _converted_callback(ctx, value)
+        if type(value) in (list, tuple) and depth == 0 and ctx.source_of(value) is None:
+            return type(value)(prepare(v, 1) for v in value)   # tf.switch_case's branches
+        if ctx.source_of(value) is None:
+            if observe.has_user_dunders(value):
+                raise Unsupported('janus does not pass your %s object to library code (it '
+                                  'would run its special methods unconverted)'
+                                  % type(value).__name__)
+            return value
+        if isinstance(value, (list, tuple, dict)):
+            return ctx.contents(value)
+        if not _captured_by_identity(value):
+            raise Unsupported('janus does not pass your %s object to library code (it might '
+                              'read or change it behind the guards)' % type(value).__name__)
+        return value
+    return [prepare(v) for v in args], {k: prepare(v) for k, v in kwargs.items()}
+
+
+def _is_user_function(value):
+    if isinstance(value, functools.partial):
+        return _is_user_function(value.func)
+    return (isinstance(value, (types.FunctionType, types.MethodType))
+            and isinstance(getattr(value, '__func__', value), types.FunctionType)
+            and not whitelist.is_library(value))
+
+
+def _converted_callback(ctx, fn):
+    """``fn`` as library code may call it during the trace: converted, and inside a
+    region TF traces once but may run many times (so writes there are refused)."""
+    @functools.wraps(fn)
+    def callback(*args, **kwargs):
+        if current_or_none() is not ctx:
+            return fn(*args, **kwargs)   # called when the graph runs (tf.py_function): Python
+        ctx.dynamic_depth += 1
+        try:
+            if getattr(fn, '__code__', None) in ctx.code_objects:
+                return fn(*args, **kwargs)   # defined in converted code: converted already
+            return call(fn, *args, **kwargs)
+        finally:
+            ctx.dynamic_depth -= 1
+    return callback
+
+
+def _call_builtin(ctx, callee, args, kwargs):
+    if callee in (str, repr, format) and args and not kwargs:
+        value = observe.plain_deep(ctx, args[0])
+        if observe._needs_run_values(value):
+            return observe.text_of(callee, value, *args[1:])   # formatted after the run
+    observe.refuse_user_dunders(callee, list(args) + list(kwargs.values()))
+    if callee in (len, bool) and len(args) == 1 and not kwargs \
+            and ctx.source_of(args[0]) is not None and isinstance(args[0], (list, tuple, dict)):
+        return observe.size_of(callee, args[0])   # one O(1) guard, not one per item
+    if callee in whitelist.KEYED_BUILTINS and kwargs:
+        raise Unsupported('janus does not convert %s() with key=/default=' % callee.__name__)
+    args, kwargs = _guard_library_args(ctx, args, kwargs)
+    return callee(*args, **kwargs)
+
+
+_REPLAYED_METHODS = frozenset(('append', 'extend', 'insert', 'update'))
+
+
+# Methods that read every item of their arguments (not keep the argument itself).
+_CONTENT_READING_METHODS = frozenset((
+    'extend', 'update', 'join', 'format', 'format_map', 'union', 'intersection', 'difference',
+    'symmetric_difference', 'issubset', 'issuperset', 'isdisjoint', 'startswith', 'endswith'))
+
+
+def _call_builtin_method(ctx, callee, args, kwargs):
+    owner = callee.__self__
+    source = ctx.source_of(owner)
+    if isinstance(owner, (str, bytes)) and any(observe._needs_run_values(v)
+                                               for v in list(args) + list(kwargs.values())):
+        raise Unsupported('janus does not convert str.%s() of a graph value; use an f-string'
+                          % callee.__name__)
+    if callee.__name__ in _CONTENT_READING_METHODS:
+        # ``parts.extend(self.parts)``, ``'/'.join(self.names)``: the method reads the
+        # outside argument's items, so it gets the guarded contents.
+        args = [observe.plain_deep(ctx, v) for v in args]
+    if source is None:
+        return callee(*args, **kwargs)
+    if callee.__name__ in whitelist.READ_ONLY_METHODS:
+        # On the contents as this point of the call sees them (an item written earlier
+        # in the call included), tensors re-read every run.
+        method = getattr(ctx.contents(owner), callee.__name__)
+        return method(*args, **kwargs)
+    if callee.__name__ not in _REPLAYED_METHODS or kwargs:
+        raise Unsupported('janus does not convert %s.%s() on a %s from outside the call'
+                          % (type(owner).__name__, callee.__name__, type(owner).__name__))
+    # Replayed on the real object after a successful run (append/extend/insert/
+    # update return None, so nothing in the trace depends on the object's new state).
+    ctx = _writable_context('a %s (%s)' % (type(owner).__name__, callee.__name__))
+    ctx.heap.changed.add(id(owner))
+    ctx.heap.writes.append(Write('call', source, callee.__name__, list(args), None))
+    return None
+
+
+def _call_library(ctx, callee, args, kwargs):
+    layers.refuse_lazy_build(callee)   # a Keras optimizer's first apply builds it: not in a trace
+    shape = _checked_shape_in(list(args) + list(kwargs.values()))
+    if shape is not None:
+        shape._refuse()   # library code would read its unknown dimensions as None
+    args, kwargs = _guard_library_args(ctx, args, kwargs)
+    if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
+        return _call_with_tensor_lists(callee, args, kwargs)
+    return callee(*args, **kwargs)
+
+
+def _tensor_list_functions():
+    """Library functions whose list argument a TensorList stands in for, and how."""
+    stacked = lambda t: t.stacked()  # noqa: E731
+    table = {tf.stack: stacked, tf.convert_to_tensor: stacked,
+             tf.concat: lambda t: t.array.concat(),
+             tf.add_n: lambda t: tf.reduce_sum(t.stacked(), axis=0)}
+    for name in ('reduce_sum', 'reduce_mean', 'reduce_max', 'reduce_min', 'reduce_prod',
+                 'reduce_all', 'reduce_any', 'reduce_logsumexp'):
+        table[getattr(tf, name, None) or getattr(tf.math, name)] = stacked
+    return table
+
+
+def _call_with_tensor_lists(callee, args, kwargs):
+    table = _tensor_list_functions()
+    lists = [v for v in list(args) + list(kwargs.values()) if isinstance(v, control.TensorList)]
+    convert = table.get(callee) if args and isinstance(args[0], control.TensorList) else None
+    axis = kwargs.get('axis', args[1] if len(args) > 1 else 0)
+    if convert is None or len(lists) != 1 or (callee is tf.concat and axis != 0):
+        raise Unsupported('%s: janus supports tf.stack, tf.concat (axis 0), tf.add_n and '
+                          'tf.reduce_* of a list grown in a tensor-dependent loop, not %s'
+                          % (lists[0].where, _name(callee)))
+    value = convert(args[0])
+    if callee is tf.stack and axis != 0:
+        value = _move_leading_axis(value, axis, lists[0].where)
+    if callee in (tf.stack, tf.concat, tf.add_n, tf.convert_to_tensor):
+        return value
+    return callee(value, *args[1:], **kwargs)
+
+
+def _move_leading_axis(stacked, axis, where):
+    """``tf.stack(items, axis)`` from the items stacked along axis 0."""
+    rank = stacked.shape.rank
+    if rank is None or not isinstance(axis, int) or not -rank <= axis < rank:
+        raise Unsupported('%s: tf.stack(axis=%r) of a list grown in a tensor-dependent loop '
+                          'needs a static axis within the items\' rank' % (where, axis))
+    axis %= rank
+    return tf.transpose(stacked, list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank)))
+
+
+def _inline(ctx, fn, args, kwargs):
+    """Inlines a user Python callee by tracing its converted version."""
+    if fn.__code__ in [c.fn.__code__ for c in ctx.stack]:
+        raise Unsupported('janus does not convert recursive calls (%s); the function runs '
+                          'imperatively' % fn.__qualname__)
+    converted = ctx.convert(fn)
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    _apply_defaults(ctx, fn, bound)
+    ctx.converted[fn.__code__] = converted
+    ctx.code_objects |= converted.code_objects
+    root = ctx.source_of(fn)
+    py_fn = converted.bind(FunctionNamespace(fn, root)) if root else converted.py_fn
+    ctx.stack.append(converted)
+    try:
+        return py_fn(*bound.args, **bound.kwargs)
+    finally:
+        ctx.stack.pop()
+
+
+def _apply_defaults(ctx, fn, bound):
+    """Fills in defaults as outside objects: ``def helper(x, seen=[])`` appends to the
+    function's one default list through the shadow heap, on every run."""
+    for name, parameter in bound.signature.parameters.items():
+        if name in bound.arguments or parameter.default is inspect.Parameter.empty:
+            continue
+        bound.arguments[name] = ctx.register_default(fn, name, parameter.default)
+    bound.apply_defaults()   # *args / **kwargs left empty

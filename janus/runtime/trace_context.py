@@ -1,0 +1,318 @@
+"""What one trace knows: its sources, guards, assumptions and shadow heap.
+
+Needs nothing run before it.  ``tracer.py`` makes a ``TraceContext`` per
+trace and enters it (``enter_trace``) for the thread that traces; every
+runtime operator finds it with ``current()``.  The sources invariant lives
+here (DESIGN.md): every object the trace obtained from outside the call is
+mapped to its ``Source``; one without a source was made by the call.
+"""
+import enum
+import threading
+import types
+
+import tensorflow as tf
+
+from janus import guards
+from janus.decisions import DYNAMIC
+from janus.errors import ConversionError
+from janus.guards import GuardKind
+from janus.runtime import shadow_heap, whitelist
+from janus.runtime.shadow_heap import MISSING
+
+_local = threading.local()
+
+
+class Unsupported(ConversionError):
+    """Raised at trace time; the tracer adds the user's source line."""
+
+
+class Assumption:
+    """One speculation checked inside the graph by a ``Janus>Assert``.
+
+    ``kind``: BRANCH (a test's outcome), TRIP_COUNT (a loop's length), RAISE
+    (a raising branch is not taken), ASSERT (a user ``assert``), NONEMPTY_LOOP
+    (a dynamic loop under a tape runs at least once), AGREEMENT (all ranks'
+    assumptions held).  Only BRANCH and TRIP_COUNT are relaxed when they break.  ``site`` is
+    the (code object, site id) the profile and plan know it by.
+    """
+
+    def __init__(self, assumption_id, kind, filename, lineno, description, site=None):
+        self.id, self.kind, self.site = assumption_id, kind, site
+        self.filename, self.lineno, self.description = filename, lineno, description
+
+    @property
+    def speculative(self):
+        return self.kind in ('BRANCH', 'TRIP_COUNT')
+
+    def __repr__(self):
+        return '#%d %s at %s:%s: %s' % (self.id, self.kind, self.filename, self.lineno,
+                                         self.description)
+
+
+class TraceContext:
+    """What one trace learns: guards on outside values, in-graph assumptions."""
+
+    def __init__(self, fn, arguments, plan, convert):
+        self.fn = fn
+        self.plan = plan
+        self.convert = convert   # fn -> Converted: the generator's, handed in (no import cycle)
+        self.dynamic_depth = 0  # > 0 while tracing a tf.cond branch or tf.while_loop body
+        self.top_graph = None
+        self.heap = shadow_heap.TraceHeap()
+        self.last_loop_reads_variables = False   # set while tracing a tf.while_loop body
+        self.soft_conditions = None   # a list in distributed steps: assumptions agreed on, see distributed.py
+        self.shapes = None      # relaxed shapes of hoisted heap reads, kept across traces
+        self.guards = []
+        self._guard_keys = set()
+        self._sources = {}     # id(obj) -> Source, for objects from outside the call
+        self._keep = []        # keeps those objects alive so ids stay unique
+        self.assumptions = []
+        self.assert_ops = []
+        self.converted = {}    # code object -> Converted, for to_code/explain
+        self.code_objects = set()
+        self.stack = []
+        self.aliasable = []    # (source, value) of every outside object, each source once
+        self._aliasable_uids = set()
+
+    # -- sources ---------------------------------------------------------
+    def register_arguments(self, arguments):
+        """Gives the objects the trace sees as arguments (containers rebuilt around
+        placeholders, other objects themselves) their ``ArgSource``."""
+        for name, value in arguments.items():
+            self._register_argument(guards.ArgSource(name), value, set())
+
+    def _register_argument(self, source, value, visiting):
+        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
+            return
+        self._remember(source, value)
+        if isinstance(value, types.MethodType):   # obj.method passed: obj is outside too
+            self._register_argument(guards.AttrSource(source, '__self__'), value.__self__,
+                                    visiting)
+            return
+        if id(value) in visiting:
+            return   # a cyclic argument: its items were registered on the way in
+        visiting.add(id(value))
+        if type(value) is list or isinstance(value, tuple):
+            for i, item in enumerate(value):
+                self._register_argument(guards.ItemSource(source, i), item, visiting)
+        elif type(value) is dict:
+            for key, item in value.items():
+                self._register_argument(guards.ItemSource(source, key), item, visiting)
+
+    def _remember(self, source, value):
+        if not captured_by_identity(value) and not isinstance(value, tf.Tensor) \
+                and source.uid() not in self._aliasable_uids:
+            self._aliasable_uids.add(source.uid())
+            self.aliasable.append((source, value))
+        if id(value) not in self._sources:
+            self._sources[id(value)] = source
+            self._keep.append(value)
+
+    def register_default(self, fn, name, value):
+        """A callee's default argument: an outside object, written through the heap."""
+        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
+            return value
+        return self.guard_value(guards.DefaultSource(fn, name), value, hoist=False)
+
+    def alias_guard(self, arguments):
+        """One guard on which outside objects are the same object: ``f(a, a)`` and
+        ``f(a, b)`` need different graphs.  The expected partition is computed from
+        the real call's values (the trace sees rebuilt argument containers)."""
+        if len(self.aliasable) < 2:
+            return None
+        sources = [source for source, _ in self.aliasable]
+        return guards.AliasGuard(sources, guards.AliasGuard.partition(sources, arguments))
+
+    def source_of(self, value):
+        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
+            return None
+        return self._sources.get(id(value))
+
+    def add_guard(self, kind, source, expected):
+        key = (kind, source.uid())
+        if key not in self._guard_keys:
+            self._guard_keys.add(key)
+            self.guards.append(guards.SourceGuard(kind, source, expected))
+
+    def guard_value(self, source, value, hoist=True):
+        """Guards a value read from ``source``, remembers where it lives, and returns
+        what the trace should use: the value, or for a tensor a hoisted graph input."""
+        kind = type(value)
+        if kind in guards.PRIMITIVES:
+            self.add_guard(GuardKind.VALUE_MATCH, source, value)
+            return value
+        if kind is guards.EagerTensor and hoist and self.top_graph is not None:
+            return shadow_heap.hoist_tensor(self, source, value)
+        if isinstance(value, tf.Tensor) and kind is not guards.EagerTensor:
+            return value   # already in this graph: an argument's placeholder or a hoisted read
+        if isinstance(value, enum.Enum):
+            self.add_guard(GuardKind.ID_MATCH, source, value)   # Mode.EVAL is not Mode.TRAIN
+            return value
+        if type(value).__module__ == 'numpy':
+            raise Unsupported('janus does not convert reading the NumPy value %r from outside '
+                              'the call (it would be frozen into the graph); keep it in a '
+                              'tf.Variable or pass a tensor' % (source,))
+        if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
+            self.add_guard(GuardKind.METHOD_MATCH, source, value.__func__)
+            return value
+        if kind in (list, dict) or isinstance(value, tuple):
+            self.add_guard(GuardKind.TYPE_MATCH, source, kind)   # contents: guard_deep, lazily
+        elif captured_by_identity(value):
+            self.add_guard(GuardKind.ID_MATCH, source, value)
+        else:
+            self.add_guard(GuardKind.TYPE_MATCH, source, kind)
+        self._remember(source, value)
+        return value
+
+    def guard_deep(self, value, depth=0):
+        """Guards the length and every item of an outside container code will read."""
+        source = self.source_of(value)
+        if source is None or depth > 8:
+            return
+        if id(value) in self.heap.changed:
+            raise Unsupported('janus does not convert reading a %s from outside the call after '
+                              'changing it in place in the same call' % type(value).__name__)
+        if self._guard_flat_constants(source, value):
+            return
+        if isinstance(value, (list, tuple)):   # list subclasses too (Keras's TrackedList)
+            self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+            items = enumerate(value)
+        elif type(value) is dict:
+            self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
+            items = value.items()
+        else:
+            return
+        for key, item in items:
+            if self.heap.read(value, ('item', key)) is not MISSING:
+                continue   # written earlier in this call: the trace knows it
+            self.guard_value(guards.ItemSource(source, key), item, hoist=False)
+            self.guard_deep(item, depth + 1)
+
+    def contents(self, value, depth=0):
+        """Guards an outside container's length and items and returns a copy of it in
+        which every tensor is re-read on each run (hoisted), for values that flow into
+        the graph: library arguments, loops, slices, print."""
+        source = self.source_of(value)
+        if source is None or depth > 8 or not isinstance(value, (list, tuple, dict)):
+            return value
+        if id(value) in self.heap.changed:
+            raise Unsupported('janus does not convert reading a %s from outside the call after '
+                              'changing it in place in the same call' % type(value).__name__)
+        if self._guard_flat_constants(source, value):
+            return type(value)(value) if type(value) in (list, tuple, dict) else list(value)
+        if isinstance(value, dict):
+            self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
+            return {k: self.contents(self._item_now(value, source, k, v), depth + 1)
+                    for k, v in value.items()}
+        self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+        items = [self.contents(self._item_now(value, source, i, v), depth + 1)
+                 for i, v in enumerate(value)]
+        if type(value) is tuple or not isinstance(value, tuple):
+            return tuple(items) if type(value) is tuple else items   # a Keras TrackedList: a list
+        return type(value)(*items)   # a namedtuple
+
+    def _guard_flat_constants(self, source, value):
+        """One EQUALS_MATCH guard for a list/tuple (or a dict's keys and values) of
+        Python constants: a 2,000-word vocabulary is one C-level compare per call,
+        not 2,000 guards.  False (nothing guarded) for anything else."""
+        if type(value) not in (list, tuple, dict) or len(value) < 2:
+            return False
+        items = list(value.values()) + list(value) if type(value) is dict else value
+        if not all(type(item) in guards.PRIMITIVES for item in items):
+            return False
+        if any(self.heap.read(value, ('item', k)) is not MISSING
+               for k in (value if type(value) is dict else range(len(value)))):
+            return False
+        snapshot = type(value)(value)
+        self.add_guard(GuardKind.EQUALS_MATCH, source, (snapshot, tuple(map(type, snapshot))))
+        return True
+
+    def _item_now(self, container, source, key, value):
+        """An item as this point of the call sees it: written earlier in the call
+        (``obj.items[0] = x``), or the guarded outside value."""
+        written = self.heap.read(container, ('item', key))
+        if written is not MISSING:
+            return written
+        return self.guard_value(guards.ItemSource(source, key), value)
+
+    # -- assumptions -----------------------------------------------------
+    def decide(self, key):
+        """The plan's outcome for this evaluation of site ``key`` (dynamic inside regions)."""
+        if self.dynamic_depth:
+            return DYNAMIC
+        return self.plan.decide(key)
+
+    def site_line(self, key):
+        converted = self.converted.get(key[0])
+        site = converted.sites.get(key[1]) if converted is not None else None
+        return (converted.filename if converted else None), (site.lineno if site else None)
+
+    def site_text(self, key):
+        filename, lineno = self.site_line(key)
+        return 'line %s of %s' % (lineno, filename)
+
+    def assume(self, key, kind, condition, description, lineno=None, gate=None):
+        """Adds a Janus>Assert that ``condition`` holds; returns the op (None if static).
+
+        With ``gate`` (a tensor), returns ``gate`` passed through a
+        Janus>CheckedIdentity instead: usable only once the assumption holds.
+        """
+        from janus.runtime import ops
+        static = tf.get_static_value(condition)
+        if static is not None and bool(static):
+            return gate
+        filename, site_lineno = self.site_line(key) if key is not None else (None, None)
+        if filename is None and self.stack:
+            filename = self.stack[-1].filename
+        lineno = lineno or site_lineno
+        assumption = Assumption(len(self.assumptions), kind, filename, lineno, description, key)
+        self.assumptions.append(assumption)
+        if self.soft_conditions is not None and self.dynamic_depth == 0:
+            self.soft_conditions.append(tf.reshape(tf.cast(condition, tf.bool), []))
+            return gate   # checked by every rank together, in distributed.agree
+        message = '%s: %s (line %s)' % (kind, description, lineno)
+        if gate is not None:
+            gated = ops.janus_checked_identity(tf.reshape(condition, []), gate, assumption.id,
+                                               message)
+            op = gated.op
+        else:
+            gated = op = ops.janus_assert(tf.reshape(condition, []), assumption.id, message)
+        if tf.compat.v1.get_default_graph() is self.top_graph:
+            self.assert_ops.append(op)
+        return gated
+
+
+def captured_by_identity(value):
+    if isinstance(value, (tf.Tensor, tf.Variable, types.FunctionType, types.ModuleType, type,
+                          types.BuiltinFunctionType)):
+        return True
+    return whitelist.is_library_object(value) or callable(value) and not hasattr(value, '__dict__')
+
+
+def current():
+    ctx = getattr(_local, 'ctx', None)
+    if ctx is None:
+        raise RuntimeError('janus converted code ran outside of a trace')
+    return ctx
+
+
+def current_or_none():
+    return getattr(_local, 'ctx', None)
+
+
+def enter_trace(ctx):
+    _local.ctx = ctx
+
+
+def exit_trace():
+    _local.ctx = None
+
+
+def writable_context(what):
+    """The context, for a write: refused inside a tensor-dependent branch or loop."""
+    ctx = current()
+    if ctx.dynamic_depth:
+        raise Unsupported('janus does not convert a write to %s inside a tensor-dependent '
+                          'branch or loop (the write would happen once per trace, not per '
+                          'iteration)' % what)
+    return ctx
