@@ -42,6 +42,21 @@ from janus.pyct import parser
 log = logging.getLogger('janus')
 
 # ``traceback``: for janus's internal errors, the last frames, so explain shows where.
+class EventKind(enum.StrEnum):
+    """What ``explain`` lists per call: how janus ran it and why."""
+    FALLBACK = 'fallback'
+    FALLBACK_RAISED = 'fallback raised'
+    GRAPH_ERROR = 'graph error'
+    RELAXED = 'relaxed'
+    RECURSIVE_CALL = 'recursive call'
+    GRAPH_BUILT = 'graph built'
+    RELAXED_SHAPES_FAILED = 'relaxed shapes failed'
+    IMPERATIVE = 'imperative'
+    CACHE_MISS = 'cache miss'
+    INTERNAL_ERROR = 'internal error'
+    PROFILING = 'profiling'
+
+
 Event = collections.namedtuple('Event', 'call kind detail traceback', defaults=(None,))
 
 
@@ -217,19 +232,19 @@ class JanusFunction:
 
     def _after_broken_assumption(self, entry, broke, call):
         self.stats.fallbacks += 1
-        self._event('fallback', 'assumption %r broke; re-ran imperatively' % broke.assumption)
+        self._event(EventKind.FALLBACK, 'assumption %r broke; re-ran imperatively' % broke.assumption)
         try:
             result = self._run_profiled(call, count=False, claimed=False)
         except Exception as e:
             # The call raised, eagerly too: an exceptional path, not a reason
             # to give up the assumption for the calls that do not raise.
-            self._event('fallback raised', '%s; assumptions kept' % type(e).__name__)
+            self._event(EventKind.FALLBACK_RAISED, '%s; assumptions kept' % type(e).__name__)
             raise
         self._safely('relaxing assumptions', self._relax, entry, broke.assumption)
         return result
 
     def _after_graph_error(self, entry, error, call):
-        self._event('graph error', '%s (%s); re-ran imperatively for eager\'s result or '
+        self._event(EventKind.GRAPH_ERROR, '%s (%s); re-ran imperatively for eager\'s result or '
                     'exception' % (type(error.error).__name__, str(error.error).strip()[:160]))
         try:
             return self._run_profiled(call, count=False, claimed=False)
@@ -269,7 +284,7 @@ class JanusFunction:
             self.cache.remove(entry)
             self._reprofile_budget = 0
             where = ', '.join(self._site_name(key) for key in broken)
-            self._event('relaxed', '%s: assumed outcomes dropped, next graph builds dynamic '
+            self._event(EventKind.RELAXED, '%s: assumed outcomes dropped, next graph builds dynamic '
                         'control flow there' % where)
 
     def _site_name(self, key):
@@ -330,7 +345,7 @@ class JanusFunction:
         self.stats.imperative_calls += 1
         if not getattr(self, '_reentry_noted', False):
             self._reentry_noted = True
-            self._event('recursive call', 'calls of %s from inside its own running call run as '
+            self._event(EventKind.RECURSIVE_CALL, 'calls of %s from inside its own running call run as '
                         'plain Python (janus does not convert recursion)' % self.name)
         return self.fn(*args, **kwargs)
 
@@ -361,7 +376,7 @@ class JanusFunction:
         self.stats.graphs_built += 1
         self.cache.insert(entry)
         self.stats.evictions = self.cache.evictions
-        self._event('graph built', 'graph #%d in %.0f ms, assuming: %s' % (
+        self._event(EventKind.GRAPH_BUILT, 'graph #%d in %.0f ms, assuming: %s' % (
             self.stats.graphs_built, entry.trace_seconds * 1e3, '; '.join(entry.describe_guards())))
         return entry
 
@@ -398,7 +413,7 @@ class JanusFunction:
                 exact = guards.Signature(arguments)
                 entry = tracer.trace(self.function, converted, bound, exact, self._plan(),
                                      distributed=self.distributed)
-            self._event('relaxed shapes failed', '%s; built with exact shapes instead' % e)
+            self._event(EventKind.RELAXED_SHAPES_FAILED, '%s; built with exact shapes instead' % e)
             return entry
 
     def _plan(self):
@@ -411,7 +426,7 @@ class JanusFunction:
                                   % (self.name, error)) from error
         if record:
             log.warning('janus: running %s imperatively: %s', self.name, error)
-        self._event('imperative', str(error))
+        self._event(EventKind.IMPERATIVE, str(error))
         return None
 
     def _give_up_on_recompiles(self):
@@ -429,7 +444,7 @@ class JanusFunction:
                                                           newest.expected, newest.actual)
         if config.log_recompiles:
             log.info('janus: recompiling %s: %s', self.name, text)
-        self._event('cache miss', text)
+        self._event(EventKind.CACHE_MISS, text)
 
     # -- janus's own failures ----------------------------------------------
     def _internal_error(self, stage, error, after_user_code=False):
@@ -444,7 +459,7 @@ class JanusFunction:
     def _record_internal(self, stage, text, trace):
         log.warning('janus: internal error while %s for %s: %s; the call ran as plain Python',
                     stage, self.name, text)
-        self._event('internal error', 'janus failed while %s: %s' % (stage, text), trace)
+        self._event(EventKind.INTERNAL_ERROR, 'janus failed while %s: %s' % (stage, text), trace)
 
     def _internal_conversion_error(self, stage, error):
         """A ConversionError standing for janus's own ``error`` (explain shows the traceback)."""
@@ -462,6 +477,7 @@ class JanusFunction:
             return None
 
     def _event(self, kind, detail, trace=None):
+        assert isinstance(kind, EventKind), kind
         self.events.append(Event(self.stats.calls, kind, detail, trace))
 
     # -- construction ------------------------------------------------------
@@ -477,7 +493,7 @@ class JanusFunction:
         try:
             return profiler.instrument(self.function, self.recorder)
         except (parser.NoSource, SyntaxError) as e:
-            self._event('profiling', 'uninstrumented: %s' % e)
+            self._event(EventKind.PROFILING, 'uninstrumented: %s' % e)
         except Exception as e:  # noqa: BLE001 - profiling is optional
             self._record_internal('instrumenting for the profiler',
                                   '%s: %s' % (type(e).__name__, e), short_traceback(e))

@@ -324,10 +324,9 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     ctx.shapes = heap_shapes
     if distributed:
         ctx.soft_conditions = []   # checked together by runtime.distributed.agree
-    ctx.converted[fn.__code__] = converted
+    ctx.register_converted(fn.__code__, converted)
     ctx.has_mutations = False
     ctx.safe_error_ops = None
-    ctx.code_objects |= converted.code_objects
     ctx.refusals = []   # refusals library code may have swallowed (trace_output, CheckedShape)
     library_config.install()
     holder = {}

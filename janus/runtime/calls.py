@@ -18,7 +18,7 @@ from janus import callables
 from janus.runtime import control, layers, observe, whitelist
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
-from janus.runtime.shadow_heap import Write
+from janus.runtime.shadow_heap import Write, WriteKind
 from janus.runtime.shapes import _checked_shape_in
 from janus.runtime.trace_context import (Unsupported, captured_by_identity as _captured_by_identity,
                                          current, current_or_none,
@@ -78,8 +78,7 @@ def _call_keras_layer(ctx, layer, args, kwargs):
     if any(c.fn.__code__ is call.__code__ for c in ctx.stack):
         raise Unsupported('janus does not convert recursive calls (%s)' % call.__qualname__)
     converted = ctx.convert(call)
-    ctx.converted[call.__code__] = converted
-    ctx.code_objects |= converted.code_objects
+    ctx.register_converted(call.__code__, converted)
 
     def converted_call(*call_args, **call_kwargs):
         ctx.stack.append(converted)
@@ -192,7 +191,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     # update return None, so nothing in the trace depends on the object's new state).
     ctx = _writable_context('a %s (%s)' % (type(owner).__name__, callee.__name__))
     ctx.heap.changed.add(id(owner))
-    ctx.heap.writes.append(Write('call', source, callee.__name__, list(args), None))
+    ctx.heap.writes.append(Write(WriteKind.CALL, source, callee.__name__, list(args), None))
     return None
 
 
@@ -254,8 +253,7 @@ def _inline(ctx, fn, args, kwargs):
     converted = ctx.convert(fn)
     bound = inspect.signature(fn).bind(*args, **kwargs)
     _apply_defaults(ctx, fn, bound)
-    ctx.converted[fn.__code__] = converted
-    ctx.code_objects |= converted.code_objects
+    ctx.register_converted(fn.__code__, converted)
     root = ctx.source_of(fn)
     py_fn = converted.bind(FunctionNamespace(fn, root)) if root else converted.py_fn
     ctx.stack.append(converted)

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from janus.config import config
 from janus.decisions import DYNAMIC
-from janus.runtime.trace_context import Unsupported, current
+from janus.runtime.trace_context import AssumptionKind, Unsupported, current
 
 
 class Undefined:
@@ -121,7 +121,7 @@ def _decide_test(ns, site, value, what):
     if outcome is DYNAMIC:
         return DYNAMIC, False
     condition = truth(value) if outcome else tf.logical_not(truth(value))
-    ctx.assume(key, 'BRANCH', condition, '%s is %s' % (what, outcome))
+    ctx.assume(key, AssumptionKind.BRANCH, condition, '%s is %s' % (what, outcome))
     return outcome, True
 
 
@@ -150,7 +150,7 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
     soft = ctx.soft_conditions is not None   # a distributed step: no unchecked slicing
     if length is None and outcome is not DYNAMIC and outcome <= config.max_unroll and not soft:
         # Slices only once the count is known good: a data dependency on the check.
-        iterable = ctx.assume((ns.fn.__code__, site), 'TRIP_COUNT',
+        iterable = ctx.assume((ns.fn.__code__, site), AssumptionKind.TRIP_COUNT,
                               tf.equal(tf.shape(iterable)[0], outcome),
                               'the loop runs %d times' % outcome, gate=iterable)
         return tf.unstack(iterable, num=outcome) if outcome else []
@@ -339,7 +339,7 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
         set_state(init)
         other = not raised.branch
         condition = truth(test_value) if other else tf.logical_not(truth(test_value))
-        ctx.assume((ns.fn.__code__, site), 'RAISE', condition,
+        ctx.assume((ns.fn.__code__, site), AssumptionKind.RAISE, condition,
                    'the branch that raises %s is not taken' % type(raised.error).__name__)
         return (true_fn if other else false_fn)()
     except (ValueError, TypeError):
@@ -391,7 +391,7 @@ def _at_least_once(ns, site, first_test):
         return
     # Not a speculation to relax (the loop is already dynamic): a call with no
     # iteration just runs imperatively, and the graph stays.
-    ctx.assume((ns.fn.__code__, site), 'NONEMPTY_LOOP', first_test,
+    ctx.assume((ns.fn.__code__, site), AssumptionKind.NONEMPTY_LOOP, first_test,
                'the loop runs at least once (eager gradients would be None otherwise)')
 
 

@@ -15,6 +15,7 @@ same collectives, with the same names, in the same order.
 import tensorflow as tf
 
 from janus.errors import JanusUsageError
+from janus.runtime.trace_context import AssumptionKind
 
 _INSTALL_HINT = ('janus.DistributedOptimizer needs Horovod with TensorFlow: install the extra '
                  '(`pip install --no-build-isolation .[horovod]`, which needs the recipe in '
@@ -91,7 +92,7 @@ def agree(name):
     if conditions:
         held = tf.logical_and(held, tf.reduce_all(tf.stack(conditions)))
     agreed = tf.equal(allreduce(tf.cast(held, tf.int32), name, hvd.Min), 1)
-    ctx.assume(None, 'AGREEMENT', agreed,
+    ctx.assume(None, AssumptionKind.AGREEMENT, agreed,
                'every rank held its assumptions (%d here)' % len(conditions))
     return _Agreement(agreed, ctx.assumptions[-1].id)
 

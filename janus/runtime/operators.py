@@ -20,9 +20,10 @@ from janus import callables, guards
 from janus.errors import InvariantError
 from janus.guards import GuardKind
 from janus.runtime import shadow_heap, whitelist
-from janus.runtime.shadow_heap import MISSING, Write
+from janus.runtime.shadow_heap import MISSING, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
-from janus.runtime.trace_context import (Assumption, TraceContext, Unsupported,  # noqa: F401
+from janus.runtime.trace_context import (Assumption, AssumptionKind, TraceContext,  # noqa: F401
+                                         Unsupported,
                                          captured_by_identity, current, current_or_none,
                                          enter_trace, exit_trace,
                                          writable_context as _writable_context)
@@ -76,9 +77,9 @@ def store(ns, name, value):
     """``global x; x = v`` / ``nonlocal x; x = v``: a write to the shadow heap."""
     ctx = _writable_context('the variable %s' % name)
     if name in ns.cells:
-        write = Write('cell', None, name, value, ns.cells[name])
+        write = Write(WriteKind.CELL, None, name, value, ns.cells[name])
     else:
-        write = Write('global', None, name, value, ns.globals)
+        write = Write(WriteKind.GLOBAL, None, name, value, ns.globals)
     ctx.heap.write(_namespace_of(ns, name), name, write)
 
 
@@ -149,7 +150,7 @@ def setattr_(obj, name, value):
     if _via_heap_op(value):
         shadow_heap.write_op(ctx, obj, source, ('attr', name), value)
         return
-    ctx.heap.write(obj, name, Write('attr', source, name, value, None))
+    ctx.heap.write(obj, name, Write(WriteKind.ATTR, source, name, value, None))
 
 
 def _assert_made_by_call(obj):
@@ -242,7 +243,7 @@ def setitem(obj, key, value):
     if _via_heap_op(value) and type(key) in (int, str):
         shadow_heap.write_op(ctx, obj, source, ('item', key), value)
         return
-    ctx.heap.write(obj, ('item', key), Write('item', source, key, value, None))
+    ctx.heap.write(obj, ('item', key), Write(WriteKind.ITEM, source, key, value, None))
 
 
 def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
@@ -280,7 +281,8 @@ def assert_(test, lineno, message_thunk):
             raise AssertionError(message_thunk())
         return
     from janus.runtime.control import truth
-    current().assume(None, 'ASSERT', truth(test), 'assert statement holds', lineno=lineno)
+    current().assume(None, AssumptionKind.ASSERT, truth(test), 'assert statement holds',
+                     lineno=lineno)
 
 
 # Calls, control flow and observations live in modules of their own; converted

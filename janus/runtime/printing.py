@@ -9,7 +9,7 @@ import enum
 import tensorflow as tf
 
 from janus.runtime import observe, whitelist
-from janus.runtime.shadow_heap import Write
+from janus.runtime.shadow_heap import Write, WriteKind
 from janus.runtime.trace_context import Unsupported, writable_context as _writable_context
 
 
@@ -22,7 +22,7 @@ def _deferred_print(ctx, args, kwargs):
         raise Unsupported('janus converts print() with sep=/end=/flush= only')
     ctx = _writable_context('standard output (print)')
     args = [_printable(ctx.contents(v)) for v in args]
-    ctx.heap.writes.append(Write('print', None, 'print', (list(args), dict(kwargs)), None))
+    ctx.heap.writes.append(Write(WriteKind.PRINT, None, 'print', (list(args), dict(kwargs)), None))
     return None
 
 

@@ -14,6 +14,7 @@ write attributes, items, globals and closure cells.
   after the run finished — which means every ``Janus>Assert`` passed — so a
   run that fails an assumption changed no Python object (all-or-nothing).
 """
+import enum
 import threading
 
 import tensorflow as tf
@@ -50,29 +51,40 @@ def _handle_now(source):
     return np.int64(heap.pin(source.value(_call_arguments(), {}), owner=_call_time.token))
 
 
+class WriteKind(enum.StrEnum):
+    """What a shadow-heap write does to the Python heap when it is replayed."""
+    ATTR = 'attr'      # setattr(obj, name, value)
+    ITEM = 'item'      # obj[name] = value
+    CALL = 'call'      # obj.name(*value): append/extend/insert/update
+    GLOBAL = 'global'  # a declared global
+    CELL = 'cell'      # a declared nonlocal (closure cell)
+    PRINT = 'print'    # print(*args, **kwargs)
+
+
 class Write:
     """One write to the Python heap, replayed after a successful run."""
 
     def __init__(self, kind, source, name, value, where):
-        self.kind = kind          # 'attr', 'item', 'call', 'global', 'cell', 'print'
+        assert isinstance(kind, WriteKind), kind
+        self.kind = kind
         self.source = source      # where the written object lives (a guards.Source)
         self.name = name          # attribute name, item key, method name, or variable name
         self.value = value        # trace-time value (tensors become graph outputs)
         self.where = where        # the namespace dict / cell for 'global' / 'cell'
 
     def apply(self, value, arguments):
-        if self.kind == 'print':
+        if self.kind is WriteKind.PRINT:
             args, kwargs = value
             print(*args, **kwargs)
-        elif self.kind == 'global':
+        elif self.kind is WriteKind.GLOBAL:
             self.where[self.name] = value
-        elif self.kind == 'cell':
+        elif self.kind is WriteKind.CELL:
             self.where.cell_contents = value
         else:
             target = self.source.value(arguments, {})
-            if self.kind == 'attr':
+            if self.kind is WriteKind.ATTR:
                 setattr(target, self.name, value)
-            elif self.kind == 'item':
+            elif self.kind is WriteKind.ITEM:
                 target[self.name] = value
             else:
                 getattr(target, self.name)(*value)

@@ -14,7 +14,8 @@ import tensorflow as tf
 
 from janus import guards
 from janus.decisions import DYNAMIC
-from janus.errors import ConversionError
+from janus.errors import ConversionError, InvariantError
+from janus.pyct import sites
 from janus.guards import GuardKind
 from janus.runtime import shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING
@@ -24,6 +25,16 @@ _local = threading.local()
 
 class Unsupported(ConversionError):
     """Raised at trace time; the tracer adds the user's source line."""
+
+
+class AssumptionKind(enum.StrEnum):
+    """What an in-graph ``Janus>Assert`` checks."""
+    BRANCH = 'BRANCH'                # a test's outcome (relaxed when it breaks)
+    TRIP_COUNT = 'TRIP_COUNT'        # a loop's length (relaxed when it breaks)
+    RAISE = 'RAISE'                  # a raising branch is not taken
+    ASSERT = 'ASSERT'                # a user ``assert``
+    NONEMPTY_LOOP = 'NONEMPTY_LOOP'  # a dynamic loop under a tape runs at least once
+    AGREEMENT = 'AGREEMENT'          # every rank's assumptions held (distributed steps)
 
 
 class Assumption:
@@ -37,12 +48,13 @@ class Assumption:
     """
 
     def __init__(self, assumption_id, kind, filename, lineno, description, site=None):
+        assert isinstance(kind, AssumptionKind), kind
         self.id, self.kind, self.site = assumption_id, kind, site
         self.filename, self.lineno, self.description = filename, lineno, description
 
     @property
     def speculative(self):
-        return self.kind in ('BRANCH', 'TRIP_COUNT')
+        return self.kind in (AssumptionKind.BRANCH, AssumptionKind.TRIP_COUNT)
 
     def __repr__(self):
         return '#%d %s at %s:%s: %s' % (self.id, self.kind, self.filename, self.lineno,
@@ -234,6 +246,19 @@ class TraceContext:
         if written is not MISSING:
             return written
         return self.guard_value(guards.ItemSource(source, key), value)
+
+    def register_converted(self, code, converted):
+        """A function the trace runs converted.  Its site ids must name the same
+        nodes the profiler numbered (both number one parse of the same source):
+        checked here, since a mismatch would pin assumptions to the wrong sites."""
+        profiled = {site_id: info for (site_code, site_id), info
+                    in self.plan.profile.site_info.items() if site_code is code}
+        mismatch = sites.first_mismatch(profiled, converted.sites)
+        if mismatch is not None:
+            raise InvariantError('internal: the profiler and the converter numbered the sites '
+                                 'of %s differently (%s)' % (code.co_name, mismatch))
+        self.converted[code] = converted
+        self.code_objects |= converted.code_objects
 
     # -- assumptions -----------------------------------------------------
     def decide(self, key):
