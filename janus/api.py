@@ -21,6 +21,7 @@ recorded and the user's result stands.  User code never runs twice in a call.
 """
 import collections
 import enum
+import functools
 import inspect
 import logging
 import threading
@@ -173,10 +174,9 @@ class JanusFunction:
             self._give_up(self.failed_conversion, record=not self.stats.imperative_calls)
             return Step.PLAIN, None, ()
         try:
-            call.bound = self.signature.bind(*call.full_args, **call.full_kwargs)
+            call.bound = self._bind(call.full_args, call.full_kwargs)
         except TypeError:
             return Step.PLAIN, None, ()   # the call raises exactly what Python raises
-        call.bound.apply_defaults()
         call.arguments = call.bound.arguments
         with self._lock:   # bookkeeping only: user code and graphs run unlocked
             entry, misses = self.cache.lookup(call.arguments)
@@ -190,6 +190,25 @@ class JanusFunction:
                 self._reprofile_budget = config.reprofile_calls
                 return Step.REPLAY, entry, misses
         return step, None, misses
+
+    def _bind(self, args, kwargs):
+        """inspect's bind + apply_defaults; the common all-positional call without
+        defaults to fill skips inspect (it was a tenth of the replay overhead)."""
+        names = self._positional_names
+        if names is not None and not kwargs and len(args) == len(names):
+            return inspect.BoundArguments(self.signature, dict(zip(names, args)))
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound
+
+    @functools.cached_property
+    def _positional_names(self):
+        """Parameter names when every parameter is a plain positional one, else None."""
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        parameters = list(self.signature.parameters.values())
+        if all(p.kind in kinds for p in parameters):
+            return tuple(p.name for p in parameters)
+        return None
 
     def _next_step(self, misses):
         """PROFILE (warm-up, or re-profiling a new regime) or GENERATE."""
