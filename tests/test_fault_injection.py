@@ -82,13 +82,8 @@ def test_without_faults_the_program_builds_a_graph(capsys):
     assert 'internal error' not in janus.explain(jf)
 
 
-class BrokenSignature:
-    def bind(self, *args, **kwargs):
-        raise RuntimeError(FAULT)
-
-
 STAGES = {
-    'signature binding': (lambda mp, jf: mp.setattr(jf, 'signature', BrokenSignature()), 0),
+    'signature binding': (lambda mp, jf: mp.setattr(jf, '_bind', fail), 0),
     'recording arguments': (lambda mp, jf: mp.setattr(profiler.Profile, 'record_arguments',
                                                       fail), 0),
     'instrumenting': (lambda mp, jf: mp.setattr(profiler, 'instrument', fail), -1),
