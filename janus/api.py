@@ -56,6 +56,7 @@ class EventKind(enum.StrEnum):
     CACHE_MISS = 'cache miss'
     INTERNAL_ERROR = 'internal error'
     PROFILING = 'profiling'
+    REDEFINED = 'redefined'
 
 
 Event = collections.namedtuple('Event', 'call kind detail traceback', defaults=(None,))
@@ -100,6 +101,17 @@ def short_traceback(error, frames=6):
     return ''.join(lines).rstrip()
 
 
+def _definition(function):
+    """The parts of a function that may be rebound in place, by identity."""
+    if function is None:
+        return None
+    return (function.__code__, function.__defaults__, function.__kwdefaults__)
+
+
+def _same_definition(function, defined_as):
+    return function is None or all(a is b for a, b in zip(_definition(function), defined_as))
+
+
 class JanusFunction:
     """A callable run through janus; behaves like the callable itself."""
 
@@ -124,9 +136,16 @@ class JanusFunction:
         self._reprofile_budget = 0         # profiled calls still due after a cache miss
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
         self._local = threading.local()    # per thread: is a call of this function running
-        self.signature = self._signature()
-        self._profiled_fn = self._make_profiled()
+        self._start_over()
         callables.copy_identity(self, fn)
+
+    def _start_over(self):
+        """Signature, instrumented copy and graphs for the function as it is now (again
+        after its ``__code__``/``__defaults__`` were rebound: eager runs the new ones)."""
+        self.signature = self._signature()
+        self.__dict__.pop('_positional_names', None)
+        self._profiled_fn = self._make_profiled()
+        self._defined_as = _definition(self.function)
 
     # -- knobs -----------------------------------------------------------
     @property
@@ -173,6 +192,8 @@ class JanusFunction:
         if self.function is None:   # nothing janus can profile or convert (a generator)
             self._give_up(self.failed_conversion, record=not self.stats.imperative_calls)
             return Step.PLAIN, None, ()
+        if not _same_definition(self.function, self._defined_as):
+            self._redefined()
         try:
             call.bound = self._bind(call.full_args, call.full_kwargs)
         except TypeError:
@@ -209,6 +230,15 @@ class JanusFunction:
         if all(p.kind in kinds for p in parameters):
             return tuple(p.name for p in parameters)
         return None
+
+    def _redefined(self):
+        with self._lock:
+            self.cache = GraphCache()
+            self.profile = profiler.Profile()
+            self.failed_signatures, self.relaxed_sites = [], set()
+            self._start_over()
+        self._event(EventKind.REDEFINED, '%s.__code__/__defaults__ were rebound; profiling and '
+                    'converting the new definition' % self.function.__qualname__)
 
     def _next_step(self, misses):
         """PROFILE (warm-up, or re-profiling a new regime) or GENERATE."""

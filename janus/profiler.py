@@ -115,6 +115,11 @@ class _CountingIterator:
         return item
 
 
+def _identity(fn):
+    """What an instrumented copy was made from: a change means a new copy."""
+    return (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+
+
 class Recorder:
     """The ``__jp`` object instrumented code calls; one per janus function.
 
@@ -132,7 +137,7 @@ class Recorder:
         self.profile = profile
         self.broken = None                # (text, traceback) of the first internal failure
         self._calls = threading.local()   # per thread: this call's sequences, the last call's
-        self._copies = weakref.WeakKeyDictionary()      # callee function -> instrumented copy
+        self._copies = weakref.WeakKeyDictionary()      # callee function -> (_identity, copy)
         self._lock = threading.Lock()     # the profile is shared by every thread's calls
 
     @property
@@ -256,10 +261,11 @@ class Recorder:
         if (not isinstance(fn, types.FunctionType) or whitelist.is_library(fn)
                 or callables.runs_later(fn)):
             return callee   # library code; a generator runs later, outside this call
-        copy = self._copies.get(fn)
-        if copy is None:
+        made_for, copy = self._copies.get(fn, (None, None))
+        if made_for is None or any(a is not b for a, b in zip(made_for, _identity(fn))):
+            # new, or its code or defaults were rebound since
             copy = self._copy_of(fn)
-            self._copies[fn] = copy
+            self._copies[fn] = (_identity(fn), copy)
         if isinstance(callee, types.MethodType):
             return types.MethodType(copy, callee.__self__)
         return copy

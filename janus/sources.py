@@ -103,6 +103,23 @@ class DefaultSource(Source):
         return '%s.<default %s>' % (self.fn.__qualname__, self.name)
 
 
+class ObjectSource(Source):
+    """An object the trace pinned by identity (an inlined callee): re-read as itself,
+    so guards can re-check what may change in place on it (``fn.__defaults__``)."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def get(self, arguments, memo):
+        return self.obj
+
+    def uid(self):
+        return ('object', id(self.obj))   # the source keeps the object alive
+
+    def __repr__(self):
+        return getattr(self.obj, '__qualname__', None) or type(self.obj).__name__
+
+
 class AttrSource(Source):
     def __init__(self, base, name):
         self.base, self.name = base, name

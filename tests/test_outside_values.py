@@ -1579,3 +1579,43 @@ def test_outside_object_stored_under_a_second_name(strict, heap_path):
                   state=lambda m: [m.current, m.previous],
                   same=lambda m, r: (m.previous is m.before, m.current is not m.before))
     converted(jf)
+
+
+# -- functions rebound in place ---------------------------------------------------
+
+def test_rebinding_defaults_and_code_of_helpers_and_of_the_function(strict):
+    """A notebook tweaks ``helper.__defaults__`` or hot-patches ``__code__``: eager runs
+    the new definition on the next call, and so does janus (FUNCTION_MATCH on inlined
+    callees; the janus function's own definition is re-read)."""
+    def make():
+        def helper(x, scale=2.0):
+            return x * scale
+
+        def doubled(x):
+            return x + x
+
+        def halved(x):
+            return x * 0.5
+
+        def step(x, bias=1.0):
+            return helper(x) + doubled(x) + bias
+        return step, (helper, doubled, halved)
+
+    def calls():
+        for i in range(12):
+            yield i, ((tf.constant([float(i), 1.0]),), {})
+
+    eager_fn, (e_helper, e_doubled, e_halved) = make()
+    plain_fn, (j_helper, j_doubled, j_halved) = make()
+    jf = janus.function(plain_fn)
+    for i, (args, kwargs) in calls():
+        if i == 5:
+            for helper in (e_helper, j_helper):
+                helper.__defaults__ = (10.0,)
+        if i == 7:
+            e_doubled.__code__, j_doubled.__code__ = e_halved.__code__, j_halved.__code__
+        if i == 9:
+            eager_fn.__defaults__, plain_fn.__defaults__ = (-3.0,), (-3.0,)
+        assert_same(eager_fn(*args, **kwargs), jf(*args, **kwargs), 'call %d' % i)
+    assert janus.stats(jf)['graph_calls'] > 0
+    assert 'redefined' in janus.explain(jf)

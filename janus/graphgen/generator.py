@@ -69,7 +69,9 @@ _by_code = {}   # code object -> (make, source, filename, sites, code objects) o
 
 def convert(fn):
     """Converts ``fn`` (a plain Python function); cached, raises ConversionError."""
-    hit = _cache.get(fn)
+    code, hit = _cache.get(fn, (None, None))
+    if code is not fn.__code__:
+        hit = None   # never converted, or its __code__ was rebound since
     if isinstance(hit, ConversionError):
         raise hit
     if hit is not None:
@@ -77,9 +79,9 @@ def convert(fn):
     try:
         result = _convert(fn)
     except ConversionError as e:
-        _cache[fn] = e
+        _cache[fn] = (fn.__code__, e)
         raise
-    _cache[fn] = result
+    _cache[fn] = (fn.__code__, result)
     return result
 
 

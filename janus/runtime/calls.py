@@ -78,6 +78,7 @@ def _call_keras_layer(ctx, layer, args, kwargs):
     if any(c.fn.__code__ is call.__code__ for c in ctx.stack):
         raise Unsupported('janus does not convert recursive calls (%s)' % call.__qualname__)
     converted = ctx.convert(call)
+    ctx.guard_function(call)
     ctx.register_converted(call.__code__, converted)
 
     def converted_call(*call_args, **call_kwargs):
@@ -251,6 +252,7 @@ def _inline(ctx, fn, args, kwargs):
         raise Unsupported('janus does not convert recursive calls (%s); the function runs '
                           'imperatively' % fn.__qualname__)
     converted = ctx.convert(fn)
+    ctx.guard_function(fn)
     bound = inspect.signature(fn).bind(*args, **kwargs)
     _apply_defaults(ctx, fn, bound)
     ctx.register_converted(fn.__code__, converted)

@@ -247,6 +247,12 @@ class TraceContext:
             return written
         return self.guard_value(guards.ItemSource(source, key), value)
 
+    def guard_function(self, fn):
+        """An inlined function's body and defaults as traced (both can be rebound in
+        place: ``helper.__defaults__ = (2.0,)``)."""
+        self.add_guard(GuardKind.FUNCTION_MATCH, guards.ObjectSource(fn),
+                       (fn.__code__, fn.__defaults__, fn.__kwdefaults__))
+
     def register_converted(self, code, converted):
         """A function the trace runs converted.  Its site ids must name the same
         nodes the profiler numbered (both number one parse of the same source):
