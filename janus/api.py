@@ -180,7 +180,7 @@ class JanusFunction:
             raise
         except Exception as e:  # noqa: BLE001 - janus's own failure: run the call as Python
             self._internal_error('preparing the call', e)
-            return self._run_plain(call)
+            step = Step.PLAIN   # run below, outside this handler (no janus __context__)
         if step is Step.REPLAY:
             return self._run(entry, call)
         if step is Step.PROFILE:                      # warm-up, re-profile
@@ -262,22 +262,32 @@ class JanusFunction:
 
     # -- the ways a call runs --------------------------------------------
     def _run(self, entry, call):
+        failure = None
         try:
             result = run_graph(entry, call.arguments)
-        except AssertionBroke as broke:
-            return self._after_broken_assumption(entry, broke, call)
-        except GraphError as e:
-            return self._after_graph_error(entry, e, call)
-        except WriteBackFailed as e:
-            return self._after_failed_write_back(entry, e, call)
+        except (AssertionBroke, GraphError, WriteBackFailed) as e:
+            failure = e
         except tf.errors.OpError:
             raise   # after a state change: the graph's own error (executor.py)
         except Exception as e:  # noqa: BLE001 - janus failed before the graph ran
-            self._internal_error('running the graph', e)
-            return self._run_plain(call)
+            failure = e
+        if failure is not None:
+            # Handled outside the except block: the re-run's own exceptions must not
+            # carry janus's as their __context__ (eager raises them without one).
+            return self._after_failure(entry, failure, call)
         entry.runs += 1
         self.stats.graph_calls += 1
         return result
+
+    def _after_failure(self, entry, failure, call):
+        if isinstance(failure, AssertionBroke):
+            return self._after_broken_assumption(entry, failure, call)
+        if isinstance(failure, GraphError):
+            return self._after_graph_error(entry, failure, call)
+        if isinstance(failure, WriteBackFailed):
+            return self._after_failed_write_back(entry, failure, call)
+        self._internal_error('running the graph', failure)
+        return self._run_plain(call)
 
     def _after_broken_assumption(self, entry, broke, call):
         self.stats.fallbacks += 1

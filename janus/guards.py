@@ -41,6 +41,7 @@ class GuardKind(enum.Enum):
     ALIAS_MATCH = 'ALIAS_MATCH'    # the same outside objects are one object (f(a, a) vs f(a, b))
     TRUTH_MATCH = 'TRUTH_MATCH'    # bool(value) equal (`if obj.items:`), O(1)
     CONTAINS_MATCH = 'CONTAINS_MATCH'  # (key in value) equal (`'k' in obj.d`)
+    HASATTR_MATCH = 'HASATTR_MATCH'  # an attribute the trace found missing is still missing
     FUNCTION_MATCH = 'FUNCTION_MATCH'  # an inlined function's __code__/__defaults__/__kwdefaults__ unchanged
     EQUALS_MATCH = 'EQUALS_MATCH'  # a flat list/tuple/dict of Python constants equal, one C-level compare
 
@@ -104,6 +105,7 @@ _PREDICATES = {
     GuardKind.METHOD_MATCH: lambda e: lambda v: getattr(v, '__func__', None) is e,
     GuardKind.TRUTH_MATCH: lambda e: lambda v: type(v) is e[0] and bool(v) == e[1],
     GuardKind.CONTAINS_MATCH: lambda e: lambda v: type(v) is e[0] and (e[1] in v) == e[2],
+    GuardKind.HASATTR_MATCH: lambda e: lambda v: hasattr(v, e[0]) == e[1],
     GuardKind.FUNCTION_MATCH: lambda e: lambda v: (v.__code__ is e[0] and v.__defaults__ is e[1]
                                                    and v.__kwdefaults__ is e[2]),
     GuardKind.EQUALS_MATCH: lambda e: lambda v: (type(v) is type(e[0]) and v == e[0]

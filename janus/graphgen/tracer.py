@@ -132,6 +132,9 @@ def _template(value, outputs, ctx, memo):
     however often they are returned or written (``t.a = lst; t.b = lst``).
     """
     if isinstance(value, tf.Tensor):
+        source = ctx.tensor_source(value)
+        if source is not None:
+            return _FromSource(source)   # passed through: eager returns that very tensor
         outputs.append(value)
         return _Out(len(outputs) - 1)
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):

@@ -15,6 +15,7 @@ import types
 import tensorflow as tf
 
 from janus import callables
+from janus.guards import GuardKind
 from janus.runtime import control, layers, observe, whitelist
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
@@ -28,6 +29,9 @@ from janus.runtime.trace_context import (Unsupported, captured_by_identity as _c
 def call(__callee, /, *args, **kwargs):
     ctx = current()
     callee, args, kwargs = callables.through_janus(__callee, args, kwargs)   # janus calls janus
+    if callee in (getattr, hasattr) and not kwargs and 2 <= len(args) <= 3 \
+            and type(args[1]) is str:
+        return _attribute_builtin(ctx, callee, *args)
     if _is_whitelisted_builtin(callee):
         return _call_builtin(ctx, callee, args, kwargs)
     if callee is print:
@@ -49,6 +53,26 @@ def call(__callee, /, *args, **kwargs):
         return _inline(ctx, call_method, (callee,) + args, kwargs)
     raise Unsupported('janus does not convert calls to %s; only TF/Keras APIs, whitelisted '
                       'builtins and your own Python functions are converted' % _name(callee))
+
+
+def _attribute_builtin(ctx, callee, obj, name, *default):
+    """``getattr(obj, 'name'[, default])`` / ``hasattr(obj, 'name')``: a read through the
+    attribute operator (guarded); a missing attribute is guarded to stay missing."""
+    from janus.runtime import operators   # operators imports calls: resolved when first used
+    if callee is hasattr and default:
+        raise TypeError('hasattr expected 2 arguments, got 3')
+    try:
+        value = operators.attr(obj, name)
+    except AttributeError:
+        source = ctx.source_of(obj)
+        if source is not None:
+            ctx.add_guard(GuardKind.HASATTR_MATCH, source, (name, False))
+        if callee is hasattr:
+            return False
+        if default:
+            return default[0]
+        raise
+    return True if callee is hasattr else value
 
 
 def _is_whitelisted_builtin(callee):
@@ -144,6 +168,8 @@ def _converted_callback(ctx, fn):
 
 
 def _call_builtin(ctx, callee, args, kwargs):
+    if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs:
+        return callee(*args)   # reads only types: guarded by TYPE_MATCH/ID_MATCH where read
     if callee in (str, repr, format) and args and not kwargs:
         value = observe.plain_deep(ctx, args[0])
         if observe._needs_run_values(value):
@@ -185,6 +211,8 @@ def _call_builtin_method(ctx, callee, args, kwargs):
         # in the call included), tensors re-read every run.
         method = getattr(ctx.contents(owner), callee.__name__)
         return method(*args, **kwargs)
+    if callee.__name__ == 'update' and kwargs and type(owner) is dict and len(args) <= 1:
+        args, kwargs = [dict(*args, **kwargs)], {}   # d.update(b=t): one mapping, same order
     if callee.__name__ not in _REPLAYED_METHODS or kwargs:
         raise Unsupported('janus does not convert %s.%s() on a %s from outside the call'
                           % (type(owner).__name__, callee.__name__, type(owner).__name__))
@@ -204,7 +232,27 @@ def _call_library(ctx, callee, args, kwargs):
     args, kwargs = _guard_library_args(ctx, args, kwargs)
     if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
         return _call_with_tensor_lists(callee, args, kwargs)
+    if _is_user_tf_function(callee):
+        _refuse_retracing(callee, args, kwargs)
     return callee(*args, **kwargs)
+
+
+def _is_user_tf_function(callee):
+    python_function = getattr(callee, 'python_function', None)
+    return (isinstance(callee, tf.types.experimental.PolymorphicFunction)
+            and python_function is not None and not whitelist.is_library(python_function))
+
+
+def _refuse_retracing(callee, args, kwargs):
+    """Your ``@tf.function`` helper, called from converted code, reuses the trace eager
+    made for the same input shapes; for a relaxed (unknown) dimension TF would trace it
+    again, running its Python code at another time than eagerly (and freezing the
+    Python values it reads then): refused, so janus builds an exact-shape graph."""
+    for value in tf.nest.flatten((args, kwargs)):
+        if isinstance(value, tf.Tensor) and not value.shape.is_fully_defined():
+            raise Unsupported('janus does not call your tf.function %s with a tensor of '
+                              'unknown shape %s (TF would trace it again)'
+                              % (_name(callee), value.shape))
 
 
 def _tensor_list_functions():

@@ -103,7 +103,10 @@ def has_user_dunders(value):
 
 
 def refuse_user_dunders(callee, args):
-    """Default-deny for builtins: no argument (or item of one) may bring user code."""
+    """Default-deny for builtins: no argument (or item of one) may bring user code.
+    ``isinstance``/``issubclass`` look at types only (not ``__call__``, ``__eq__``...)."""
+    if callee in (isinstance, issubclass):
+        return
     for value in args:
         items = value if type(value) in (list, tuple) else (value,)
         for item in items:
@@ -235,7 +238,7 @@ def _contains(ctx, container, key):
     source = ctx.source_of(container)
     if source is None:
         return key in container
-    if not isinstance(container, _CONTAINERS):
+    if not isinstance(container, _CONTAINERS + (set, frozenset)):
         raise Unsupported('janus does not convert `in` on a %s from outside the call'
                           % type(container).__name__)
     _changed(ctx, container)
@@ -246,6 +249,9 @@ def _contains(ctx, container, key):
         found = key in container
         ctx.add_guard(GuardKind.CONTAINS_MATCH, source, (type(container), key, found))
         return found
+    if isinstance(container, (set, frozenset)):
+        raise Unsupported('janus does not convert `in` on an outside set with a %s key'
+                          % type(key).__name__)
     ctx.guard_deep(container)
     return key in container
 

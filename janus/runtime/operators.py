@@ -83,9 +83,14 @@ def store(ns, name, value):
     ctx.heap.write(_namespace_of(ns, name), name, write)
 
 
+# Builtin attribute lookups (a namedtuple's is tuple's): no user code runs.
+_PLAIN_GETATTRIBUTE = (object.__getattribute__, tuple.__getattribute__, list.__getattribute__,
+                       dict.__getattribute__)
+
+
 def _check_plain_attribute(obj, name, writing=False):
     kind = type(obj)
-    if kind.__getattribute__ is not object.__getattribute__ or hasattr(kind, '__getattr__'):
+    if kind.__getattribute__ not in _PLAIN_GETATTRIBUTE or hasattr(kind, '__getattr__'):
         raise Unsupported('janus does not convert reads through a custom __getattr__/'
                           '__getattribute__ (%s.%s)' % (kind.__name__, name))
     if writing and (kind.__setattr__ is not object.__setattr__
@@ -97,8 +102,8 @@ def _check_plain_attribute(obj, name, writing=False):
         if found is not None and hasattr(found, '__get__') and not isinstance(
                 found, (types.FunctionType, staticmethod, classmethod)) \
                 and not callables.is_janus(found):   # a janus-decorated method binds like one
-            if type(found).__name__ == 'member_descriptor':
-                return  # a __slots__ entry: a plain storage slot
+            if type(found).__name__ in ('member_descriptor', '_tuplegetter'):
+                return  # a __slots__ entry or a namedtuple field: plain storage
             if whitelist.in_package(klass.__module__ or '', whitelist.LIBRARY_PREFIXES):
                 # Inherited from TF/Keras (Model.trainable_variables): library
                 # code, assumed free of side effects like any library call.

@@ -139,7 +139,10 @@ def hoist_tensor(ctx, source, value):
 
     def read_now():
         return source.value(_call_arguments(), {})
-    return ctx.top_graph.capture_call_time_value(read_now, spec, key=('janus', key))
+    hoisted = ctx.top_graph.capture_call_time_value(read_now, spec, key=('janus', key))
+    if tf.compat.v1.get_default_graph() is ctx.top_graph:
+        ctx.register_tensor(source, hoisted)
+    return hoisted
 
 
 # -- the in-graph path (config.heap_ops): Janus>Py* ops on handles -------------

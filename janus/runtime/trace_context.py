@@ -85,6 +85,7 @@ class TraceContext:
         self.stack = []
         self.aliasable = []    # (source, value) of every outside object, each source once
         self._aliasable_uids = set()
+        self._tensor_sources = {}   # id(graph input) -> (source, the input itself)
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments):
@@ -94,7 +95,10 @@ class TraceContext:
             self._register_argument(guards.ArgSource(name), value, set())
 
     def _register_argument(self, source, value, visiting):
-        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
+        if isinstance(value, tf.Tensor):
+            self.register_tensor(source, value)
+            return
+        if type(value) in guards.PRIMITIVES:
             return
         self._remember(source, value)
         if isinstance(value, types.MethodType):   # obj.method passed: obj is outside too
@@ -134,6 +138,15 @@ class TraceContext:
             return None
         sources = [source for source, _ in self.aliasable]
         return guards.AliasGuard(sources, guards.AliasGuard.partition(sources, arguments))
+
+    def register_tensor(self, source, tensor):
+        """A graph input standing for an outside tensor (an argument's placeholder, a
+        hoisted read): returned or stored as is, it comes back as that very tensor."""
+        self._tensor_sources[id(tensor)] = (source, tensor)
+
+    def tensor_source(self, tensor):
+        found = self._tensor_sources.get(id(tensor))
+        return found[0] if found is not None and found[1] is tensor else None
 
     def source_of(self, value):
         if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):

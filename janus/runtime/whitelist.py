@@ -25,10 +25,10 @@ LIBRARY_BLOCKLIST = (
 BUILTINS = frozenset(getattr(builtins, name) for name in (
     'len', 'range', 'isinstance', 'issubclass', 'min', 'max', 'abs', 'int', 'float',
     'bool', 'str', 'zip', 'enumerate', 'list', 'tuple', 'dict', 'sum', 'reversed',
-    'any', 'all', 'round', 'divmod', 'pow', 'slice', 'set', 'frozenset', 'repr', 'format'))
+    'any', 'all', 'round', 'divmod', 'pow', 'slice', 'set', 'frozenset', 'repr', 'format', 'sorted'))
 
 # Builtins that call a user function given as key=/default: refused when given one.
-KEYED_BUILTINS = frozenset((builtins.min, builtins.max))
+KEYED_BUILTINS = frozenset((builtins.min, builtins.max, builtins.sorted))
 
 # Methods of builtin containers that only read them.
 READ_ONLY_METHODS = frozenset((

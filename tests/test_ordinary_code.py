@@ -1,0 +1,190 @@
+"""Ordinary Python that training code is full of, found by a bug hunt on code
+nobody wrote for janus: each runs eagerly and under janus on fresh objects,
+compared after every call (returns, exceptions with their context, state,
+identity), with state changed from outside mid-way.
+"""
+import collections
+
+import pytest
+import tensorflow as tf
+
+import janus
+from conftest import assert_same, differential, outcome
+
+
+def test_a_user_exception_after_a_broken_assumption_has_no_janus_context():
+    """``raise ValueError`` on a bad batch: eager's exception has no __context__; the
+    fallback re-run must not chain janus's AssertionBroke onto it."""
+    def make():
+        v = tf.Variable(0.0)
+
+        def step(x):
+            if tf.reduce_any(x < 0):
+                raise ValueError('negative input')
+            v.assign_add(tf.reduce_sum(x))
+            return v.read_value()
+        return step, v
+    eager_fn, eager_v = make()
+    plain_fn, janus_v = make()
+    jf = janus.function(plain_fn)
+    for i in range(7):
+        x = tf.constant([-1.0, 2.0]) if i == 5 else tf.constant([1.0, 2.0])
+        expected, actual = [], []
+        for fn, seen in ((eager_fn, expected), (jf, actual)):
+            try:
+                seen.append(fn(x))
+            except ValueError as e:
+                seen.append((str(e), e.__context__, e.__cause__))
+        if i == 5:
+            assert actual == expected == [('negative input', None, None)]
+        else:
+            assert_same(expected[0], actual[0], 'call %d' % i)
+        assert_same(tf.convert_to_tensor(eager_v), tf.convert_to_tensor(janus_v))
+    assert janus.stats(jf)['fallbacks'] == 1
+
+
+def test_passed_through_tensors_come_back_as_the_same_objects(strict):
+    class Buffer:
+        def __init__(self):
+            self.last = tf.constant([0.0])
+
+    def make():
+        buf = Buffer()
+
+        def step(x):
+            previous = buf.last
+            buf.last = x
+            return x, previous, x * 2.0
+        return step, buf
+    eager_fn, eager_buf = make()
+    plain_fn, janus_buf = make()
+    jf = janus.function(plain_fn)
+    for i in range(6):
+        x = tf.constant([float(i)])
+        before = janus_buf.last
+        out = jf(x)
+        assert out[0] is x and out[1] is before and janus_buf.last is x
+        expected = eager_fn(x)
+        assert_same(expected, out, 'call %d' % i)
+    assert janus.stats(jf)['graph_calls'] >= 2
+
+
+def test_a_tf_function_helper_is_not_traced_again_for_relaxed_shapes():
+    """A user's @tf.function helper reads Python config when TF traces it.  Eager traces
+    it once per shape; janus must not trace it again for a relaxed (None) shape."""
+    def make():
+        config = {'scale': 1.0}
+        traces = []
+
+        @tf.function
+        def helper(x):
+            traces.append(tuple(x.shape))
+            return x * config['scale']
+
+        def step(x):
+            return helper(x) + 1.0
+        return step, (config, traces)
+    eager_fn, (eager_config, eager_traces) = make()
+    plain_fn, (janus_config, janus_traces) = make()
+    jf = janus.function(plain_fn)
+    sizes = [2, 3, 2, 3, 2, 3, 2, 3, 2]
+    for i, n in enumerate(sizes):
+        if i == 6:
+            eager_config['scale'] = janus_config['scale'] = 10.0   # frozen in both traces
+        x = tf.ones([n])
+        assert_same(eager_fn(x), jf(x), 'call %d' % i)
+        assert eager_traces == janus_traces, 'call %d' % i
+
+
+def test_getattr_hasattr_and_lazy_initialisation(strict):
+    class Model:
+        def __init__(self):
+            self.scale = tf.constant(2.0)
+
+    def make():
+        m = Model()
+
+        def step(x, name):
+            if not hasattr(m, 'cache'):
+                bias = 0.0
+            else:
+                bias = getattr(m, 'cache')
+            return x * getattr(m, name) + bias + getattr(m, 'missing', 1.0)
+        return step, m
+    eager_fn, eager_m = make()
+    plain_fn, janus_m = make()
+    jf = janus.function(plain_fn)
+    for i in range(8):
+        if i == 5:
+            eager_m.cache = janus_m.cache = tf.constant(100.0)
+        if i == 6:
+            eager_m.missing = janus_m.missing = 7.0
+        x = tf.constant([float(i)])
+        assert_same(outcome(eager_fn, x, 'scale'), outcome(jf, x, 'scale'), 'call %d' % i)
+    assert janus.stats(jf)['graph_calls'] >= 2
+
+
+def test_namedtuple_fields_sorted_sets_and_isinstance_dispatch(strict):
+    State = collections.namedtuple('State', 'h c')
+
+    class Act:
+        def __call__(self, x):
+            return tf.nn.relu(x)
+
+    class Tanh(Act):
+        def __call__(self, x):
+            return tf.tanh(x)
+
+    class Net:
+        def __init__(self):
+            self.state = State(tf.constant([1.0]), tf.constant([2.0]))
+            self.act = Act()
+            self.losses = {'l2'}
+            self.order = [3, 1, 2]
+
+    def make():
+        net = Net()
+
+        def step(x):
+            y = x * net.state.h + net.state.c
+            if isinstance(net.act, Tanh):
+                y = y * 10.0
+            if 'l2' in net.losses:
+                y = y + 0.5
+            return net.act(y) * float(sorted(net.order)[0])
+        return step, net
+    eager_fn, eager_net = make()
+    plain_fn, janus_net = make()
+    jf = janus.function(plain_fn)
+    for i in range(10):
+        if i == 4:
+            for net in (eager_net, janus_net):
+                net.state = State(tf.constant([-1.0]), tf.constant([0.5]))
+        if i == 6:
+            eager_net.act, janus_net.act = Tanh(), Tanh()
+        if i == 7:
+            eager_net.losses.clear()
+            janus_net.losses.clear()
+        if i == 8:
+            eager_net.order.append(0)
+            janus_net.order.append(0)
+        x = tf.constant([float(i) - 3.0])
+        assert_same(eager_fn(x), jf(x), 'call %d' % i)
+    assert janus.stats(jf)['graph_calls'] >= 2
+
+
+@pytest.mark.parametrize('form', ['keywords', 'mapping and keywords'])
+def test_update_of_an_outside_dict_with_keywords(strict, form):
+    def make():
+        def step(metrics, x):
+            if form == 'keywords':
+                metrics.update(loss=x * 2.0, steps=1)
+            else:
+                metrics.update({'loss': x}, acc=x + 1.0)
+            return x
+        return step, None
+    calls = []
+    for i in range(6):
+        calls.append(lambda i=i: (({'loss': tf.constant(0.0)}, tf.constant(float(i))), {}))
+    jf = differential(make, calls)
+    assert janus.stats(jf)['graph_calls'] >= 2
