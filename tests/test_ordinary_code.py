@@ -188,3 +188,42 @@ def test_update_of_an_outside_dict_with_keywords(strict, form):
         calls.append(lambda i=i: (({'loss': tf.constant(0.0)}, tf.constant(float(i))), {}))
     jf = differential(make, calls)
     assert janus.stats(jf)['graph_calls'] >= 2
+
+
+def test_a_replay_buffer_appended_then_read_in_the_same_call(strict):
+    """``self.buffer.append(t)`` then ``len``/``in``/truthiness/``tf.add_n``/indexing of
+    the same list (and new keys of a dict) in one call: reads see the changes, in
+    program order; the object written back is the caller's very list."""
+    class Replay:
+        def __init__(self):
+            self.buffer = [tf.constant(0.0), tf.constant(1.0)]
+            self.meta = {'seen': tf.constant(0.0)}
+
+    def make():
+        replay = Replay()
+
+        def step(x):
+            replay.buffer.append(x)
+            replay.buffer.insert(0, x * 2.0)
+            replay.buffer[-1] = replay.buffer[-1] + 10.0
+            replay.meta['last'] = x
+            replay.meta['seen'] = replay.meta['seen'] + 1.0
+            total = tf.add_n(replay.buffer) + replay.meta['last']
+            if replay.buffer and 'last' in replay.meta:
+                total = total + float(len(replay.buffer))
+            return total, replay.buffer
+        return step, replay
+    eager_fn, eager_replay = make()
+    plain_fn, janus_replay = make()
+    jf = janus.function(plain_fn)
+    for i in range(9):
+        if i in (3, 6):   # trimmed from outside: back to two items
+            for replay in (eager_replay, janus_replay):
+                del replay.buffer[2:]
+                replay.meta.pop('last')
+        x = tf.constant(float(i))
+        expected, actual = eager_fn(x), jf(x)
+        assert_same(expected, actual, 'call %d' % i)
+        assert actual[1] is janus_replay.buffer
+        assert_same(eager_replay.meta, janus_replay.meta, 'call %d meta' % i)
+    assert janus.stats(jf)['graph_calls'] >= 2

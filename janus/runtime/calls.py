@@ -219,7 +219,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     # Replayed on the real object after a successful run (append/extend/insert/
     # update return None, so nothing in the trace depends on the object's new state).
     ctx = _writable_context('a %s (%s)' % (type(owner).__name__, callee.__name__))
-    ctx.heap.changed.add(id(owner))
+    ctx.heap.change(owner, callee.__name__, args)
     ctx.heap.writes.append(Write(WriteKind.CALL, source, callee.__name__, list(args), None))
     return None
 

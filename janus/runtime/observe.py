@@ -128,9 +128,9 @@ def _outside_container(ctx, value):
 
 
 def _changed(ctx, value):
-    if id(value) in ctx.heap.changed:
-        raise Unsupported('janus does not convert looking at a %s from outside the call after '
-                          'changing it in place in the same call' % type(value).__name__)
+    """Whether the call changed this outside container's structure (``append``):
+    then observations look at its guarded contents, changes applied."""
+    return id(value) in ctx.heap.changed
 
 
 def _plain(ctx, value):
@@ -166,7 +166,8 @@ def truth(value):
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
     source = ctx.source_of(value)
     if source is not None and isinstance(value, _CONTAINERS):
-        _changed(ctx, value)
+        if _changed(ctx, value):
+            return bool(ctx.contents(value))   # its length is guarded by contents
         outcome = bool(value)
         ctx.add_guard(GuardKind.TRUTH_MATCH, source, (type(value), outcome))
         return outcome
@@ -178,7 +179,8 @@ def size_of(callee, value):
     if callee is bool:
         return truth(value)
     ctx = current()
-    _changed(ctx, value)
+    if _changed(ctx, value):
+        return len(ctx.contents(value))   # its length is guarded by contents
     ctx.add_guard(GuardKind.LEN_MATCH, ctx.source_of(value), (type(value), len(value)))
     return len(value)
 
@@ -213,7 +215,8 @@ def _deep(ctx, value):
     if isinstance(value, LazyText):
         value.refuse()
     if _outside_container(ctx, value):
-        _changed(ctx, value)
+        if _changed(ctx, value):
+            return ctx.contents(value)
         ctx.guard_deep(value)
     return value
 
@@ -241,10 +244,11 @@ def _contains(ctx, container, key):
     if not isinstance(container, _CONTAINERS + (set, frozenset)):
         raise Unsupported('janus does not convert `in` on a %s from outside the call'
                           % type(container).__name__)
-    _changed(ctx, container)
     if has_user_dunders(key):
         raise Unsupported('janus does not convert `in` with a %s (its __hash__/__eq__ would '
                           'run unconverted)' % type(key).__name__)
+    if _changed(ctx, container):
+        return key in ctx.contents(container)   # every item guarded by contents
     if type(key) in guards.PRIMITIVES and type(key) is not float:
         found = key in container
         ctx.add_guard(GuardKind.CONTAINS_MATCH, source, (type(container), key, found))
@@ -357,7 +361,6 @@ def unpack(value):
     if source is None:
         return value
     if isinstance(value, _CONTAINERS):
-        _changed(ctx, value)
         return ctx.contents(value)
     if whitelist.is_library_object(value):
         return value

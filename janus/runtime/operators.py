@@ -194,11 +194,13 @@ def item(obj, key):
     if type(obj) not in (list, tuple, dict) and not isinstance(obj, tuple):
         raise Unsupported('janus does not convert subscripts of %s objects from outside '
                           'the call' % type(obj).__name__)
+    if id(obj) in ctx.heap.changed:
+        return ctx.contents(obj)[key]   # as changed so far in this call, guarded
     key = _list_index(ctx, obj, source, key)
     written = ctx.heap.read(obj, ('item', key)) if _hashable(key) else MISSING
     if written is not MISSING:
         return written
-    if id(obj) in ctx.heap.changed or type(key) is slice:
+    if type(key) is slice:
         return ctx.contents(obj)[key]
     value = obj[key]
     return ctx.guard_value(guards.ItemSource(source, key), value)
@@ -242,9 +244,14 @@ def setitem(obj, key, value):
         raise Unsupported('janus converts item writes into outside lists and dicts only')
     if type(obj) is list and type(key) is not int:
         raise Unsupported('janus converts item writes into outside lists by int index only')
+    if id(obj) in ctx.heap.changed or (type(obj) is dict and key not in obj
+                                       and ctx.heap.read(obj, ('item', key)) is MISSING):
+        # A new key changes the dict's structure; once changed, every item write is
+        # replayed on the changed contents in program order (indices as Python has them).
+        ctx.heap.change(obj, '__setitem__', (key, value))
+        ctx.heap.writes.append(Write(WriteKind.ITEM, source, key, value, None))
+        return
     key = _list_index(ctx, obj, source, key)
-    if type(obj) is dict and key not in obj and ctx.heap.read(obj, ('item', key)) is MISSING:
-        ctx.heap.changed.add(id(obj))   # a new key: the dict's structure changed
     if _via_heap_op(value) and type(key) in (int, str):
         shadow_heap.write_op(ctx, obj, source, ('item', key), value)
         return

@@ -99,11 +99,19 @@ class TraceHeap:
     def __init__(self):
         self.overlay = {}      # (id(obj), key) -> value written earlier in this trace
         self.writes = []
-        self.changed = set()   # ids of outside containers changed in place
+        self.changed = set()   # ids of outside containers whose structure changed in place
+        self.pending = {}      # id -> [(method name, args)]: those changes, in program order
         self._keep = []
         self.op_writes = {}    # (id(obj), key) -> True where a Janus>PySet* op wrote it
         self.run_id = None     # the run id input (heap_ops mode), made on first use
         self.handles = {}      # source.uid() -> handle input (heap_ops mode)
+
+    def change(self, obj, method, args):
+        """``obj.append(x)`` and friends on an outside container: later reads in the
+        same call see the container as changed (``TraceContext.contents``)."""
+        self.changed.add(id(obj))
+        self.pending.setdefault(id(obj), []).append((method, tuple(args)))
+        self._keep.append(obj)
 
     def read(self, obj, key):
         return self.overlay.get((id(obj), key), _MISSING)

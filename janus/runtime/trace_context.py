@@ -220,9 +220,12 @@ class TraceContext:
         source = self.source_of(value)
         if source is None or depth > 8 or not isinstance(value, (list, tuple, dict)):
             return value
-        if id(value) in self.heap.changed:
-            raise Unsupported('janus does not convert reading a %s from outside the call after '
-                              'changing it in place in the same call' % type(value).__name__)
+        copy = self._contents_before_changes(source, value, depth)
+        for method, args in self.heap.pending.get(id(value), ()):
+            getattr(copy, method)(*args)   # this call's appends/updates, in program order
+        return copy
+
+    def _contents_before_changes(self, source, value, depth):
         if self._guard_flat_constants(source, value):
             return type(value)(value) if type(value) in (list, tuple, dict) else list(value)
         if isinstance(value, dict):

@@ -1,0 +1,1368 @@
+"""Seeded generator of small random imperative TF2 programs (Python source text).
+
+``generate(seed)`` returns a ``Program``: module source whose target function
+(or method) is decorated ``@jit``, and a call sequence of 6-12 calls with
+state changes from outside between some of them.  The runner binds ``jit`` to
+the identity on the eager side and to ``janus.function`` on the janus side.
+
+A program is composed of *features* (FEATURES below), each covering something
+janus claims to convert, or ordinary code it must refuse (run imperatively):
+every feature adds module-level code, parameters with per-call argument
+generators, statements at the top of the function (``inits``), statements
+that may be nested in control flow (``work`` items), return values and
+outside mutations.  Control-flow features (Python and tensor ``if``/``while``/
+``for``, ``break``/``continue``, early and nested ``return``s) wrap work items
+of other features, so e.g. an append to ``self.hist`` can land inside a loop
+over a tensor.
+
+Calls follow a *regime* pattern: regime 0 for the first calls, regime 1 from
+the flip on (the flip is usually at or after call 3, when janus has profiled
+3 calls and builds its first graph), sometimes back to 0.  Regime 1 changes
+what the graph assumed: the sign of the input (flips tensor branches), its
+magnitude (loop trip counts), shape or dtype, Python arguments, list lengths,
+dict keys, Enum members, aliasing of arguments.
+
+Determinism: everything comes from ``random.Random(seed)``; the only TF
+randomness is ``tf.random.Generator.from_seed`` created in the program's text,
+hence fresh on each side.  Input values are multiples of 0.25 and thresholds
+sit between them, so a tensor branch never depends on float rounding.
+"""
+import random
+import textwrap
+
+
+class Program:
+    def __init__(self, name, source, steps, features=()):
+        self.name = name
+        self.source = source
+        self.steps = list(steps)       # ('call', target, argsrc) | ('do', statement)
+        self.features = tuple(features)
+
+    def replace(self, source=None, steps=None):
+        return Program(self.name, self.source if source is None else source,
+                       self.steps if steps is None else steps, self.features)
+
+    def calls(self):
+        return sum(1 for s in self.steps if s[0] == 'call')
+
+    def __repr__(self):
+        return '<Program %s: %d lines, %d steps, %s>' % (
+            self.name, self.source.count('\n'), len(self.steps), ','.join(self.features))
+
+
+def _indent(lines, n=4):
+    return [(' ' * n + line) if line else line for line in lines]
+
+
+def _lines(text):
+    return textwrap.dedent(text).strip('\n').split('\n')
+
+
+class Builder:
+    """Collects the parts of one program while features are applied."""
+
+    def __init__(self, rng, name):
+        self.rng = rng
+        self.name = name
+        self.variant = rng.choice(['function', 'function', 'method', 'closure'])
+        self.module = []          # chunks (strings) before the State class and the target
+        self.after = []           # chunks after the target (e.g. ``f, set_base = make()``)
+        self.state_init = []      # lines of State.__init__
+        self.state_methods = []   # chunks inside class State
+        self.uses_state = self.variant == 'method'
+        self.state_param = False  # function variants: the object comes as argument ``st``
+        self.params = []          # (name, argfn(i) -> source)
+        self.default_params = []  # (name, default source): parameters with defaults
+        self.default_args = []    # (name, argfn(i) -> source or None: left to the default)
+        self.varargs = False      # the target takes *extra
+        self.state_base = False   # class State(Base)
+        self.decls = []           # 'global X' / 'nonlocal y'
+        self.inits = []           # lines at the top of the target
+        self.items = []           # work items: dicts(lines=[...], loopable=bool)
+        self.outs = []            # return expressions
+        self.mutations = []       # statements run between calls, from outside
+        self.flip_mutations = []  # statements run right before the flip call
+        self.closure_lines = []   # lines of make() before the target (closure variant)
+        self.closure_after = []   # chunks in make() after the target (setters)
+        self.closure_returns = []
+        self.features = []
+        self.counter = 0
+        self.ncalls = rng.randint(6, 12)
+        self.flip = rng.choice([1, 2, 3, 3, 4, 4, 4, 5, 5, 6, 7, 8, 9, 10])
+        self.flip = min(self.flip, self.ncalls - 1)
+        self.pattern = rng.choice(['step', 'step', 'back', 'alternate', 'once', 'none'])
+        self.has_p = False
+        self.x = XSpec(rng)
+
+    # -- names and regimes ---------------------------------------------------------
+    def fresh(self, base):
+        self.counter += 1
+        return '%s%d' % (base, self.counter)
+
+    def regime(self, i):
+        if self.pattern == 'none' or i < self.flip:
+            return 0
+        if self.pattern == 'step':
+            return 1
+        if self.pattern == 'once':
+            return 1 if i == self.flip else 0
+        if self.pattern == 'back':
+            return 1 if i < self.flip + 2 else 0
+        return (i - self.flip + 1) % 2   # alternate
+
+    @property
+    def obj(self):
+        """The state object, as the target's code names it."""
+        if self.variant == 'method':
+            return 'self'
+        return 'st' if self.state_param else 'S'
+
+    def need_state(self):
+        if not self.uses_state:
+            self.uses_state = True
+            if self.variant != 'method' and self.rng.random() < 0.35:
+                self.state_param = True
+                other = self.rng.random() < 0.4
+                self.params.append(('st', lambda i, b=self: 'S2' if other and b.regime(i) else 'S'))
+
+    def need_p(self):
+        """A Python int parameter ``p`` (values change with the regime)."""
+        if self.has_p:
+            return 'p'
+        self.has_p = True
+        base = self.rng.randint(0, 3)
+        other = base + self.rng.choice([-1, 1, 2])
+        varying = self.rng.random() < 0.15
+        self.p_values = (base, other)
+        self.params.append(('p', lambda i: str(i % 4 if varying else
+                                               (other if self.regime(i) else base))))
+        return 'p'
+
+    def item(self, text, loopable=True, **kw):
+        lines = _lines(text) if isinstance(text, str) else list(text)
+        d = dict(lines=lines, loopable=loopable)
+        d.update(kw)
+        self.items.append(d)
+        return d
+
+    def glob(self, name, init):
+        self.module.append('%s = %s' % (name, init))
+
+    def cond_tensor(self):
+        """A tensor condition that the input regime decides."""
+        x = self.x
+        return self.rng.choice([
+            '-0.125 < tf.reduce_sum(x) < 100.0',
+            'tf.reduce_sum(x) > 0.0' if x.sign_flips else 'tf.reduce_sum(x) > 0.125',
+            'tf.reduce_max(x) > %s' % x.max_threshold(),
+            'x[0] > 0.0' if x.sign_flips else 'x[0] > 0.625',
+            'tf.reduce_mean(x) < 0.0',
+            'tf.reduce_sum(x) > 0.0 and tf.reduce_min(x) > -0.125',
+            'not tf.reduce_all(x > 0.0)',
+        ])
+
+    def cond_python(self):
+        p = self.need_p()
+        k = self.p_values[0]
+        return self.rng.choice(['%s > %d' % (p, k), '%s == %d' % (p, k), '%s %% 2 == 0' % p,
+                                '%s < %d or %s == %d' % (p, k, p, k + 2), 'not %s' % p])
+
+
+class XSpec:
+    """The tensor argument ``x``: float values, multiples of 0.25."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.length = rng.choice([2, 3, 3, 4])
+        self.sign_flips = rng.random() < 0.6
+        self.shape_changes = rng.random() < 0.25
+        self.dtype_changes = rng.random() < 0.12
+        self.magnitude_changes = rng.random() < 0.4
+        self.other_length = self.length + rng.choice([-1, 1, 2])
+        self.spikes = set()
+
+    def max_threshold(self):
+        return '1.125' if self.magnitude_changes else '0.875'
+
+    def source(self, i, regime):
+        n = self.other_length if (self.shape_changes and regime) else self.length
+        hi = 8 if (self.magnitude_changes and regime) else 4
+        vals = [self.rng.randint(1, hi) * 0.25 for _ in range(n)]
+        if self.sign_flips and regime:
+            vals = [-v for v in vals]
+            vals[0] = -abs(vals[0])
+        if i in self.spikes:
+            vals[-1] = 3.0
+        dtype = 'tf.float64' if (self.dtype_changes and regime) else 'tf.float32'
+        return 'tf.constant(%r, dtype=%s)' % (vals, dtype)
+
+
+# -- expressions ---------------------------------------------------------------------
+
+def tensor_expr(rng, depth=2, leaves=('acc', 'acc', 'x')):
+    """(text, kind): kind 'v' (a tensor shaped like x), 's' (a scalar tensor of x's
+    dtype) or 'c' (a Python float).  TF functions only ever get a tensor operand, so
+    an x of another dtype (float64) never meets a float32 constant tensor."""
+    if depth == 0 or rng.random() < 0.25:
+        r = rng.random()
+        if r < 0.6:
+            return rng.choice(list(leaves)), 'v'
+        if r < 0.8:
+            return rng.choice(['tf.reduce_sum(acc)', 'tf.reduce_mean(x)', 'tf.reduce_max(acc)']), 's'
+        return rng.choice(['0.5', '1.5', '2.0', '0.25']), 'c'
+    kind = rng.random()
+    if kind < 0.35:
+        inner, k = tensor_expr(rng, depth - 1, leaves)
+        fn = rng.choice(['tf.tanh', 'tf.abs', 'tf.sigmoid', 'tf.nn.relu', '-', 'tf.math.sin'])
+        if fn == '-' or k == 'c':
+            return '-(%s)' % inner, k
+        return '%s(%s)' % (fn, inner), k
+    a, ka = tensor_expr(rng, depth - 1, leaves)
+    c, kc = tensor_expr(rng, depth - 1, leaves)
+    k = 'v' if 'v' in (ka, kc) else ('s' if 's' in (ka, kc) else 'c')
+    if kind < 0.85 or k == 'c':
+        op = rng.choice(['+', '-', '*', '+'])
+        return '(%s %s %s)' % (a, op, c), k
+    if ka == 'c':
+        a, c = c, a
+    fn = rng.choice(['tf.maximum', 'tf.minimum'])
+    return '%s(%s, %s)' % (fn, a, c), k
+
+
+def arith(b, depth=2):
+    expr, kind = tensor_expr(b.rng, depth)
+    if kind != 'v':
+        expr = '(acc + %s)' % expr
+    return 'acc = tf.clip_by_value(%s, -20.0, 20.0)' % expr
+
+
+# -- features ---------------------------------------------------------------------------
+
+def f_arith(b):
+    for _ in range(b.rng.randint(1, 3)):
+        b.item(arith(b), pure=True)
+
+
+def f_tensor_locals(b):
+    aux = b.fresh('aux')
+    b.inits.append('%s = tf.zeros_like(acc)' % aux)
+    pool = ['%s = %s + acc * 0.5' % (aux, aux), 'acc = acc - %s * 0.25' % aux,
+            '%s = tf.clip_by_value(%s * acc, -5.0, 5.0)' % (aux, aux),
+            '%s, acc = acc * 0.5, %s + 1.0' % (aux, aux)]
+    for line in b.rng.sample(pool, b.rng.randint(2, 3)):
+        b.item(line, pure=True)
+    b.outs.append(aux)
+
+
+def f_pylocals(b):
+    n, s, r, z, fl = (b.fresh(v) for v in 'nsrzf')
+    b.inits += ['%s = %d' % (n, b.rng.randint(0, 4)), "%s = '%s'" % (s, b.rng.choice('abc')),
+                '%s = 0.5' % r, '%s = None' % z, '%s = False' % fl]
+    pool = [
+        '%s = %s * 2 + %d' % (n, n, b.rng.randint(0, 3)),
+        '%s = %s + %s / 4' % (r, r, n),
+        '%s = %s + str(%s)' % (s, s, n),
+        "%s = '%%s-%%d' %% (%s, %s)" % (s, s, n),
+        'if %s is None:\n    %s = %s' % (z, z, n),
+        '%s = %s > %d and not (%s < 0)' % (fl, n, b.rng.randint(1, 5), r),
+        'acc = acc * %s' % r,
+        'acc = acc + %s' % n,
+        '%s, %s = %s + 1, %s * 2' % (n, r, n, r),
+        '%s = %s if %s else -%s' % (r, r, fl, r),
+        '%s += 1' % n,
+        '%s = %s // 3 if %s > 2 else %s %% 3' % (n, n, n, n),
+        '%s = %s or None' % (z, n),                    # and/or give operands, not bools
+        '%s = (%s and %s) or 7' % (n, fl, n),
+        "%s = %s or 'empty'" % (s, z),
+        'if 0 < %s < 5:\n    acc = acc * 1.5' % n,
+    ]
+    for line in b.rng.sample(pool, b.rng.randint(2, 4)):
+        b.item(line)
+    b.outs += b.rng.sample([n, s, r, z, fl], b.rng.randint(1, 3))
+
+
+def f_list_arg(b):
+    L = b.fresh('L')
+    tensors = b.rng.random() < 0.3
+    glob = b.rng.random() < 0.4
+    grows = b.rng.random() < 0.5       # regime 1: one more item, else other values
+    vals = [[b.rng.randint(0, 5) for _ in range(2)]]
+    vals.append(vals[0] + [b.rng.randint(0, 5)] if grows else [b.rng.randint(0, 5), vals[0][1]])
+    if tensors:
+        def lit(i):
+            return '[%s]' % ', '.join('tf.constant(%r)' % (0.5 * v + 0.25 * (i % 2)) for v in vals[b.regime(i)])
+    else:
+        def lit(i):
+            return repr(vals[b.regime(i)])
+    if glob:
+        g = b.fresh('LST')
+        b.glob(g, lit(0))
+        b.params.append((L, lambda i: g))
+        b.mutations += ['%s.append(%s)' % (g, 'tf.constant(1.0)' if tensors else '7'),
+                        '%s = %s' % (g, lit(5)), '%s[0] = %s' % (g, 'tf.constant(-1.0)' if tensors else '9')]
+    else:
+        b.params.append((L, lit))
+    if tensors:
+        pool = ['acc = acc + tf.cast(%s[0], acc.dtype)' % L,
+                '%s.append(tf.reduce_sum(acc))' % L,
+                '%s[0] = %s[0] * 2.0' % (L, L),
+                'acc = acc + tf.cast(tf.add_n(%s), acc.dtype)' % L,
+                'a_, b_ = %s[0], %s[1]\nacc = acc + tf.cast(a_ - b_, acc.dtype)' % (L, L),
+                'acc = acc + tf.cast(tf.add_n([*%s]), acc.dtype)' % L,
+                'if len(%s) > 2:\n    acc = acc * 0.5' % L]
+    else:
+        tot = b.fresh('tot')
+        b.inits.append('%s = 0' % tot)
+        pool = ['%s.append(%d)' % (L, b.rng.randint(0, 9)),
+                '%s[0] = %s[0] + 1' % (L, L),
+                '%s = sum(%s)' % (tot, L),
+                'if %s:\n    acc = acc + len(%s)' % (L, L),
+                'first_, *rest_ = %s\n%s = %s + first_ + len(rest_)' % (L, tot, tot),
+                '%s = %s + len([*%s, 9])' % (tot, tot, L),
+                '%s = %s + sum(%s[1:])' % (tot, tot, L),
+                'if 2 in %s:\n    acc = acc - 1.0' % L,
+                'for v_ in %s:\n    acc = acc + v_' % L,
+                'a_, b_ = %s[0], %s[1]\n%s = %s + a_ * b_' % (L, L, tot, tot),
+                'acc = acc + %s' % tot]
+        b.outs.append(tot)
+    for line in b.rng.sample(pool, b.rng.randint(2, 4)):
+        b.item(line)
+    b.outs.append(b.rng.choice([L, 'len(%s)' % L, L]))
+
+
+def f_dict_arg(b):
+    D = b.fresh('D')
+    glob = b.rng.random() < 0.4
+
+    def lit(i):
+        d = {'a': b.rng.randint(0, 3), 'b': 2.5}
+        if b.regime(i):
+            d['c'] = 1
+        return repr(d)
+    if glob:
+        g = b.fresh('DCT')
+        b.glob(g, lit(0))
+        b.params.append((D, lambda i: g))
+        b.mutations += ["%s['c'] = 4" % g, "%s.pop('a', None)" % g, '%s = %s' % (g, lit(9))]
+    else:
+        b.params.append((D, lit))
+    k = b.fresh('k')
+    b.inits.append('%s = 0' % k)
+    pool = ["%s = %s + %s.get('a', 0)" % (k, k, D),
+            "if 'c' in %s:\n    acc = acc * 2.0" % D,
+            "%s['c'] = %s" % (D, k),
+            "for key_ in %s:\n    %s = %s + len(key_)" % (D, k, k),
+            '%s = %s + len(%s)' % (k, k, D),
+            "%s.setdefault('z', 0)" % D,
+            "%s.update(u=1)" % D,
+            "%s.pop('b', None)" % D,
+            "acc = acc + %s.get('b', 0.0)" % D,
+            "for key_, val_ in %s.items():\n    acc = acc + val_" % D,
+            'if %s:\n    %s = %s + 1' % (D, k, k)]
+    for line in b.rng.sample(pool, b.rng.randint(2, 4)):
+        b.item(line)
+    b.outs += b.rng.sample([D, k, 'sorted(%s)' % D], 1)
+
+
+def f_tuple_arg(b):
+    T = b.fresh('T')
+    tensors = b.rng.random() < 0.5
+    if tensors:
+        b.params.append((T, lambda i: '(tf.constant(%r), tf.constant(%r))' % (
+            0.5 * (1 + i % 3), -1.0 if b.regime(i) else 1.0)))
+    else:
+        b.params.append((T, lambda i: repr((1.5, 2 + b.regime(i)))))
+    a, c = b.fresh('ta'), b.fresh('tc')
+    b.inits.append('%s, %s = %s' % (a, c, T))
+    pool = ['acc = acc + tf.cast(%s, acc.dtype)' % a if tensors else 'acc = acc + %s' % a,
+            'acc = acc * tf.cast(%s[1], acc.dtype)' % T if tensors else 'acc = acc * %s[1]' % T,
+            '%s = %s + (%s,)' % (T, T, a),
+            'acc = acc + len(%s)' % T,
+            '%s, %s = %s, %s' % (a, c, c, a)]
+    for line in b.rng.sample(pool, 2):
+        b.item(line)
+    b.outs.append(b.rng.choice([T, c, '%s[::-1]' % T]))
+
+
+def f_obj_state(b):
+    b.need_state()
+    O = b.obj
+    attrs = b.rng.sample(['w', 'step', 'hist', 'state', 'training', 'scale', 'items', 'd', 'alias'],
+                         b.rng.randint(2, 4))
+    for a in attrs:
+        if a == 'w':
+            b.state_init.append('self.w = tf.constant(0.5)')
+            b.item(b.rng.choice(['acc = acc * tf.cast(%s.w, acc.dtype)' % O,
+                                 'acc = acc + tf.cast(%s.w, acc.dtype)' % O]))
+            if b.rng.random() < 0.6:
+                b.item('%s.w = %s.w * 0.5 + tf.cast(tf.reduce_mean(acc), tf.float32) * 0.25' % (O, O))
+            b.mutations += ['S.w = tf.constant(%r)' % b.rng.choice([2.0, -1.0, 0.25]),
+                            'S.w = 2.0']    # a Python float where a tensor was
+            b.outs.append('%s.w' % O)
+        elif a == 'step':
+            b.state_init.append('self.step = 0')
+            b.item('%s.step += 1' % O)
+            if b.rng.random() < 0.4:
+                b.item('if %s.step %% 2 == 0:\n    acc = acc - 0.5' % O)
+            b.mutations += ['S.step = 100', 'S.step += 1']
+            b.outs.append('%s.step' % O)
+        elif a == 'hist':
+            b.state_init.append('self.hist = []')
+            b.item(b.rng.choice(['%s.hist.append(tf.reduce_sum(acc))' % O,
+                                 '%s.hist.append(len(%s.hist))' % (O, O),
+                                 '%s.hist.append(acc)' % O]))
+            if b.rng.random() < 0.5:
+                b.item('acc = acc + len(%s.hist)' % O)
+            b.mutations += ['S.hist.append(0.5)', 'S.hist = []', 'S.hist.clear()']
+            b.outs.append(b.rng.choice(['%s.hist' % O, 'len(%s.hist)' % O]))
+        elif a == 'state':
+            b.state_init.append('self.state = (tf.zeros([]), tf.ones([]))')
+            h, c = b.fresh('h'), b.fresh('c')
+            b.item('%s, %s = %s.state\n%s = %s + tf.cast(tf.reduce_mean(acc), tf.float32) * 0.5\n'
+                   '%s = tf.tanh(%s) + %s * 0.5\n%s.state = (%s, %s)\nacc = acc + tf.cast(%s, acc.dtype)'
+                   % (h, c, O, c, c, h, c, h, O, h, c, h))
+            b.mutations += ['S.state = (tf.constant(1.0), tf.constant(-1.0))',
+                            'S.state = [tf.constant(0.5), tf.constant(2.0)]']
+            b.outs.append('%s.state' % O)
+        elif a == 'training':
+            b.state_init.append('self.training = True')
+            b.item('if %s.training:\n    acc = acc * 0.5\nelse:\n    acc = acc + 1.0' % O)
+            b.flip_mutations.append('S.training = False')
+            b.mutations.append('S.training = not S.training')
+        elif a == 'scale':
+            b.state_init.append('self.scale = 1.5')
+            b.item('acc = acc * %s.scale' % O)
+            b.mutations.append('S.scale = %r' % b.rng.choice([2.5, -0.5, 2]))
+        elif a == 'items':
+            b.state_init.append('self.items = [1, 2]')
+            b.item(b.rng.choice(['if %s.items:\n    acc = acc + len(%s.items)' % (O, O),
+                                 'acc = acc * len(%s.items)' % O,
+                                 '%s.items[0] = %s.items[0] + 1\nacc = acc + sum(%s.items)' % (O, O, O),
+                                 'acc = acc + %s.items[-1]' % O]))
+            b.mutations += ['S.items.append(3)', 'S.items = [5]', 'S.items[0] = 7']
+            b.flip_mutations.append(b.rng.choice(['S.items.append(4)', 'S.items[0] = 0']))
+        elif a == 'd':
+            b.state_init.append("self.d = {'k': 1}")
+            b.item(b.rng.choice(["%s.d['k'] = %s.d.get('k', 0) + 1" % (O, O),
+                                 "if 'k' in %s.d:\n    acc = acc + %s.d['k']" % (O, O),
+                                 "acc = acc + len(%s.d)" % O]))
+            b.mutations += ["S.d.pop('k', None)", "S.d['k'] = 5", "S.d['j'] = 0"]
+            if b.rng.random() < 0.5:
+                b.outs.append('%s.d' % O)
+        elif a == 'alias':
+            b.state_init.append('self.buf = []')
+            b.state_init.append('self.a = self.b = None')
+            b.item('%s.a = %s.buf\n%s.b = %s.buf\n%s.a.append(1)' % (O, O, O, O, O))
+            if b.rng.random() < 0.5:
+                b.outs.append('%s.b' % O)
+    if b.rng.random() < 0.15:
+        b.outs.append(O)
+
+
+def f_globals(b):
+    G, C, LG = b.fresh('G'), b.fresh('COUNT'), b.fresh('LOG')
+    b.glob(G, '1.5')
+    b.glob(C, '0')
+    b.glob(LG, '[]')
+    b.decls.append('global %s' % C)
+    b.item('acc = acc * %s' % G)
+    b.item('%s += 1' % C)
+    b.item(b.rng.choice(['%s.append(%s)' % (LG, C), 'if %s > 3:\n    acc = acc - 1.0' % C,
+                         '%s.append(tf.reduce_sum(acc))' % LG]))
+    b.mutations += ['%s = 2.5' % G, '%s = -1.0' % G, '%s = 10' % C, '%s = []' % LG, '%s = 2' % G]
+    b.flip_mutations.append('%s = %r' % (G, b.rng.choice([2.5, -0.5])))
+    b.outs.append(b.rng.choice([C, LG, G]))
+
+
+def f_closure(b):
+    if b.variant != 'closure':
+        b.variant = 'closure'
+    base, count, seen = b.fresh('base'), b.fresh('count'), b.fresh('seen')
+    b.closure_lines += ['%s = 1.5' % base, '%s = 0' % count, '%s = []' % seen]
+    b.decls.append('nonlocal %s' % count)
+    b.item('%s += 1' % count)
+    b.item('acc = acc + %s' % base)
+    b.item('%s.append(%s)' % (seen, count))
+    setter = b.fresh('set_base')
+    b.closure_after.append('def %s(v):\n    nonlocal %s\n    %s = v' % (setter, base, base))
+    b.closure_returns.append(setter)
+    b.mutations.append('%s(%r)' % (setter, b.rng.choice([3.0, -0.5])))
+    b.flip_mutations.append('%s(2.0)' % setter)
+    b.outs.append(b.rng.choice([count, seen, 'len(%s)' % seen]))
+
+
+def f_inner_fn(b):
+    g, h, kk, tally, bump = (b.fresh(v) for v in ('g', 'h', 'kk', 'tally', 'bump'))
+    b.inits += ['def %s(y):\n    return y * 2.0 - 1.0' % g,
+                '%s = lambda y: y - 0.5' % h,
+                '%s = %d' % (kk, b.rng.randint(1, 3)),
+                '%s = 0' % tally,
+                'def %s():\n    nonlocal %s\n    %s += 1\n    return %s' % (bump, tally, tally, tally)]
+    b.inits = [ln for chunk in b.inits for ln in chunk.split('\n')]
+    pool = ['acc = tf.clip_by_value(%s(acc), -20.0, 20.0)' % g, 'acc = %s(acc)' % h,
+            'acc = (lambda y: y + %s)(acc)' % kk, '%s()' % bump,
+            'acc = acc + %s()' % bump, 'acc = tf.clip_by_value(%s(%s(acc)), -20.0, 20.0)' % (h, g)]
+    for line in b.rng.sample(pool, b.rng.randint(2, 3)):
+        b.item(line)
+    b.outs.append(tally)
+
+
+def f_callee_default(b):
+    helper, acc_fn, scale = b.fresh('helper'), b.fresh('accum'), b.fresh('scale_by')
+    b.module.append('def %s(y, seen=[]):\n    seen.append(len(seen))\n    return y + float(len(seen))'
+                    % helper)
+    b.module.append('def %s(v, store={}):\n    store[v] = store.get(v, 0) + 1\n    return store[v]'
+                    % acc_fn)
+    b.module.append('def %s(y, k=2.0, *, shift=0.0):\n    return y * k + shift' % scale)
+    pool = ['acc = %s(acc)' % helper, 'acc = acc + %s(%d)' % (acc_fn, b.rng.randint(0, 2)),
+            'acc = %s(acc, %r)' % (scale, b.rng.choice([0.5, -1.0])),
+            'acc = %s(acc, shift=1.0)' % scale, 'acc = tf.clip_by_value(%s(acc, k=1.5), -20.0, 20.0)' % scale]
+    for line in b.rng.sample(pool, b.rng.randint(2, 3)):
+        b.item(line)
+    b.mutations.append('%s.__defaults__[0].clear()' % helper)
+
+
+DUNDER_CLASS = '''
+class Scale:
+    def __init__(self, s):
+        self.s = s
+        self.uses = 0
+    def __rmul__(self, other):
+        self.uses += 1
+        return other * self.s
+    def __mul__(self, other):
+        return other * self.s
+    def __add__(self, other):
+        return Scale(self.s + other)
+    def __radd__(self, other):
+        return other + self.s
+    def __bool__(self):
+        return self.s > 0
+    def __len__(self):
+        return 3 if self.s > 1 else 1
+    def __eq__(self, other):
+        return isinstance(other, Scale) and other.s == self.s
+    __hash__ = None
+    def __repr__(self):
+        return 'Scale(%r)' % self.s
+'''
+
+
+def f_dunder(b):
+    if DUNDER_CLASS not in b.module:
+        b.module.append(DUNDER_CLASS)
+    sc = b.fresh('SC')
+    b.glob(sc, 'Scale(1.5)')
+    arg = b.rng.random() < 0.3
+    ref = sc
+    if arg:
+        ref = b.fresh('sc')
+        b.params.append((ref, lambda i: sc))
+    pool = ['acc = acc * %s' % ref, 'acc = %s * acc' % ref, 'acc = acc + %s' % ref,
+            'if %s:\n    acc = acc - 1.0' % ref, 'acc = acc + len(%s)' % ref,
+            'if %s == Scale(1.5):\n    acc = acc * 2.0' % ref,
+            'acc = acc * (2 * %s)' % ref, 'acc = acc * (%s + 1.0).s' % ref,
+            "print('scale', %s)" % ref, "%s_txt = f'{%s!r}'" % (ref, ref)]
+    for line in b.rng.sample(pool, b.rng.randint(2, 3)):
+        b.item(line)
+    b.mutations += ['%s.s = -0.5' % sc, '%s = Scale(3.0)' % sc]
+    b.flip_mutations.append('%s.s = %r' % (sc, b.rng.choice([-0.5, 0.5, 2.5])))
+    b.outs.append(b.rng.choice(['%s.uses' % sc, '%s.s' % sc, 'len(%s)' % ref]))
+
+
+ENUM_CLASS = '''
+class Mode(enum.Enum):
+    TRAIN = 1
+    EVAL = 2
+'''
+
+
+def f_enum(b):
+    if ENUM_CLASS not in b.module:
+        b.module.append(ENUM_CLASS)
+    m = b.fresh('mode')
+    b.params.append((m, lambda i: 'Mode.EVAL' if b.regime(i) else 'Mode.TRAIN'))
+    pool = ['if %s is Mode.TRAIN:\n    acc = acc * 0.5\nelse:\n    acc = acc + 2.0' % m,
+            'if %s == Mode.EVAL:\n    acc = -acc' % m,
+            'acc = acc * %s.value' % m]
+    for line in b.rng.sample(pool, 2):
+        b.item(line)
+    b.outs.append(b.rng.choice(['%s.name.lower()' % m, m, 'str(%s)' % m]))
+
+
+def f_strings(b):
+    msg, cnt = b.fresh('msg'), b.fresh('cnt')
+    b.inits += ["%s = ''" % msg, '%s = %d' % (cnt, b.rng.randint(0, 3))]
+    pool = ["%s = f'{%s}:{%s!r}'" % (msg, cnt, msg),
+            "%s = 'v={}'.format(%s + 1)" % (msg, cnt),
+            "%s = f'{%s:.2f}'" % (msg, 0.5),
+            "%s = 'acc=%%s' %% (acc,)" % msg,
+            "%s = f'acc={acc}'" % msg,
+            '%s = str(x)' % msg,
+            "%s = '{}'.format(tf.reduce_sum(x))" % msg,
+            "%s = %s + str(x.shape) + x.dtype.name" % (msg, msg),
+            "%s = %s + repr(%s)" % (msg, msg, cnt),
+            '%s += 1' % cnt]
+    for line in b.rng.sample(pool, b.rng.randint(2, 3)):
+        b.item(line)
+    b.outs.append(msg)
+
+
+def f_print(b):
+    pool = ["print('acc', acc)", "print('x:', x)", "print(f'x={x}')",
+            "print('shape', x.shape, x.dtype.name)", "print('sum', tf.reduce_sum(x))",
+            "print('n', 3, 'y', None, 1.5)", "print('items', [1, 'a'], {'k': 2}, sep=';', end='|\\n')",
+            "msg_ = ''\nfor e_ in x:\n    msg_ += f'{e_},'\nprint(msg_)",
+            "print(repr(acc), str(x.shape))"]
+    for line in b.rng.sample(pool, b.rng.randint(1, 3)):
+        b.item(line)
+
+
+def f_variable(b):
+    V = b.fresh('V')
+    vector = b.rng.random() < 0.3
+    b.glob(V, 'tf.Variable([1.0, 2.0])' if vector else 'tf.Variable(1.0)')
+    pool = ['acc = acc + tf.cast(tf.reduce_sum(%s), acc.dtype)' % V,
+            '%s.assign_add(%s)' % (V, '[0.5, 0.25]' if vector else '0.5'),
+            '%s.assign(%s * 0.5 + 1.0)' % (V, V),
+            "print('v', %s)" % V,
+            "print(%s.numpy())" % V,
+            "%s.assign_add(%stf.cast(tf.reduce_mean(acc), tf.float32) * 0.25)" % (
+                V, 'tf.zeros([2]) + ' if vector else ''),
+            "print('before', %s)\n%s.assign_add(%s)" % (V, V, '[1.0, 1.0]' if vector else '1.0')]
+    for line in b.rng.sample(pool, b.rng.randint(2, 4)):
+        b.item(line)
+    b.mutations += ['%s.assign(%s)' % (V, '[5.0, 5.0]' if vector else '5.0'),
+                    '%s = tf.Variable(%s)' % (V, '[3.0, 3.0]' if vector else '3.0')]
+    b.outs.append(b.rng.choice([V, '%s.read_value()' % V, 'tf.identity(%s)' % V]))
+
+
+def f_generator(b):
+    gen = b.fresh('GEN')
+    b.glob(gen, 'tf.random.Generator.from_seed(%d)' % b.rng.randint(0, 99))
+    pool = ['acc = acc + tf.cast(%s.normal([]), acc.dtype)' % gen,
+            'acc = acc + %s.uniform(tf.shape(acc), dtype=acc.dtype)' % gen,
+            'noise_ = %s.normal([2])\nacc = acc + tf.cast(tf.reduce_sum(noise_), acc.dtype)' % gen]
+    for line in b.rng.sample(pool, b.rng.randint(1, 2)):
+        b.item(line)
+    b.mutations += ['%s.normal([])' % gen, '%s = tf.random.Generator.from_seed(5)' % gen]
+
+
+def f_dataset(b):
+    it = b.fresh('IT')
+    b.glob(it, 'iter(tf.data.Dataset.range(100000).map(lambda i: tf.cast(i, tf.float32) * 0.5))')
+    b.item(b.rng.choice(['acc = acc + tf.cast(%s.get_next(), acc.dtype)' % it,
+                         'e_ = next(%s)\nacc = acc + tf.cast(e_, acc.dtype)' % it]))
+    b.mutations.append('%s.get_next()' % it)
+
+
+def f_mapfn_cond(b):
+    G = b.fresh('GM')
+    b.glob(G, '1.5')
+    pool = ['acc = tf.map_fn(lambda e: e * %s + 0.5, acc)' % G,
+            'acc = tf.cond(tf.reduce_sum(x) > 0.0, lambda: acc * %s, lambda: acc - %s)' % (G, G),
+            'acc = tf.clip_by_value(tf.scan(lambda a, e: a + e * %s, acc), -20.0, 20.0)' % G,
+            'acc = tf.map_fn(lambda e: tf.cond(e > 0.0, lambda: e * %s, lambda: e), acc)' % G]
+    for line in b.rng.sample(pool, b.rng.randint(1, 2)):
+        b.item(line)
+    b.mutations.append('%s = 3.0' % G)
+    b.flip_mutations.append('%s = -2.0' % G)
+
+
+def f_raise(b):
+    if 'class FuzzError(Exception):\n    pass' not in b.module:
+        b.module.append('class FuzzError(Exception):\n    pass')
+    choice = b.rng.random()
+    if choice < 0.4:
+        p = b.need_p()
+        k = max(b.p_values)
+        b.item("if %s > %d:\n    raise FuzzError('p=%%d is too big' %% %s)" % (p, k - 1, p))
+    elif choice < 0.8:
+        b.x.spikes.add(b.rng.randint(b.flip, b.ncalls - 1))
+        b.item(b.rng.choice(["if tf.reduce_max(x) > 2.875:\n    raise ValueError('x too large')",
+                             "assert tf.reduce_max(x) < 2.875, 'x too large'"]))
+    else:
+        b.need_state()
+        b.state_init.append('self.limit = 100')
+        b.item("if acc.shape[0] > %s.limit:\n    raise FuzzError('too long')" % b.obj)
+        b.flip_mutations.append('S.limit = 0')
+
+
+def f_alias(b):
+    a, c = b.fresh('a'), b.fresh('b')
+    A, B = b.fresh('A'), b.fresh('B')
+    b.glob(A, '[1]')
+    b.glob(B, '[2, 3]')
+    b.params.append((a, lambda i: A))
+    b.params.append((c, lambda i: B if b.regime(i) else A))
+    pool = ['%s.append(1)\nacc = acc + len(%s)' % (a, c),
+            '%s[0] = %s[0] + 1\nacc = acc + %s[0]' % (a, a, c),
+            'if %s is %s:\n    acc = acc * 2.0' % (a, c)]
+    for line in b.rng.sample(pool, 2):
+        b.item(line)
+    b.outs.append(b.rng.choice([c, 'len(%s)' % c, '%s[0]' % c]))
+
+
+def f_tape(b):
+    if b.rng.random() < 0.5:
+        b.item('with tf.GradientTape() as tape_:\n    tape_.watch(x)\n    y_ = tf.reduce_sum(x * x * 0.5)\n'
+               'acc = acc + tape_.gradient(y_, x)')
+    else:
+        W = b.fresh('W')
+        b.glob(W, 'tf.Variable(0.5)')
+        b.item('with tf.GradientTape() as tape_:\n    loss_ = tf.reduce_sum(%s * tf.cast(acc, tf.float32))\n'
+               'gw_ = tape_.gradient(loss_, %s)\n%s.assign_sub(0.01 * gw_)' % (W, W, W))
+        b.outs.append(W)
+
+
+def f_refuse(b):
+    """Ordinary Python janus may refuse: it must then run it imperatively, correctly."""
+    choice = b.rng.randint(0, 11)
+    if choice == 0:
+        b.item("try:\n    acc = acc + {'a': 1.0}['b']\nexcept KeyError:\n    acc = acc - 0.5")
+    elif choice == 1:
+        b.module.append('def gen_fn(k):\n    for i in range(k):\n        yield i * 0.5')
+        b.item('acc = acc + sum(gen_fn(3))')
+    elif choice == 2:
+        b.module.append('def fact(k):\n    return 1 if k <= 1 else k * fact(k - 1)')
+        b.item('acc = acc * (fact(3) * 0.1)')
+    elif choice == 3:
+        b.inits.append('total_ = 0.0')
+        b.item('total_ = float(tf.reduce_sum(acc))\nif total_ > 1.0:\n    acc = acc * 0.5')
+        b.outs.append('total_')
+    elif choice == 4:
+        b.item('for j_ in range(x.shape[0]):\n    acc = acc + 0.25')
+    elif choice == 5:
+        b.item('sq_ = [v_ * 2 for v_ in range(3)]\nacc = acc + sum(sq_)')
+    elif choice == 6:
+        b.item("with tf.name_scope('blk'):\n    acc = acc * 2.0")
+    elif choice == 7:
+        b.item('n_ = acc.shape[0]\nacc = acc + n_')
+        b.outs.append('acc.shape.as_list()')
+    elif choice == 8:
+        b.params.append(('arr', lambda i: 'np.array([1.0, %r])' % (2.0 + b.regime(i))))
+        b.item('acc = acc + float(arr.sum())')
+    elif choice == 9:
+        b.item('acc = acc + acc.numpy().sum()')
+    elif choice == 10:
+        b.item('if isinstance(acc, tf.Tensor) and type(acc).__name__ != "x":\n    acc = acc + 1.0')
+    else:
+        b.module.append('@jit\ndef inner_j(y):\n    return y * 2.0 + 1.0')
+        b.item('acc = tf.clip_by_value(inner_j(acc), -20.0, 20.0)')
+
+
+def f_private(b):
+    if b.variant != 'method':
+        return f_obj_state(b)
+    b.state_init.append('self.__hidden = 1')
+    b.item('self.__hidden += 1\nacc = acc + self.__hidden')
+
+
+def f_cyclic(b):
+    b.need_state()
+    b.state_init.append('self.me = self')
+    b.item('acc = acc + tf.cast(%s.me is %s, acc.dtype)' % (b.obj, b.obj))
+
+
+def f_early_return(b):
+    cond = b.cond_tensor() if b.rng.random() < 0.6 else b.cond_python()
+    if b.rng.random() < 0.5:
+        b.item('if %s:\n    return acc * -1.0' % cond, early=True)
+    else:
+        c2 = b.cond_tensor() if b.rng.random() < 0.5 else b.cond_python()
+        b.item('if %s:\n    if %s:\n        return acc + 1.0\n    return acc - 1.0' % (cond, c2),
+               early=True)
+
+
+def f_target_defaults(b):
+    kind = b.rng.random()
+    if kind < 0.4:
+        name = b.fresh('buf')
+        b.default_params.append((name, '[]'))
+        b.default_args.append((name, lambda i: None))
+        b.item('%s.append(%d)\nacc = acc + len(%s)' % (name, b.rng.randint(0, 3), name))
+        b.outs.append('len(%s)' % name)
+    elif kind < 0.7:
+        name = b.fresh('scale')
+        b.default_params.append((name, '1.0'))
+        b.default_args.append((name, lambda i: '2.0' if b.regime(i) else None))
+        b.item('acc = acc * %s' % name)
+    else:
+        name = b.fresh('mask')
+        b.default_params.append((name, 'None'))
+        b.default_args.append((name, lambda i: 'tf.constant(0.5)' if b.regime(i) else None))
+        b.item('if %s is not None:\n    acc = acc * tf.cast(%s, acc.dtype)' % (name, name))
+
+
+def f_scalar_args(b):
+    kind = b.rng.random()
+    if kind < 0.35:
+        t = b.fresh('training')
+        b.params.append((t, lambda i: 'False' if b.regime(i) else 'True'))
+        b.item('if %s:\n    acc = acc * 0.5\nelse:\n    acc = acc - 0.25' % t)
+        b.outs.append(t)
+    elif kind < 0.7:
+        lr = b.fresh('lr')
+        varying = b.rng.random() < 0.3
+        b.params.append((lr, lambda i: repr(0.25 * (i % 3 + 1) if varying else (0.5 if b.regime(i) else 0.25))))
+        b.item('acc = acc * (1.0 - %s)' % lr)
+        b.outs.append('%s * 2' % lr)
+    else:
+        nt = b.fresh('nt')
+        b.params.append((nt, lambda i: 'tf.constant(%d)' % (3 + b.regime(i))))
+        pool = ['acc = acc + tf.cast(%s // 2, acc.dtype)' % nt,
+                'for k_ in tf.range(%s):\n    acc = acc * 0.75' % nt,
+                'if %s %% 2 == 0:\n    acc = acc + 1.0' % nt,
+                'acc = acc + tf.cast(%s, acc.dtype) * 0.25' % nt]
+        for line in b.rng.sample(pool, 2):
+            b.item(line)
+
+
+def f_state_methods(b):
+    b.need_state()
+    O = b.obj
+    b.state_init.append('self.calls = 0')
+    b.state_init.append('self.k = 2.0')
+    b.state_methods.append('def helper(self, y):\n    self.calls += 1\n    return y * self.k')
+    b.state_methods.append('def chain(self, y):\n    return self.helper(y) + self.helper(y)')
+    pool = ['acc = %s.helper(acc)' % O, 'acc = tf.clip_by_value(%s.chain(acc), -20.0, 20.0)' % O]
+    if b.rng.random() < 0.5:
+        b.state_base = True
+        pool.append('acc = %s.base_fn(acc)' % O)
+    if b.rng.random() < 0.3:
+        b.state_methods.append('@property\ndef double(self):\n    return self.k * 2')
+        pool.append('acc = acc * %s.double' % O)
+    if b.rng.random() < 0.2:
+        b.state_methods.append('@classmethod\ndef unit(cls):\n    return 1.0\n@staticmethod\ndef half(y):\n    return y * 0.5')
+        pool.append('acc = %s.half(acc) + %s.unit()' % (O, O))
+    for line in b.rng.sample(pool, min(len(pool), b.rng.randint(1, 2))):
+        b.item(line)
+    b.mutations += ['S.k = -1.0', 'S.helper = lambda y: y']
+    b.flip_mutations.append('S.k = 3.0')
+    b.outs.append('%s.calls' % O)
+
+
+def f_getattr_obj(b):
+    b.module.append('class Dyn:\n    def __init__(self):\n        self.base = 1.0\n'
+                    '    def __getattr__(self, name):\n        return self.base * len(name)')
+    d = b.fresh('DYN')
+    b.glob(d, 'Dyn()')
+    b.item('acc = acc * %s.ab' % d)
+    b.mutations.append('%s.base = 0.5' % d)
+
+
+def f_tensor_list(b):
+    outs_, kind = b.fresh('outs'), b.rng.random()
+    if kind < 0.4:
+        b.item('%s = []\nfor e_ in x:\n    %s.append(e_ * 2.0)\nacc = acc + tf.stack(%s)' % (outs_, outs_, outs_))
+    elif kind < 0.6:
+        b.item('%s = []\nfor e_ in x:\n    %s.append(e_ * 2.0)\nacc = acc + len(%s)' % (outs_, outs_, outs_))
+    elif kind < 0.8:
+        b.item('acc = acc + tf.stack([e_ * 0.5 for e_ in x])')
+    else:
+        b.item('%s = [acc]\ni_ = tf.constant(0)\nwhile i_ < tf.shape(x)[0]:\n    i_ += 1\n'
+               '    %s = %s + [%s[-1] * 0.5]\nacc = %s[-1]' % (outs_, outs_, outs_, outs_, outs_))
+
+
+def f_state_tensors(b):
+    b.need_state()
+    O = b.obj
+    kind = b.rng.random()
+    if kind < 0.35:
+        b.state_init.append('self.cache = {}')
+        b.item("%s.cache['last'] = tf.reduce_sum(acc)" % O)
+        b.item("if 'last' in %s.cache:\n    acc = acc + tf.cast(%s.cache['last'], acc.dtype) * 0.1" % (O, O))
+        b.mutations.append('S.cache.clear()')
+    elif kind < 0.7:
+        b.state_init.append('self.total = tf.constant(0.0)')
+        b.item('%s.total += tf.cast(tf.reduce_sum(x), tf.float32)' % O)
+        b.outs.append('%s.total' % O)
+        b.mutations.append('S.total = tf.constant(5.0)')
+    else:
+        b.state_init.append('self.v = tf.Variable(0.0)')
+        b.item(b.rng.choice(['%s.v.assign_add(tf.cast(tf.reduce_mean(x), tf.float32))' % O,
+                             'if tf.reduce_sum(x) > 0.0:\n    %s.v.assign_add(1.0)' % O]))
+        b.item('acc = acc + tf.cast(%s.v, acc.dtype)' % O)
+        b.mutations.append('S.v = tf.Variable(3.0)')
+
+
+def f_global_tensor(b):
+    g = b.fresh('GT')
+    b.glob(g, 'tf.constant(0.0)')
+    b.decls.append('global %s' % g)
+    b.item('%s = %s + tf.cast(tf.reduce_mean(acc), tf.float32) * 0.5' % (g, g))
+    b.item('acc = acc + tf.cast(%s, acc.dtype)' % g)
+    b.mutations.append('%s = tf.constant(-2.0)' % g)
+    b.outs.append(g)
+
+
+def f_keras(b):
+    d = b.fresh('DENSE')
+    b.glob(d, "tf.keras.layers.Dense(1, kernel_initializer='ones', bias_initializer='zeros', name='%s')" % d.lower())
+    b.item('y_ = %s(tf.reshape(tf.cast(acc, tf.float32), [1, -1]))\nacc = acc + tf.cast(tf.reduce_sum(y_), acc.dtype) * 0.1'
+           % d)
+    if b.rng.random() < 0.6:
+        opt = b.fresh('OPT')
+        b.glob(opt, 'tf.keras.optimizers.SGD(0.05, momentum=0.5)')
+        b.item('with tf.GradientTape() as tp_:\n    l_ = tf.reduce_sum(%s(tf.reshape(tf.cast(x, tf.float32), [1, -1])))\n'
+               'gs_ = tp_.gradient(l_, %s.trainable_variables)\n'
+               '%s.apply_gradients(zip(gs_, %s.trainable_variables))' % (d, d, opt, d))
+        b.flip_mutations.append('%s.learning_rate = 0.5' % opt)
+    else:
+        b.flip_mutations.append('%s.trainable = False' % d)
+
+
+def f_python_ops(b):
+    p = b.need_p()
+    q = b.fresh('q')
+    b.inits.append('%s = 0' % q)
+    pool = ['%s = divmod(%s + 7, 3)[0] + abs(%s - 3)' % (q, p, p),
+            '%s = max(%s, 1) + min(%s, 2)' % (q, p, p),
+            '%s = round(1.5 * %s) + %s ** 2' % (q, p, p),
+            "%s = len('abc'.upper().split('B')) + int('ab'.startswith('a'))" % q,
+            "%s = len(','.join(str(v_) for v_ in range(%s)))" % (q, p),
+            '%s = sorted([3, %s, 1])[0]' % (q, p),
+            '%s = int(isinstance(%s, int)) + int(callable(len))' % (q, p),
+            'acc = acc + %s' % q]
+    for line in b.rng.sample(pool, b.rng.randint(2, 3)):
+        b.item(line)
+    b.outs.append(q)
+
+
+def f_tensor_ops(b):
+    pool = ['acc = acc + x[::-1]', 'acc = acc + tf.concat([x[1:], x[:1]], 0)',
+            'acc = tf.where(x > 0.0, acc, -acc)',
+            'acc = acc * tf.cast(tf.range(tf.size(x)), acc.dtype) * 0.5',
+            'acc = acc + tf.gather(x, [0])', 'acc = acc + tf.reduce_sum(tf.expand_dims(x, 0), 0)',
+            'acc = acc + tf.cast(tf.rank(x), acc.dtype) + x.ndim',
+            'acc = acc + tf.boolean_mask(x, x > 0.0)[:1] if tf.reduce_any(x > 0.0) else acc',
+            'acc = acc + tf.cast(tf.argmax(x), acc.dtype)']
+    for line in b.rng.sample(pool, b.rng.randint(1, 3)):
+        b.item(line, pure=True)
+
+
+def f_varargs(b):
+    b.varargs = True
+    b.item(b.rng.choice(['acc = acc + len(extra)', 'for v_ in extra:\n    acc = acc + v_',
+                         'if extra:\n    acc = acc * extra[0]']))
+    b.outs.append('extra')
+
+
+def f_callee_raises(b):
+    if 'class FuzzError(Exception):\n    pass' not in b.module:
+        b.module.append('class FuzzError(Exception):\n    pass')
+    p = b.need_p()
+    chk = b.fresh('check')
+    b.module.append("def %s(v):\n    if v > %d:\n        raise FuzzError('check failed: %%d' %% v)\n    return v"
+                    % (chk, max(b.p_values) - 1))
+    b.item('acc = acc + %s(%s)' % (chk, p))
+
+
+def f_class_attr(b):
+    b.need_state()
+    b.state_methods.append('created = 0')
+    b.item('State.created += 1\nacc = acc + State.created')
+    b.mutations.append('State.created = 50')
+
+
+def f_objects_list(b):
+    b.module.append('class Cell:\n    def __init__(self, k):\n        self.k = k\n        self.n = 0')
+    g = b.fresh('CELLS')
+    b.glob(g, '[Cell(0.5), Cell(1.5)]')
+    b.item('for c_ in %s:\n    c_.n += 1\n    acc = acc + c_.k' % g)
+    b.mutations += ['%s.append(Cell(2.0))' % g, '%s[0].k = -1.0' % g]
+    b.outs.append('[c_.n for c_ in %s]' % g)
+
+
+def f_del(b):
+    D = b.fresh('D')
+    b.params.append((D, lambda i: "{'a': 1, 'b': 2}" if not b.regime(i) else "{'a': 1, 'b': 2, 'c': 3}"))
+    b.item("del %s['a']\nacc = acc + len(%s)" % (D, D), loopable=False)
+    b.outs.append(D)
+
+
+def f_alias_global(b):
+    """The object comes as argument and is read as a global too (S, then S2)."""
+    if b.variant == 'method':
+        return f_obj_state(b)
+    b.uses_state = True
+    if not b.state_param:
+        b.state_param = True
+        b.params.append(('st', lambda i: 'S2' if b.regime(i) else 'S'))
+    b.state_init.append('self.n = 0')
+    b.item('st.n += 1\nS.n += 10\nacc = acc + st.n')
+    b.outs.append('st.n')
+
+
+def f_lazy_var(b):
+    b.need_state()
+    O = b.obj
+    b.state_init.append('self.lv = None')
+    b.item('if %s.lv is None:\n    %s.lv = tf.Variable(tf.zeros([]))\n%s.lv.assign_add(1.0)\n'
+           'acc = acc + tf.cast(%s.lv, acc.dtype)' % (O, O, O, O))
+    b.mutations.append('S.lv = None')
+
+
+def f_attr_builtins(b):
+    b.need_state()
+    O = b.obj
+    b.state_init.append('self.z = 1')
+    pool = ["%s.tmp = 2\nacc = acc + %s.tmp\ndel %s.tmp" % (O, O, O),
+            "if hasattr(%s, 'tmp'):\n    acc = acc + 100.0" % O,
+            "setattr(%s, 'z', getattr(%s, 'z', 0) + 1)" % (O, O),
+            "acc = acc + getattr(%s, 'missing', 0.5)" % O,
+            "acc = acc + vars(%s).get('z', 0)" % O]
+    for line in b.rng.sample(pool, b.rng.randint(2, 3)):
+        b.item(line, loopable=False)
+    b.mutations.append('S.tmp = 5')
+
+
+def f_new_global(b):
+    g = b.fresh('NEWG')
+    b.decls.append('global %s' % g)
+    b.item('%s = tf.reduce_sum(acc)' % g)
+
+
+def f_tensor_list_items(b):
+    L = b.fresh('TL')
+    b.params.append((L, lambda i: '[tf.constant(%r), tf.constant(2.0)]' % (0.5 + b.regime(i))))
+    b.item(b.rng.choice(['%s[0] += tf.cast(tf.reduce_sum(acc), tf.float32)' % L,
+                         '%s[-1] = %s[0] * 2.0' % (L, L),
+                         '%s.extend([tf.constant(1.0)])' % L,
+                         '%s.insert(0, tf.reduce_mean(x))' % L]))
+    b.item('acc = acc + tf.cast(%s[0], acc.dtype)' % L)
+    b.outs.append(L)
+
+
+def f_observe(b):
+    """Python observations (in, ==, <, truthiness, len, unpacking, spreading, in-place
+    operators) of containers, mixed with writes to them in the same call."""
+    L, D, ob = b.fresh('OL'), b.fresh('OD'), b.fresh('ob')
+    glob = b.rng.random() < 0.5
+    lv = ([1, 2], [2, 3, 1])
+    dv = ({'a': 1}, {'a': 1, 'b': 0})
+    if glob:
+        gl, gd = b.fresh('GL'), b.fresh('GD')
+        b.glob(gl, repr(lv[0]))
+        b.glob(gd, repr(dv[0]))
+        b.params.append((L, lambda i: gl))
+        b.params.append((D, lambda i: gd))
+        b.mutations += ['%s[0] = 2' % gl, '%s.append(2)' % gl, "%s['b'] = 2" % gd,
+                        '%s = %r' % (gl, lv[1])]
+        b.flip_mutations.append("%s['a'] = 3" % gd)
+    else:
+        b.params.append((L, lambda i: repr(lv[b.regime(i)])))
+        b.params.append((D, lambda i: repr(dv[b.regime(i)])))
+    b.inits.append('%s = 0' % ob)
+    pool = [
+        '%s[0] = %s[0] + 1\nif 2 in %s:\n    %s += 1' % (L, L, L, ob),
+        'if %s == [2, 2]:\n    %s += 5\n%s[-1] += 1' % (L, ob, L),
+        '%s += [1]\n%s += len(%s)' % (L, ob, L),
+        '%s |= {\'c\': %s}\nif \'c\' in %s:\n    %s += %s[\'c\']' % (D, ob, D, ob, D),
+        'if %s < [2]:\n    %s += 2' % (L, ob),
+        'first_, *mid_, last_ = %s + [0]\n%s += first_ + len(mid_) - last_' % (L, ob),
+        '(pa_, pb_), pc_ = (%s[0], %s[-1]), len(%s)\n%s += pa_ * pb_ + pc_' % (L, L, L, ob),
+        "%s = {**%s, 'z': 1}\n%s += len(%s)" % (D, D, ob, D),
+        '%s += sum([*%s, *%s.values()])' % (ob, L, D),
+        "if %s:\n    %s += 1\nif not %s.get('b'):\n    %s['b'] = %s" % (D, ob, D, D, ob),
+        'if %s in range(3):\n    %s += 10' % (ob, ob),
+        "%s += ('a' in 'abc') + (%s[0] in (1, 2)) + (%s == %s)" % (ob, L, L, L),
+        '%s.append(%s)\nif len(%s) > 3:\n    %s -= 1' % (L, ob, L, ob),
+        "%s['a'] = %s.get('a', 0) * 2\n%s += %s['a']" % (D, D, ob, D),
+        'acc = acc + %s' % ob,
+        "%s += max(%s) - min(%s) + int(bool(%s))" % (ob, L, L, L),
+    ]
+    for line in b.rng.sample(pool, b.rng.randint(2, 4)):
+        if b.rng.random() < 0.35:   # in a Python loop: writes between observations
+            j = b.fresh('oj')
+            line = 'for %s in range(%d):\n%s' % (j, b.rng.randint(2, 3), '\n'.join(
+                '    ' + ln for ln in line.split('\n')))
+        b.item(line)
+    b.outs += b.rng.sample([ob, L, D], b.rng.randint(1, 2))
+
+
+FEATURES = {
+    'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
+    'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
+    'closure': f_closure, 'inner_fn': f_inner_fn, 'callee_default': f_callee_default,
+    'dunder': f_dunder, 'enum': f_enum, 'strings': f_strings, 'print': f_print,
+    'variable': f_variable, 'generator': f_generator, 'dataset': f_dataset,
+    'mapfn_cond': f_mapfn_cond, 'raise': f_raise, 'alias': f_alias, 'tape': f_tape,
+    'refuse': f_refuse, 'private': f_private, 'cyclic': f_cyclic, 'early_return': f_early_return,
+    'target_defaults': f_target_defaults, 'scalar_args': f_scalar_args,
+    'state_methods': f_state_methods, 'getattr_obj': f_getattr_obj, 'tensor_list': f_tensor_list,
+    'state_tensors': f_state_tensors, 'global_tensor': f_global_tensor, 'keras': f_keras,
+    'python_ops': f_python_ops, 'tensor_ops': f_tensor_ops, 'varargs': f_varargs,
+    'callee_raises': f_callee_raises, 'class_attr': f_class_attr, 'objects_list': f_objects_list,
+    'del': f_del, 'tensor_locals': f_tensor_locals, 'alias_global': f_alias_global,
+    'lazy_var': f_lazy_var, 'attr_builtins': f_attr_builtins, 'new_global': f_new_global,
+    'tensor_list_items': f_tensor_list_items, 'observe': f_observe,
+}
+WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
+           'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
+           'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
+           'dataset': 1, 'mapfn_cond': 2, 'raise': 2, 'alias': 2, 'tape': 1, 'refuse': 3,
+           'private': 1, 'cyclic': 1, 'early_return': 2, 'target_defaults': 2, 'scalar_args': 3,
+           'state_methods': 2, 'getattr_obj': 1, 'tensor_list': 2, 'state_tensors': 3,
+           'global_tensor': 2, 'keras': 1, 'python_ops': 2, 'tensor_ops': 3, 'varargs': 1,
+           'callee_raises': 1, 'class_attr': 1, 'objects_list': 1, 'del': 1,
+           'tensor_locals': 3, 'alias_global': 1, 'lazy_var': 1, 'attr_builtins': 1,
+           'new_global': 1, 'tensor_list_items': 2, 'observe': 4}
+
+
+# -- control flow wrappers ---------------------------------------------------------------
+
+def _take(b, k, tensor=False):
+    """Removes up to k work items (not early returns, for loops) from the pool; for
+    a tensor-dependent wrapper, mostly pure tensor code (Python state writes there
+    are refused, which makes the whole function imperative)."""
+    picked = []
+    for _ in range(k):
+        cands = [it for it in b.items if it['loopable']]
+        pure = [it for it in cands if it.get('pure')]
+        if tensor and pure and b.rng.random() < 0.75:
+            cands = pure
+        if not cands:
+            break
+        it = b.rng.choice(cands)
+        b.items.remove(it)
+        picked.append(it)
+    return picked
+
+
+def _body(b, items, extra=True):
+    lines = [ln for it in items for ln in it['lines']]
+    if not lines or (extra and b.rng.random() < 0.3):
+        lines.append(arith(b, 1))
+    return lines
+
+
+def w_py_if(b):
+    cond = b.cond_python()
+    items = _take(b, b.rng.randint(1, 2))
+    lines = ['if %s:' % cond] + _indent(_body(b, items[:1]))
+    r = b.rng.random()
+    if r < 0.4:
+        lines += ['elif %s:' % b.cond_python()] + _indent([arith(b, 1)])
+    if r < 0.8:
+        lines += ['else:'] + _indent(_body(b, items[1:]))
+    b.item(lines)
+
+
+def w_tensor_if(b):
+    cond = b.cond_tensor()
+    items = _take(b, b.rng.randint(1, 2), tensor=True)
+    lines = ['if %s:' % cond] + _indent(_body(b, items[:1]))
+    r = b.rng.random()
+    if r < 0.3:
+        lines += ['elif %s:' % b.cond_tensor()] + _indent([arith(b, 1)])
+    if r < 0.8:
+        lines += ['else:'] + _indent(_body(b, items[1:]))
+    b.item(lines)
+
+
+def w_ternary(b):
+    cond = b.cond_tensor() if b.rng.random() < 0.6 else b.cond_python()
+    b.item('acc = acc * 2.0 if %s else acc - 1.0' % cond)
+
+
+def _loop_extras(b, var, tensor_ok=True):
+    """Optional break/continue/return lines at the start of a loop body."""
+    out = []
+    r = b.rng.random()
+    if r < 0.5:
+        stmt = b.rng.choice(['break', 'continue', 'return acc' if b.rng.random() < 0.5 else 'break'])
+        if var and b.rng.random() < 0.5:
+            cond = b.rng.choice(['%s == 1' % var, '%s %% 2 == 1' % var, '%s >= 2' % var])
+        elif tensor_ok:
+            cond = b.rng.choice(['tf.reduce_sum(acc) > 4.0', 'tf.reduce_max(acc) > 2.0',
+                                 'tf.reduce_sum(acc) < -1.0'])
+        else:
+            cond = 'False'
+        out += ['if %s:' % cond, '    ' + stmt]
+    return out
+
+
+def w_py_for(b):
+    j = b.fresh('j')
+    items = _take(b, b.rng.randint(1, 2))
+    kind = b.rng.random()
+    if kind < 0.5:
+        bound = b.need_p() if b.rng.random() < 0.6 else str(b.rng.randint(1, 3))
+        head = 'for %s in range(%s):' % (j, bound)
+    elif kind < 0.75:
+        head = 'for %s, w_ in enumerate([0.5, 1.5]):' % j
+    else:
+        head = 'for %s in (1, 2, 3):' % j
+    b.item([head] + _indent(_loop_extras(b, j) + _body(b, items)))
+
+
+def w_tensor_for(b):
+    e = b.fresh('e')
+    items = _take(b, b.rng.randint(0, 1), tensor=True)
+    body = ['acc = acc + %s' % e] + _body(b, items, extra=False)
+    b.item(['for %s in x:' % e] + _indent(_loop_extras(b, None) + body))
+
+
+def w_py_while(b):
+    j = b.fresh('w')
+    bound = b.need_p() if b.rng.random() < 0.6 else str(b.rng.randint(1, 3))
+    items = _take(b, b.rng.randint(1, 2))
+    b.item(['%s = 0' % j, 'while %s < %s:' % (j, bound)] +
+           _indent(['%s += 1' % j] + _loop_extras(b, j) + _body(b, items)))
+
+
+def w_tensor_while(b):
+    i = b.fresh('i')
+    items = _take(b, b.rng.randint(1, 2), tensor=True)
+    cond = b.rng.choice([
+        '%s < tf.cast(tf.reduce_max(tf.abs(x)) * 2.0, tf.int32)' % i,
+        '%s < 4 and tf.reduce_sum(acc) < 6.0' % i,
+        '%s < tf.shape(x)[0]' % i])
+    b.item(['%s = tf.constant(0)' % i, 'while %s:' % cond] +
+           _indent(['%s = %s + 1' % (i, i)] + _loop_extras(b, None) + _body(b, items)))
+
+
+WRAPPERS = {'py_if': w_py_if, 'tensor_if': w_tensor_if, 'ternary': w_ternary,
+            'py_for': w_py_for, 'tensor_for': w_tensor_for, 'py_while': w_py_while,
+            'tensor_while': w_tensor_while}
+
+
+# -- assembly -----------------------------------------------------------------------------
+
+def generate(seed, index=None, skip=()):
+    """The program for ``seed`` (and ``index``, for a seed's n-th program).
+
+    ``skip``: feature names never to use (e.g. to mask a known divergence while
+    hunting for others; the programs of a seed then differ)."""
+    key = '%s:%s' % (seed, index) if index is not None else str(seed)
+    rng = random.Random(key)
+    b = Builder(rng, 'p_%s' % key.replace(':', '_'))
+    names = [n for n in FEATURES if n not in skip]
+    chosen = []
+    for _ in range(rng.choice([1, 1, 2, 2, 3, 3, 4, 5])):
+        name = rng.choices(names, weights=[WEIGHTS[n] for n in names])[0]
+        if name not in chosen:
+            chosen.append(name)
+    if 'closure' in chosen:
+        b.variant = 'closure'
+        if b.uses_state and b.variant != 'method':
+            pass
+    elif b.variant == 'closure':
+        if 'closure' in skip:
+            b.variant = 'function'
+        else:
+            chosen.append('closure')
+    for name in chosen:
+        FEATURES[name](b)
+    b.features = chosen
+    if not b.items:
+        f_arith(b)
+    wrappers = []
+    for _ in range(rng.choice([0, 1, 1, 2, 2, 3])):
+        w = rng.choice([w for w in WRAPPERS if w not in skip] or [None])
+        if w is None:
+            break
+        WRAPPERS[w](b)
+        wrappers.append(w)
+    b.features = chosen + ['~' + w for w in wrappers]
+    return _assemble(b)
+
+
+def _target_lines(b, name):
+    params = ['x'] + [p for p, _ in b.params]
+    if b.variant == 'method':
+        params = ['self'] + params
+    if b.varargs:
+        params.append('*extra')
+    params += ['%s=%s' % kv for kv in b.default_params]   # keyword-only after *extra
+    body = list(b.decls)
+    body.append('acc = x * 1.0')
+    body += b.inits
+    items = list(b.items)
+    b.rng.shuffle(items)
+    for it in items:
+        body += it['lines']
+    outs = b.outs
+    r = b.rng.random()
+    if r < 0.04:
+        pass                                  # falls off the end: returns None
+    elif not outs or r < 0.15:
+        body.append('return acc')
+    elif r < 0.75:
+        body.append('return acc, %s' % ', '.join(outs))
+    elif r < 0.9:
+        body.append('return [acc, %s]' % ', '.join(outs))
+    else:
+        body.append("return {'acc': acc, %s}" % ', '.join("'o%d': %s" % (k, o)
+                                                          for k, o in enumerate(outs)))
+    return ['@jit', 'def %s(%s):' % (name, ', '.join(params))] + _indent(body)
+
+
+def _assemble(b):
+    out = ['import enum', 'import numpy as np', 'import tensorflow as tf', '']
+    for chunk in b.module:
+        out += _lines(chunk) if '\n' in chunk.strip('\n') else [chunk.strip()]
+        if '\n' in chunk.strip('\n'):
+            out.append('')
+    method = b.rng.choice(['forward', 'forward', '__call__'])
+    if b.uses_state:
+        if b.state_base:
+            out += ['', 'class Base:', '    def base_fn(self, y):', '        return y + 1.0']
+        out += ['', 'class State%s:' % ('(Base)' if b.state_base else ''), '    def __init__(self):']
+        out += _indent(b.state_init or ['pass'], 8)
+        for chunk in b.state_methods:
+            out.append('')
+            out += _indent(_lines(chunk))
+        if b.variant == 'method':
+            out.append('')
+            out += _indent(_target_lines(b, method))
+        out += ['', 'S = State()', 'S2 = State()', '']
+    if b.variant == 'function':
+        out += [''] + _target_lines(b, 'f')
+        target = 'f'
+    elif b.variant == 'closure':
+        out += ['', 'def make():'] + _indent(b.closure_lines)
+        out += _indent(_target_lines(b, 'f'))
+        for chunk in b.closure_after:
+            out += _indent(_lines(chunk))
+        out += _indent(['return %s' % ', '.join(['f'] + b.closure_returns)])
+        out += ['', '%s = make()' % ', '.join(['f'] + b.closure_returns)]
+        target = 'f'
+    else:
+        target = 'S' if method == '__call__' else 'S.' + method
+    out += b.after
+    driver = b.rng.random() < 0.12
+    if driver:   # some calls come through a user function calling the target twice
+        out += ['', 'def driver(*args, **kwargs):',
+                '    first = %s(*args, **kwargs)' % target,
+                '    return first, %s(*args, **kwargs)' % target]
+    source = '\n'.join(out).rstrip() + '\n'
+
+    steps = []
+    keyword = b.rng.random() < 0.2 and not b.varargs
+    for i in range(b.ncalls):
+        if i == b.flip and b.flip_mutations and b.rng.random() < 0.7:
+            steps.append(('do', b.rng.choice(b.flip_mutations)))
+        elif i > 0 and b.mutations and b.rng.random() < 0.2:
+            steps.append(('do', b.rng.choice(b.mutations)))
+        regime = b.regime(i)
+        args = [b.x.source(i, regime)]
+        for name, argfn in b.params:
+            v = argfn(i)
+            args.append('%s=%s' % (name, v) if keyword and i % 2 else v)
+        if b.varargs:
+            args += ['%d' % (k + 1) for k in range(b.regime(i) + (i % 2))]
+        for name, argfn in b.default_args:
+            v = argfn(i)
+            if v is not None:
+                args.append('%s=%s' % (name, v))
+        steps.append(('call', 'driver' if driver and i % 3 == 2 else target, ', '.join(args)))
+    return Program(b.name, source, steps, b.features)
+
+
+def render(program, divergence=None):
+    """The program and its call sequence, as one readable text."""
+    from .runner import describe_steps
+    return '%s\n# call sequence:\n%s\n' % (
+        program.source, '\n'.join('# ' + ln for ln in describe_steps(program, divergence).split('\n')))

@@ -1,0 +1,61 @@
+"""Random-program differential fuzzing, a fixed-seed slice (tests/fuzzing/).
+
+Each generated program (a small imperative TF2 program with a call sequence
+of 6-12 calls and outside state changes between calls) runs eagerly and under
+janus on fresh objects; returns, exceptions, stdout, state and object
+identity must agree after every call, and janus must not fail internally.
+The slice is sized to take about two minutes on the 2-core reference machine
+(programs run at roughly 150-300 a minute there; a failure adds the
+minimization of its first divergences).  The long soak is
+``bash scripts/fuzz.sh N``; one program: ``python -m tests.fuzzing --seed
+SEED --only INDEX``.
+"""
+import os
+
+import pytest
+
+from fuzzing import minimize, programs, runner
+
+SEED = 'ci'
+PROGRAMS = int(os.environ.get('JANUS_FUZZ_PROGRAMS', '300'))
+MINIMIZE = 2            # divergences minimized for the message (the first ones)
+MINIMIZE_SECONDS = 45
+
+
+@pytest.fixture(autouse=True)
+def quiet():
+    import logging
+    logger = logging.getLogger('janus')
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    yield
+    logger.setLevel(level)
+
+
+def test_fuzz_slice():
+    found = []
+    calls = graph_calls = 0
+    for index in range(PROGRAMS):
+        program = programs.generate(SEED, index)
+        result = runner.run_program(program, time_limit=120)
+        calls += result.janus_calls
+        graph_calls += result.graph_calls
+        if result.divergence is not None:
+            found.append((index, program, result.divergence))
+    # The slice must exercise the graph path, or it tests nothing.
+    assert graph_calls >= 0.05 * calls, 'only %d of %d calls ran a graph' % (graph_calls, calls)
+    if not found:
+        return
+    messages = ['%d of %d programs diverged (seed %r):' % (len(found), PROGRAMS, SEED)]
+    for index, program, d in found:
+        messages.append('  program %d: %s' % (index, d.describe()[:300]))
+    for index, program, d in found[:MINIMIZE]:
+        small, small_d = minimize.minimize(program, d, seconds=MINIMIZE_SECONDS)
+        messages.append('\n--- program %d minimized (python -m tests.fuzzing --seed %s --only %d '
+                        '--out DIR writes a repro) ---\n%s\n%s' % (
+                            index, SEED, index, small_d.describe(),
+                            programs.render(small, small_d)))
+        if small_d.traceback:
+            messages.append('janus traceback (end):\n' + '\n'.join(
+                small_d.traceback.rstrip().split('\n')[-12:]))
+    pytest.fail('\n'.join(messages), pytrace=False)
