@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 import janus
-from conftest import assert_same, outcome
+from conftest import assert_same, differential, outcome
 
 
 @pytest.fixture(params=['hoisted', 'heap_ops'])
@@ -1619,3 +1619,24 @@ def test_rebinding_defaults_and_code_of_helpers_and_of_the_function(strict):
         assert_same(eager_fn(*args, **kwargs), jf(*args, **kwargs), 'call %d' % i)
     assert janus.stats(jf)['graph_calls'] > 0
     assert 'redefined' in janus.explain(jf)
+
+
+@pytest.mark.parametrize('observe', ['in', '==', 'sorted'])
+def test_observations_after_an_item_write_see_the_write(strict, observe):
+    """Found by the fuzzer (seeds L/129, H/716): ``counts[0] += 1`` then ``2 in counts``
+    looked at the caller's list as it was before the write."""
+    def make():
+        def f(x, counts):
+            counts[0] = counts[0] + 1
+            if observe == 'in':
+                seen = 2 in counts
+            elif observe == '==':
+                seen = counts == [2, 2]
+            else:
+                seen = sorted(counts)[0] == 2
+            return x * 2.0 if seen else x
+        return f, None
+    lists = [[1, 2], [1, 2], [1, 2], [2, 3, 1], [1, 2], [2, 3, 1], [1, 5]]
+    calls = [lambda v=v, i=i: ((tf.constant(float(i)), list(v)), {})
+             for i, v in enumerate(lists)]
+    differential(make, calls)

@@ -128,9 +128,9 @@ def _outside_container(ctx, value):
 
 
 def _changed(ctx, value):
-    """Whether the call changed this outside container's structure (``append``):
+    """Whether the call changed this outside container (``append``, ``x[0] = v``):
     then observations look at its guarded contents, changes applied."""
-    return id(value) in ctx.heap.changed
+    return ctx.heap.differs(value)
 
 
 def _plain(ctx, value):

@@ -101,6 +101,7 @@ class TraceHeap:
         self.writes = []
         self.changed = set()   # ids of outside containers whose structure changed in place
         self.pending = {}      # id -> [(method name, args)]: those changes, in program order
+        self.items_written = set()   # ids of outside containers with an item written
         self._keep = []
         self.op_writes = {}    # (id(obj), key) -> True where a Janus>PySet* op wrote it
         self.run_id = None     # the run id input (heap_ops mode), made on first use
@@ -118,8 +119,15 @@ class TraceHeap:
 
     def write(self, obj, key, write):
         self.overlay[(id(obj), key)] = write.value
+        if isinstance(key, tuple) and key[0] == 'item':
+            self.items_written.add(id(obj))
         self._keep.append(obj)
         self.writes.append(write)
+
+    def differs(self, obj):
+        """Whether the call changed this container's items or structure: observations
+        of it must look at its contents as changed, not at the real object."""
+        return id(obj) in self.changed or id(obj) in self.items_written
 
 
 _MISSING = object()
@@ -198,4 +206,6 @@ def write_op(ctx, obj, source, key, value):
         heap.py_set_subscr(run_id_input(ctx), base, key[1], value)
     ctx.heap.op_writes['%s %r.%s (Janus>PySet op)' % (key[0], source, key[1])] = True
     ctx.heap.overlay[(id(obj), key[1] if key[0] == 'attr' else ('item', key[1]))] = value
+    if key[0] == 'item':
+        ctx.heap.items_written.add(id(obj))
     ctx.heap._keep.append(obj)
