@@ -3,7 +3,10 @@
 Every feature test runs the same program eagerly and under janus on fresh
 objects, and compares returns, raised exceptions and state after every call.
 """
+import contextlib
+import io
 import os
+import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -49,29 +52,66 @@ def outcome(fn, *args, **kwargs):
         return ('raised', type(e), str(e))
 
 
+def identities(result, args, kwargs, depth=0, path='result'):
+    """Where the result holds the very objects passed in: {path: argument path}.
+    Eager returns a mutable argument (or an item of one) as itself; so must janus."""
+    found = {}
+    inputs = {'args[%d]' % i: a for i, a in enumerate(args)}
+    inputs.update({'kwargs[%r]' % k: v for k, v in kwargs.items()})
+    for name, value in list(inputs.items()):
+        if isinstance(value, (list, tuple)):
+            inputs.update({'%s[%d]' % (name, i): item for i, item in enumerate(value)})
+    # Immutable values are left out: tensors too (one passed through a dynamic
+    # tf.cond comes back equal, not identical; straight paths keep identity).
+    by_id = {id(v): name for name, v in inputs.items()
+             if not isinstance(v, (int, float, str, bool, bytes, type(None), tf.Tensor))}
+
+    def walk(value, where, level):
+        if id(value) in by_id:
+            found[where] = by_id[id(value)]
+        if level < 3 and isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, '%s[%d]' % (where, i), level + 1)
+        elif level < 3 and isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, '%s[%r]' % (where, key), level + 1)
+    walk(result, path, depth)
+    return found
+
+
 def differential(make, calls, state=None, **janus_options):
     """Runs ``make()``'s function eagerly and under janus, call by call.
 
     ``make()`` returns (fn, program_state); each element of ``calls`` is an
     (args, kwargs) pair or a callable returning one (fresh tensors per side).
-    ``state(program_state)`` returns what to compare after every call.
+    After every call the outcomes (return or exception type and message),
+    stdout, identities (a returned argument is that argument) and
+    ``state(program_state)`` must agree.  Both sides' output is passed on to
+    the real stdout afterwards (eager's, then janus's), for tests reading it.
     Returns the janus function, for counter assertions.
     """
     eager_fn, eager_state = make()
     plain_fn, janus_state = make()
     janus_fn = janus.function(plain_fn, **janus_options)
     for number, call in enumerate(calls):
-        args, kwargs = call() if callable(call) else call
-        expected = outcome(eager_fn, *args, **kwargs)
-        if callable(call):
-            args, kwargs = call()   # fresh arguments for the janus side too
-        actual = outcome(janus_fn, *args, **kwargs)
         where = 'call %d' % number
+        sides = []
+        for fn in (eager_fn, janus_fn):
+            args, kwargs = call() if callable(call) else call   # fresh arguments per side
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                result = outcome(fn, *args, **kwargs)
+            same = identities(result[1], args, kwargs) if result[0] == 'ok' else {}
+            sides.append((result, printed.getvalue(), same))
+        (expected, e_out, e_same), (actual, a_out, a_same) = sides
+        sys.stdout.write(e_out + a_out)
         assert expected[0] == actual[0], '%s: eager %s, janus %s' % (where, expected, actual)
         if expected[0] == 'ok':
             assert_same(expected[1], actual[1], where)
         else:
             assert expected[1:] == actual[1:], where
+        assert e_out == a_out, '%s stdout: eager %r, janus %r' % (where, e_out, a_out)
+        assert e_same == a_same, '%s identity: eager %s, janus %s' % (where, e_same, a_same)
         if state is not None:
             assert_same(state(eager_state), state(janus_state), where + ' state')
     return janus_fn
