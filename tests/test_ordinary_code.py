@@ -227,3 +227,55 @@ def test_a_replay_buffer_appended_then_read_in_the_same_call(strict):
         assert actual[1] is janus_replay.buffer
         assert_same(eager_replay.meta, janus_replay.meta, 'call %d meta' % i)
     assert janus.stats(jf)['graph_calls'] >= 2
+
+
+def test_nonlocal_counters_in_nested_functions(strict):
+    """Found by the fuzzer (seed ci, programs 93/118): a helper defined inside the
+    function bumping ``nonlocal`` state wrote a module global instead."""
+    def make():
+        def step(x):
+            calls = 0
+            scale = 1.0
+
+            def bump(by):
+                nonlocal calls, scale
+                calls += 1
+                scale = scale * by
+            bump(2.0)
+            bump(3.0)
+            return x * scale + calls, calls
+        return step, None
+    jf = differential(make, [((tf.constant([float(i)]),), {}) for i in range(6)])
+    assert janus.stats(jf)['graph_calls'] >= 2
+
+
+def test_nonlocal_write_in_a_tensor_dependent_loop_runs_imperatively():
+    def make():
+        def count_down(x):
+            steps = 0
+
+            def tick():
+                nonlocal steps
+                steps = steps + 1
+            while tf.reduce_sum(x) > 0:
+                tick()
+                x = x - 1.0
+            return steps
+        return count_down, None
+    jf = differential(make, [((tf.constant([float(i % 3 + 1)]),), {}) for i in range(7)])
+    assert 'enclosing variable steps' in janus.explain(jf)
+
+
+def test_looping_over_an_outside_dict_after_adding_a_key():
+    """Found by the fuzzer (seed ci, program 217)."""
+    def make():
+        def f(counts):
+            total = 0
+            counts['c'] = total
+            for key in counts:
+                total = total + len(key) + counts[key]
+            return total
+        return f, None
+    calls = [lambda: (({'a': 1, 'b': 2},), {})] * 6
+    jf = differential(make, calls)
+    assert janus.stats(jf)['graph_calls'] >= 2

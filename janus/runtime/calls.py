@@ -41,6 +41,8 @@ def call(__callee, /, *args, **kwargs):
     if isinstance(callee, types.MethodType) and isinstance(callee.__func__, types.FunctionType) \
             and not whitelist.is_library(callee):
         return _inline(ctx, callee.__func__, (callee.__self__,) + args, kwargs)
+    if isinstance(callee, types.FunctionType) and callee.__code__ in ctx.code_objects:
+        return callee(*args, **kwargs)   # defined in converted code: converted already
     if isinstance(callee, types.FunctionType) and not whitelist.is_library(callee):
         return _inline(ctx, callee, args, kwargs)
     if (whitelist.is_library(callee) or whitelist.is_namedtuple_class(callee)

@@ -69,6 +69,13 @@ def load(ns, name):
     return ctx.guard_value(source, value)
 
 
+def closure_write(name):
+    """``nonlocal name; name = ...`` in a function nested in the converted one: plain
+    Python on the call's own cell, but not where TF traces a region once and runs it
+    many times (the write would happen once per trace)."""
+    _writable_context('the enclosing variable %s (from a nested function)' % name)
+
+
 def _namespace_of(ns, name):
     return ns.cells[name] if name in ns.cells else ns.globals
 
@@ -274,7 +281,10 @@ def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
     if isinstance(iterable, (list, tuple)):   # list subclasses too (Keras's TrackedList)
         return builtins_iter(ctx.contents(iterable))
     if type(iterable) is dict:
-        return builtins_iter(list(iterable))  # keys are guarded by KEYS_MATCH
+        if ctx.heap.differs(iterable):
+            return builtins_iter(list(ctx.contents(iterable)))   # keys as changed so far
+        ctx.add_guard(GuardKind.KEYS_MATCH, source, list(iterable))
+        return builtins_iter(list(iterable))
     raise Unsupported('janus does not convert a loop over a %s from outside the call'
                       % type(iterable).__name__)
 

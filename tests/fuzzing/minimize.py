@@ -204,19 +204,66 @@ def _edit(best, path, how):
     return best[0].replace(source=source)
 
 
+def _statement_lists(tree):
+    """(path of the owning statement, field) of every statement list, outermost first."""
+    lists = [((), 'body')]
+    for path in _statement_paths(tree):
+        node = _node_at(tree, path)
+        for field in ('body', 'orelse', 'finalbody'):
+            if isinstance(getattr(node, field, None), list) and getattr(node, field):
+                lists.append((path, field))
+    return lists
+
+
+def _node_at(tree, path):
+    node = tree
+    for field, i in path:
+        node = getattr(node, field)[i]
+    return node
+
+
 def _shrink_statements(best, test, budget):
+    """Deletes chunks of statements from each statement list: halves, quarters, ...,
+    single statements (delta debugging), outermost lists first."""
     changed = False
     k = 0
     while budget.left():
-        paths = _statement_paths(ast.parse(best[0].source))
-        if k >= len(paths):
+        lists = _statement_lists(ast.parse(best[0].source))
+        if k >= len(lists):
             break
-        path = paths[k]
-        candidate = _edit(best, path, lambda node: [] if not isinstance(node, ast.Pass) else None)
-        if candidate is not None and test(candidate):
-            changed = True        # same index now names the next statement
-        else:
+        owner, field = lists[k]
+        length = len(getattr(_node_at(ast.parse(best[0].source), owner), field))
+        size = max(length // 2, 1)
+        shrunk = False
+        while size >= 1 and budget.left():
+            i = 0
+            while budget.left():
+                tree = ast.parse(best[0].source)
+                try:
+                    body = getattr(_node_at(tree, owner), field)
+                except (IndexError, AttributeError):
+                    break
+                if i >= len(body):
+                    break
+                chunk = body[i:i + size]
+                if all(isinstance(n, ast.Pass) for n in chunk):
+                    i += size
+                    continue
+                del body[i:i + size]
+                if not body:
+                    body.append(ast.Pass())
+                source = _unparse(tree)
+                if source is not None and source != best[0].source and \
+                        test(best[0].replace(source=source)):
+                    changed = shrunk = True
+                else:
+                    i += size
+            size //= 2
+        if not shrunk:
             k += 1
+        # after a success the lists may have moved: start over from the outermost
+        elif k:
+            k = 0
     return changed
 
 

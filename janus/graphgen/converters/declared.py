@@ -10,24 +10,35 @@ unpacking, ``with ... as``) are refused with the line.
 import gast
 
 from janus.graphgen.converters import common
+from janus.pyct import scopes
 
 
 class RouteDeclaredNames(common.Pass):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.declared = []
+        self.declared = []   # per function: global/nonlocal names routed to the runtime
+        self.inner = []      # per function: nonlocal names of a function inside the converted one
+        self.locals = []     # per function: the names it binds itself (not declared)
 
     def visit_FunctionDef(self, node):
-        names = set()
+        names, inner = set(), set()
         for stmt in gast.walk(node):
             if isinstance(stmt, (gast.Global, gast.Nonlocal)) and _owner(node, stmt):
                 names.update(stmt.names)
-        self.declared.append(names)
+                if isinstance(stmt, gast.Nonlocal):
+                    # A variable of an enclosing function the call itself runs: a cell the
+                    # call made, so plain Python (checked: not written in a traced-once region).
+                    inner.update(n for n in stmt.names if any(n in own for own in self.locals))
+        self.declared.append(names - inner)
+        self.inner.append(inner)
+        self.locals.append(scopes.bound_names(node) - names)
         try:
             node = self.generic_visit(node)
         finally:
             self.declared.pop()
+            self.inner.pop()
+            self.locals.pop()
         return node
 
     def _is_declared(self, name):
@@ -36,9 +47,29 @@ class RouteDeclaredNames(common.Pass):
     def visit_Global(self, node):
         return None
 
-    visit_Nonlocal = visit_Global
+    def visit_Nonlocal(self, node):
+        kept = [name for name in node.names if self.inner and name in self.inner[-1]]
+        if not kept:
+            return None
+        node.names = kept
+        return node
+
+    def _inner_writes(self, node, targets):
+        """``nonlocal n; n += 1`` in a function nested in the converted one: plain Python,
+        after a check that the trace is not inside a tensor-dependent region."""
+        written = [n.id for t in targets for n in gast.walk(t)
+                   if isinstance(n, gast.Name) and self.inner and n.id in self.inner[-1]]
+        checks = [gast.copy_location(gast.Expr(common.runtime_call(
+            'closure_write', [common.const(name)], like=node)), node) for name in written]
+        return checks
 
     def visit_Assign(self, node):
+        checks = self._inner_writes(node, node.targets)
+        if checks:
+            return checks + [self.generic_visit(node)]
+        return self._visit_assign(node)
+
+    def _visit_assign(self, node):
         declared = [t for t in node.targets if isinstance(t, gast.Name) and self._is_declared(t.id)]
         nested = [n for t in node.targets for n in gast.walk(t)
                   if isinstance(n, gast.Name) and self._is_declared(n.id)]
@@ -51,6 +82,9 @@ class RouteDeclaredNames(common.Pass):
         return self._store(declared[0].id, node.value, node)
 
     def visit_AugAssign(self, node):
+        checks = self._inner_writes(node, [node.target])
+        if checks:
+            return checks + [self.generic_visit(node)]
         if not (isinstance(node.target, gast.Name) and self._is_declared(node.target.id)):
             return self.generic_visit(node)
         node.value = self.visit(node.value)

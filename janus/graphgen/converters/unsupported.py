@@ -1,6 +1,7 @@
 """Pass 1: rejects constructs the generator does not convert, naming the line.
 
-Runs first, on the freshly parsed tree.  A rejected function runs
+Runs right after ``declared`` (which routes global/nonlocal writes and keeps
+only the ``nonlocal`` statements of functions nested in the converted one).  A rejected function runs
 imperatively (or raises in strict mode); it is not retried on later calls.
 """
 import gast
@@ -8,10 +9,6 @@ import gast
 from janus.graphgen.converters.common import Pass
 
 _REJECTED = {
-    gast.Global: 'a `global` statement here (janus converts simple `x = ...` / `x += ...` '
-                 'writes to declared globals)',
-    gast.Nonlocal: 'a `nonlocal` statement here (janus converts simple `x = ...` / `x += ...` '
-                   'writes to declared nonlocals)',
     gast.ClassDef: 'an in-line class definition',
     gast.Import: 'an in-line import',
     gast.ImportFrom: 'an in-line import',
