@@ -279,3 +279,54 @@ def test_looping_over_an_outside_dict_after_adding_a_key():
     calls = [lambda: (({'a': 1, 'b': 2},), {})] * 6
     jf = differential(make, calls)
     assert janus.stats(jf)['graph_calls'] >= 2
+
+
+def test_several_membership_tests_on_one_outside_set(strict):
+    """Found by the bug hunt: two ``in`` tests of one set shared one guard, so adding
+    the second key from outside was not seen."""
+    def make():
+        enabled = {'l2'}
+
+        def loss_fn(t):
+            loss = tf.reduce_sum(t)
+            if 'l2' in enabled:
+                loss = loss + 0.1 * tf.reduce_sum(t * t)
+            if 'l1' in enabled:
+                loss = loss + tf.reduce_sum(tf.abs(t))
+            return loss
+        return loss_fn, enabled
+    eager_fn, eager_set = make()
+    plain_fn, janus_set = make()
+    jf = janus.function(plain_fn)
+    for i in range(9):
+        if i == 4:
+            eager_set.add('l1')
+            janus_set.add('l1')
+        if i == 6:
+            eager_set.discard('l2')
+            janus_set.discard('l2')
+        x = tf.constant([1.0, float(i)])
+        assert_same(eager_fn(x), jf(x), 'call %d' % i)
+    assert janus.stats(jf)['graph_calls'] >= 3
+
+
+def test_replacing_a_keras_layers_activation_is_seen(strict):
+    import keras
+
+    def make():
+        keras.utils.set_random_seed(3)
+        dense = keras.layers.Dense(3, activation='relu')
+        dense(tf.zeros([2, 4]))
+
+        def forward(x):
+            return dense(x)
+        return forward, dense
+    eager_fn, eager_dense = make()
+    plain_fn, janus_dense = make()
+    jf = janus.function(plain_fn)
+    for i in range(8):
+        if i == 5:
+            eager_dense.activation = janus_dense.activation = keras.activations.tanh
+        x = tf.constant([[float(i) - 3.0] * 4, [1.0] * 4])
+        assert_same(eager_fn(x), jf(x), 'call %d' % i)
+    assert janus.stats(jf)['graph_calls'] >= 2

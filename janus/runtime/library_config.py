@@ -12,14 +12,16 @@ So janus wraps ``keras.layers.Layer``'s ``trainable`` setter and its
 when the value changes): either bumps a process-wide ``version``.  A graph
 that used Keras layers carries one ``LIBRARY_CONFIG`` guard holding the
 version and a fingerprint
-(``trainable`` and every public Python-constant attribute of each layer it
-reached, sublayers included).  Per call the guard compares one integer; only
+(``trainable`` and every public Python-constant or function attribute, such
+as ``activation``, of each layer it reached, sublayers included).  Per call the guard compares one integer; only
 after some layer anywhere changed does it recompute the fingerprint, and a
 graph whose own layers are configured as when it was traced (a GAN toggling
 ``trainable`` back and forth) is used again.
 """
+import functools
 import sys
 import threading
+import types
 
 from janus import guards, sources
 
@@ -42,17 +44,28 @@ def _wrap_setter(layer_class):
     layer_class.trainable = property(prop.fget, set_trainable, prop.fdel, prop.__doc__)
 
 
+def _is_setting(value):
+    """Python constants and functions (``layer.activation = tanh``) are settings the
+    fingerprint covers; tensors written back by janus's shadow heap are not."""
+    return type(value) in guards.PRIMITIVES or isinstance(
+        value, (types.FunctionType, types.BuiltinFunctionType, functools.partial))
+
+
+def _same_setting(old, new):
+    if type(old) in guards.PRIMITIVES:
+        return guards.same_constant(old, new)
+    return old is new
+
+
 def _wrap_setattr(layer_class):
     original = layer_class.__setattr__
     missing = object()
 
     def __setattr__(self, name, value):
-        # Only Python constants are settings the fingerprint covers; tensors
-        # written back by janus's shadow heap every call must not bump.
-        if not name.startswith('_') and (type(value) in guards.PRIMITIVES
-                                         or type(self.__dict__.get(name)) in guards.PRIMITIVES):
+        if not name.startswith('_') and (_is_setting(value)
+                                         or _is_setting(self.__dict__.get(name))):
             old = self.__dict__.get(name, missing)
-            if old is missing or not guards.same_constant(old, value):
+            if old is missing or not _same_setting(old, value):
                 _bump()
         original(self, name, value)
     layer_class.__setattr__ = __setattr__
@@ -79,12 +92,13 @@ def _layer_class():
 
 def _fingerprint(layers):
     """What of each layer's configuration a graph depends on (its identity is
-    guarded elsewhere): ``trainable`` and its public Python constants.  Your
+    guarded elsewhere): ``trainable``, its public Python constants and functions.  Your
     subclasses' too: Keras code may read them behind janus's own guards."""
     prints = []
     for layer in layers:
-        settings = tuple((k, type(v), v) for k, v in vars(layer).items()
-                         if not k.startswith('_') and type(v) in guards.PRIMITIVES)
+        settings = tuple((k, type(v), v)   # functions compare by identity
+                         for k, v in vars(layer).items()
+                         if not k.startswith('_') and _is_setting(v))
         prints.append((layer.trainable, settings))
     return tuple(prints)
 

@@ -155,6 +155,10 @@ class TraceContext:
 
     def add_guard(self, kind, source, expected):
         key = (kind, source.uid())
+        if kind is GuardKind.CONTAINS_MATCH:
+            key += (type(expected[1]), expected[1])   # one guard per key looked up
+        elif kind is GuardKind.HASATTR_MATCH:
+            key += (expected[0],)                     # one guard per attribute name
         if key not in self._guard_keys:
             self._guard_keys.add(key)
             self.guards.append(guards.SourceGuard(kind, source, expected))
