@@ -83,11 +83,20 @@ def _classify(entry, error):
         assumption_id = ops.parse_assumption_failure(error)
         if assumption_id is not None and assumption_id in entry.assumptions:
             return AssertionBroke(entry.assumptions[assumption_id])
-        safe = not entry.has_mutations or _failing_node(error) in entry.safe_error_ops
+        safe = not entry.has_mutations or _in_safe_op(_failing_node(error), entry.safe_error_ops)
     except Exception:  # noqa: BLE001 - janus cannot tell: assume state may have changed
         safe = not entry.has_mutations
     # Unsafe: state may have changed, re-running would change it twice.
     return GraphError(error) if safe else error
+
+
+def _in_safe_op(node, safe_ops):
+    """Whether the failing node is one of the graph's ops that run before any state
+    change, or a node inside one (``map/while/...`` runs in the body of ``map/while``)."""
+    if node is None:
+        return False
+    parts = node.split('/')
+    return any('/'.join(parts[:n]) in safe_ops for n in range(len(parts), 0, -1))
 
 
 def _failing_node(error):

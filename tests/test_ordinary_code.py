@@ -330,3 +330,24 @@ def test_replacing_a_keras_layers_activation_is_seen(strict):
         x = tf.constant([[float(i) - 3.0] * 4, [1.0] * 4])
         assert_same(eager_fn(x), jf(x), 'call %d' % i)
     assert janus.stats(jf)['graph_calls'] >= 2
+
+
+def test_a_bad_batch_after_shapes_were_relaxed_raises_eagers_error():
+    """Found by the fuzzer (seed P, program 1424): a graph relaxed to (None,) let a
+    batch through that Keras rejects eagerly; the graph failed in an op that needs
+    no changed state but ran after the optimizer step, and its TF error reached the
+    user.  Such ops now run before any state change, so the call is re-run eagerly."""
+    def make():
+        dense = tf.keras.layers.Dense(1, kernel_initializer='ones', name='dense_relaxed')
+        opt = tf.keras.optimizers.SGD(0.05, momentum=0.5)
+
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(dense(tf.reshape(x, [1, -1])))
+            grads = tape.gradient(loss, dense.trainable_variables)
+            opt.apply_gradients(zip(grads, dense.trainable_variables))
+            return tf.map_fn(lambda e: e * 1.5 + 0.5, x)
+        return step, dense
+    calls = [((tf.constant(v),), {}) for v in ([0.25, 0.25], [0.25, 0.25], [0.5], [0.5],
+                                                [1.0], [0.5, 1.0], [2.0])]
+    differential(make, calls, state=lambda dense: dense.weights)

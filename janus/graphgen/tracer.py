@@ -291,21 +291,45 @@ def defer_state_updates(graph, assert_ops):
 
 
 def _wait_for_everything_before(ops, mutating, first_change):
-    """State changes also wait for every op created before the first of them.
+    """State changes also wait for every op that does not need them.
 
-    So a TF error in any of those ops (a bad reshape, an out-of-range gather)
-    stops the run before anything changed, and the call can be re-run
-    imperatively to raise eager's own exception.  Returns those ops' names.
+    That is every op created before the first state change and every later one
+    that reads no changed state (``tf.map_fn`` on the inputs after an optimizer
+    step).  So a TF error in any of those ops (a bad reshape, an out-of-range
+    gather, shapes a relaxed graph let through that eager's library code would
+    have refused) stops the run before anything changed, and the call can be
+    re-run imperatively to raise eager's own exception.  Returns those ops' names.
     """
-    before = [op for op in ops if op._id < first_change and op not in mutating]
+    # Stateful ops created after the first change get ordered after it by TF's
+    # automatic control dependencies (added when the trace closes): waiting for
+    # them, or for anything that uses them, would close a cycle.
+    late_stateful = [op for op in ops if op._id > first_change and op._is_stateful]
+    after_changes = _descendants(ops, list(mutating) + late_stateful) | set(late_stateful)
+    before = [op for op in ops if op not in mutating and op not in after_changes]
     consumed = set()
     for op in before:
         consumed.update(t.op for t in op.inputs)
         consumed.update(op.control_inputs)
     sinks = [op for op in before if op not in consumed]
     for op in mutating:
-        op._add_control_inputs([s for s in sinks if s not in op.control_inputs])
+        op._add_control_inputs([s for s in sinks if s not in op.control_inputs
+                                and s is not op])
     return {op.name for op in before}
+
+
+def _descendants(ops, roots):
+    """The ops that depend on any of ``roots`` (by data or control), roots excluded."""
+    consumers = {}
+    for op in ops:
+        for source in [t.op for t in op.inputs] + list(op.control_inputs):
+            consumers.setdefault(source, []).append(op)
+    found, stack = set(), list(roots)
+    while stack:
+        for consumer in consumers.get(stack.pop(), ()):
+            if consumer not in found:
+                found.add(consumer)
+                stack.append(consumer)
+    return found - set(roots)
 
 
 # -- tracing ---------------------------------------------------------------
