@@ -44,6 +44,9 @@ class ArgSource(Source):
     def get(self, arguments, memo):
         return arguments[self.name]
 
+    def value(self, arguments, memo):
+        return arguments[self.name]   # a leaf: cheaper than the memo
+
     def uid(self):
         return ('arg', self.name)
 
@@ -79,6 +82,8 @@ class CellSource(Source):
     def get(self, arguments, memo):
         return self.cell.cell_contents
 
+    value = get   # a leaf: cheaper than the memo
+
     def uid(self):
         return ('cell', id(self.cell), self.name)   # the source keeps the cell alive
 
@@ -112,6 +117,8 @@ class ObjectSource(Source):
 
     def get(self, arguments, memo):
         return self.obj
+
+    value = get   # a leaf: cheaper than the memo
 
     def uid(self):
         return ('object', id(self.obj))   # the source keeps the object alive
