@@ -12,9 +12,10 @@ source"): every object the traced code can reach that was not created by the
 call has a source in ``TraceContext``; an object without one was made by the
 call itself, so plain Python on it is what eager does.
 """
+import abc
 
 
-class Source:
+class Source(abc.ABC):
     """Base: ``value(arguments, memo)`` re-evaluates the value for a new call.
 
     ``memo`` caches each source once per guard check, so many guards on
@@ -27,12 +28,13 @@ class Source:
             memo[key] = self.get(arguments, memo)
         return memo[key]
 
+    @abc.abstractmethod
     def get(self, arguments, memo):
-        raise NotImplementedError   # abstract: each kind of source says how it reads
+        """The value at this location for a call with ``arguments``."""
 
+    @abc.abstractmethod
     def uid(self):
         """A hashable name unique to the location (not to the text of ``repr``)."""
-        raise NotImplementedError   # abstract
 
 
 class ArgSource(Source):
