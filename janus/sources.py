@@ -98,10 +98,16 @@ class DefaultSource(Source):
 
     def __init__(self, fn, name):
         self.fn, self.name = fn, name
+        code = fn.__code__
+        positional = code.co_varnames[:code.co_argcount]   # positional-only ones included
+        # Where the default lives: an index from the end of __defaults__, or None
+        # for a keyword-only parameter (in __kwdefaults__).
+        self._from_end = len(positional) - positional.index(name) if name in positional else None
 
     def get(self, arguments, memo):
-        import inspect
-        return inspect.signature(self.fn).parameters[self.name].default
+        if self._from_end is None:
+            return self.fn.__kwdefaults__[self.name]
+        return self.fn.__defaults__[-self._from_end]
 
     def uid(self):
         return ('default', id(self.fn), self.name)   # the source keeps the function alive
