@@ -189,8 +189,8 @@ def repro_text(program, divergence, seed, index, original=None, skip=()):
         '# Call sequence:',
     ] + ['#   ' + ln for ln in lines]
     if divergence.traceback:
-        header += ['# janus traceback (last lines):'] + [
-            '#   ' + ln for ln in divergence.traceback.rstrip().split('\n')[-12:]]
+        tb_lines = [ln for ln in divergence.traceback.rstrip().split('\n') if ln.strip()]
+        header += ['# janus traceback (last lines):'] + ['#   ' + ln for ln in tb_lines[-12:]]
     return '\n'.join(header) + '''
 import os
 import sys

@@ -37,6 +37,7 @@ divergence, wherever it was raised.
 import builtins
 import contextlib
 import enum
+import gc
 import io
 import math
 import os
@@ -187,7 +188,13 @@ class Side:
         return found
 
     def close(self):
+        """Forgets the program: whatever still refers to its module (TF's caches of
+        Python types, tracebacks) must not keep its objects (dataset iterators with
+        threads, variables, janus's graphs) alive until exit."""
         sys.modules.pop(self.modname, None)
+        self.ns.clear()
+        self.created = []
+        self.seen_events = []
 
     def stats(self):
         total = {}
@@ -630,6 +637,7 @@ def run_program(program, workdir=None, time_limit=120, verbose=False, use_janus=
                                        'finished', 'ran past %ds' % time_limit)
     finally:
         result.seconds = time.time() - start
+        _collect()
         if own_dir:
             try:
                 os.remove(path)
@@ -637,6 +645,34 @@ def run_program(program, workdir=None, time_limit=120, verbose=False, use_janus=
             except OSError:
                 pass
     return result
+
+
+_runs = [0]
+
+
+def _collect():
+    """A full garbage collection every 10 programs: the two copies of a program
+    (module, functions, janus's graphs) are cyclic garbage once it ran.  Left to
+    pile up, hundreds of programs' TF functions made the process take minutes to
+    exit (and run slower)."""
+    _forget_program_types()
+    _runs[0] += 1
+    if _runs[0] % 10 == 0:
+        gc.collect()
+
+
+def _forget_program_types():
+    """TF caches its tensor-conversion lookup per Python type, so a program's
+    class used as an operand (``acc * Scale(2.0)``) would keep the class, its
+    module and everything the program made alive for good."""
+    try:
+        from tensorflow.python.framework import tensor_conversion_registry as registry
+        with registry._tensor_conversion_func_lock:
+            for key in [k for k in registry._tensor_conversion_func_cache
+                        if str(getattr(k, '__module__', '')).startswith('fuzzprog_')]:
+                del registry._tensor_conversion_func_cache[key]
+    except (ImportError, AttributeError):
+        pass
 
 
 def _run(program, path, result, verbose=False, use_janus=True):
