@@ -109,7 +109,11 @@ def _definition(function):
 
 
 def _same_definition(function, defined_as):
-    return function is None or all(a is b for a, b in zip(_definition(function), defined_as))
+    if function is None:
+        return True
+    code, defaults, kwdefaults = defined_as   # three identity checks: on every call
+    return (function.__code__ is code and function.__defaults__ is defaults
+            and function.__kwdefaults__ is kwdefaults)
 
 
 class JanusFunction:

@@ -4,10 +4,11 @@ Each generated program (a small imperative TF2 program with a call sequence
 of 6-12 calls and outside state changes between calls) runs eagerly and under
 janus on fresh objects; returns, exceptions, stdout, state and object
 identity must agree after every call, and janus must not fail internally.
-The slice (700 programs, about 6,500 calls) is sized to take about two
+The slice (600 programs, about 5,600 calls) is sized to take about two
 minutes on the 2-core reference machine, where programs run at roughly 350 a
-minute with other work beside them; a failure adds the minimization of its
-first divergences (at most 3 x 30 s).  ``JANUS_FUZZ_PROGRAMS=N`` resizes it.
+minute with other work beside them (700 took 2 min 2 s); a failure adds the
+minimization of its first divergences (at most 3 x 30 s).
+``JANUS_FUZZ_PROGRAMS=N`` resizes it.
 The long soak is ``bash scripts/fuzz.sh N``; one program, verbosely and
 minimized into a standalone repro: ``python -m tests.fuzzing --seed ci
 --only INDEX --out DIR``.
@@ -20,7 +21,7 @@ import pytest
 from fuzzing import minimize, programs, runner
 
 SEED = 'ci'
-PROGRAMS = int(os.environ.get('JANUS_FUZZ_PROGRAMS', '700'))
+PROGRAMS = int(os.environ.get('JANUS_FUZZ_PROGRAMS', '600'))
 MINIMIZE = 2            # distinct minimized programs in the message (the first ones)
 MINIMIZE_SECONDS = 30
 

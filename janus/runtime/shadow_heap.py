@@ -33,7 +33,8 @@ def set_call_arguments(arguments, run_id=None):
     reads re-read from them, heap ops name objects by handles pinned for it."""
     _call_time.arguments = arguments
     _call_time.run_id = run_id
-    _call_time.token = _RunToken() if arguments is not None else None
+    # Heap ops pin handles for the run's lifetime (the token owns them); only they need it.
+    _call_time.token = _RunToken() if run_id is not None else None
 
 
 def _call_arguments():

@@ -44,6 +44,11 @@ def minimize(program, divergence, seconds=60.0, trials=300, time_limit=30, log=N
     want = signature(divergence)
     budget = _Budget(seconds, trials)
     best = [program, divergence]
+    # A candidate may not raise eagerly on more calls than the original did (up to
+    # its divergence): deleting a definition must not turn the repro into a program
+    # that fails with NameError everywhere and happens to diverge the same way.
+    baseline = runner.run_program(program, time_limit=time_limit)
+    allowed = baseline.eager_raised
 
     def test(candidate):
         if not budget.left():
@@ -54,7 +59,7 @@ def minimize(program, divergence, seconds=60.0, trials=300, time_limit=30, log=N
         except Exception:  # noqa: BLE001 - a candidate that breaks the runner is no repro
             return False
         d = result.divergence
-        if d is not None and signature(d) == want:
+        if d is not None and signature(d) == want and result.eager_raised <= allowed:
             best[0], best[1] = candidate, d
             if log:
                 log('  minimize: %d lines, %d steps' % (candidate.source.count('\n'),
