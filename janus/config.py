@@ -31,6 +31,7 @@ class _Config:
         inter_op_threads=0,       # TF inter-op threads, applied when janus is imported (0: TF's default; 1: a graph's ops run one at a time)
         reprofile_calls=1,        # imperative, profiled calls after a cache miss before a new graph is built
         heap_ops=False,           # read/write tensors in Python objects with in-graph Janus>PyGetAttr/PySetAttr ops instead of hoisted inputs/outputs (measured slower here)
+        safe_rewrites=True,       # run janus's graphs without grappler's remapping and arithmetic optimization (wrong-answer bugs in TF 2.21, graphgen/rewrites.py)
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

@@ -351,3 +351,26 @@ def test_a_bad_batch_after_shapes_were_relaxed_raises_eagers_error():
     calls = [((tf.constant(v),), {}) for v in ([0.25, 0.25], [0.25, 0.25], [0.5], [0.5],
                                                 [1.0], [0.5, 1.0], [2.0])]
     differential(make, calls, state=lambda dense: dense.weights)
+
+
+@pytest.mark.parametrize('program', ['leaky', 'loop'])
+def test_graph_rewrites_with_wrong_answers_are_off_for_janus_graphs(strict, program):
+    """Found by the fuzzer (seeds N/315, M/988; final/1952, M/1175): grappler fuses
+    ``tf.maximum(x * c, x)`` into LeakyRelu (wrong for c > 1) and breaks a loop over a
+    tensor whose length changed; janus runs its graphs with those rewrites off."""
+    def make():
+        def leaky(x):
+            acc = x * 2.0
+            return tf.maximum(acc, x)
+
+        def loop(x):
+            acc = x * 1.0
+            for e in x:
+                acc = acc + e
+                acc = tf.clip_by_value(acc + acc, -20.0, 20.0)
+            return acc
+        return (leaky if program == 'leaky' else loop), None
+    sizes = [3, 3, 4, 4, 3, 4, 4]
+    calls = [((tf.constant([0.5, -1.0, 0.25, -0.5][:n]),), {}) for n in sizes]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['graph_calls'] >= 2

@@ -23,7 +23,7 @@ import tensorflow as tf
 from janus import guards
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
-from janus.graphgen import effects, generator
+from janus.graphgen import effects, generator, rewrites
 from janus.runtime import heap, library_config, operators, shadow_heap, trace_output
 
 
@@ -63,7 +63,8 @@ class GraphEntry:
         run_id = heap.begin_run() if self.uses_heap_ops else None
         shadow_heap.set_call_arguments(arguments, run_id)
         try:
-            outputs = self.concrete(*self.signature.flatten(arguments))
+            with rewrites.janus_rewrites():
+                outputs = self.concrete(*self.signature.flatten(arguments))
         except BaseException:
             if run_id is not None:
                 heap.discard(run_id)   # a failed run changes nothing

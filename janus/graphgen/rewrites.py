@@ -1,0 +1,49 @@
+"""Which of TensorFlow's graph rewrites (grappler) janus's graphs run under.
+
+Needs nothing run before it.  Two grappler passes give wrong numbers in TF
+2.21 on programs janus meets (its own ``tf.function`` has them too; found by
+the fuzzer, ``tests/fuzzing/FINDINGS.md``): the remapper fuses
+``tf.maximum(x * c, x)`` into ``LeakyRelu(alpha=c)``, wrong for ``c > 1``, and
+the arithmetic optimizer breaks a loop over a tensor whose length changed.
+With ``config.safe_rewrites`` on, janus runs its graphs with both passes off,
+for its own function calls only: the thread's function-call options are
+swapped around each run (about a microsecond), so the user's own
+``tf.function``s are optimized as before.
+"""
+import contextlib
+
+from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+from tensorflow.python.eager import context
+
+from janus.config import config
+
+_safe = {}   # the caller's options' serialized config -> the options janus runs with
+
+
+def _safe_options(current):
+    key = (current.executor_type, current.config_proto_serialized)
+    options = _safe.get(key)
+    if options is None:
+        proto = config_pb2.ConfigProto()
+        proto.ParseFromString(current.config_proto_serialized)
+        rewrites = proto.graph_options.rewrite_options
+        rewrites.remapping = rewriter_config_pb2.RewriterConfig.OFF
+        rewrites.arithmetic_optimization = rewriter_config_pb2.RewriterConfig.OFF
+        options = _safe[key] = context.FunctionCallOptions(
+            executor_type=current.executor_type, config_proto=proto)
+    return options
+
+
+@contextlib.contextmanager
+def janus_rewrites():
+    """Runs the enclosed graph call with the unsound rewrites off (when configured)."""
+    if not config.safe_rewrites:
+        yield
+        return
+    ctx = context.context()
+    current = ctx.function_call_options
+    ctx.function_call_options = _safe_options(current)
+    try:
+        yield
+    finally:
+        ctx.function_call_options = current
