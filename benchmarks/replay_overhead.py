@@ -79,9 +79,12 @@ def measure(fn, args, calls):
     flat = entry.signature.flatten(bound.arguments)
     from janus.runtime import shadow_heap
 
+    from janus.graphgen import rewrites
+
     def bare():
         shadow_heap.set_call_arguments(bound.arguments)   # what call-time captures read
-        entry.concrete(*flat)
+        with rewrites.janus_rewrites():   # the same graph optimizations as janus's runs
+            entry.concrete(*flat)
     janus_s, bare_s = _median_pair(lambda: jf(*args), bare, calls)
     return janus_s, bare_s, len(entry.describe_guards())
 
