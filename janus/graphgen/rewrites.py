@@ -10,8 +10,6 @@ for its own function calls only: the thread's function-call options are
 swapped around each run (about a microsecond), so the user's own
 ``tf.function``s are optimized as before.
 """
-import contextlib
-
 from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 from tensorflow.python.eager import context
 
@@ -34,16 +32,15 @@ def _safe_options(current):
     return options
 
 
-@contextlib.contextmanager
-def janus_rewrites():
-    """Runs the enclosed graph call with the unsound rewrites off (when configured)."""
+def call_with_janus_rewrites(fn, *args):
+    """``fn(*args)`` (a graph call) with the unsound rewrites off, when configured;
+    a plain function rather than a context manager: it runs on every replay."""
     if not config.safe_rewrites:
-        yield
-        return
+        return fn(*args)
     ctx = context.context()
     current = ctx.function_call_options
     ctx.function_call_options = _safe_options(current)
     try:
-        yield
+        return fn(*args)
     finally:
         ctx.function_call_options = current

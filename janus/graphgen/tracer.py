@@ -35,6 +35,7 @@ class GraphEntry:
         self.signature = signature
         self.bound_template = bound_template
         self.concrete = concrete
+        self._call_graph = _graph_caller(concrete)
         self.output_template = output_template
         self.source_guards = ctx.guards
         self.assumptions = {a.id: a for a in ctx.assumptions}
@@ -63,8 +64,8 @@ class GraphEntry:
         run_id = heap.begin_run() if self.uses_heap_ops else None
         shadow_heap.set_call_arguments(arguments, run_id)
         try:
-            with rewrites.janus_rewrites():
-                outputs = self.concrete(*self.signature.flatten(arguments))
+            outputs = rewrites.call_with_janus_rewrites(
+                self._call_graph, self.signature.flatten(arguments))
         except BaseException:
             if run_id is not None:
                 heap.discard(run_id)   # a failed run changes nothing
@@ -92,6 +93,37 @@ class GraphEntry:
 
     def describe_writes(self):
         return [w.describe() for w, _ in self.writes] + getattr(self, 'op_writes', [])
+
+
+def _graph_caller(concrete):
+    """How a run feeds the graph its flat inputs.
+
+    ``ConcreteFunction.__call__`` re-binds and re-casts every input against its
+    structured signature (about 1 us per input).  ``Signature.check`` has
+    already established what that re-check would: every flat input is an
+    ``EagerTensor`` of the traced dtype and a compatible shape.  So the run goes
+    straight to the flat call, which still records gradients and evaluates
+    call-time captures as ``__call__`` does.  Should TensorFlow's flat entry
+    point change, the public call is used.
+    """
+    if _FLAT_CALL_PARAMETERS != ('tensor_inputs', 'captured_inputs'):
+        return lambda flat: concrete(*flat)
+    call_flat = concrete._call_flat   # TF's own entry after its input re-check
+
+    def call(flat):
+        return call_flat(flat, concrete.captured_inputs)
+    return call
+
+
+def _flat_call_parameters():
+    from tensorflow.python.eager.polymorphic_function import concrete_function
+    method = getattr(concrete_function.ConcreteFunction, '_call_flat', None)
+    if method is None:
+        return ()
+    return tuple(inspect.signature(method).parameters)[1:]
+
+
+_FLAT_CALL_PARAMETERS = _flat_call_parameters()
 
 
 # -- output templates ------------------------------------------------------
