@@ -13,11 +13,18 @@
   process of their own (``JANUS_INTER_OP_THREADS=1``).
 * Figure 6 (short): each mode's losses against eager's, step by step, same
   seeds and data.
+* Issue #11: the examples are training loops as users write them (a Python
+  step counter, a Python-float schedule, "every N steps" logging, best-loss
+  tracking; ``keras_loop.py``: a Keras custom loop over ``tf.data``); a second
+  table gives training steps/s per mode, janus/eager and janus/tf.function,
+  and the graphs janus built over its run (100 steps per model by default),
+  against the targets (within 4% of tf.function, at most 3 graphs).
 
 Writes ``<out>/paper_table.{md,csv,json,png}`` (the plot needs matplotlib)
 and, with ``--update-readme``, the README's table between its markers.
 
     python benchmarks/paper_table.py [--models lenet,lstm,...] [--steps N] [--update-readme]
+    python benchmarks/paper_table.py --no-ablation      # the two tables only
 """
 import argparse
 import csv
@@ -36,7 +43,7 @@ EXAMPLES = os.path.join(ROOT, 'examples')
 # name on the command line: (module in examples/, Workload class)
 MODELS = {'lenet': ('lenet', 'LeNet'), 'resnet': ('resnet', 'ResNet'),
           'lstm': ('lstm_lm', 'LSTMLanguageModel'), 'treernn': ('tree_rnn', 'TreeRNN'),
-          'a3c': ('a3c', 'A3C'), 'gan': ('gan', 'GAN')}
+          'a3c': ('a3c', 'A3C'), 'gan': ('gan', 'GAN'), 'keras': ('keras_loop', 'KerasLoop')}
 ABLATION_MODELS = ('lstm', 'a3c')
 # Figure 7's cumulative stages: (name, mode, janus.config knobs).
 SERIAL_STAGES = (('IMP', 'eager', {}),
@@ -48,6 +55,10 @@ SERIAL_STAGES = (('IMP', 'eager', {}),
 PARALLEL_STAGES = (('IMP*', 'eager', {}), ('+PARL', 'janus', {}))
 ABLATION_COLUMNS = ('IMP', 'BASE', '+UNRL', '+SPCN', '+PARL')
 CONVERGENCE_STEPS = 10   # losses compared step by step over the first K steps
+# Issue #11's targets for training loops as users write them (counters, schedules,
+# "every N steps" logging, best-loss tracking): janus within 4% of the hand-written
+# tf.function, and at most 3 graphs over a run of 100 steps.
+TARGET_VS_SYMBOLIC, TARGET_GRAPHS = 0.96, 3
 README_BEGIN, README_END = '<!-- paper-table:begin -->', '<!-- paper-table:end -->'
 
 
@@ -136,9 +147,17 @@ def table_row(model, rows):
     return dict(
         model=e['model'], category=e['category'], unit=e['unit'] + '/s',
         eager=e['throughput'], janus=j['throughput'], symbolic=s['throughput'],
+        eager_steps=e['steps_per_s'], janus_steps=j['steps_per_s'],
+        symbolic_steps=s['steps_per_s'],
+        janus_steps_over_eager=j['steps_per_s'] / e['steps_per_s'],
+        janus_steps_over_symbolic=j['steps_per_s'] / s['steps_per_s'],
+        janus_calls=stats.get('calls', 0),
+        janus_by_function=j.get('janus_by_function', {}),
         janus_over_eager=j['throughput'] / e['throughput'],
         janus_vs_symbolic=relative_gap(j['throughput'], s['throughput']),
-        converts='yes' if j['converts'] else 'no (imperative)',
+        converts=('no (imperative)' if not j['converts'] else 'yes'
+                  if not stats.get('imperative_calls') else 'partly (%d of %d calls imperative)'
+                  % (stats['imperative_calls'], stats.get('calls', 0))),
         graphs_built=stats.get('graphs_built', 0), graph_calls=stats.get('graph_calls', 0),
         fallbacks=stats.get('fallbacks', 0), imperative_calls=stats.get('imperative_calls', 0),
         janus_first_graph_s=j['first_graph_seconds'], tf_function_first_s=s['first_graph_seconds'],
@@ -179,6 +198,20 @@ def markdown(table, ablation, header):
                          fmt(r['peak_mib_eager'], 0), fmt(r['peak_mib_janus'], 0),
                          fmt(r['peak_mib_symbolic'], 0), r['loss_diff_janus'],
                          r['loss_diff_symbolic']))
+    lines += ['', 'Training loops as users write them (issue #11: step counters, Python-float '
+              'schedules, "every N steps" logging, best-loss tracking; janus\'s targets: within '
+              '%d%% of the hand-written tf.function, at most %d graphs per function over 100 '
+              'steps): training '
+              'steps per second (median), graphs built and calls over the janus run '
+              '(warm-up included):' % (round(100 * (1 - TARGET_VS_SYMBOLIC)), TARGET_GRAPHS), '',
+              '| Model | steps | eager steps/s | janus steps/s | tf.function steps/s | '
+              'janus/eager | janus/tf.function | graphs built | per janus function: graphs, '
+              'graph runs / calls, imperative calls | targets |', '|' + '---|' * 10]
+    for r in table:
+        lines.append('| %s | %d | %s | %s | %s | %.2fx | %.2fx | %d | %s | %s |' % (
+            r['model'], r['steps'], fmt(r['eager_steps']), fmt(r['janus_steps']),
+            fmt(r['symbolic_steps']), r['janus_steps_over_eager'],
+            r['janus_steps_over_symbolic'], r['graphs_built'], per_function(r), targets(r)))
     lines += ['', 'Convergence (Figure 6, short): loss at the first and the last step of each '
               'mode\'s run (warm-up included; same seeds, data and step count):', '',
               '| Model | steps | first loss | last loss: eager / janus / symbolic | '
@@ -200,6 +233,25 @@ def markdown(table, ablation, header):
                      for s in stages]
             lines.append('| %s | %s |' % (by_stage['IMP']['model'], ' | '.join(cells)))
     return '\n'.join(lines) + '\n'
+
+
+def per_function(row):
+    return '; '.join('%s: %d, %d / %d, %d' % (name, st.get('graphs_built', 0),
+                                             st.get('graph_calls', 0), st.get('calls', 0),
+                                             st.get('imperative_calls', 0))
+                     for name, st in row['janus_by_function'].items()) or '-'
+
+
+def targets(row):
+    """'met' or what misses issue #11's targets (graphs: per janus function, over the
+    whole janus run)."""
+    misses = []
+    if row['janus_steps_over_symbolic'] < TARGET_VS_SYMBOLIC:
+        misses.append('%.2fx tf.function' % row['janus_steps_over_symbolic'])
+    for name, st in row['janus_by_function'].items():
+        if st.get('graphs_built', 0) > TARGET_GRAPHS:
+            misses.append('%d graphs (%s)' % (st['graphs_built'], name))
+    return 'met' if not misses else 'missed: ' + ', '.join(misses)
 
 
 def speedup(by_stage, stage):
@@ -309,7 +361,7 @@ def write_outputs(table, ablation, raw, text):
     with open(base + '.csv', 'w', newline='') as f:
         writer = csv.DictWriter(f, fieldnames=list(table[0]))
         writer.writeheader()
-        writer.writerows(table)
+        writer.writerows([dict(r, janus_by_function=per_function(r)) for r in table])
     with open(base + '.json', 'w') as f:
         json.dump(dict(table=table, ablation={m: {s: {k: v for k, v in r.items() if k != 'explain'}
                                                   for s, r in st.items()}

@@ -96,6 +96,11 @@ class Workload(abc.ABC):
     def janus_functions(self):
         return [t.janus for t in self.compiled if t.janus is not None]
 
+    def janus_stats_by_function(self):
+        """{'Class.method': janus.stats} for each janus function of this workload."""
+        return {getattr(jf, 'name', repr(jf)): dict(janus.stats(jf))
+                for jf in self.janus_functions()}
+
     def janus_stats(self):
         total = {}
         for jf in self.janus_functions():
@@ -113,27 +118,42 @@ class Workload(abc.ABC):
                    for t in timed)
 
     def observable_state(self):
-        """What the program's objects hold (weights, optimizer slots, Python lists and
-        numbers), by attribute name: compared across modes by the tests."""
+        """What the program's objects hold (weights, optimizer slots and their
+        learning rates, metrics, Python lists, tensors and numbers: step counters,
+        schedules, best losses), by attribute name: compared across modes by the tests.
+        Python numbers keep their type (an ``int`` counter must stay an ``int``)."""
         out = {}
         for name, value in sorted(vars(self).items()):
             if name == 'mode':
                 continue
-            if isinstance(value, keras.layers.Layer):
-                out[name] = [v.numpy() for v in value.weights]
-            elif isinstance(value, keras.optimizers.Optimizer):
-                out[name] = [v.numpy() for v in value.variables]
-            elif isinstance(value, tf.Variable):
-                out[name] = value.numpy()
-            elif isinstance(value, (list, tuple)) and all(
-                    isinstance(v, (tf.Tensor, float, int)) for v in tf.nest.flatten(value)):
-                out[name] = [np.asarray(v) for v in tf.nest.flatten(value)]
-            elif isinstance(value, (bool, int, float, str)):
-                out[name] = value
+            out_value = state_of(value)
+            if out_value is not None:
+                out[name] = out_value
         return out
 
     def explain(self):
         return '\n'.join(janus.explain(jf) for jf in self.janus_functions())
+
+
+def state_of(value):
+    """``observable_state`` of one value; None for what it leaves out (data sets,
+    environments, compiled functions)."""
+    if isinstance(value, keras.layers.Layer):
+        return [v.numpy() for v in value.weights]
+    if isinstance(value, keras.optimizers.Optimizer):
+        return [v.numpy() for v in value.variables] + [np.asarray(value.learning_rate)]
+    if isinstance(value, keras.metrics.Metric):
+        return [v.numpy() for v in value.variables]
+    if isinstance(value, tf.Variable):
+        return value.numpy()
+    if isinstance(value, tf.Tensor):
+        return ('tensor', value.dtype.name, value.numpy())
+    if isinstance(value, (list, tuple)) and all(
+            isinstance(v, (tf.Tensor, float, int)) for v in tf.nest.flatten(value)):
+        return [state_of(v) for v in tf.nest.flatten(value)]
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return None
 
 
 def peak_rss_reset():
@@ -163,7 +183,7 @@ class Runner:
         peak_rss_reset()
         with janus.config.patch(**self.knobs):
             self.workload = workload_cls(mode, seed=seed)
-        self.mode, self.losses, self.rates = mode, [], []
+        self.mode, self.losses, self.rates, self.step_rates = mode, [], [], []
         self.peak_rss_mib = None
 
     def run(self, steps):
@@ -184,15 +204,21 @@ class Runner:
     def timed_window(self, steps):
         units, seconds = self.run(steps)
         self.rates.append(units / seconds)
+        self.step_rates.append(steps / seconds)
 
     def result(self):
         w = self.workload
         return dict(model=w.name, category=w.category, unit=w.unit, mode=self.mode,
                     throughput=statistics.median(self.rates) if self.rates else float('nan'),
                     rates=self.rates, losses=self.losses,
+                    steps_per_s=(statistics.median(self.step_rates) if self.step_rates
+                                 else float('nan')),
+                    steps_run=len(self.losses),
                     first_graph_seconds=w.first_graph_seconds(),
                     until_first_graph_seconds=w.first_graph_seconds(until=True),
                     janus=w.janus_stats() if self.mode == 'janus' else {},
+                    janus_by_function=(w.janus_stats_by_function() if self.mode == 'janus'
+                                       else {}),
                     peak_rss_mib=self.peak_rss_mib, workload=w)
 
 
@@ -235,9 +261,9 @@ def main(workload_cls, argv=None):
     args = parser.parse_args(argv)
     result = measure(workload_cls, args.mode, args.steps, args.warmup)
     losses = result['losses']
-    print('%s, %s mode: %d steps (%d warm-up), loss %.4f -> %.4f, %.1f %s/s (median)'
-          % (result['model'], args.mode, args.steps, args.warmup, losses[0], losses[-1],
-             result['throughput'], result['unit']))
+    print('%s, %s mode: %d steps (%d warm-up), loss %.4f -> %.4f, %.1f %s/s, %.1f steps/s '
+          '(median)' % (result['model'], args.mode, args.steps, args.warmup, losses[0],
+                        losses[-1], result['throughput'], result['unit'], result['steps_per_s']))
     if result['first_graph_seconds'] is not None:
         print('  first graph: %.2f s' % result['first_graph_seconds'])
     if args.mode == 'janus':

@@ -4,14 +4,19 @@ on MNIST, batch 128).
 
 The imperative program: a fully connected generator and discriminator
 (Keras ``Sequential``), one ``train_step`` that updates the discriminator on
-real and generated images, then the generator through the discriminator,
-and appends both losses to ``self.history`` for monitoring — a Python-state
-write that janus defers until the graph's run succeeded.  Real images are
+real and generated images, then the generator through the discriminator.
+Around that, what GAN training code has: a Python step counter, both
+learning rates decayed linearly to zero after ``decay_start`` steps (a
+Python float, set on the optimizers), both losses appended to
+``self.history`` every ``log_every`` steps, and the best generator loss and
+its step remembered (where a checkpoint would be written).  Real images are
 the noisy digit templates of ``lenet.py`` (1010 of them: the last batch of
-every epoch is short).  ``symbolic`` is the same step as a ``tf.function``
-with ``None`` batch dimensions, the history appended outside the graph.
+every epoch is short).  ``symbolic`` is the same program as a
+``tf.function`` with ``None`` batch dimensions, the counter a
+``tf.Variable`` with the schedule computed from it in the graph, the
+history and best loss kept outside the graph.
 
-    python examples/gan.py --mode eager|janus|symbolic [--steps 60]
+    python examples/gan.py --mode eager|janus|symbolic [--steps 80] [--explain]
 """
 import keras
 import numpy as np
@@ -36,8 +41,8 @@ def discriminator():
                              keras.layers.LeakyReLU(0.2), keras.layers.Dense(1)])
 
 
-def real_batches(seed):
-    images, _ = lenet.digits(seed)
+def real_batches(seed, count=lenet.EXAMPLES):
+    images, _ = lenet.digits(seed, count)
     flat = np.tanh(images.reshape(len(images), PIXELS) / 2)
     rng = np.random.default_rng(seed + 1)
     return [(tf.constant(flat[i:i + BATCH]),
@@ -47,20 +52,25 @@ def real_batches(seed):
 
 class GAN(common.Workload):
     name, category, unit = 'GAN', 'GAN', 'images'
-    steps, warmup = 60, 10
+    steps, warmup = 80, 20     # 100 training steps in all
+    examples = lenet.EXAMPLES  # real images in the data set
+    base_lr = 2e-4
+    decay_start, decay_steps = 50, 200   # linear decay of both learning rates after decay_start
+    log_every = 5                        # both losses appended to self.history every N steps
 
     def __init__(self, mode, seed=0):
         super().__init__(mode, seed)
         self.generator, self.discriminator = generator(), discriminator()
-        self.g_optimizer = keras.optimizers.Adam(2e-4, beta_1=0.5)
-        self.d_optimizer = keras.optimizers.Adam(2e-4, beta_1=0.5)
+        self.g_optimizer = keras.optimizers.Adam(self.base_lr, beta_1=0.5)
+        self.d_optimizer = keras.optimizers.Adam(self.base_lr, beta_1=0.5)
         self.bce = keras.losses.BinaryCrossentropy(from_logits=True)
         self.history = []
-        self.data = real_batches(seed)
+        self.global_step = 0
+        self.lr = self.base_lr
+        self.best_g_loss, self.best_step = float('inf'), 0   # where a checkpoint would be saved
+        self.data = real_batches(seed, self.examples)
         self.position = 0
-        symbolic = tf.function(self.losses, input_signature=[
-            tf.TensorSpec([None, PIXELS]), tf.TensorSpec([None, NOISE])])
-        self.compiled_step = self.compile(self.train_step, self.log_history(symbolic))
+        self.compiled_step = self.compile(self.train_step, self.symbolic())
 
     def losses(self, real, noise):
         """Discriminator step, then generator step; returns both losses."""
@@ -80,17 +90,47 @@ class GAN(common.Workload):
         return d_loss, g_loss
 
     def train_step(self, real, noise):
-        """The imperative program: both steps, then monitoring state in Python."""
+        """The imperative program: a step counter, a linearly decayed learning rate
+        (a Python float), both steps, then monitoring state in Python."""
+        self.global_step += 1
+        if self.global_step > self.decay_start:
+            self.lr = self.base_lr * max(
+                0.0, 1.0 - (self.global_step - self.decay_start) / self.decay_steps)
+            self.g_optimizer.learning_rate.assign(self.lr)
+            self.d_optimizer.learning_rate.assign(self.lr)
         d_loss, g_loss = self.losses(real, noise)
-        self.history.append((d_loss, g_loss))
+        if self.global_step % self.log_every == 0:
+            self.history.append((d_loss, g_loss))
+        if g_loss < self.best_g_loss:
+            self.best_g_loss = g_loss
+            self.best_step = self.global_step
         return d_loss + g_loss
 
-    def log_history(self, graph):
-        def step(real, noise):
+    def symbolic(self):
+        """The same program for ``tf.function``: the counter is a ``tf.Variable`` and
+        the schedule is computed from it in the graph; the history and the best
+        loss are kept outside the graph (a tf.function cannot append to a list)."""
+        counter = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+        @tf.function(input_signature=[tf.TensorSpec([None, PIXELS]), tf.TensorSpec([None, NOISE])])
+        def graph(real, noise):
+            step = counter.assign_add(1)
+            decay = 1.0 - tf.cast(step - self.decay_start, tf.float64) / self.decay_steps
+            lr = tf.cast(self.base_lr * tf.clip_by_value(decay, 0.0, 1.0), tf.float32)
+            self.g_optimizer.learning_rate.assign(lr)
+            self.d_optimizer.learning_rate.assign(lr)
+            return self.losses(real, noise)
+
+        def train_step(real, noise):
             d_loss, g_loss = graph(real, noise)
-            self.history.append((d_loss, g_loss))
+            self.global_step += 1   # the driver's own count, for the logging decision
+            if self.global_step % self.log_every == 0:
+                self.history.append((d_loss, g_loss))
+            if g_loss < self.best_g_loss:
+                self.best_g_loss = g_loss
+                self.best_step = self.global_step
             return d_loss + g_loss
-        return step
+        return train_step
 
     def step(self):
         real, noise = self.data[self.position % len(self.data)]

@@ -8,11 +8,19 @@ statistics untouched) when it is false.  Every ``eval_every`` steps the
 program flips the flag to evaluate a held-out batch, then flips it back —
 exactly the case where a trace-based converter silently keeps the first
 trace (the paper, §6.2).  janus guards the flag by value and keeps one graph
-per phase.  ``symbolic`` is the hand-written ``tf.function`` that takes the
-flag as an explicit argument (one concrete graph per phase).
+per phase.  Training counts its steps in Python (``self.global_step += 1``)
+and sets a cosine learning-rate schedule computed with ``math.cos`` from
+that count; evaluation logs its loss and tracks the best one for early
+stopping (``if loss < self.best_loss: ... else: self.wait += 1``).
 
-    python examples/resnet.py --mode eager|janus|symbolic [--steps 40]
+``symbolic`` is the hand-written ``tf.function``: the flag is an explicit
+graph input (both phases in one graph), the counter a ``tf.Variable`` with
+the schedule computed from it in the graph, early stopping outside the graph.
+
+    python examples/resnet.py --mode eager|janus|symbolic [--steps 70] [--explain]
 """
+import math
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -68,56 +76,98 @@ def images(seed, count):
 
 class ResNet(common.Workload):
     name, category, unit = 'ResNet', 'CNN', 'images'
-    steps, warmup = 40, 10
-    eval_every = 5        # steps between evaluations (self.training = False)
+    steps, warmup = 70, 10     # 80 training steps, 16 evaluations: 96 calls
+    eval_every = 5             # steps between evaluations (self.training = False)
+    base_lr = 0.05
+    decay_steps = 100          # cosine decay of the learning rate to 0 over this many steps
+    patience = 3               # evaluations without a better loss before stopping is flagged
 
     def __init__(self, mode, seed=0):
         super().__init__(mode, seed)
         self.model = SmallResNet()
         self.model(tf.zeros([1, SIZE, SIZE, 3]))
-        self.optimizer = keras.optimizers.SGD(0.05, momentum=0.9)
+        self.optimizer = keras.optimizers.SGD(self.base_lr, momentum=0.9)
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         self.train_data = images(seed, EXAMPLES)
         self.eval_data = images(seed + 1, BATCH)[0]
         self.training = True
+        self.global_step = 0            # training steps taken
         self.eval_losses = []
+        self.best_loss = float('inf')   # early stopping on the evaluation loss
+        self.wait = 0
+        self.stop_training = False      # a training loop would stop here; the benchmark goes on
         self.position = 0
-        symbolic = tf.function(self.symbolic_batch, input_signature=[
-            tf.TensorSpec([None, SIZE, SIZE, 3]), tf.TensorSpec([None], tf.int32),
-            tf.TensorSpec([], tf.bool)])
-        self.compiled_batch = self.compile(self.run_batch, self.compiled_symbolic(symbolic))
+        self.compiled_batch = self.compile(self.run_batch, self.symbolic())
 
     def run_batch(self, pictures, labels):
         """The imperative program: trains or evaluates, by ``self.training``."""
+        if self.training:
+            self.global_step += 1
+            progress = min(self.global_step, self.decay_steps) / self.decay_steps
+            self.optimizer.learning_rate.assign(
+                0.5 * self.base_lr * (1 + math.cos(math.pi * progress)))
         with tf.GradientTape() as tape:
             logits = self.model(pictures, training=self.training)
             loss = self.loss_fn(labels, logits)
         if self.training:
             grads = tape.gradient(loss, self.model.trainable_variables)
             self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        else:
+            self.eval_losses.append(loss)
+            if loss < self.best_loss:
+                self.best_loss = loss
+                self.wait = 0
+            else:
+                self.wait += 1
+                if self.wait >= self.patience:
+                    self.stop_training = True
         return loss
 
-    def compiled_symbolic(self, graph):
-        return lambda pictures, labels: graph(pictures, labels, tf.constant(self.training))
+    def symbolic(self):
+        """The same program for ``tf.function``: the phase is a graph input, both
+        phases in one graph (``tf.cond``); the step counter is a ``tf.Variable`` and
+        the cosine schedule is computed from it in the graph; early stopping looks
+        at the evaluation loss outside the graph, as a Keras callback does."""
+        counter = tf.Variable(0, dtype=tf.int64, trainable=False)
 
-    def symbolic_batch(self, pictures, labels, training):
-        """Hand-written: the phase is a graph input, both phases in one graph (tf.cond)."""
-        def train():
-            with tf.GradientTape() as tape:
-                loss = self.loss_fn(labels, self.model(pictures, training=True))
-            grads = tape.gradient(loss, self.model.trainable_variables)
-            self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        @tf.function(input_signature=[tf.TensorSpec([None, SIZE, SIZE, 3]),
+                                      tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.bool)])
+        def graph(pictures, labels, training):
+            def train():
+                step = counter.assign_add(1)
+                progress = (tf.cast(tf.minimum(step, self.decay_steps), tf.float64)
+                            / self.decay_steps)
+                self.optimizer.learning_rate.assign(tf.cast(
+                    0.5 * self.base_lr * (1 + tf.cos(math.pi * progress)), tf.float32))
+                with tf.GradientTape() as tape:
+                    loss = self.loss_fn(labels, self.model(pictures, training=True))
+                grads = tape.gradient(loss, self.model.trainable_variables)
+                self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+                return loss
+
+            def evaluate():
+                return self.loss_fn(labels, self.model(pictures, training=False))
+            return tf.cond(training, train, evaluate)
+
+        def run_batch(pictures, labels):
+            loss = graph(pictures, labels, tf.constant(self.training))
+            if not self.training:
+                self.eval_losses.append(loss)
+                if loss < self.best_loss:
+                    self.best_loss = loss
+                    self.wait = 0
+                else:
+                    self.wait += 1
+                    if self.wait >= self.patience:
+                        self.stop_training = True
             return loss
-
-        def evaluate():
-            return self.loss_fn(labels, self.model(pictures, training=False))
-        return tf.cond(training, train, evaluate)
+        return run_batch
 
     def step(self):
         units = 0
         if self.position % self.eval_every == 0:   # evaluate before training, like users do
             self.training = False
-            self.eval_losses.append(float(self.compiled_batch(*self.eval_data)))
+            self.compiled_batch(*self.eval_data)
             self.training = True
             units += BATCH
         pictures, labels = self.train_data[self.position % len(self.train_data)]

@@ -34,7 +34,8 @@ from janus import callables, guards, profiler
 from janus.cache import GraphCache
 from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
-                          StrictModeError)
+                          ScalarValueNeeded, StrictModeError)
+from janus.relaxation import ScalarRelaxation
 from janus.executor import AssertionBroke, GraphError, WriteBackFailed, run_graph
 from janus.graphgen import generator, tracer
 from janus.graphgen import plan as plan_module
@@ -57,6 +58,8 @@ class EventKind(enum.StrEnum):
     INTERNAL_ERROR = 'internal error'
     PROFILING = 'profiling'
     REDEFINED = 'redefined'
+    SCALAR_RELAXED = 'number relaxed'
+    SCALAR_PINNED = 'number kept constant'
 
 
 Event = collections.namedtuple('Event', 'call kind detail traceback', defaults=(None,))
@@ -136,7 +139,9 @@ class JanusFunction:
             self.failed_conversion = ConversionError(self.target.reason)
         self.failed_signatures = []       # (Signature, ConversionError) per call shape
         self.relaxed_sites = set()        # (code, site) never speculated again (they broke)
+        self.scalars = ScalarRelaxation()  # Python numbers that are graph inputs (relaxation.py)
         self._recompile_limit_logged = False
+        self._miss_values = {}            # (guard kind, where) -> values that missed, in order
         self._reprofile_budget = 0         # profiled calls still due after a cache miss
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
         self._local = threading.local()    # per thread: is a call of this function running
@@ -208,6 +213,11 @@ class JanusFunction:
             if entry is not None:
                 return Step.REPLAY, entry, misses
             step = self._next_step(misses)
+            if misses and self._relax_scalars(call.arguments):
+                if step is Step.PROFILE:
+                    self.profile.calls -= 1   # unclaimed: the new graph needs no new profile
+                self._reprofile_budget = 0
+                step = Step.GENERATE
             if step is Step.GENERATE:
                 entry = self._generate(call.bound, call.arguments)
                 if entry is None:
@@ -235,11 +245,19 @@ class JanusFunction:
             return tuple(p.name for p in parameters)
         return None
 
+    def _relax_scalars(self, arguments):
+        """After a miss: numbers whose value changed become graph inputs (relaxation.py)."""
+        relaxed = self.scalars.relax_after_miss(self.cache.newest(), arguments)
+        for text in relaxed:
+            self._event(EventKind.SCALAR_RELAXED, text)
+        return bool(relaxed)
+
     def _redefined(self):
         with self._lock:
             self.cache = GraphCache()
             self.profile = profiler.Profile()
             self.failed_signatures, self.relaxed_sites = [], set()
+            self.scalars = ScalarRelaxation()
             self._start_over()
         self._event(EventKind.REDEFINED, '%s.__code__/__defaults__ were rebound; profiling and '
                     'converting the new definition' % self.function.__qualname__)
@@ -421,17 +439,22 @@ class JanusFunction:
             return self._give_up_on_recompiles()
         guards.record_shapes_of(arguments, self.profile.shapes)
         shapes = self.profile.shapes if config.relax_shapes else None
-        try:
-            signature = guards.Signature(arguments, shapes)
-        except guards.UnsupportedArgument as e:
-            return self._give_up(ConversionError('unsupported argument %s' % e), record=False)
-        for failed_signature, error in self.failed_signatures:
-            if failed_signature.check(arguments) is None:
-                return self._give_up(error, record=False)
-        converted = self._convert()
-        if converted is None:
-            return None
-        entry = self._trace(converted, bound, signature, shapes, arguments)
+        converted = None
+        while True:   # again only after a trace pinned relaxed numbers to constants
+            try:
+                signature = guards.Signature(arguments, shapes, self.scalars.dynamic)
+            except guards.UnsupportedArgument as e:
+                return self._give_up(ConversionError('unsupported argument %s' % e),
+                                     record=False)
+            for failed_signature, error in self.failed_signatures:
+                if failed_signature.check(arguments) is None:
+                    return self._give_up(error, record=False)
+            converted = converted or self._convert()
+            if converted is None:
+                return None
+            entry = self._trace(converted, bound, signature, shapes, arguments)
+            if not (isinstance(entry, ScalarValueNeeded) and self._pin_scalars(entry)):
+                break
         if isinstance(entry, ConversionError):
             if not _deferred(entry):   # deferred: this call only (an optimizer builds in it)
                 self.failed_signatures.append((signature, entry))
@@ -442,6 +465,15 @@ class JanusFunction:
         self._event(EventKind.GRAPH_BUILT, 'graph #%d in %.0f ms, assuming: %s' % (
             self.stats.graphs_built, entry.trace_seconds * 1e3, '; '.join(entry.describe_guards())))
         return entry
+
+    def _pin_scalars(self, needed):
+        """A trace needed relaxed numbers' values: they become constants again (True),
+        or nothing new to pin (False: the error stands)."""
+        text = self.scalars.pin(needed.lineage, str(needed))
+        if text is None:
+            return False
+        self._event(EventKind.SCALAR_PINNED, text)
+        return True
 
     def _convert(self):
         """The converted function, or None (gave up; the reason is recorded)."""
@@ -467,20 +499,22 @@ class JanusFunction:
             return tracer.trace(self.function, converted, bound, signature, self._plan(),
                                 self.profile.shapes if config.relax_shapes else None,
                                 self.distributed)
+        except ScalarValueNeeded:
+            raise   # the caller pins those numbers and traces again
         except ConversionError as e:
             if shapes is None or not _has_relaxed_dims(signature):
                 raise
             # A relaxed (None) dimension may be what broke the trace: retry exactly
             # (with exact shapes even when specialization is switched off).
             with config.patch(specialize_shapes=True):
-                exact = guards.Signature(arguments)
+                exact = guards.Signature(arguments, dynamic=self.scalars.dynamic)
                 entry = tracer.trace(self.function, converted, bound, exact, self._plan(),
                                      distributed=self.distributed)
             self._event(EventKind.RELAXED_SHAPES_FAILED, '%s; built with exact shapes instead' % e)
             return entry
 
     def _plan(self):
-        return plan_module.Plan(self.profile, self.relaxed_sites)
+        return plan_module.Plan(self.profile, self.relaxed_sites, self.scalars.dynamic)
 
     def _give_up(self, error, record=True):
         if self.strict:
@@ -493,16 +527,35 @@ class JanusFunction:
         return None
 
     def _give_up_on_recompiles(self):
+        advice = self._storm_advice()
         if not self._recompile_limit_logged:
             self._recompile_limit_logged = True
             log.warning('janus: %s built %d graphs (config.recompile_limit); further cache '
-                        'misses run imperatively', self.name, config.recompile_limit)
-        return self._give_up(ConversionError('recompile limit (%d graphs) reached'
-                                             % config.recompile_limit), record=False)
+                        'misses run imperatively. %s', self.name, config.recompile_limit, advice)
+        return self._give_up(ConversionError('recompile limit (%d graphs) reached. %s'
+                                             % (config.recompile_limit, advice)), record=False)
+
+    def _storm_advice(self):
+        """What kept failing (the guard and its value sequence) and what to change."""
+        if not self._miss_values:
+            return 'Nothing in particular kept changing; raise janus.config.recompile_limit.'
+        (kind, where), values = max(self._miss_values.items(), key=lambda kv: len(kv[1]))
+        shown = ', '.join(values[:8]) + (', ...' if len(values) > 8 else '')
+        if kind is guards.GuardKind.SHAPE_MATCH:
+            todo = 'pad or bucket the inputs to a few shapes'
+        elif kind is guards.GuardKind.VALUE_MATCH:
+            todo = ('pass it as a tensor or keep it in a tf.Variable (janus makes changing '
+                    'ints/floats graph inputs unless a use needs their value: see explain)')
+        else:
+            todo = 'keep it the same object/type between calls'
+        return '%s on %s kept changing (%s): %s.' % (kind.value, where, shown, todo)
 
     def _note_miss(self, misses):
         self.stats.cache_misses += 1
         newest = misses[0]
+        seen = self._miss_values.setdefault((newest.kind, newest.where), [])
+        if newest.actual not in seen and len(seen) < 32:
+            seen.append(newest.actual)
         text = '%s failed for %s: expected %s, got %s' % (newest.kind.value, newest.where,
                                                           newest.expected, newest.actual)
         if config.log_recompiles:

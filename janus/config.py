@@ -32,6 +32,8 @@ class _Config:
         reprofile_calls=1,        # imperative, profiled calls after a cache miss before a new graph is built
         heap_ops=False,           # read/write tensors in Python objects with in-graph Janus>PyGetAttr/PySetAttr ops instead of hoisted inputs/outputs (measured slower here)
         safe_rewrites=True,       # run janus's graphs without grappler's remapping and arithmetic optimization (wrong-answer bugs in TF 2.21, graphgen/rewrites.py)
+        relax_scalars=True,       # a Python int/float that changes between calls becomes a graph input (a dynamic scalar, runtime/scalars.py) instead of a graph per value
+        scalar_values=2,          # distinct values a number location shows before it is relaxed (at least 2)
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

@@ -44,6 +44,16 @@ class ConversionDeferred(ConversionError):
     whose first ``apply_gradients`` builds its slots: that call runs imperatively)."""
 
 
+class ScalarValueNeeded(ConversionError):
+    """A trace used a relaxed Python number where its value matters (a shape, an
+    index, library code): the janus function traces again with those numbers
+    specialized by value.  ``lineage``: their ``(relaxation key, name)`` pairs."""
+
+    def __init__(self, lineage, reason, filename=None, lineno=None, source_line=None):
+        self.lineage = frozenset(lineage)
+        super().__init__(reason, filename, lineno, source_line)
+
+
 class StrictModeError(JanusError):
     """Raised instead of a silent imperative fallback when ``config.strict`` is on."""
 

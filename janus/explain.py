@@ -78,6 +78,10 @@ def _explain_one(jf):
     if jf.failed_conversion is not None:
         out.append('  runs imperatively: %s' % jf.failed_conversion)
     _explain_profile(jf, out)
+    numbers = jf.scalars.describe()
+    if numbers:
+        out.append('  Python numbers from outside the call or passed in (relaxation.py):')
+        out += ['    %s' % line for line in numbers]
     for i, entry in enumerate(jf.cache.entries()):
         out.append('  graph %d (%d runs, traced in %.0f ms%s):' % (
             i, entry.runs, entry.trace_seconds * 1e3,

@@ -18,6 +18,7 @@ import math
 import operator
 import types
 
+import numpy as np
 import tensorflow as tf
 
 from janus.sources import (ArgSource, AttrSource, CellSource, DefaultSource,  # noqa: F401
@@ -45,9 +46,14 @@ class GuardKind(enum.Enum):
     HASATTR_MATCH = 'HASATTR_MATCH'  # an attribute the trace found missing is still missing
     FUNCTION_MATCH = 'FUNCTION_MATCH'  # an inlined function's __code__/__defaults__/__kwdefaults__ unchanged
     EQUALS_MATCH = 'EQUALS_MATCH'  # a flat list/tuple/dict of Python constants equal, one C-level compare
+    SCALAR_MATCH = 'SCALAR_MATCH'  # a relaxed Python number (a graph input): same type, an int within +-2**62
 
 
-Miss = collections.namedtuple('Miss', 'kind where expected actual')
+SCALAR_INT_BOUND = 2 ** 62   # a dynamic int stays strictly inside +-this (int64 never wraps)
+
+
+# ``key``: what a relaxation would relax: a source's uid or an argument's path (or None).
+Miss = collections.namedtuple('Miss', 'kind where expected actual key', defaults=(None,))
 
 
 def _describe(value):
@@ -83,9 +89,12 @@ class SourceGuard:
                         'unreadable (%s)' % type(e).__name__)
         if self._holds(value):
             return None
-        return Miss(self.kind, repr(self.source), _describe(self.expected), _describe(value))
+        return Miss(self.kind, repr(self.source), _describe(self.expected), _describe(value),
+                    (self.source.uid(), repr(self.source), self.expected, value))
 
     def __repr__(self):
+        if self.kind is GuardKind.SCALAR_MATCH:
+            return '%s(%r: any %s)' % (self.kind.value, self.source, self.expected.__name__)
         return '%s(%r == %s)' % (self.kind.value, self.source, _describe(self.expected))
 
 
@@ -114,6 +123,8 @@ _PREDICATES = {
     # A version compare; a fingerprint only after a change (runtime/library_config.py).
     GuardKind.LIBRARY_CONFIG: lambda e: e.holds,
     GuardKind.TENSOR_MATCH: _tensor_match,
+    GuardKind.SCALAR_MATCH: lambda e: lambda v: type(v) is e and (
+        e is float or -SCALAR_INT_BOUND < v < SCALAR_INT_BOUND),
 }
 
 
@@ -246,13 +257,56 @@ class ConstNode(_NoInputNode):
     def check(self, value):
         if same_constant(value, self.value):
             return None
-        return Miss(GuardKind.VALUE_MATCH, self.path, _describe(self.value), _describe(value))
+        return Miss(GuardKind.VALUE_MATCH, self.path, _describe(self.value), _describe(value),
+                    (('argpath', self.path), self.path, self.value, value))
 
     def placeholder(self, inputs):
         return self.value
 
     def describe(self):
         return '%s == %r' % (self.path, self.value)
+
+
+class ScalarInput:
+    """What a ``ScalarNode`` gives the trace: a scalar graph input standing for a
+    Python number (the tracer makes it a ``runtime.scalars.DynamicScalar``)."""
+
+    def __init__(self, tensor, kind, path):
+        self.tensor, self.type, self.path = tensor, kind, path
+
+
+class ScalarNode:
+    """A relaxed Python int/float argument: a scalar graph input, guarded by type and
+    range (SCALAR_MATCH), not by value."""
+
+    def __init__(self, path, kind):
+        self.path, self.type = path, kind
+        self.dtype = tf.int64 if kind is int else tf.float64
+
+    def check(self, value):
+        if type(value) is self.type and (self.type is float
+                                         or -SCALAR_INT_BOUND < value < SCALAR_INT_BOUND):
+            return None
+        return Miss(GuardKind.SCALAR_MATCH, self.path, self.type.__name__, _describe(value))
+
+    def flatten(self, value, out):
+        # Through NumPy: TF's scalar conversion caches by value, and -0.0 == 0.0.
+        exact = np.float64 if self.type is float else np.int64
+        out.append(tf.constant(exact(value)))
+
+    def placeholder(self, inputs):
+        return ScalarInput(next(inputs), self.type, self.path)
+
+    def specs(self, out):
+        out.append(tf.TensorSpec([], self.dtype))
+
+    def describe(self):
+        return '%s: dynamic %s' % (self.path, self.type.__name__)
+
+
+def scalar_path_key(path):
+    """The relaxation key of a Python number argument at ``path``."""
+    return ('argpath', path)
 
 
 class IdentityNode(_NoInputNode):
@@ -439,7 +493,7 @@ def _is_identity_object(value):
     return isinstance(value, (types.FunctionType, types.ModuleType, types.MethodType))
 
 
-def node_for(value, path, shapes=None, seen=None):
+def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
     """Builds the signature node for one argument value.
 
     ``shapes`` maps tensor paths to the relaxed shape seen so far, so a
@@ -454,7 +508,7 @@ def node_for(value, path, shapes=None, seen=None):
         if first is None:
             raise UnsupportedArgument('%s: a container that contains itself' % path)
         seen[id(value)] = None   # in progress
-        node = _container_node(value, path, shapes, seen)
+        node = _container_node(value, path, shapes, seen, dynamic)
         if first:
             node.same_as = first
         seen[id(value)] = first or node
@@ -467,6 +521,9 @@ def node_for(value, path, shapes=None, seen=None):
             shape = relax(shapes[path], shape)
         return TensorNode(path, value.dtype, specialized(shape))
     if kind in PRIMITIVES:
+        if (kind is float or kind is int and -SCALAR_INT_BOUND < value < SCALAR_INT_BOUND) \
+                and scalar_path_key(path) in dynamic:
+            return ScalarNode(path, kind)
         return ConstNode(path, value)
     if isinstance(value, tf.Tensor):
         raise UnsupportedArgument('%s: a symbolic tensor (janus function called inside a graph)'
@@ -485,13 +542,15 @@ def node_for(value, path, shapes=None, seen=None):
     return ObjectNode(path, value)
 
 
-def _container_node(value, path, shapes, seen):
+def _container_node(value, path, shapes, seen, dynamic):
     if type(value) is dict:
         if not all(type(k) in (str, int) for k in value):
             raise UnsupportedArgument('%s: dict keys must be str or int constants' % path)
-        children = [node_for(v, '%s[%r]' % (path, k), shapes, seen) for k, v in value.items()]
+        children = [node_for(v, '%s[%r]' % (path, k), shapes, seen, dynamic)
+                    for k, v in value.items()]
         return DictNode(path, value, children)
-    children = [node_for(v, '%s[%d]' % (path, i), shapes, seen) for i, v in enumerate(value)]
+    children = [node_for(v, '%s[%d]' % (path, i), shapes, seen, dynamic)
+                for i, v in enumerate(value)]
     return SequenceNode(path, value, children)
 
 
@@ -530,10 +589,12 @@ def record_shapes(value, path, shapes, depth=0):
 class Signature:
     """The argument signature of one graph: one node per bound parameter."""
 
-    def __init__(self, arguments, shapes=None):
+    def __init__(self, arguments, shapes=None, dynamic=frozenset()):
+        """``dynamic``: relaxation keys (``scalar_path_key``) of number arguments that
+        become graph inputs (``ScalarNode``) instead of constants."""
         self.names = list(arguments)
         seen = {}
-        self.nodes = [node_for(arguments[n], n, shapes, seen) for n in self.names]
+        self.nodes = [node_for(arguments[n], n, shapes, seen, dynamic) for n in self.names]
         # Every argument a tensor (the common training step): the replay path reads
         # all of them at once and compares whole lists (one C-level compare each).
         self._tensors_only = all(type(node) is TensorNode for node in self.nodes)
@@ -569,6 +630,27 @@ class Signature:
         for node, name in zip(self.nodes, self.names):
             node.flatten(arguments[name], out)
         return out
+
+    def constant_values(self, arguments):
+        """(path, constant traced, value now) for every Python constant in the signature
+        (containers walked while their structure still matches)."""
+        found = []
+
+        def walk(node, value):
+            if type(node) is ConstNode:
+                found.append((node.path, node.value, value))
+            elif isinstance(node, SequenceNode) and isinstance(value, (list, tuple)) \
+                    and len(value) == len(node.children):
+                for child, item in zip(node.children, value):
+                    walk(child, item)
+            elif isinstance(node, DictNode) and type(value) is dict \
+                    and list(value) == node.keys:
+                for key, child in zip(node.keys, node.children):
+                    walk(child, value[key])
+        for node, name in zip(self.nodes, self.names):
+            if name in arguments:
+                walk(node, arguments[name])
+        return found
 
     def input_specs(self):
         out = []

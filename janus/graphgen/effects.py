@@ -1,88 +1,9 @@
-"""What a graph op does outside the graph, read off the op's own definition.
+"""What a graph op does outside the graph: see ``janus/runtime/effects.py``.
 
-Needs nothing but TensorFlow; the tracer's deferred-update rule asks
-``effect(op)`` about every op it must order.  The rule, instead of a
-hand-written list of op types that silently misses new ones:
-
-* an op **changes state** if TF registers it as stateful and it takes a
-  resource input (variables, random generator state, dataset iterators,
-  hash tables, queues, summary writers, ...), or if it is a known output
-  side effect without a resource (printing, writing files, ``py_function``);
-* except the explicit list of stateful *reads* of a resource below;
-* stateful random ops that take no resource draw from TF's per-op seeded
-  stream, which a graph does not share with eager execution: refused.
-
-Ops that run other graphs (``If``, ``While``, calls) are judged by what they
-contain, in the tracer.
+The classification lives in the runtime (the runtime decides at trace time
+whether a test depends on a state change made earlier in the call, and must
+not import the generator); the tracer's deferred-update rule uses the same
+definitions through this module.
 """
-import enum
-
-import tensorflow as tf
-
-
-class Effect(enum.Enum):
-    NONE = 'none'                          # pure, or only reads state
-    CHANGE = 'change'                      # changes state outside the graph
-    UNREPRODUCIBLE = 'unreproducible'      # a random stream eager does not share
-
-
-# Stateful ops with a resource input that only read the resource.  Keep this
-# list short and explicit: anything missing is treated as a change, which at
-# worst defers a read behind the assertions (or refuses an assumption that
-# depends on it), never lets a change escape them.
-_PURE_READS = frozenset((
-    'ReadVariableOp', 'ReadVariableXlaSplitND',       # a variable's value
-    'ResourceGather', 'ResourceGatherNd',             # rows of a variable (embedding lookups)
-    'VariableShape', 'VarIsInitializedOp',            # a variable's metadata
-    'LookupTableFindV2', 'LookupTableSizeV2', 'LookupTableExportV2',   # hash table reads
-    'TensorArrayReadV3', 'TensorArrayGatherV3', 'TensorArraySizeV3',   # TF1 TensorArray reads
-    'QueueSizeV2', 'QueueIsClosedV2',                 # queue metadata
-    'IteratorToStringHandle', 'IteratorGetDevice',    # iterator metadata (not get_next)
-))
-
-# Stateful ops without a resource whose effect is output: they must also wait
-# for every assertion (a run whose assumption broke must not have printed).
-_OUTPUT_EFFECTS = frozenset((
-    'PrintV2', 'Print',                               # tf.print
-    'WriteFile', 'Save', 'SaveV2', 'SaveSlices', 'MergeV2Checkpoints',
-    'DatasetToTFRecord', 'ExperimentalDatasetToTFRecord', 'SaveDataset', 'SaveDatasetV2',
-    'PyFunc', 'EagerPyFunc',                          # tf.py_function / numpy_function: any Python
-))
-
-# Stateful random ops seeded by the global/op seed (tf.random.uniform, normal,
-# truncated_normal, shuffle, categorical, gamma, poisson, ...): the kernel
-# keeps its own stream per graph op, so a graph draws other numbers than eager
-# execution does, and a fallback's re-run draws again.
-_UNREPRODUCIBLE_RANDOM = frozenset((
-    'RandomUniform', 'RandomUniformInt', 'RandomStandardNormal', 'TruncatedNormal',
-    'ParameterizedTruncatedNormal', 'RandomShuffle', 'Multinomial', 'RandomGamma',
-    'RandomPoisson', 'RandomPoissonV2', 'RandomCrop', 'NonDeterministicInts',
-    'SampleDistortedBoundingBox', 'SampleDistortedBoundingBoxV2',
-    'AllCandidateSampler', 'FixedUnigramCandidateSampler', 'LearnedUnigramCandidateSampler',
-    'LogUniformCandidateSampler', 'ThreadUnsafeUnigramCandidateSampler',
-    'UniformCandidateSampler',
-))
-
-# Ops that call a function body the tracer may not find (then: assume a change).
-CALL_OPS = frozenset(('StatefulPartitionedCall', 'PartitionedCall'))
-
-
-def effect(op):
-    """The ``Effect`` of one op (not of the graphs it calls)."""
-    if op.type in _UNREPRODUCIBLE_RANDOM:
-        return Effect.UNREPRODUCIBLE
-    if op.type in _OUTPUT_EFFECTS:
-        return Effect.CHANGE
-    if not op._is_stateful or op.type in _PURE_READS:
-        return Effect.NONE
-    if any(t.dtype == tf.resource for t in op.inputs):
-        return Effect.CHANGE
-    return Effect.NONE
-
-
-def unreproducible_reason(op):
-    return ('the function draws random numbers with %s (tf.random.uniform/normal/shuffle/'
-            'categorical..., seeded by the global and op seed): a graph keeps its own stream '
-            'for that op and would draw other numbers than eager execution; use a '
-            'tf.random.Generator or the stateless ops (tf.random.stateless_uniform, ...)'
-            % op.type)
+from janus.runtime.effects import (CALL_OPS, Effect, _OUTPUT_EFFECTS, _PURE_READS,  # noqa: F401
+                                   _UNREPRODUCIBLE_RANDOM, effect, unreproducible_reason)

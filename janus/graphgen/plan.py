@@ -15,9 +15,10 @@ from janus.decisions import DYNAMIC  # noqa: F401 - re-exported for the plan's u
 
 
 class Plan:
-    def __init__(self, profile, relaxed_sites):
+    def __init__(self, profile, relaxed_sites, dynamic_scalars=frozenset()):
         self.profile = profile
         self.relaxed = set(relaxed_sites)
+        self.dynamic_scalars = frozenset(dynamic_scalars)   # relaxed number sources (uids)
         self.evaluations = collections.Counter()   # (code, site) -> evaluations so far in this trace
         self.assumed = {}                          # (code, site) -> sequence assumed (for explain)
 
@@ -33,6 +34,10 @@ class Plan:
             return DYNAMIC
         self.assumed[key] = sequence
         return sequence[index]
+
+    def is_dynamic_scalar(self, source):
+        """Whether a number read from ``source`` is a graph input, not a constant."""
+        return bool(self.dynamic_scalars) and source.uid() in self.dynamic_scalars
 
     def reset(self):
         self.evaluations.clear()

@@ -20,11 +20,12 @@ import time
 
 import tensorflow as tf
 
-from janus import guards
+from janus import errors, guards
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
 from janus.graphgen import effects, generator, rewrites
-from janus.runtime import heap, library_config, operators, shadow_heap, trace_output
+from janus.runtime import (control, heap, library_config, operators, scalars, shadow_heap,
+                           trace_output)
 
 
 
@@ -80,8 +81,18 @@ class GraphEntry:
                 outputs = [outputs]
             memo = {}   # one rebuilt object per container the call made, returned or written
             result = _rebuild(self.output_template, outputs, arguments, memo)
-            values = [_rebuild(template, outputs, arguments, memo) for _, template in self.writes]
+            values = []
+            for _, template in self.writes:
+                if isinstance(template, _Conditional):
+                    # A write made in a tensor-dependent branch: only on the path taken.
+                    if not bool(_rebuild(template.condition, outputs, arguments, memo)):
+                        values.append(_NOT_TAKEN)
+                        continue
+                    template = template.value
+                values.append(_rebuild(template, outputs, arguments, memo))
             for (write, _), value in zip(self.writes, values):
+                if value is _NOT_TAKEN:
+                    continue
                 write.apply(value, arguments)
                 changed = True
         except Exception as e:
@@ -150,6 +161,24 @@ class _Shared:
         self.template = template
 
 
+class _Scalar:
+    """A dynamic scalar: its graph output as the plain Python int/float/bool eager has."""
+
+    def __init__(self, index, kind):
+        self.index, self.kind = index, kind
+
+
+class _Conditional:
+    """A write made in a tensor-dependent branch (or loop): replayed only when its
+    condition, a bool the graph returns, is true after the run."""
+
+    def __init__(self, condition, value):
+        self.condition, self.value = condition, value
+
+
+_NOT_TAKEN = object()
+
+
 class _Text:
     """A string that needs the run's values (``f"loss {loss}"``), formatted after it."""
 
@@ -172,6 +201,9 @@ def _template(value, outputs, ctx, memo):
         return _Out(len(outputs) - 1)
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
         return _Const(value)
+    if type(value) is scalars.DynamicScalar:
+        outputs.append(value.tensor)
+        return _Scalar(len(outputs) - 1, value.type)
     if isinstance(value, operators.LazyText):
         return _Text(value, [_template(v, outputs, ctx, memo) for v in value.values()])
     source = ctx.source_of(value)
@@ -194,6 +226,22 @@ def _template(value, outputs, ctx, memo):
                                 % type(value).__name__)
 
 
+def _write_templates(writes, outputs, ctx, memo):
+    """(write, template) per shadow-heap write, in program order; a conditional
+    write's template is a ``_Conditional`` (each condition tensor output once)."""
+    conditions, templates = {}, []
+    for write in writes:
+        template = _template(write.value, outputs, ctx, memo)
+        if write.condition is not None:
+            key = id(write.condition)
+            if key not in conditions:
+                conditions[key] = (write.condition, _template(write.condition, outputs, ctx,
+                                                              memo))
+            template = _Conditional(conditions[key][1], template)
+        templates.append((write, template))
+    return templates
+
+
 def _container_template(value, outputs, ctx, memo):
     if type(value) is list:
         return ('list', [_template(v, outputs, ctx, memo) for v in value])
@@ -208,6 +256,8 @@ def _rebuild(template, outputs, arguments, memo=None):
         return outputs[template.index]
     if isinstance(template, _Const):
         return template.value
+    if isinstance(template, _Scalar):   # .item(): a Python int/float/bool, never NumPy's
+        return template.kind(outputs[template.index].numpy().item())
     if isinstance(template, _FromSource):
         return template.source.value(arguments, {})
     if isinstance(template, _Text):
@@ -264,7 +314,10 @@ def _contents(op, memo):
     if op in memo:
         return memo[op]
     memo[op] = (False, False)
-    asserts = op.type in ('Janus>Assert', 'Janus>CheckedIdentity')
+    # An assertion a tf.cond branch also checks before the cond (``control.py``
+    # hoists it there) is that outer check's duplicate: not an assertion here.
+    asserts = op.type in ('Janus>Assert', 'Janus>CheckedIdentity') and op.name not in getattr(
+        op.graph, control.HOISTED, ())
     called = _called_graphs(op)
     # An op that runs other graphs is judged by what they contain, not by its
     # own inputs (a tf.cond captures variable handles it may only read).
@@ -381,6 +434,8 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     started = time.perf_counter()
     plan.reset()
     ctx = operators.TraceContext(fn, bound.arguments, plan, generator.convert)
+    ctx.read_dynamic_scalar = scalars.read
+    ctx.scalar_type = scalars.DynamicScalar
     ctx.shapes = heap_shapes
     if distributed:
         ctx.soft_conditions = []   # checked together by runtime.distributed.agree
@@ -393,7 +448,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
 
     def body(*flat_inputs):
         ctx.top_graph = tf.compat.v1.get_default_graph()
-        arguments = signature.placeholders(flat_inputs)
+        arguments = scalars.from_inputs(signature.placeholders(flat_inputs))
         ctx.register_arguments(arguments)
         call_args = inspect.BoundArguments(bound.signature, arguments)
         operators.enter_trace(ctx)
@@ -410,7 +465,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
                                         'agreement (janus.runtime.distributed.agree)')
         outputs, memo = [], {}
         holder['template'] = _template(result, outputs, ctx, memo)
-        holder['writes'] = [(w, _template(w.value, outputs, ctx, memo)) for w in ctx.heap.writes]
+        holder['writes'] = _write_templates(ctx.heap.writes, outputs, ctx, memo)
         ctx.safe_error_ops = defer_state_updates(tf.compat.v1.get_default_graph(),
                                                  ctx.assert_ops)
         ctx.has_mutations = ctx.safe_error_ops is not None
@@ -422,15 +477,18 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
             concrete = tf.function(body, autograph=False).get_concrete_function(
                 *signature.input_specs())
     except ConversionError as e:
-        raise _locate(e, ctx, converted, sys.exc_info()[2])
+        raise _locate(_value_needed(ctx, e), ctx, converted, sys.exc_info()[2])
     except Exception as e:  # any trace-time error: the call runs imperatively
-        raise _locate(ConversionError('%s: %s' % (type(e).__name__, e)), ctx, converted,
-                      sys.exc_info()[2]) from e
+        error = ConversionError('%s: %s' % (type(e).__name__, e))
+        raise _locate(_value_needed(ctx, error), ctx, converted, sys.exc_info()[2]) from e
+    if ctx.needs_value:   # library code swallowed the refusal: the trace is not used
+        raise _value_needed(ctx, ConversionError('library code used a number from outside '
+                                                 'the call'))
     alias = ctx.alias_guard(bound.arguments)
     if alias is not None:
         ctx.guards.append(alias)
     # Taken after the trace: Keras sets its own attributes while it builds a call.
-    config_guard = library_config.guard_for(ctx._keep)
+    config_guard = library_config.guard_for(ctx._keep, ctx.attributes_used)
     if config_guard is not None:
         ctx.guards.append(config_guard)
     entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
@@ -439,6 +497,15 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     entry.uses_heap_ops = ctx.heap.run_id is not None
     entry.op_writes = list(ctx.heap.op_writes)
     return entry
+
+
+def _value_needed(ctx, error):
+    """``error``, or the ScalarValueNeeded it stands for when a use of a dynamic scalar
+    needed its value (the janus function then traces with those numbers constant)."""
+    if not ctx.needs_value or isinstance(error, errors.ScalarValueNeeded):
+        return error
+    return errors.ScalarValueNeeded(ctx.needs_value, error.reason, error.filename,
+                                    error.lineno, error.source_line)
 
 
 def _locate(error, ctx, converted, tb):
@@ -453,6 +520,8 @@ def _locate(error, ctx, converted, tb):
     if lineno is None:
         return error
     line = _read_line(filename, lineno)
+    if isinstance(error, errors.ScalarValueNeeded):
+        return errors.ScalarValueNeeded(error.lineage, error.reason, filename, lineno, line)
     return ConversionError(error.reason, filename, lineno, line)
 
 

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from janus import callables
 from janus.guards import GuardKind
-from janus.runtime import control, layers, observe, whitelist
+from janus.runtime import control, layers, observe, scalars, whitelist
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -29,9 +29,16 @@ from janus.runtime.trace_context import (Unsupported, captured_by_identity as _c
 def call(__callee, /, *args, **kwargs):
     ctx = current()
     callee, args, kwargs = callables.through_janus(__callee, args, kwargs)   # janus calls janus
+    lineage = scalars.lineage_deep(list(args) + list(kwargs.values()))
+    if lineage:   # a relaxed Python number in the arguments: modeled, or its value is needed
+        handled = _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage)
+        if handled is not _NOT_HANDLED:
+            return handled
     if callee in (getattr, hasattr) and not kwargs and 2 <= len(args) <= 3 \
             and type(args[1]) is str:
         return _attribute_builtin(ctx, callee, *args)
+    if callee is type and len(args) == 1 and not kwargs:
+        return _type_of(ctx, args[0])
     if _is_whitelisted_builtin(callee):
         return _call_builtin(ctx, callee, args, kwargs)
     if callee is print:
@@ -57,6 +64,49 @@ def call(__callee, /, *args, **kwargs):
                       'builtins and your own Python functions are converted' % _name(callee))
 
 
+_NOT_HANDLED = object()
+# Builtins that look at the values behind numbers only as Python would (formatting
+# after the run, printing): a dynamic scalar passes through them as it is.
+_PASS_THROUGH = (print, str, repr, format)
+
+
+def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
+    """A call given dynamic scalars (``runtime/scalars.py``): Python's number builtins
+    and ``math`` computed in the graph, ``isinstance``/``type`` answered from the
+    Python type, TF's elementwise functions and ``Variable.assign*`` given the scalar
+    (TF converts it as eager converts the number); user functions are inlined and see
+    it as it is.  Anything else needs the value (the trace is redone with it constant)."""
+    if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs \
+            and scalars.is_dynamic(args[0]):
+        return issubclass(args[0].type, args[1]) if callee is isinstance else callee(*args)
+    if callee is type and len(args) == 1 and not kwargs and scalars.is_dynamic(args[0]):
+        return args[0].type
+    if any(callee is c for c in _PASS_THROUGH) or _is_user_code(ctx, callee):
+        return _NOT_HANDLED
+    if not kwargs and _is_number_function(callee):
+        result = scalars.builtin(callee, list(args), lineage)
+        if result is not NotImplemented:
+            return result
+    elif whitelist.is_library(callee) and scalars.library_call_allows(callee, args, kwargs):
+        return _NOT_HANDLED
+    scalars.need(lineage, 'calling %s with a number from outside the call' % _name(callee))
+
+
+def _is_number_function(callee):
+    return any(callee is f for f in (float, int, bool, abs, round, max, min)) or (
+        isinstance(callee, types.BuiltinFunctionType)
+        and getattr(callee, '__module__', None) == 'math')
+
+
+def _is_user_code(ctx, callee):
+    """Calls the converter inlines (they see dynamic scalars as they are)."""
+    if isinstance(callee, types.MethodType):
+        return isinstance(callee.__func__, types.FunctionType) and not whitelist.is_library(callee)
+    if isinstance(callee, types.FunctionType):
+        return callee.__code__ in ctx.code_objects or not whitelist.is_library(callee)
+    return False
+
+
 def _attribute_builtin(ctx, callee, obj, name, *default):
     """``getattr(obj, 'name'[, default])`` / ``hasattr(obj, 'name')``: a read through the
     attribute operator (guarded); a missing attribute is guarded to stay missing."""
@@ -75,6 +125,15 @@ def _attribute_builtin(ctx, callee, obj, name, *default):
             return default[0]
         raise
     return True if callee is hasattr else value
+
+
+def _type_of(ctx, value):
+    """``type(value)``: a Python value's own type (outside objects' types are guarded
+    where they were read); a tensor's type differs in a graph (SymbolicTensor)."""
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        raise Unsupported('janus does not convert type() of a tensor (a graph tensor is '
+                          'not an EagerTensor); use isinstance(x, tf.Tensor)')
+    return type(value)
 
 
 def _is_whitelisted_builtin(callee):

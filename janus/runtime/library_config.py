@@ -90,15 +90,17 @@ def _layer_class():
     return getattr(getattr(keras, 'layers', None), 'Layer', None) if keras else None
 
 
-def _fingerprint(layers):
+def _fingerprint(layers, handled):
     """What of each layer's configuration a graph depends on (its identity is
     guarded elsewhere): ``trainable``, its public Python constants and functions.  Your
-    subclasses' too: Keras code may read them behind janus's own guards."""
+    subclasses' too: Keras code may read them behind janus's own guards.  Left out:
+    the attributes the traced code itself read or wrote through janus (``self.step``
+    of a Keras model), which janus's own guards and writes already cover."""
     prints = []
-    for layer in layers:
+    for layer, skip in zip(layers, handled):
         settings = tuple((k, type(v), v)   # functions compare by identity
                          for k, v in vars(layer).items()
-                         if not k.startswith('_') and _is_setting(v))
+                         if not k.startswith('_') and k not in skip and _is_setting(v))
         prints.append((layer.trainable, settings))
     return tuple(prints)
 
@@ -106,15 +108,16 @@ def _fingerprint(layers):
 class Snapshot:
     """The version and the used layers' fingerprint a graph was traced under."""
 
-    def __init__(self, layers):
+    def __init__(self, layers, handled):
         self.layers = layers
+        self.handled = handled   # per layer: attribute names janus guards or writes itself
         self.version = version
-        self.fingerprint = _fingerprint(layers)
+        self.fingerprint = _fingerprint(layers, handled)
 
     def holds(self, current_version):
         if current_version == self.version:
             return True
-        if _fingerprint(self.layers) != self.fingerprint:
+        if _fingerprint(self.layers, self.handled) != self.fingerprint:
             return False
         self.version = current_version   # a change elsewhere: this graph still fits
         return True
@@ -136,9 +139,11 @@ class VersionSource(sources.Source):
         return 'keras layer settings version'
 
 
-def guard_for(objects):
+def guard_for(objects, handled=None):
     """A LIBRARY_CONFIG guard over the Keras layers among ``objects`` (and their
-    sublayers), or None when there are none."""
+    sublayers), or None when there are none.  ``handled``: id(object) -> names of the
+    attributes the trace read or wrote through janus (left out of the fingerprint)."""
+    handled = handled or {}
     layer_class = _layer_class()
     if layer_class is None:
         return None
@@ -151,4 +156,6 @@ def guard_for(objects):
                     layers.append(layer)
     if not layers:
         return None
-    return guards.SourceGuard(guards.GuardKind.LIBRARY_CONFIG, VersionSource(), Snapshot(layers))
+    skips = [frozenset(handled.get(id(layer), ())) for layer in layers]
+    return guards.SourceGuard(guards.GuardKind.LIBRARY_CONFIG, VersionSource(),
+                              Snapshot(layers, skips))

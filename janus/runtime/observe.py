@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from janus import guards
 from janus.guards import GuardKind
-from janus.runtime import whitelist
+from janus.runtime import scalars, whitelist
+from janus.runtime.scalars import DynamicScalar
 from janus.runtime.trace_context import Unsupported, current
 
 _BINARY = {
@@ -163,6 +164,8 @@ def truth(value):
     ctx = current()
     if isinstance(value, LazyText):
         value.refuse()
+    if type(value) is DynamicScalar:   # tests on it are tensor tests (runtime/control.py)
+        value.specialize('a Python-level truth test')
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
     source = ctx.source_of(value)
     if source is not None and isinstance(value, _CONTAINERS):
@@ -189,7 +192,22 @@ def not_value(value):
     """``not value`` outside a test (a tensor's ``not`` raises as eagerly)."""
     if isinstance(value, tf.Tensor):
         return not value
+    if type(value) is DynamicScalar:
+        return scalars.unary('Not', value)
     return not truth(value)
+
+
+def eager_converted(value, other):
+    """A Python number meeting a tensor in an operator, converted as eager code
+    converts it: by eager's own conversion, at trace time, baked in as a constant.
+    A graph's conversion differs: it rounds an int to float32 once (eager goes
+    through a float64) and wraps an int beyond int64 where eager raises."""
+    if type(value) not in (int, float) or not _is_graph_value(other):
+        return value
+    dtype = other.dtype.base_dtype
+    with tf.init_scope():   # eager's conversion: its rounding and its exceptions
+        converted = tf.convert_to_tensor(value, dtype=dtype)
+    return tf.constant(converted.numpy(), dtype=dtype)
 
 
 # -- comparisons ----------------------------------------------------------------
@@ -200,9 +218,14 @@ def compare(op, left, right):
         found = _contains(ctx, right, left)
         return found if op == 'In' else not found
     if op in ('Is', 'IsNot'):
+        if type(left) is DynamicScalar or type(right) is DynamicScalar:
+            scalars.need(scalars.lineage_of(left, right), 'an identity test on a number')
         return _COMPARE[op][1](left, right)   # identities of outside objects: ALIAS_MATCH
+    if type(left) is DynamicScalar or type(right) is DynamicScalar:
+        return scalars.compare(op, _plain(ctx, left), _plain(ctx, right),
+                               scalars.lineage_of(left, right))
     if _is_graph_value(left) or _is_graph_value(right):
-        return _COMPARE[op][1](left, right)
+        return _COMPARE[op][1](eager_converted(left, right), eager_converted(right, left))
     dunder = _COMPARE[op][0]
     for value in (left, right):
         _refuse_user_code(value, (dunder, '__eq__', '__ne__', '__lt__', '__le__', '__gt__',
@@ -228,7 +251,7 @@ def compare_chain(ops, *thunks):
     for op, thunk in zip(ops, thunks[1:]):
         right = thunk()
         result = compare(op, left, right)
-        if isinstance(result, tf.Tensor) or not result:
+        if isinstance(result, (tf.Tensor, DynamicScalar)) or not result:
             return result
         left = right
     return result
@@ -237,6 +260,9 @@ def compare_chain(ops, *thunks):
 def _contains(ctx, container, key):
     if isinstance(container, tf.Tensor) or isinstance(key, LazyText):
         return key in container
+    if type(key) is DynamicScalar and type(container) in (list, tuple, set, frozenset, dict):
+        items = plain_deep(ctx, container)   # guarded contents, this call's changes applied
+        return scalars.contains(key, list(items), key.lineage | scalars.lineage_deep(items))
     _refuse_user_code(container, ('__contains__', '__iter__', '__getitem__'), '`in`')
     source = ctx.source_of(container)
     if source is None:
@@ -267,7 +293,12 @@ def binop(op, left, right):
     forward, reflected, _, fn, symbol = _BINARY[op]
     if _is_graph_value(left) and _is_graph_value(right):
         return fn(left, right)
+    if type(left) is DynamicScalar or type(right) is DynamicScalar:
+        return scalars.binop(op, _plain(ctx, left), _plain(ctx, right),
+                             scalars.lineage_of(left, right))
     left, right = _plain(ctx, left), _plain(ctx, right)
+    if _is_graph_value(left) or _is_graph_value(right):
+        left, right = eager_converted(left, right), eager_converted(right, left)
     if op == 'Mod' and isinstance(left, (str, bytes)):
         right = plain_deep(ctx, right)   # '%s' % (self.names,) reads the items
         if _needs_run_values(right):
@@ -339,6 +370,8 @@ def unary(op, value):
     name, fn = _UNARY[op]
     if isinstance(value, LazyText):
         value.refuse()
+    if type(value) is DynamicScalar:
+        return scalars.unary(op, value)
     user = user_dunder(value, name)
     if user is None:
         return fn(value)
@@ -356,6 +389,8 @@ def unpack(value):
         value.refuse()
     if isinstance(value, tf.Tensor):
         return value
+    if type(value) is DynamicScalar:
+        value.specialize('unpacking a number')
     _refuse_user_code(value, ('__iter__', '__getitem__', '__len__', 'keys'), 'unpacking')
     source = ctx.source_of(value)
     if source is None:
@@ -412,6 +447,8 @@ class LazyText:
 
 
 def _needs_run_values(value, depth=0):
+    if type(value) is DynamicScalar:
+        return True
     if isinstance(value, (tf.Tensor, LazyText)):
         return not isinstance(value, guards.EagerTensor)
     if isinstance(value, tf.Variable):
@@ -426,7 +463,7 @@ def _needs_run_values(value, depth=0):
 def format_value(value, conversion, spec):
     """One ``{value!c:spec}`` of an f-string."""
     ctx = current()
-    if not isinstance(value, LazyText):   # a LazyText is rendered after the run, nested
+    if not isinstance(value, (LazyText, DynamicScalar)):   # rendered after the run
         _refuse_user_code(value, ('__format__', '__str__', '__repr__'), 'formatting')
         value = plain_deep(ctx, value)
     conversion = _CONVERSIONS.get(conversion, conversion)

@@ -12,6 +12,7 @@ The other operators live by job and are re-exported here: calls
 (``observe.py``), static shapes (``shapes.py``), ``print`` (``printing.py``).
 """
 import enum
+import sys
 import types
 
 import tensorflow as tf
@@ -19,7 +20,7 @@ import tensorflow as tf
 from janus import callables, guards
 from janus.errors import InvariantError
 from janus.guards import GuardKind
-from janus.runtime import shadow_heap, whitelist
+from janus.runtime import scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
 from janus.runtime.trace_context import (Assumption, AssumptionKind, TraceContext,  # noqa: F401
@@ -73,7 +74,8 @@ def closure_write(name):
     """``nonlocal name; name = ...`` in a function nested in the converted one: plain
     Python on the call's own cell, but not where TF traces a region once and runs it
     many times (the write would happen once per trace)."""
-    _writable_context('the enclosing variable %s (from a nested function)' % name)
+    _writable_context('the enclosing variable %s (from a nested function)' % name,
+                      shadowed=False)
 
 
 def _namespace_of(ns, name):
@@ -95,13 +97,14 @@ _PLAIN_GETATTRIBUTE = (object.__getattribute__, tuple.__getattribute__, list.__g
                        dict.__getattribute__)
 
 
-def _check_plain_attribute(obj, name, writing=False):
+def _check_plain_attribute(obj, name, writing=False, value=None):
     kind = type(obj)
     if kind.__getattribute__ not in _PLAIN_GETATTRIBUTE or hasattr(kind, '__getattr__'):
         raise Unsupported('janus does not convert reads through a custom __getattr__/'
                           '__getattribute__ (%s.%s)' % (kind.__name__, name))
     if writing and (kind.__setattr__ is not object.__setattr__
-                    or kind.__delattr__ is not object.__delattr__):
+                    or kind.__delattr__ is not object.__delattr__) \
+            and not _library_setattr_keeps(kind, value):
         raise Unsupported('janus does not convert writes through a custom __setattr__ (%s.%s)'
                           % (kind.__name__, name))
     for klass in kind.__mro__:
@@ -141,6 +144,7 @@ def attr(obj, name):
     library = whitelist.is_library_object(obj) or isinstance(obj, (type, types.ModuleType))
     if not library:
         _check_plain_attribute(obj, name)
+        ctx.attributes_used.setdefault(id(obj), set()).add(name)
     value = getattr(obj, name)
     # Library objects' tensors are their own business (captured by identity);
     # a tensor in the user's object is re-read on every run.
@@ -153,16 +157,55 @@ def setattr_(obj, name, value):
     source = ctx.source_of(obj)
     if source is None:
         _assert_made_by_call(obj)
+        _writable_context('%s.%s' % (type(obj).__name__, name), shadowed=False)
         setattr(obj, name, value)   # an object made by this call: plain Python
         return
     if whitelist.is_library_object(obj) or isinstance(obj, (type, types.ModuleType)):
+        if _is_learning_rate_setting(obj, name, value):
+            return _set_learning_rate(ctx, obj, source, value)
         raise Unsupported('janus does not convert setting attributes of %s objects'
                           % type(obj).__name__)
-    _check_plain_attribute(obj, name, writing=True)
+    _check_plain_attribute(obj, name, writing=True, value=value)
+    ctx.attributes_used.setdefault(id(obj), set()).add(name)
     if _via_heap_op(value):
         shadow_heap.write_op(ctx, obj, source, ('attr', name), value)
         return
     ctx.heap.write(obj, name, Write(WriteKind.ATTR, source, name, value, None))
+
+
+def _library_setattr_keeps(kind, value):
+    """Whether ``kind``'s ``__setattr__``/``__delattr__`` are a library's (a Keras
+    model's, a ``tf.Module``'s) and ``value`` is one they store as it is: a Python
+    number, string or None, a dynamic scalar, a tensor.  Their tracking wraps
+    containers, layers and variables (not deferred), but these pass through, so
+    replaying the write through the real ``__setattr__`` after the run is eager's."""
+    for method in (kind.__setattr__, kind.__delattr__):
+        if method in (object.__setattr__, object.__delattr__):
+            continue
+        if not whitelist.is_library(method):   # janus's own wrapper (library_config) too
+            return False
+    return (type(value) in guards.PRIMITIVES or scalars.is_dynamic(value)
+            or isinstance(value, tf.Tensor))
+
+
+def _is_learning_rate_setting(obj, name, value):
+    """``optimizer.learning_rate = x`` on a Keras optimizer whose rate is a variable."""
+    base = sys.modules.get('keras.src.optimizers.base_optimizer')
+    variables = sys.modules.get('keras.src.backend.common.variables')
+    return (name == 'learning_rate' and base is not None and variables is not None
+            and isinstance(obj, base.BaseOptimizer)
+            and isinstance(getattr(obj, '_learning_rate', None), variables.Variable)
+            and (type(value) in (int, float) or scalars.is_dynamic(value)
+                 or isinstance(value, tf.Tensor)))
+
+
+def _set_learning_rate(ctx, obj, source, value):
+    """Keras's setter assigns the rate variable: run it now, in the graph, in program
+    order (an ``apply_gradients`` later in the step must see the new rate).  Guarded:
+    the optimizer keeps that variable (a schedule set later is another program)."""
+    ctx.add_guard(guards.GuardKind.ID_MATCH, guards.AttrSource(source, '_learning_rate'),
+                  obj._learning_rate)
+    obj.learning_rate = value
 
 
 def _assert_made_by_call(obj):

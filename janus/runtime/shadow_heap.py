@@ -13,10 +13,18 @@ write attributes, items, globals and closure cells.
   an extra output.  The executor writes them back, in program order, only
   after the run finished — which means every ``Janus>Assert`` passed — so a
   run that fails an assumption changed no Python object (all-or-nothing).
+* Inside a tensor-dependent branch (``tf.cond``) or loop (``tf.while_loop``,
+  ``runtime/control.py``) writes are recorded in a *region*: a write made in
+  a branch carries the condition under which it happens (a bool the graph
+  returns), and the write-back applies only the writes of the path taken.
+  After the ``if``, a location written on either side reads as a
+  ``Deferred`` value: the two sides merged on first read (or refused then,
+  naming the line, when they cannot be merged).
 """
 import enum
 import threading
 
+import numpy as np
 import tensorflow as tf
 
 from janus import guards
@@ -65,13 +73,20 @@ class WriteKind(enum.StrEnum):
 class Write:
     """One write to the Python heap, replayed after a successful run."""
 
-    def __init__(self, kind, source, name, value, where):
+    def __init__(self, kind, source, name, value, where, condition=None):
         assert isinstance(kind, WriteKind), kind
         self.kind = kind
         self.source = source      # where the written object lives (a guards.Source)
         self.name = name          # attribute name, item key, method name, or variable name
         self.value = value        # trace-time value (tensors become graph outputs)
         self.where = where        # the namespace dict / cell for 'global' / 'cell'
+        # None: the write happens whenever the run succeeds; else a scalar bool tensor
+        # of the trace's graph: it happens only when that is true (a branch's write).
+        self.condition = condition
+
+    def changed(self, value, condition):
+        """The same write with another value and condition (out of a branch)."""
+        return Write(self.kind, self.source, self.name, value, self.where, condition)
 
     def apply(self, value, arguments):
         if self.kind is WriteKind.PRINT:
@@ -94,6 +109,55 @@ class Write:
         return '%s %s%s' % (self.kind, repr(self.source) + '.' if self.source else '', self.name)
 
 
+class _Pending(dict):
+    """id -> [(method name, args)]; a container changed on one path of a
+    tensor-dependent branch has no contents a later read could see (``poisoned``)."""
+
+    def __init__(self, items=(), poisoned=None):
+        super().__init__(items)
+        self.poisoned = dict(poisoned or {})   # id -> why its contents are unknown
+
+    def get(self, key, default=None):
+        if key in self.poisoned:
+            from janus.runtime.trace_context import Unsupported
+            raise Unsupported(self.poisoned[key])
+        return super().get(key, default)
+
+    def copy(self):
+        return _Pending({k: list(v) for k, v in self.items()}, self.poisoned)
+
+
+class Region:
+    """The writes of one tensor-dependent branch or loop body being traced.
+
+    ``keys``: (id(obj), key) -> (obj, key, a Write of it, condition) for every
+    location (attribute, item, global, cell) the region rebinds; condition
+    None: written whenever the region runs, else a bool tensor of the
+    region's graph (written by a nested branch only when that is true)."""
+
+    def __init__(self):
+        self.keys = {}
+
+
+class Checkpoint:
+    """The heap's state at one point of the trace, to trace a branch from it again."""
+
+    def __init__(self, heap):
+        self.overlay = dict(heap.overlay)
+        self.writes = list(heap.writes)
+        self.changed = set(heap.changed)
+        self.pending = heap.pending.copy()
+        self.items_written = set(heap.items_written)
+
+
+class Deferred:
+    """An overlaid value known only when it is read (``TraceHeap.read``): the merge
+    of a tensor-dependent branch's two sides, or a refusal that names the line."""
+
+    def resolve(self):
+        raise NotImplementedError
+
+
 class TraceHeap:
     """Per trace: overlaid values, the write log, and containers changed in place."""
 
@@ -101,22 +165,29 @@ class TraceHeap:
         self.overlay = {}      # (id(obj), key) -> value written earlier in this trace
         self.writes = []
         self.changed = set()   # ids of outside containers whose structure changed in place
-        self.pending = {}      # id -> [(method name, args)]: those changes, in program order
+        self.pending = _Pending()   # id -> [(method name, args)]: those changes, in program order
         self.items_written = set()   # ids of outside containers with an item written
+        self.objects = {}      # id -> an outside container changed in place (for messages)
         self._keep = []
         self.op_writes = {}    # (id(obj), key) -> True where a Janus>PySet* op wrote it
         self.run_id = None     # the run id input (heap_ops mode), made on first use
         self.handles = {}      # source.uid() -> handle input (heap_ops mode)
+        self.regions = []      # open write regions (runtime/control.py), innermost last
+        self.scanned = {}      # id(graph) -> (graph, ops scanned, first state change id)
 
     def change(self, obj, method, args):
         """``obj.append(x)`` and friends on an outside container: later reads in the
         same call see the container as changed (``TraceContext.contents``)."""
         self.changed.add(id(obj))
-        self.pending.setdefault(id(obj), []).append((method, tuple(args)))
+        self.objects[id(obj)] = obj
+        dict.setdefault(self.pending, id(obj), []).append((method, tuple(args)))
         self._keep.append(obj)
 
     def read(self, obj, key):
-        return self.overlay.get((id(obj), key), _MISSING)
+        value = self.overlay.get((id(obj), key), _MISSING)
+        if isinstance(value, Deferred):
+            return value.resolve()
+        return value
 
     def write(self, obj, key, write):
         self.overlay[(id(obj), key)] = write.value
@@ -124,6 +195,36 @@ class TraceHeap:
             self.items_written.add(id(obj))
         self._keep.append(obj)
         self.writes.append(write)
+        self.note(obj, key, write, None)
+
+    def note(self, obj, key, write, condition):
+        """Records in the innermost open region that ``obj``'s ``key`` was rebound."""
+        if self.regions:
+            self.regions[-1].keys[(id(obj), key)] = (obj, key, write, condition)
+
+    # -- regions (runtime/control.py) ---------------------------------------
+    def checkpoint(self):
+        return Checkpoint(self)
+
+    def restore(self, checkpoint):
+        self.overlay = dict(checkpoint.overlay)
+        self.writes[:] = checkpoint.writes
+        self.changed = set(checkpoint.changed)
+        self.pending = checkpoint.pending.copy()
+        self.items_written = set(checkpoint.items_written)
+
+    def open_region(self):
+        region = Region()
+        self.regions.append(region)
+        return region
+
+    def close_region(self, region):
+        assert self.regions and self.regions[-1] is region
+        self.regions.pop()
+
+    def poison(self, container_id, reason):
+        """A container changed on one path only: later reads of it are refused."""
+        self.pending.poisoned[container_id] = reason
 
     def differs(self, obj):
         """Whether the call changed this container's items or structure: observations
@@ -162,6 +263,21 @@ def hoist_tensor(ctx, source, value):
     return hoisted
 
 
+def hoist_scalar(ctx, source, kind):
+    """A call-time graph input that re-reads the relaxed Python number at ``source``
+    (``self.step``): a scalar int64/float64, guarded by type and range only."""
+    dtype = {int: tf.int64, float: tf.float64}[kind]
+    ctx.add_guard(guards.GuardKind.SCALAR_MATCH, source, kind)
+
+    exact = np.float64 if kind is float else np.int64
+
+    def read_now():
+        # Through NumPy: TF's scalar conversion caches by value, and -0.0 == 0.0.
+        return exact(source.value(_call_arguments(), {}))
+    return ctx.top_graph.capture_call_time_value(read_now, tf.TensorSpec([], dtype),
+                                                 key=('janus', 'scalar') + source.uid())
+
+
 # -- the in-graph path (config.heap_ops): Janus>Py* ops on handles -------------
 
 def run_id_input(ctx):
@@ -195,6 +311,10 @@ def read_op(ctx, source, value):
 def write_op(ctx, obj, source, key, value):
     """``obj.name = t`` / ``obj[key] = t`` of a tensor, into the run's shadow copy."""
     from janus.runtime import heap
+    if ctx.dynamic_depth:
+        from janus.runtime.trace_context import Unsupported
+        raise Unsupported('janus does not convert a write through Janus>PySet ops '
+                          '(config.heap_ops) inside a tensor-dependent branch or loop')
     base = handle_input(ctx, source)
     # The op's write is committed before the Python write-backs: an earlier
     # Python write of the same location must not land after it.

@@ -35,6 +35,7 @@ class AssumptionKind(enum.StrEnum):
     ASSERT = 'ASSERT'                # a user ``assert``
     NONEMPTY_LOOP = 'NONEMPTY_LOOP'  # a dynamic loop under a tape runs at least once
     AGREEMENT = 'AGREEMENT'          # every rank's assumptions held (distributed steps)
+    SCALAR = 'SCALAR'                # a dynamic scalar stays where Python's meaning is kept
 
 
 class Assumption:
@@ -86,6 +87,12 @@ class TraceContext:
         self.aliasable = []    # (source, value) of every outside object, each source once
         self._aliasable_uids = set()
         self._tensor_sources = {}   # id(graph input) -> (source, the input itself)
+        self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
+        self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
+        # (ctx, source, value) -> a DynamicScalar or None: scalars.read, handed in by the
+        # tracer (scalars builds on this module; no import cycle).
+        self.read_dynamic_scalar = lambda ctx, source, value: None
+        self.scalar_type = None   # scalars.DynamicScalar, handed in the same way
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments):
@@ -98,7 +105,7 @@ class TraceContext:
         if isinstance(value, tf.Tensor):
             self.register_tensor(source, value)
             return
-        if type(value) in guards.PRIMITIVES:
+        if type(value) in guards.PRIMITIVES or type(value) is self.scalar_type:
             return
         self._remember(source, value)
         if isinstance(value, types.MethodType):   # obj.method passed: obj is outside too
@@ -149,7 +156,8 @@ class TraceContext:
         return found[0] if found is not None and found[1] is tensor else None
 
     def source_of(self, value):
-        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
+        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor) \
+                or type(value) is self.scalar_type:
             return None
         return self._sources.get(id(value))
 
@@ -168,6 +176,10 @@ class TraceContext:
         what the trace should use: the value, or for a tensor a hoisted graph input."""
         kind = type(value)
         if kind in guards.PRIMITIVES:
+            if hoist and self.top_graph is not None and self.plan.is_dynamic_scalar(source):
+                dynamic = self.read_dynamic_scalar(self, source, value)
+                if dynamic is not None:
+                    return dynamic
             self.add_guard(GuardKind.VALUE_MATCH, source, value)
             return value
         if kind is guards.EagerTensor and hoist and self.top_graph is not None:
@@ -359,11 +371,23 @@ def exit_trace():
     _local.ctx = None
 
 
-def writable_context(what):
-    """The context, for a write: refused inside a tensor-dependent branch or loop."""
+def writable_context(what, shadowed=True):
+    """The context, for a write.
+
+    A write through the shadow heap (``shadowed``) inside tensor-dependent
+    branches and loops is recorded in their regions (``runtime/control.py``:
+    a branch's writes happen only on the path taken; a loop carries what it
+    rebinds) — allowed only when every enclosing tensor-dependent region is
+    one of those.  A function handed to TF (``tf.map_fn``), a conditional
+    expression, or a plain-Python write (``shadowed=False``: a variable of a
+    function the call itself made) is traced once and run any number of
+    times: a write there is refused.
+    """
     ctx = current()
-    if ctx.dynamic_depth:
-        raise Unsupported('janus does not convert a write to %s inside a tensor-dependent '
-                          'branch or loop (the write would happen once per trace, not per '
-                          'iteration)' % what)
+    if ctx.dynamic_depth and (not shadowed or ctx.dynamic_depth != len(ctx.heap.regions)):
+        raise Unsupported('janus does not convert a write to %s inside %s (the write would '
+                          'happen once per trace, not per run)'
+                          % (what, 'a tensor-dependent branch or loop' if not shadowed else
+                             'a function handed to TF, a tensor-dependent conditional '
+                             'expression or a loop condition'))
     return ctx

@@ -7,6 +7,7 @@ change global Python state when *called* (seeding, device config) are not:
 a graph would run them once, at trace time, instead of on every call.
 """
 import builtins
+import math
 import types
 
 LIBRARY_PREFIXES = ('tensorflow', 'keras', 'tf_keras', 'horovod')
@@ -25,7 +26,8 @@ LIBRARY_BLOCKLIST = (
 BUILTINS = frozenset(getattr(builtins, name) for name in (
     'len', 'range', 'isinstance', 'issubclass', 'min', 'max', 'abs', 'int', 'float',
     'bool', 'str', 'zip', 'enumerate', 'list', 'tuple', 'dict', 'sum', 'reversed',
-    'any', 'all', 'round', 'divmod', 'pow', 'slice', 'set', 'frozenset', 'repr', 'format', 'sorted'))
+    'any', 'all', 'round', 'divmod', 'pow', 'slice', 'set', 'frozenset', 'repr', 'format', 'sorted')
+) | frozenset(f for f in vars(math).values() if isinstance(f, types.BuiltinFunctionType))
 
 # Builtins that call a user function given as key=/default: refused when given one.
 KEYED_BUILTINS = frozenset((builtins.min, builtins.max, builtins.sorted))

@@ -1084,6 +1084,344 @@ def f_observe(b):
     b.outs += b.rng.sample([ob, L, D], b.rng.randint(1, 2))
 
 
+# -- Python numbers as training loops keep them (issue 11) ---------------------------------
+#
+# Step counters, learning-rate schedules, temperatures, best-loss tracking and "every N
+# steps" branches, with the numbers kept in attributes, globals, closure cells or passed
+# as arguments.  They change on every call, so janus relaxes them to dynamic scalars
+# (graph inputs with Python's semantics); the generated code mixes ints, floats and bools
+# (/, //, %, **, comparisons, min/max/abs/round, math functions, f-string format specs),
+# and the values sometimes leave the safe domain: past 2**62 or int64, a float where an
+# int was, a bool, a zero divisor, a math domain error.
+
+class Number:
+    """A Python number the target reads (and maybe writes): ``ref`` is how the target's
+    code names it; ``set(value_source)`` the statement that changes it from outside
+    (None for an argument: its value comes with each call)."""
+
+    def __init__(self, ref, home, setter):
+        self.ref, self.home, self.setter = ref, home, setter
+
+    def set(self, value):
+        return None if self.setter is None else self.setter(value)
+
+
+BIG_VALUES = ['2 ** 62 - 1', '2 ** 62 + 3', '2 ** 63 + 1', '-(2 ** 63) - 5', '10 ** 20',
+              '2 ** 60 + 2 ** 36 + 1']
+ODD_VALUES = ['2.5', '-0.5', 'True', 'False', '0', '-7', "float('nan')", '1e300', '-0.0']
+
+
+def _scalar_calls(b):
+    """Numbers that change every call need calls to show janus relaxing them (a value
+    constant per graph, then a graph input): a few more than the default."""
+    b.ncalls = max(b.ncalls, b.rng.randint(7, 10))
+    b.flip = min(max(b.flip, 4), b.ncalls - 2)
+
+
+def _home(b, kinds=('attr', 'attr', 'global', 'cell', 'arg')):
+    kind = b.rng.choice(kinds)
+    if kind == 'cell' and b.variant != 'closure':
+        kind = 'global'
+    return kind
+
+
+def _number(b, base, init, home, values=None):
+    """A number kept at ``home`` ('attr', 'global', 'cell', 'arg'), initially ``init``
+    (source); ``values(i)``: the source of an argument's value at call i."""
+    if home == 'attr':
+        b.need_state()
+        name = b.fresh(base)
+        b.state_init.append('self.%s = %s' % (name, init))
+        return Number('%s.%s' % (b.obj, name), home, lambda v, n=name: 'S.%s = %s' % (n, v))
+    if home == 'global':
+        name = b.fresh(base.upper())
+        b.glob(name, init)
+        b.decls.append('global %s' % name)
+        return Number(name, home, lambda v, n=name: '%s = %s' % (n, v))
+    if home == 'cell':
+        name = b.fresh(base)
+        b.closure_lines.append('%s = %s' % (name, init))
+        b.decls.append('nonlocal %s' % name)
+        setter = b.fresh('set_' + base)
+        b.closure_after.append('def %s(v):\n    nonlocal %s\n    %s = v' % (setter, name, name))
+        b.closure_returns.append(setter)
+        return Number(name, home, lambda v, s=setter: '%s(%s)' % (s, v))
+    name = b.fresh(base)
+    b.params.append((name, values or (lambda i: init)))
+    b.outs.append(name)      # writes to an argument are local: return what became of it
+    return Number(name, home, None)
+
+
+def _list_home(b, base):
+    """A list kept at an attribute, a global or a cell (appended to, never rebound)."""
+    home = _home(b, ('attr', 'global', 'cell'))
+    if home == 'attr':
+        b.need_state()
+        name = b.fresh(base)
+        b.state_init.append('self.%s = []' % name)
+        return '%s.%s' % (b.obj, name)
+    name = b.fresh(base.upper() if home == 'global' else base)
+    if home == 'global':
+        b.glob(name, '[]')
+    else:
+        b.closure_lines.append('%s = []' % name)
+    return name
+
+
+def _break_values(b, number, kinds=BIG_VALUES + ODD_VALUES):
+    """Outside changes that break what the graph assumed about ``number``."""
+    if number.setter is None:
+        return
+    picks = b.rng.sample(kinds, 2)
+    b.mutations.append(number.set(picks[0]))
+    b.flip_mutations.append(number.set(picks[1]))
+
+
+def _int_values(b, start, step, kinds=BIG_VALUES + ODD_VALUES):
+    """Argument values: start + i * step, and in regime 1 (sometimes) an odd one."""
+    odd = b.rng.choice(kinds) if b.rng.random() < 0.5 else None
+
+    def values(i):
+        if odd is not None and b.regime(i):
+            if odd in BIG_VALUES:
+                return '%s + %d' % (odd, i)      # still a new value every call
+            return odd if i % 2 else str(start + i * step)
+        return str(start + i * step)
+    return values
+
+
+def f_counter(b):
+    """A step counter: += 1 (or a bool, a float), tested with %, compared, mixed in."""
+    _scalar_calls(b)
+    home = _home(b)
+    init = b.rng.choice(['0', '0', '0', '1', '5', '-3', '0.0'])
+    c = _number(b, 'step', init, home, _int_values(b, int(float(init)), 1))
+    r = c.ref
+    inc = b.rng.choice(['1', '1', '1', '2', '0.5', 'True'])
+    b.item('%s += %s' % (r, inc))
+    if b.rng.random() < 0.15:           # grows past 2**62 (and int64) within a few calls
+        b.item('%s = %s * %s + 1' % (r, r, b.rng.choice(['1000', '100000', r])))
+    q = b.fresh('q')
+    b.inits.append('%s = 0' % q)
+    k = b.rng.choice([2, 3, 5, 10])
+    pool = ['acc = acc + %s %% 5' % r,
+            'acc = acc * (%s %% 3 + 1)' % r,
+            'acc = tf.clip_by_value(acc + %s / 8, -20.0, 20.0)' % r,
+            'if %s %% %d == 0:\n    acc = acc * 0.5' % (r, k),
+            'if %s > %d:\n    acc = acc - 1.0\nelse:\n    %s = %s + 1' % (r, b.rng.randint(2, 6), q, q),
+            '%s = %s // 3 - %s %% 4' % (q, r, r),
+            '%s = -%s // 4 + (%s > 3) + (%s == %s)' % (q, r, r, r, q),
+            '%s = divmod(%s, %d)' % (q, r, k),
+            '%s = %s ** 2 - 2 ** (%s %% 7)' % (q, r, r),
+            '%s = %s / %d + abs(%s - 4) * 0.5' % (q, r, k, r),
+            '%s = max(%s, %s) + min(%s, 2.5)' % (q, r, q, r),
+            '%s = round(%s / 3) + round(%s * 0.37, 2)' % (q, r, r),
+            '%s = %s // (%s %% 4)' % (q, q, r),            # a zero divisor every 4th step
+            'acc = tf.clip_by_value(acc * %s, -20.0, 20.0)' % r]
+    for line in b.rng.sample(pool, b.rng.randint(2, 4)):
+        b.item(line)
+    _break_values(b, c)
+    b.outs += b.rng.sample([r, q], b.rng.randint(1, 2)) if home != 'arg' else [q]
+
+
+SCHEDULES = [
+    # (formula assigned to the rate; S: the step, L: the rate itself)
+    'L * 0.1 if S == 3 or S == 6 else L',
+    '0.1 * 0.96 ** (S // 2)',
+    '0.1 * 0.9 ** (S / 3)',
+    '0.001 + 0.5 * (0.1 - 0.001) * (1 + math.cos(math.pi * min(S, 8) / 8))',
+    '0.05 * min(1.0, (S + 1) / 4)',
+    'max(0.01, L * 0.9)',
+    'L * 0.5 if S % 3 == 0 else L',
+    '0.1 / math.sqrt(S + 1)',
+    '0.1 / (1 + 0.5 * S)',
+    'L * math.exp(-0.1 * S)',
+    '0.2 * (1 - S / 10) ** 2',
+    'round(0.1 * 0.5 ** (S // 3), 4)',
+]
+
+
+def f_schedule(b):
+    """A learning rate (or a temperature) in a Python float, recomputed from the step."""
+    _scalar_calls(b)
+    step = _number(b, 'it', '0', _home(b), _int_values(b, 0, 1))
+    lr = _number(b, 'lr', '0.1', _home(b, ('attr', 'global', 'cell')))
+    S, L = step.ref, lr.ref
+    b.item('%s += 1' % S, loopable=False)
+    if b.rng.random() < 0.25:
+        b.item('for m_ in (2, 4, 6):\n    if %s == m_:\n        %s = %s * 0.5' % (S, L, L))
+    else:
+        formula = b.rng.choice(SCHEDULES).replace('S', S).replace('L', L)
+        b.item('%s = %s' % (L, formula), loopable=False)
+    use = b.rng.random()
+    if use < 0.5:
+        b.item('acc = acc * %s' % L)
+    elif use < 0.75:
+        b.item('acc = tf.clip_by_value(acc / %s, -20.0, 20.0)' % L)
+    else:                               # an annealed temperature
+        t = _number(b, 'temp', '1.0', _home(b, ('attr', 'global', 'cell')))
+        b.item('%s = max(0.25, %s * 0.9)\nacc = tf.nn.softmax(acc / %s)' % (t.ref, t.ref, t.ref))
+        b.outs.append(t.ref)
+        _break_values(b, t, ['0.0', '-1.0', '2', 'True'])
+    if b.rng.random() < 0.4:
+        b.item("print(f'step {%s} lr {%s:.3e}')" % (S, L))
+    _break_values(b, step)
+    _break_values(b, lr, ['0.0', '0', '-1.0', "float('inf')", '1', 'True'])
+    b.outs.append(L)
+    if step.home != 'arg':
+        b.outs.append(S)
+
+
+def f_best(b):
+    """Best-loss tracking with patience: a tensor loss, or a Python float of it."""
+    _scalar_calls(b)
+    best = _number(b, 'best', b.rng.choice(["float('inf')", '1e9']), _home(b),
+                   lambda i: repr(4.0 - 0.25 * i) if i % 4 else "float('inf')")
+    wait = _number(b, 'wait', '0', _home(b), lambda i: str(i % 3))
+    stop = _number(b, 'stop', 'False', _home(b), lambda i: 'False')
+    B, W, T = best.ref, wait.ref, stop.ref
+    loss = b.fresh('loss')
+    if b.rng.random() < 0.5:
+        head = '%s = tf.reduce_mean(acc * acc)' % loss
+    else:
+        head = '%s = float(tf.reduce_mean(acc * acc))' % loss
+    patience = b.rng.randint(1, 3)
+    if b.rng.random() < 0.3 and 'float' in head:
+        body = '%s = min(%s, %s)\n%s = %s + (%s > %s)' % (B, B, loss, W, W, loss, B)
+    else:
+        body = 'if %s < %s:\n    %s = %s\n    %s = 0\nelse:\n    %s += 1' % (loss, B, B, loss, W, W)
+    if b.rng.random() < 0.5:
+        body += '\nif %s >= %d:\n    %s = True' % (W, patience, T)
+    else:
+        body += '\n%s = %s >= %d' % (T, W, patience)
+    b.item(head + '\n' + body)
+    if best.setter is not None:
+        b.mutations.append(best.set(b.rng.choice(["float('nan')", '0.0', '-1'])))
+    _break_values(b, wait, ['2 ** 63', '2.5', 'True', '-1'])
+    b.outs += [x.ref for x in (wait, stop) if x.home != 'arg']
+
+
+def f_every_n(b):
+    """'Every N steps': an append, a print, a counter or a rate change under step % N == 0."""
+    _scalar_calls(b)
+    step = _number(b, 'n', '0', _home(b), _int_values(b, 0, 1, BIG_VALUES + ['0', '2.5']))
+    S = step.ref
+    n = b.rng.choice([2, 3, 4])
+    body = []
+    for kind in b.rng.sample(['append', 'print', 'count', 'scale', 'rate'], b.rng.randint(1, 3)):
+        if kind == 'append':
+            hist = _list_home(b, 'hist')
+            body.append(b.rng.choice(['%s.append(tf.reduce_sum(acc))' % hist,
+                                      '%s.append(%s)' % (hist, S),
+                                      '%s.append((%s, %s / %d))' % (hist, S, S, n)]))
+        elif kind == 'print':
+            body.append(b.rng.choice([
+                "print(f'step {%s:4d} loss {tf.reduce_sum(acc):.4f}')" % S,
+                "print('step', %s, 'of', %s // %d)" % (S, S, n),
+                "print(f'{%s / 7:.3f}|{%s:>6}|{%s %% 5!r}')" % (S, S, S)]))
+        elif kind == 'count':
+            logged = _number(b, 'logged', '0', _home(b, ('attr', 'global', 'cell')))
+            body.append('%s += 1' % logged.ref)
+            b.outs.append(logged.ref)
+        elif kind == 'scale':
+            body.append('acc = acc * 0.5')
+        else:
+            lr = _number(b, 'rate', '0.1', _home(b, ('attr', 'global', 'cell')))
+            body.append('%s = %s * 0.5' % (lr.ref, lr.ref))
+            b.outs.append(lr.ref)
+    b.item('%s += 1' % S, loopable=False)
+    b.item(['if %s %% %d == 0:' % (S, n)] + _indent(body))
+    _break_values(b, step)
+    if step.home != 'arg':
+        b.outs.append(S)
+
+
+def f_var_counter(b):
+    """A tf.Variable step counter, incremented, then tested: a decision on state the
+    call changed itself."""
+    V = b.fresh('STEPV')
+    b.glob(V, b.rng.choice(['tf.Variable(0)', 'tf.Variable(0, dtype=tf.int64)']))
+    n = b.rng.choice([2, 3])
+    b.item('%s.assign_add(1)' % V, loopable=False)
+    body = b.rng.choice(['acc = acc * 0.5', 'acc = acc + tf.cast(%s, acc.dtype)' % V])
+    if b.rng.random() < 0.5:
+        hist = _list_home(b, 'vhist')
+        body += '\n%s.append(tf.reduce_sum(acc))' % hist
+    if b.rng.random() < 0.4:
+        logged = _number(b, 'vlogged', '0', _home(b, ('attr', 'global', 'cell')))
+        body += '\n%s += 1' % logged.ref
+        b.outs.append(logged.ref)
+    b.item(['if %s %% %d == 0:' % (V, n)] + _indent(body.split('\n')))
+    b.mutations.append('%s.assign(100)' % V)
+    b.outs.append(b.rng.choice([V, '%s.read_value()' % V]))
+
+
+MIX_EXPRS = [
+    'A // 3', 'A % 4', '-A // 3', 'A / 4', 'C // 0.25', 'C % 0.75', 'A ** 2', '2 ** (A % 5)',
+    'divmod(A, 3)', 'abs(C - A)', 'min(A, C)', 'max(A, C, 1)', 'round(C, 2)', 'round(C)',
+    'int(C) + A', 'float(A)', 'A + G', 'G + G', '-G', 'not G', 'A < C', 'A == C', 'A and C',
+    'C or A', 'math.floor(C)', 'math.exp(-abs(C))', 'math.sqrt(abs(C))', 'math.log(abs(C) + 1)',
+    'A * C', 'C / (A % 3)', '(A % 5 - 2) ** -1', 'A // (A % 4)', 'C ** 0.5', 'C ** (A % 7)',
+    'A * 3 if G else C', 'A > 2 and C < 1.0', 'max(A, 10.0)', 'abs(A) + abs(-C)',
+    'math.fabs(A) + math.trunc(C)', 'A * 1000 * A', 'A << 2', 'A & 6', 'int(G) + float(G)',
+    'round(A / 7, 3)', 'C * 0.0', 'A % -3', 'C % -2.0', '-C // 1', 'math.hypot(A, C)',
+]
+
+
+def f_number_mix(b):
+    """Ints, floats and bools that change every call, mixed every way Python mixes them."""
+    _scalar_calls(b)
+    ints = BIG_VALUES + ['-7', '0', '2.5', 'True']
+    floats = ["float('nan')", '1e300', '-0.0', '0.0', "float('inf')", '3', '-2.5']
+    a = _number(b, 'na', '3', _home(b), _int_values(b, -3, 2, ints))
+    c = _number(b, 'nc', '0.5', _home(b), lambda i: b.rng.choice(floats) if b.regime(i) and
+                b.rng.random() < 0.4 else repr(0.375 * i - 1.25))
+    g = _number(b, 'ng', 'True', _home(b), lambda i: repr(i % 3 == 1))
+    if a.home != 'arg':
+        b.item('%s = %s + %s' % (a.ref, a.ref, b.rng.choice(['1', '2', '-3', a.ref])), loopable=False)
+    if c.home != 'arg':
+        b.item('%s = %s * 1.5 - 0.25' % (c.ref, c.ref), loopable=False)
+    if g.home != 'arg':
+        b.item('%s = not %s' % (g.ref, g.ref), loopable=False)
+    for x in (a, c, g):
+        _break_values(b, x, ints if x is a else floats if x is c else ['1', '0', '2.5'])
+    res = b.fresh('res')
+    b.inits.append('%s = []' % res)
+    for expr in b.rng.sample(MIX_EXPRS, b.rng.randint(3, 6)):
+        e = expr.replace('A', a.ref).replace('C', c.ref).replace('G', g.ref)
+        b.item('%s.append(%s)' % (res, e))
+    tensor = b.rng.choice(['acc = acc * C', 'acc = acc + A % 7', 'acc = acc * G',
+                           'acc = tf.clip_by_value(acc + A, -20.0, 20.0)', 'acc = acc / (A % 3 + 1)'])
+    b.item(tensor.replace('A', a.ref).replace('C', c.ref).replace('G', g.ref))
+    b.outs.append(res)
+
+
+def f_number_print(b):
+    """Numbers printed and formatted: print(), f-string format specs, str(), repr()."""
+    _scalar_calls(b)
+    i = _number(b, 'pi', '1', _home(b), _int_values(b, 1, 3, ['2 ** 64', '-5', '2.5', 'True']))
+    f = _number(b, 'pf', '0.1', _home(b), lambda k: repr(0.1 * 0.9 ** k) if not b.regime(k)
+                else b.rng.choice(['1e-300', "float('nan')", '-0.0', '123456789.125', '7']))
+    I, F = i.ref, f.ref
+    if i.home != 'arg':
+        b.item('%s += 1' % I, loopable=False)
+    if f.home != 'arg':
+        b.item('%s = %s * 0.9' % (F, F), loopable=False)
+    pool = ["print(%s, %s)" % (I, F),
+            "print(f'{%s:.3e} {%s!r} {%s:g} {%s:>6}')" % (F, F, F, I),
+            "print('step %%d lr %%.4f' %% (%s, %s))" % (I, F),
+            "print('{:>8} {:.2%%}'.format(%s, %s))" % (I, F),
+            "msg_ = str(%s) + ',' + repr(%s)\nprint(msg_)" % (F, I),
+            "print(f'{%s / 3:.5f} {%s // 2} {%s * 2} {%s:08.3f}')" % (I, I, F, F),
+            "print(%s / %s, %s %% 7, -%s)" % (I, 3, I, F),
+            "print(f'{%s=} {%s=:.2f}')" % (I, F),
+            "print(round(%s, 3), abs(%s), %s > %s)" % (F, I, F, I)]
+    for line in b.rng.sample(pool, b.rng.randint(1, 3)):
+        b.item(line)
+    _break_values(b, i, ['2 ** 64', '-5', '2.5', 'True', '2 ** 62'])
+    _break_values(b, f, ['1e-300', "float('nan')", '-0.0', '7'])
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -1100,6 +1438,8 @@ FEATURES = {
     'del': f_del, 'tensor_locals': f_tensor_locals, 'alias_global': f_alias_global,
     'lazy_var': f_lazy_var, 'attr_builtins': f_attr_builtins, 'new_global': f_new_global,
     'tensor_list_items': f_tensor_list_items, 'observe': f_observe,
+    'counter': f_counter, 'schedule': f_schedule, 'best': f_best, 'every_n': f_every_n,
+    'var_counter': f_var_counter, 'number_mix': f_number_mix, 'number_print': f_number_print,
 }
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
@@ -1110,7 +1450,9 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'global_tensor': 2, 'keras': 1, 'python_ops': 2, 'tensor_ops': 3, 'varargs': 1,
            'callee_raises': 1, 'class_attr': 1, 'objects_list': 1, 'del': 1,
            'tensor_locals': 3, 'alias_global': 1, 'lazy_var': 1, 'attr_builtins': 1,
-           'new_global': 1, 'tensor_list_items': 2, 'observe': 4}
+           'new_global': 1, 'tensor_list_items': 2, 'observe': 4,
+           'counter': 2, 'schedule': 2, 'best': 1, 'every_n': 2, 'var_counter': 1,
+           'number_mix': 2, 'number_print': 1}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
@@ -1301,7 +1643,7 @@ def _target_lines(b, name):
 
 
 def _assemble(b):
-    out = ['import enum', 'import numpy as np', 'import tensorflow as tf', '']
+    out = ['import enum', 'import math', 'import numpy as np', 'import tensorflow as tf', '']
     for chunk in b.module:
         out += _lines(chunk) if '\n' in chunk.strip('\n') else [chunk.strip()]
         if '\n' in chunk.strip('\n'):

@@ -489,6 +489,8 @@ def _same_py(a, b):
         return text_close(a, b)      # f-strings/str() of tensors: their numbers
     if isinstance(a, float) and math.isnan(a) and math.isnan(b):
         return True
+    if isinstance(a, float):     # Python floats (dynamic scalars): exactly, -0.0 is not 0.0
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
     if isinstance(a, complex):
         return a == b or (a != a and b != b)
     return a == b
@@ -589,6 +591,18 @@ def _close(a, b):
     return bool(np.array_equal(a, b))
 
 
+# Printed numbers with more significant digits than this are Python floats (repr:
+# up to 17 digits) or float64 scalars, never float32 tensors (<= 9) or arrays (numpy
+# prints 8): they must match exactly.  A float32 leaking into a printed Python float
+# ('0.0010000000474974513' for 0.001) is within RTOL, so the tolerance would hide it.
+EXACT_DIGITS = 11
+
+
+def _digits(token):
+    mantissa = re.split('[eE]', token)[0].lstrip('+-').replace('.', '').lstrip('0')
+    return len(mantissa)
+
+
 def text_close(a, b):
     """Same text, except that float numbers in it (printed tensors) may differ
     within the tensor tolerance; integers must match exactly."""
@@ -606,6 +620,8 @@ def text_close(a, b):
             continue
         if not any(c in x + y for c in '.eEn'):
             return False          # integers: exact
+        if max(_digits(x), _digits(y)) > EXACT_DIGITS:
+            return False          # a Python float's repr (float32 tensors print <= 9 digits)
         try:
             fx, fy = float(x), float(y)
         except ValueError:

@@ -1,0 +1,100 @@
+"""Value relaxation of Python numbers: when a constant becomes a graph input.
+
+Needs ``graphgen.tracer`` entries (their guards).  A Python ``int``/``float``
+read from outside the call or passed as an argument is specialized as a
+constant (VALUE_MATCH).  When a cache miss shows that a location holds a new
+value of the same type, and the location has shown ``config.scalar_values``
+distinct values, it is *relaxed*: later graphs read it as a dynamic scalar
+(``runtime/scalars.py``), one graph for every value.  The lattice goes one
+way per location, constant -> dynamic, except that a trace which needed the
+value itself (a shape, an index, library code: ``errors.ScalarValueNeeded``)
+*pins* the location back to constants for good.
+
+Keys are sources' ``uid()`` for outside values and ``guards.scalar_path_key``
+for arguments; each comes with a readable name for ``explain``.
+"""
+from janus import guards
+from janus.config import config
+
+_NUMBERS = (int, float)
+
+
+class ScalarRelaxation:
+    """Per janus function: which number locations are dynamic, which are pinned."""
+
+    def __init__(self):
+        self.dynamic = set()     # relaxation keys read as dynamic scalars
+        self.pinned = {}         # key -> why its value is needed (never relaxed again)
+        self.values = {}         # key -> distinct values seen by misses, in order
+        self.names = {}          # key -> readable name
+
+    def relax_after_miss(self, entry, arguments):
+        """Relaxes every number location the newest ``entry`` specialized whose value
+        changed (type unchanged); returns the descriptions of the ones relaxed."""
+        if not config.relax_scalars or entry is None:
+            return []
+        relaxed = []
+        for key, name, old, new in _changed_numbers(entry, arguments):
+            if key in self.dynamic or key in self.pinned:
+                continue
+            seen = self.values.setdefault(key, [old])
+            if new not in seen:
+                seen.append(new)
+            self.names[key] = name
+            if len(seen) >= max(2, config.scalar_values):
+                self.dynamic.add(key)
+                relaxed.append('relaxed %s to a dynamic %s after %d values (%s): one graph '
+                               'serves every value' % (name, type(new).__name__, len(seen),
+                                                       _values(seen)))
+        return relaxed
+
+    def pin(self, lineage, reason):
+        """A trace needed these numbers' values: constants again, for good.  Returns
+        the description, or None when nothing new was pinned."""
+        fresh = [(key, name) for key, name in lineage if key not in self.pinned]
+        if not fresh:
+            return None
+        for key, name in fresh:
+            self.dynamic.discard(key)
+            self.pinned[key] = reason
+            self.names[key] = name
+        return 'kept %s specialized by value (a graph per value): %s' % (
+            ', '.join(sorted(name for _, name in fresh)), reason)
+
+    def describe(self):
+        """One line per relaxed or pinned location, for explain."""
+        lines = ['%s: dynamic (values seen: %s)' % (self.names.get(k, k), _values(
+            self.values.get(k, []))) for k in sorted(self.dynamic, key=repr)]
+        lines += ['%s: specialized by value: %s' % (self.names.get(k, k), why)
+                  for k, why in sorted(self.pinned.items(), key=lambda kv: repr(kv[0]))]
+        return lines
+
+
+def _values(values, limit=6):
+    shown = ', '.join(repr(v) for v in values[:limit])
+    return shown + (', ...' if len(values) > limit else '')
+
+
+def _changed_numbers(entry, arguments):
+    """(key, name, old, new) for every VALUE guard of ``entry`` on a number whose
+    value now differs with the same type (bools are flags: never relaxed)."""
+    found = []
+    for node_path, old, new in entry.signature.constant_values(arguments):
+        if _same_number_type(old, new) and old != new:
+            found.append((guards.scalar_path_key(node_path), node_path, old, new))
+    memo = {}
+    for guard in entry.source_guards:
+        if getattr(guard, 'kind', None) is not guards.GuardKind.VALUE_MATCH:
+            continue
+        try:
+            new = guard.source.value(arguments, memo)
+        except Exception:  # noqa: BLE001 - the location is gone: nothing to relax
+            continue
+        if _same_number_type(guard.expected, new) and not guards.same_constant(
+                guard.expected, new):
+            found.append((guard.source.uid(), repr(guard.source), guard.expected, new))
+    return found
+
+
+def _same_number_type(old, new):
+    return type(old) is type(new) and type(old) in _NUMBERS
