@@ -352,7 +352,13 @@ class JanusFunction:
                 'janus internal error while writing back a graph\'s results: %s' % failure)))
 
     def _relax(self, entry, assumption):
-        """After a fallback: sites whose assumed outcomes broke are never assumed again."""
+        """After a fallback: sites whose assumed outcomes broke are never assumed again;
+        relaxed numbers whose SCALAR check broke are specialized by value again."""
+        if assumption is not None and assumption.lineage:
+            text = self.scalars.pin(assumption.lineage, 'its check %r broke' % assumption)
+            if text is not None:
+                self.cache.remove(entry)
+                self._event(EventKind.SCALAR_PINNED, text)
         broken = set()
         if assumption is not None and assumption.speculative:
             broken.add(assumption.site)
@@ -453,7 +459,9 @@ class JanusFunction:
             if converted is None:
                 return None
             entry = self._trace(converted, bound, signature, shapes, arguments)
-            if not (isinstance(entry, ScalarValueNeeded) and self._pin_scalars(entry)):
+            if isinstance(entry, ScalarValueNeeded) and self._pin_scalars(entry):
+                continue
+            if isinstance(entry, ConversionError) or not self._relax_evolving(entry):
                 break
         if isinstance(entry, ConversionError):
             if not _deferred(entry):   # deferred: this call only (an optimizer builds in it)
@@ -465,6 +473,13 @@ class JanusFunction:
         self._event(EventKind.GRAPH_BUILT, 'graph #%d in %.0f ms, assuming: %s' % (
             self.stats.graphs_built, entry.trace_seconds * 1e3, '; '.join(entry.describe_guards())))
         return entry
+
+    def _relax_evolving(self, entry):
+        """True when the new graph's rewritten numbers were made dynamic (trace again)."""
+        relaxed = self.scalars.relax_evolving(getattr(entry, 'evolving', ()))
+        for text in relaxed:
+            self._event(EventKind.SCALAR_RELAXED, text)
+        return bool(relaxed)
 
     def _pin_scalars(self, needed):
         """A trace needed relaxed numbers' values: they become constants again (True),

@@ -69,8 +69,11 @@ def same_constant(a, b):
     """Python-constant equality that also says NaN == NaN and 1 != 1.0 != True."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, float) and math.isnan(a) and math.isnan(b):
-        return True
+    if isinstance(a, float):
+        if math.isnan(a) and math.isnan(b):
+            return True
+        # -0.0 == 0.0, but repr, copysign and 1 / x tell them apart
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
     return a == b
 
 
@@ -290,9 +293,10 @@ class ScalarNode:
         return Miss(GuardKind.SCALAR_MATCH, self.path, self.type.__name__, _describe(value))
 
     def flatten(self, value, out):
-        # Through NumPy: TF's scalar conversion caches by value, and -0.0 == 0.0.
+        # A 0-d NumPy array: TF's conversion caches scalars (NumPy's too) by value,
+        # and -0.0 == 0.0.
         exact = np.float64 if self.type is float else np.int64
-        out.append(tf.constant(exact(value)))
+        out.append(tf.constant(np.array(value, dtype=exact)))
 
     def placeholder(self, inputs):
         return ScalarInput(next(inputs), self.type, self.path)

@@ -48,6 +48,22 @@ class ScalarRelaxation:
                                                        _values(seen)))
         return relaxed
 
+    def relax_evolving(self, evolving):
+        """Numbers a new graph read as constants and rewrites (``self.step += 1``): the
+        next call would miss, so they are dynamic before the graph is cached.  Returns
+        the descriptions of the ones relaxed (none: keep the graph)."""
+        if not config.relax_scalars:
+            return []
+        relaxed = []
+        for key, name in sorted(evolving, key=repr):
+            if key in self.dynamic or key in self.pinned:
+                continue
+            self.dynamic.add(key)
+            self.names[key] = name
+            relaxed.append('relaxed %s to a dynamic number: the function rewrites it (one '
+                           'graph serves every value)' % name)
+        return relaxed
+
     def pin(self, lineage, reason):
         """A trace needed these numbers' values: constants again, for good.  Returns
         the description, or None when nothing new was pinned."""

@@ -517,3 +517,25 @@ def test_a_branch_that_updates_a_variable_and_counts_in_python(strict):
                       state=lambda t: (t.best, t.wait))
     stats = janus.stats(jf)
     assert stats['graphs_built'] <= 3 and stats['graph_calls'] >= 30, janus.explain(jf)
+
+
+def test_conditional_tensor_writes_on_the_heap_ops_path(strict):
+    """With ``config.heap_ops`` a tensor written in a branch is a shadow write with
+    its path's condition too (Janus>PySet ops commit unconditionally)."""
+    def make():
+        tracker = Tracker()
+        tracker.best = tf.constant(100.0)
+
+        def f(x):
+            loss = tf.reduce_sum(x * x)
+            tracker.last = loss
+            if loss < tracker.best:
+                tracker.best = loss
+            return loss
+        return f, tracker
+
+    with janus.config.patch(heap_ops=True):
+        jf = differential(make, [((v(np.sqrt(loss)),), {}) for loss in LOSSES],
+                          state=lambda t: (t.best, t.last))
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] <= 3 and stats['graph_calls'] >= 30, janus.explain(jf)

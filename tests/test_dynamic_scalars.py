@@ -285,3 +285,21 @@ def test_a_keras_model_train_step_with_a_counter_milestones_and_a_schedule():
     jf = differential(make, [((tf.ones([4, 3]),), {}) for _ in range(15)], state=state)
     stats = janus.stats(jf)
     assert stats['graphs_built'] <= 3 and stats['graph_calls'] >= 10, janus.explain(jf)
+
+
+def test_float_int_bool_of_a_tensor_and_percent_formatting(strict):
+    """``best = float(loss)`` and ``'%d %.4f' % (step, value)``: the Python numbers eager
+    gets from an eager tensor, formatted after the run exactly as eagerly."""
+    def make():
+        c = Counter()
+
+        def f(x):
+            c.step += 1
+            loss = tf.reduce_sum(x * x) / c.step
+            value = float(loss)
+            print('%d %.4f %s' % (c.step, value, c.step / 7))
+            return value, int(loss * 10), bool(loss > 1.0), '%05.1f|' % value
+        return f, c
+    calls = [((tf.constant([1.0, 2.0 - i * 0.1]),), {}) for i in range(12)]
+    jf = run_exact(make, [args for args, _ in calls])
+    assert janus.stats(jf)['graphs_built'] <= 2

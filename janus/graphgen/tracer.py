@@ -494,6 +494,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
                        time.perf_counter() - started)
     entry.writes = holder['writes']
+    entry.evolving = frozenset(ctx.evolving)   # numbers it reads as constants and rewrites
     entry.uses_heap_ops = ctx.heap.run_id is not None
     entry.op_writes = list(ctx.heap.op_writes)
     return entry

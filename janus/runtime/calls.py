@@ -14,7 +14,7 @@ import types
 
 import tensorflow as tf
 
-from janus import callables
+from janus import callables, guards
 from janus.guards import GuardKind
 from janus.runtime import control, layers, observe, scalars, whitelist
 from janus.runtime.namespace import FunctionNamespace
@@ -39,6 +39,9 @@ def call(__callee, /, *args, **kwargs):
         return _attribute_builtin(ctx, callee, *args)
     if callee is type and len(args) == 1 and not kwargs:
         return _type_of(ctx, args[0])
+    if any(callee is c for c in (float, int, bool)) and len(args) == 1 and not kwargs \
+            and isinstance(args[0], tf.Tensor) and not isinstance(args[0], guards.EagerTensor):
+        return scalars.from_tensor(callee, args[0])   # ``best = float(loss)``
     if _is_whitelisted_builtin(callee):
         return _call_builtin(ctx, callee, args, kwargs)
     if callee is print:
@@ -81,7 +84,8 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
         return issubclass(args[0].type, args[1]) if callee is isinstance else callee(*args)
     if callee is type and len(args) == 1 and not kwargs and scalars.is_dynamic(args[0]):
         return args[0].type
-    if any(callee is c for c in _PASS_THROUGH) or _is_user_code(ctx, callee):
+    if any(callee is c for c in _PASS_THROUGH) or _is_user_code(ctx, callee) \
+            or _is_str_format(callee):
         return _NOT_HANDLED
     if not kwargs and _is_number_function(callee):
         result = scalars.builtin(callee, list(args), lineage)
@@ -92,8 +96,13 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
     scalars.need(lineage, 'calling %s with a number from outside the call' % _name(callee))
 
 
+def _is_str_format(callee):
+    return isinstance(getattr(callee, '__self__', None), str) and \
+        getattr(callee, '__name__', None) == 'format'
+
+
 def _is_number_function(callee):
-    return any(callee is f for f in (float, int, bool, abs, round, max, min)) or (
+    return any(callee is f for f in (float, int, bool, abs, round, max, min, divmod)) or (
         isinstance(callee, types.BuiltinFunctionType)
         and getattr(callee, '__module__', None) == 'math')
 
@@ -259,6 +268,10 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     source = ctx.source_of(owner)
     if isinstance(owner, (str, bytes)) and any(observe._needs_run_values(v)
                                                for v in list(args) + list(kwargs.values())):
+        if _is_str_format(callee):   # formatted after the run, with the run's values
+            plain = ([observe.plain_deep(ctx, v) for v in args],
+                     {k: observe.plain_deep(ctx, v) for k, v in kwargs.items()})
+            return observe.LazyText([(plain, 'format', owner)])
         raise Unsupported('janus does not convert str.%s() of a graph value; use an f-string'
                           % callee.__name__)
     if callee.__name__ in _CONTENT_READING_METHODS:

@@ -917,8 +917,8 @@ def _join(ctx, base, pred, found, where, lineage):
             source = ctx.source_of(heap.objects.get(cid))
             heap.poison(cid, '%s: %s is changed in place (append/extend/insert/update/a new '
                         'key) inside a tensor-dependent branch, so what it holds after the if '
-                        'depends on the run; janus does not read it again in the same call '
-                        '(more writes to it are fine)'
+                        'depends on the run; janus does not read it, or write an index of it, '
+                        'again in the same call (appending more is fine)'
                         % (where, repr(source) if source is not None else 'an outside container'))
 
 
@@ -1030,7 +1030,6 @@ def _hoist_assertions(ctx, init, set_state, base, branches):
     then redundant, ``_mark_hoisted``), or None when some cannot be hoisted (the
     tracer then refuses, as before)."""
     from tensorflow.python.framework import func_graph
-    from janus.runtime import ops as janus_ops
     heap = ctx.heap
     graphs = []
     for fn in branches:
@@ -1057,14 +1056,24 @@ def _hoist_assertions(ctx, init, set_state, base, branches):
             if condition is None:
                 return None
             conditions.append((op, condition))
-    outer = tf.compat.v1.get_default_graph()
     for op, condition in conditions:
-        message = op.get_attr('message')
-        message = message.decode() if isinstance(message, bytes) else message
-        check = janus_ops.janus_assert(condition, op.get_attr('assumption_id'), message)
-        if outer is ctx.top_graph:
-            ctx.assert_ops.append(check)
+        _check_outside(ctx, op, condition)
     return [len(ops) for ops in found]
+
+
+def _check_outside(ctx, op, condition):
+    """The assertion ``op`` of a branch, checked in the graph built now."""
+    from janus.runtime import ops as janus_ops
+    outer = tf.compat.v1.get_default_graph()
+    if ctx.soft_conditions is not None and outer is ctx.top_graph:
+        # A distributed step: checked by every rank together (runtime/distributed.py).
+        ctx.soft_conditions.append(tf.reshape(tf.cast(condition, tf.bool), []))
+        return
+    message = op.get_attr('message')
+    message = message.decode() if isinstance(message, bytes) else message
+    check = janus_ops.janus_assert(condition, op.get_attr('assumption_id'), message)
+    if outer is ctx.top_graph:
+        ctx.assert_ops.append(check)
 
 
 def _hoist_beside_changes(ctx, graphs):
@@ -1075,7 +1084,6 @@ def _hoist_beside_changes(ctx, graphs):
     inputs), and the copies inside do not count.  Only for a cond that reads a
     resource (TF then orders it by that resource, not after the checks made
     later in program order)."""
-    from janus.runtime import ops as janus_ops
     found = [_branch_asserts(graph) for graph in graphs]
     if any(ops is None for ops in found) or not any(found):
         return
@@ -1091,13 +1099,8 @@ def _hoist_beside_changes(ctx, graphs):
             if condition is None:
                 return
             checks.append((op, condition))
-    outer = tf.compat.v1.get_default_graph()
     for op, condition in checks:
-        message = op.get_attr('message')
-        message = message.decode() if isinstance(message, bytes) else message
-        check = janus_ops.janus_assert(condition, op.get_attr('assumption_id'), message)
-        if outer is ctx.top_graph:
-            ctx.assert_ops.append(check)
+        _check_outside(ctx, op, condition)
     _mark_hoisted(graphs, [len(ops) for ops in found])
 
 

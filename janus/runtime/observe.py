@@ -245,16 +245,46 @@ def _deep(ctx, value):
 
 
 def compare_chain(ops, *thunks):
-    """``a < b < c``: pairwise, left to right, stopping at the first false one."""
+    """``a < b < c``: pairwise, left to right, stopping at the first false Python one.
+    A comparison that is a graph value (a dynamic bool, a scalar bool tensor) is
+    and-ed with the rest, as Python's ``(a < b) and (b < c)`` gives; the operands
+    after it are then evaluated in any case, so they must not write state."""
+    ctx = current()
     left = thunks[0]()
-    result = True
+    result = None
     for op, thunk in zip(ops, thunks[1:]):
+        graph_so_far = result is not None and _is_graph_truth(result)
+        writes = len(ctx.heap.writes)
         right = thunk()
-        result = compare(op, left, right)
-        if isinstance(result, (tf.Tensor, DynamicScalar)) or not result:
+        if graph_so_far and len(ctx.heap.writes) != writes:
+            raise Unsupported('janus does not convert a chained comparison whose later '
+                              'operands change state after a tensor-dependent comparison')
+        step = compare(op, left, right)
+        result = step if result is None else _chain_and(result, step)
+        if not _is_graph_truth(result) and not result:
             return result
         left = right
     return result
+
+
+def _is_graph_truth(value):
+    return type(value) is DynamicScalar or isinstance(value, tf.Tensor)
+
+
+def _chain_and(so_far, step):
+    """``so_far and step`` where ``so_far`` is true if it is a Python value."""
+    if not _is_graph_truth(so_far):
+        return step
+    if type(so_far) is DynamicScalar and (type(step) is DynamicScalar or type(step) is bool):
+        other = scalars.condition(step) if type(step) is DynamicScalar else tf.constant(step)
+        return DynamicScalar(tf.logical_and(scalars.condition(so_far), other), bool,
+                             so_far.lineage | scalars.lineage_of(step))
+    if isinstance(so_far, tf.Tensor) and isinstance(step, tf.Tensor) \
+            and so_far.shape.rank == 0 and step.shape.rank == 0 \
+            and so_far.dtype == tf.bool and step.dtype == tf.bool:
+        return tf.logical_and(so_far, step)   # eager's `and` of bool scalars: one of them
+    raise Unsupported('janus does not convert this chained comparison (its result type '
+                      'would depend on run-time values)')
 
 
 def _contains(ctx, container, key):
@@ -293,17 +323,20 @@ def binop(op, left, right):
     forward, reflected, _, fn, symbol = _BINARY[op]
     if _is_graph_value(left) and _is_graph_value(right):
         return fn(left, right)
+    if op == 'Mod' and isinstance(left, (str, bytes)):
+        right = plain_deep(ctx, _plain(ctx, right))   # '%s' % (self.names,) reads the items
+        if _needs_run_values(right):
+            if not isinstance(left, str):
+                raise Unsupported("janus does not convert '%'-formatting of bytes with a graph "
+                                  "value")
+            return LazyText([(right, '%', left)])   # formatted after the run, as eagerly
+        return fn(left, right)
     if type(left) is DynamicScalar or type(right) is DynamicScalar:
         return scalars.binop(op, _plain(ctx, left), _plain(ctx, right),
                              scalars.lineage_of(left, right))
     left, right = _plain(ctx, left), _plain(ctx, right)
     if _is_graph_value(left) or _is_graph_value(right):
         left, right = eager_converted(left, right), eager_converted(right, left)
-    if op == 'Mod' and isinstance(left, (str, bytes)):
-        right = plain_deep(ctx, right)   # '%s' % (self.names,) reads the items
-        if _needs_run_values(right):
-            raise Unsupported("janus does not convert '%'-formatting of a graph value; use "
-                              "an f-string")
     if user_dunder(left, forward) is None and user_dunder(right, reflected) is None:
         return fn(left, right)
     if user_dunder(left, forward) is None and (_is_graph_value(left)
@@ -414,7 +447,7 @@ class LazyText:
     printed, returned or stored; any other use at trace time is refused."""
 
     def __init__(self, parts):
-        self.parts = parts   # str, or (value, conversion, format spec)
+        self.parts = parts   # str, or (value, conversion, spec); conversion '%' or 'format': printf / str.format of spec
 
     def render(self, values):
         out = []
@@ -424,6 +457,12 @@ class LazyText:
                 continue
             conversion, spec = part[1], part[2]
             value = values.pop(0)
+            if conversion == '%':   # ``spec % value``: printf-style, with the run's values
+                out.append(spec % value)
+                continue
+            if conversion == 'format':   # ``spec.format(*args, **kwargs)``
+                out.append(spec.format(*value[0], **value[1]))
+                continue
             if conversion == 's':
                 value = str(value)
             elif conversion == 'r':

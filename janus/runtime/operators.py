@@ -87,8 +87,11 @@ def store(ns, name, value):
     ctx = _writable_context('the variable %s' % name)
     if name in ns.cells:
         write = Write(WriteKind.CELL, None, name, value, ns.cells[name])
+        source = ns.cell_sources.get(name) or guards.CellSource(ns.cells[name], name)
     else:
         write = Write(WriteKind.GLOBAL, None, name, value, ns.globals)
+        source = guards.GlobalSource(ns.globals, name, ns.builtins)
+    ctx.note_number_write(source, value)
     ctx.heap.write(_namespace_of(ns, name), name, write)
 
 
@@ -167,6 +170,7 @@ def setattr_(obj, name, value):
                           % type(obj).__name__)
     _check_plain_attribute(obj, name, writing=True, value=value)
     ctx.attributes_used.setdefault(id(obj), set()).add(name)
+    ctx.note_number_write(guards.AttrSource(source, name), value)
     if _via_heap_op(value):
         shadow_heap.write_op(ctx, obj, source, ('attr', name), value)
         return

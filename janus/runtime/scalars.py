@@ -188,12 +188,61 @@ def _holds_scalar_input(value, depth=0):
     return False
 
 
+_NUMERIC_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.int16,
+                   tf.int32, tf.int64, tf.uint8, tf.uint16, tf.uint32, tf.bool)
+
+
+def from_tensor(callee, tensor):
+    """``float(t)`` / ``int(t)`` / ``bool(t)`` of a one-element graph tensor: the Python
+    number eager code gets from the eager tensor, as a dynamic scalar
+    (``best = float(loss)``).  It comes from no outside location, so a use that
+    needs its value runs the call imperatively."""
+    dtype = tensor.dtype.base_dtype
+    if dtype not in _NUMERIC_DTYPES or not tensor.shape.is_fully_defined() \
+            or tensor.shape.num_elements() != 1:
+        raise Unsupported('janus converts %s() of a one-element numeric tensor of known '
+                          'shape only (got %s %s)' % (callee.__name__, dtype.name, tensor.shape))
+    value = tf.reshape(tensor, [])
+    if callee is bool:
+        truth = value if dtype == tf.bool else tf.not_equal(value, tf.zeros([], dtype))
+        return DynamicScalar(truth, bool)
+    if callee is float:
+        return DynamicScalar(tf.cast(value, tf.float64), float)   # exact for every dtype here
+    if dtype.is_floating:
+        wide = tf.cast(value, tf.float64)
+        _assume(tf.logical_and(tf.math.is_finite(wide), tf.abs(wide) < float(INT_BOUND) / 2),
+                'int() of a finite tensor within +-2**61')
+        return DynamicScalar(tf.cast(wide, tf.int64), int)   # truncates, as int() does
+    return DynamicScalar(_checked_int(tf.cast(value, tf.int64), 'int() of a tensor'), int)
+
+
 # -- the checks Python makes -------------------------------------------------------
 
 def _assume(condition_tensor, description):
+    """A SCALAR assertion, carrying the lineage of the operation being built: when it
+    breaks, those numbers are specialized by value again (``JanusFunction._relax``),
+    so a domain left for good (a negative exponent) does not fail every call."""
     ctx = current()
+    before = len(ctx.assumptions)
     ctx.assume(None, AssumptionKind.SCALAR, condition_tensor, description,
                lineno=_user_line(ctx))
+    if len(ctx.assumptions) > before:
+        ctx.assumptions[-1].lineage = getattr(ctx, 'scalar_lineage', frozenset())
+
+
+class _Building:
+    """Names the lineage of the operation being built, for its assertions."""
+
+    def __init__(self, lineage):
+        self.lineage = frozenset(lineage)
+
+    def __enter__(self):
+        ctx = current()
+        self.saved = getattr(ctx, 'scalar_lineage', frozenset())
+        ctx.scalar_lineage = self.saved | self.lineage
+
+    def __exit__(self, *exc):
+        current().scalar_lineage = self.saved
 
 
 def _user_line(ctx):
@@ -281,6 +330,11 @@ def _result_kind(op, left, right):
 
 def binop(op, left, right, lineage):
     """``left op right`` with at least one dynamic scalar; the other a number or tensor."""
+    with _Building(lineage):
+        return _binop(op, left, right, lineage)
+
+
+def _binop(op, left, right, lineage):
     for value in (left, right):
         if not (type(value) is DynamicScalar or _constant_ok(value)):
             if isinstance(value, (tf.Tensor, tf.Variable)):
@@ -327,6 +381,7 @@ def _int_mod(a, b):
 def _int_pow(a, b):
     x, y = a.as_int(), b.as_int()
     _assume(y >= 0, 'an int exponent is not negative (Python gives a float)')
+    y = tf.maximum(y, tf.zeros([], tf.int64))   # TF raises on a negative one: the check says
     estimate = tf.abs(tf.pow(tf.cast(x, tf.float64), tf.cast(y, tf.float64)))
     _assume(estimate < float(INT_BOUND) / 2, 'an int power stays within +-2**61')
     return tf.pow(x, y)
@@ -410,6 +465,11 @@ _COMPARE = {'Eq': tf.equal, 'NotEq': tf.not_equal, 'Lt': tf.less, 'LtE': tf.less
 
 def compare(op, left, right, lineage):
     """``left op right`` of numbers, at least one dynamic: a dynamic bool."""
+    with _Building(lineage):
+        return _compare(op, left, right, lineage)
+
+
+def _compare(op, left, right, lineage):
     if op not in _COMPARE:
         need(lineage, 'the comparison %s on a number from outside the call' % op)
     for value in (left, right):
@@ -451,6 +511,11 @@ _EXACT_CASTS = {(int, tf.int32), (int, tf.int64), (int, tf.float32), (int, tf.fl
 
 def to_tensor(value, dtype=None):
     """The tensor eager's ``convert_to_tensor(value, dtype)`` gives for this number."""
+    with _Building(value.lineage):
+        return _to_tensor(value, dtype)
+
+
+def _to_tensor(value, dtype):
     if dtype is None:
         if value.type is int:
             bound = tf.constant(2 ** 31, tf.int64)
@@ -595,13 +660,21 @@ def _python_call(fn, tensors, kind):
 
 _MATH_FLOAT = {math.sqrt, math.exp, math.log, math.log2, math.log10, math.cos, math.sin,
                math.tan, math.tanh, math.atan, math.exp2 if hasattr(math, 'exp2') else math.exp,
-               math.pow, math.fabs, math.hypot, math.atan2, math.log1p, math.expm1}
+               math.pow, math.fabs, math.hypot, math.atan2, math.log1p, math.expm1,
+               math.copysign, math.fmod, math.asin, math.acos, math.sinh, math.cosh,
+               math.atanh, math.asinh, math.acosh, math.erf, math.erfc, math.radians,
+               math.degrees}
 _MATH_INT = {math.floor, math.ceil, math.trunc}
 
 
 def builtin(callee, args, lineage):
     """``callee(*args)`` for a builtin or ``math`` function of numbers, at least one
     dynamic; ``NotImplemented`` when janus does not model it (the caller specializes)."""
+    with _Building(lineage):
+        return _builtin(callee, args, lineage)
+
+
+def _builtin(callee, args, lineage):
     if not all(type(a) is DynamicScalar or _constant_ok(a) for a in args):
         return NotImplemented
     operands = [_Operand(a) for a in args]
@@ -624,6 +697,16 @@ def builtin(callee, args, lineage):
         if a.type is not float:
             return builtin(int, args, lineage)
         return _checked_round(a, lineage)
+    if callee is round and len(args) == 2 and type(args[1]) is int and is_dynamic(args[0]):
+        digits = args[1]
+        if args[0].type is not float:
+            return args[0] if digits >= 0 else need(lineage, 'round() of an int to tens')
+        # CPython rounds floats to decimal digits correctly (dtoa): run its round.
+        return DynamicScalar(_python_call(lambda v: round(v, digits), [args[0].tensor], float),
+                             float, lineage)
+    if callee is divmod and len(args) == 2:
+        return (binop('FloorDiv', args[0], args[1], lineage),
+                binop('Mod', args[0], args[1], lineage))
     if callee in _MATH_FLOAT or callee in _MATH_INT:
         kind = int if callee in _MATH_INT else float
         tensors = [a.as_float() if a.type is not int else tf.cast(a.as_int(), tf.float64)

@@ -178,6 +178,10 @@ class TraceHeap:
     def change(self, obj, method, args):
         """``obj.append(x)`` and friends on an outside container: later reads in the
         same call see the container as changed (``TraceContext.contents``)."""
+        if method == '__setitem__' and type(obj) is list and id(obj) in self.pending.poisoned:
+            # Whether the index exists depends on the path an earlier branch took.
+            from janus.runtime.trace_context import Unsupported
+            raise Unsupported(self.pending.poisoned[id(obj)])
         self.changed.add(id(obj))
         self.objects[id(obj)] = obj
         dict.setdefault(self.pending, id(obj), []).append((method, tuple(args)))
@@ -272,8 +276,9 @@ def hoist_scalar(ctx, source, kind):
     exact = np.float64 if kind is float else np.int64
 
     def read_now():
-        # Through NumPy: TF's scalar conversion caches by value, and -0.0 == 0.0.
-        return exact(source.value(_call_arguments(), {}))
+        # A tensor made from a 0-d NumPy array: TF's conversion caches scalars (NumPy's
+        # too) by value, and -0.0 == 0.0.
+        return tf.constant(np.array(source.value(_call_arguments(), {}), dtype=exact))
     return ctx.top_graph.capture_call_time_value(read_now, tf.TensorSpec([], dtype),
                                                  key=('janus', 'scalar') + source.uid())
 
@@ -312,9 +317,15 @@ def write_op(ctx, obj, source, key, value):
     """``obj.name = t`` / ``obj[key] = t`` of a tensor, into the run's shadow copy."""
     from janus.runtime import heap
     if ctx.dynamic_depth:
-        from janus.runtime.trace_context import Unsupported
-        raise Unsupported('janus does not convert a write through Janus>PySet ops '
-                          '(config.heap_ops) inside a tensor-dependent branch or loop')
+        # Inside a tensor-dependent branch or loop: a shadow write like any other (it
+        # carries its path's condition; runtime/control.py), written back after the
+        # run and so after the ops' commit, as program order has it.
+        if key[0] == 'attr':
+            ctx.heap.write(obj, key[1], Write(WriteKind.ATTR, source, key[1], value, None))
+        else:
+            ctx.heap.write(obj, ('item', key[1]), Write(WriteKind.ITEM, source, key[1], value,
+                                                         None))
+        return
     base = handle_input(ctx, source)
     # The op's write is committed before the Python write-backs: an earlier
     # Python write of the same location must not land after it.

@@ -52,6 +52,7 @@ class Assumption:
         assert isinstance(kind, AssumptionKind), kind
         self.id, self.kind, self.site = assumption_id, kind, site
         self.filename, self.lineno, self.description = filename, lineno, description
+        self.lineage = frozenset()   # SCALAR: the relaxed numbers it checks (relaxation.py)
 
     @property
     def speculative(self):
@@ -89,6 +90,7 @@ class TraceContext:
         self._tensor_sources = {}   # id(graph input) -> (source, the input itself)
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
+        self.evolving = set()   # (uid, name): numbers read as constants that the call rewrites
         # (ctx, source, value) -> a DynamicScalar or None: scalars.read, handed in by the
         # tracer (scalars builds on this module; no import cycle).
         self.read_dynamic_scalar = lambda ctx, source, value: None
@@ -170,6 +172,16 @@ class TraceContext:
         if key not in self._guard_keys:
             self._guard_keys.add(key)
             self.guards.append(guards.SourceGuard(kind, source, expected))
+
+    def note_number_write(self, source, value):
+        """A write to ``source``: if the trace read a Python number there as a constant
+        (VALUE_MATCH), the function evolves it (``self.step += 1``), so the next call
+        would miss; the janus function makes it dynamic before caching the graph."""
+        uid = source.uid()
+        if (GuardKind.VALUE_MATCH, uid) not in self._guard_keys:
+            return
+        if type(value) in (int, float) or type(value) is self.scalar_type:
+            self.evolving.add((uid, repr(source)))
 
     def guard_value(self, source, value, hoist=True):
         """Guards a value read from ``source``, remembers where it lives, and returns
