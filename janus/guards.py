@@ -50,6 +50,13 @@ class GuardKind(enum.Enum):
 
 
 SCALAR_INT_BOUND = 2 ** 62   # a dynamic int stays strictly inside +-this (int64 never wraps)
+# A dynamic float is zero, NaN, infinite or at least this large: TF's CPU kernels flush
+# subnormals (below 2**-1022) to zero, Python keeps them; the margin covers results.
+SCALAR_TINY = 2.0 ** -1000
+
+
+def dynamic_float_ok(value):
+    return not (0.0 < abs(value) < SCALAR_TINY)
 
 
 # ``key``: what a relaxation would relax: a source's uid or an argument's path (or None).
@@ -127,7 +134,7 @@ _PREDICATES = {
     GuardKind.LIBRARY_CONFIG: lambda e: e.holds,
     GuardKind.TENSOR_MATCH: _tensor_match,
     GuardKind.SCALAR_MATCH: lambda e: lambda v: type(v) is e and (
-        e is float or -SCALAR_INT_BOUND < v < SCALAR_INT_BOUND),
+        dynamic_float_ok(v) if e is float else -SCALAR_INT_BOUND < v < SCALAR_INT_BOUND),
 }
 
 
@@ -287,8 +294,8 @@ class ScalarNode:
         self.dtype = tf.int64 if kind is int else tf.float64
 
     def check(self, value):
-        if type(value) is self.type and (self.type is float
-                                         or -SCALAR_INT_BOUND < value < SCALAR_INT_BOUND):
+        if type(value) is self.type and (dynamic_float_ok(value) if self.type is float
+                                         else -SCALAR_INT_BOUND < value < SCALAR_INT_BOUND):
             return None
         return Miss(GuardKind.SCALAR_MATCH, self.path, self.type.__name__, _describe(value))
 
@@ -525,7 +532,8 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
             shape = relax(shapes[path], shape)
         return TensorNode(path, value.dtype, specialized(shape))
     if kind in PRIMITIVES:
-        if (kind is float or kind is int and -SCALAR_INT_BOUND < value < SCALAR_INT_BOUND) \
+        if (kind is float and dynamic_float_ok(value)
+                or kind is int and -SCALAR_INT_BOUND < value < SCALAR_INT_BOUND) \
                 and scalar_path_key(path) in dynamic:
             return ScalarNode(path, kind)
         return ConstNode(path, value)

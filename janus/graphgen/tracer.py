@@ -436,6 +436,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     ctx = operators.TraceContext(fn, bound.arguments, plan, generator.convert)
     ctx.read_dynamic_scalar = scalars.read
     ctx.scalar_type = scalars.DynamicScalar
+    ctx.state_dependency = control._depends_on_state_change
     ctx.shapes = heap_shapes
     if distributed:
         ctx.soft_conditions = []   # checked together by runtime.distributed.agree

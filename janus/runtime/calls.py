@@ -271,7 +271,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
         if _is_str_format(callee):   # formatted after the run, with the run's values
             plain = ([observe.plain_deep(ctx, v) for v in args],
                      {k: observe.plain_deep(ctx, v) for k, v in kwargs.items()})
-            return observe.LazyText([(plain, 'format', owner)])
+            return observe.checked_text(observe.LazyText([(plain, 'format', owner)]))
         raise Unsupported('janus does not convert str.%s() of a graph value; use an f-string'
                           % callee.__name__)
     if callee.__name__ in _CONTENT_READING_METHODS:

@@ -329,7 +329,7 @@ def binop(op, left, right):
             if not isinstance(left, str):
                 raise Unsupported("janus does not convert '%'-formatting of bytes with a graph "
                                   "value")
-            return LazyText([(right, '%', left)])   # formatted after the run, as eagerly
+            return checked_text(LazyText([(right, '%', left)]))   # formatted after the run
         return fn(left, right)
     if type(left) is DynamicScalar or type(right) is DynamicScalar:
         return scalars.binop(op, _plain(ctx, left), _plain(ctx, right),
@@ -510,8 +510,51 @@ def format_value(value, conversion, spec):
         spec.refuse()
     spec = spec or ''
     if _needs_run_values(value):
-        return LazyText([(value, conversion, spec)])
+        return checked_text(LazyText([(value, conversion, spec)]))
     return LazyText([(value, conversion, spec)]).render([value])
+
+
+# Values a dynamic number may have when the text is formatted, after the run.
+_SAMPLES = {float: (1.5, float('inf'), float('-inf'), float('nan'), -0.0, 1e300, 2.0 ** -999),
+            int: (0, -7, 2 ** 62 - 1, -(2 ** 62 - 1), 1, 5, 10),
+            bool: (True, False, True, False, True, False, True)}
+
+
+def checked_text(text):
+    """``text`` (a LazyText) if formatting it cannot raise for any value its dynamic
+    numbers may have: it is formatted after the run, when state has changed already
+    (``'%d' % lr`` raises for an infinite ``lr``: refused, the call runs imperatively)."""
+    for part in text.parts:
+        if isinstance(part, str) or not scalars.holds_dynamic(part[0]):
+            continue
+        for k in range(len(_SAMPLES[int])):
+            try:
+                LazyText([part]).render([_sampled(part[0], k)])
+            except Unsupported:
+                raise
+            except Exception as e:  # noqa: BLE001 - the format fails for some values
+                raise Unsupported('janus does not convert this formatting of a number from '
+                                  'outside the call: it would raise %s for some values, after '
+                                  'the graph changed state' % type(e).__name__) from None
+    return text
+
+
+def _sampled(value, k, depth=0):
+    """``value`` with dynamic numbers replaced by sample ``k`` and graph tensors by
+    eager zeros of their dtype and shape (what formatting will see)."""
+    if type(value) is DynamicScalar:
+        return _SAMPLES[value.type][k]
+    if isinstance(value, tf.Tensor) and not isinstance(value, guards.EagerTensor):
+        if not value.shape.is_fully_defined():
+            raise Unsupported('janus does not convert formatting a number from outside the '
+                              'call together with a tensor of unknown shape')
+        with tf.init_scope():
+            return tf.zeros(value.shape, value.dtype)
+    if depth < 8 and type(value) is dict:
+        return {key: _sampled(v, k, depth + 1) for key, v in value.items()}
+    if depth < 8 and type(value) in (list, tuple):
+        return type(value)(_sampled(v, k, depth + 1) for v in value)
+    return value
 
 
 def join_text(*parts):

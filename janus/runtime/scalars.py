@@ -43,6 +43,7 @@ from janus.runtime.trace_context import AssumptionKind, Unsupported, current
 
 INT_BOUND = guards.SCALAR_INT_BOUND   # every dynamic int stays strictly within +-this
 EXACT_FLOAT_INT = 2 ** 53  # ints up to this convert to float64 exactly
+TINY = guards.SCALAR_TINY  # |floats| below this (but nonzero) may meet TF's flush-to-zero
 DTYPES = {int: tf.int64, float: tf.float64, bool: tf.bool}
 _NUMBER = (int, float, bool)
 
@@ -147,7 +148,7 @@ def in_range(value):
     kind = type(value)
     if kind is int:
         return -INT_BOUND < value < INT_BOUND
-    return kind is float
+    return kind is float and guards.dynamic_float_ok(value)
 
 
 def read(ctx, source, value):
@@ -206,6 +207,9 @@ def from_tensor(callee, tensor):
     if callee is bool:
         truth = value if dtype == tf.bool else tf.not_equal(value, tf.zeros([], dtype))
         return DynamicScalar(truth, bool)
+    if dtype.is_floating:
+        _assume(tf.logical_not(_subnormal(value)), '%s() of a tensor that is not subnormal '
+                '(TF reads those as zero)' % callee.__name__)
     if callee is float:
         return DynamicScalar(tf.cast(value, tf.float64), float)   # exact for every dtype here
     if dtype.is_floating:
@@ -214,6 +218,20 @@ def from_tensor(callee, tensor):
                 'int() of a finite tensor within +-2**61')
         return DynamicScalar(tf.cast(wide, tf.int64), int)   # truncates, as int() does
     return DynamicScalar(_checked_int(tf.cast(value, tf.int64), 'int() of a tensor'), int)
+
+
+_BITS = {tf.float16: (tf.int16, 0x7C00, 0x03FF), tf.bfloat16: (tf.int16, 0x7F80, 0x007F),
+         tf.float32: (tf.int32, 0x7F800000, 0x007FFFFF),
+         tf.float64: (tf.int64, 0x7FF0000000000000, 0x000FFFFFFFFFFFFF)}
+
+
+def _subnormal(value):
+    """Whether a float scalar is subnormal, read from its bits (integer ops: a
+    flush-to-zero CPU mode cannot hide it)."""
+    itype, exponent, mantissa = _BITS[value.dtype.base_dtype]
+    bits = tf.bitcast(value, itype)
+    return tf.logical_and(tf.equal(tf.bitwise.bitwise_and(bits, tf.constant(exponent, itype)), 0),
+                          tf.not_equal(tf.bitwise.bitwise_and(bits, tf.constant(mantissa, itype)), 0))
 
 
 # -- the checks Python makes -------------------------------------------------------
@@ -396,9 +414,9 @@ def _divide(x, y):
 
 
 def _float_div(a, b):
-    y = b.as_float()
+    x, y = a.as_float(), b.as_float()
     _nonzero(y, 'the divisor')
-    return _divide(a.as_float(), y)
+    return _no_underflow(_divide(x, y), tf.equal(x, 0.0))
 
 
 def _python_float_divmod(x, y):
@@ -426,12 +444,16 @@ def _copysign(magnitude, sign):
 def _float_floordiv(a, b):
     y = b.as_float()
     _nonzero(y, 'the divisor')
+    _assume(tf.abs(y) >= 2.0 ** -900, 'a float divisor of // or % is not tiny (no '
+                                      'subnormal remainders)')
     return _python_float_divmod(a.as_float(), y)[0]
 
 
 def _float_mod(a, b):
     y = b.as_float()
     _nonzero(y, 'the divisor')
+    _assume(tf.abs(y) >= 2.0 ** -900, 'a float divisor of // or % is not tiny (no '
+                                      'subnormal remainders)')
     return _python_float_divmod(a.as_float(), y)[1]
 
 
@@ -447,9 +469,42 @@ def _float_pow(a, b):
 
 _INT_OPS = {'Add': _int_add, 'Sub': _int_sub, 'Mult': _int_mul, 'FloorDiv': _int_floordiv,
             'Mod': _int_mod, 'Pow': _int_pow}
-_FLOAT_OPS = {'Add': lambda a, b: a.as_float() + b.as_float(),
-              'Sub': lambda a, b: a.as_float() - b.as_float(),
-              'Mult': lambda a, b: a.as_float() * b.as_float(),
+def _no_underflow(result, exact_zero):
+    """TF's CPU kernels flush subnormal results to zero (FTZ), Python keeps them: a
+    result is kept only if it is not below the normal range, or it is a zero the
+    operands make exact (``exact_zero``, a bool tensor)."""
+    if current().state_dependency(result) is not None:
+        # Computed from a value a state change made (a branch that assigned a
+        # variable): no assertion can run before that change.  Left unchecked: a
+        # subnormal result there would be flushed (named in DESIGN.md).
+        return result
+    tiny = tf.constant(TINY, tf.float64)
+    zero = tf.equal(result, 0.0)
+    _assume(tf.logical_or(tf.logical_and(tf.logical_not(zero), tf.logical_not(tf.abs(result)
+                                                                                < tiny)),
+                          tf.logical_and(zero, exact_zero)),
+            'a float result stays clear of the subnormal range (TF flushes it to zero)')
+    return result
+
+
+def _float_add(a, b):
+    x, y = a.as_float(), b.as_float()
+    return _no_underflow(x + y, tf.equal(x, -y))
+
+
+def _float_sub(a, b):
+    x, y = a.as_float(), b.as_float()
+    return _no_underflow(x - y, tf.equal(x, y))
+
+
+def _float_mul(a, b):
+    x, y = a.as_float(), b.as_float()
+    return _no_underflow(x * y, tf.logical_or(tf.equal(x, 0.0), tf.equal(y, 0.0)))
+
+
+_FLOAT_OPS = {'Add': _float_add,
+              'Sub': _float_sub,
+              'Mult': _float_mul,
               'Div': _float_div, 'FloorDiv': _float_floordiv, 'Mod': _float_mod,
               'Pow': _float_pow}
 _BOOL_OPS = {'BitAnd': lambda a, b: tf.logical_and(a.as_bool(), b.as_bool()),
@@ -527,6 +582,11 @@ def _to_tensor(value, dtype):
     if (value.type, dtype) not in _EXACT_CASTS:
         value.specialize('converting a Python %s to a %s tensor' % (value.type.__name__,
                                                                     dtype.name))
+    if value.type is float and dtype == tf.float32 \
+            and current().state_dependency(value.tensor) is None:   # see _no_underflow
+        _assume(tf.logical_or(tf.equal(value.tensor, 0.0), tf.logical_not(
+            tf.abs(value.tensor) < 2.0 ** -120)), 'a float converted to float32 stays '
+            'clear of its subnormal range (TF flushes it to zero)')
     if value.type is int and dtype == tf.float32:
         # Eager converts an int to float32 through a float64 (two roundings).
         return tf.cast(tf.cast(value.tensor, tf.float64), tf.float32)
@@ -589,11 +649,11 @@ def library_call_allows(callee, args, kwargs):
     if not allowed:
         return False
     index, keyword = _SHAPE_ARGUMENTS.get(callee, (None, None))
-    if index is not None and (len(args) > index and _holds_dynamic(args[index])
-                              or _holds_dynamic(kwargs.get(keyword))):
+    if index is not None and (len(args) > index and holds_dynamic(args[index])
+                              or holds_dynamic(kwargs.get(keyword))):
         return False
     nested = [v for v in list(args) + list(kwargs.values())
-              if type(v) is not DynamicScalar and _holds_dynamic(v)]
+              if type(v) is not DynamicScalar and holds_dynamic(v)]
     return not nested
 
 
@@ -619,12 +679,12 @@ def contains(key, items, lineage):
     return DynamicScalar(found, bool, lineage)
 
 
-def _holds_dynamic(value, depth=0):
+def holds_dynamic(value, depth=0):
     if type(value) is DynamicScalar:
         return True
     if depth < 8 and (type(value) in (list, dict) or isinstance(value, tuple)):
         items = value.values() if type(value) is dict else value
-        return any(_holds_dynamic(v, depth + 1) for v in items)
+        return any(holds_dynamic(v, depth + 1) for v in items)
     return False
 
 
@@ -649,11 +709,24 @@ tf.register_tensor_conversion_function(DynamicScalar, _convert_for_tf)
 
 # -- builtins and math -----------------------------------------------------------------------
 
+# Functions whose normal-range inputs can have a subnormal result (flushed to zero in
+# TF's threads): their zero results re-run imperatively.
+_UNDERFLOWING = frozenset({math.exp, math.pow, math.ldexp, operator.pow, math.erfc}
+                          | ({math.exp2} if hasattr(math, 'exp2') else set()))
+
+
 def _python_call(fn, tensors, kind):
     """``fn(*values)`` run by Python itself when the graph runs: eager's exact numbers
     (TF's own transcendental kernels may differ in the last bit)."""
     def run(*values):
-        return np.asarray(fn(*(v.item() for v in values)), dtype=DTYPES[kind].as_numpy_dtype)
+        result = fn(*(v.item() for v in values))
+        if kind is float and (0.0 < abs(result) < TINY
+                              or result == 0.0 and fn in _UNDERFLOWING):
+            # TF runs this in a thread that flushes subnormals: a zero or tiny result
+            # may be one; the call re-runs imperatively, where Python computes it.
+            raise FloatingPointError('janus: a result of %s near the subnormal range'
+                                     % getattr(fn, '__name__', 'a math function'))
+        return np.asarray(result, dtype=DTYPES[kind].as_numpy_dtype)
     out = tf.numpy_function(run, tensors, DTYPES[kind], stateful=False)
     return tf.reshape(out, [])
 
@@ -707,6 +780,8 @@ def _builtin(callee, args, lineage):
     if callee is divmod and len(args) == 2:
         return (binop('FloorDiv', args[0], args[1], lineage),
                 binop('Mod', args[0], args[1], lineage))
+    if callee in _MATH_INT and len(args) == 1 and args[0].type is not float:
+        return DynamicScalar(operands[0].as_int(), int, lineage)   # floor(int) is the int
     if callee in _MATH_FLOAT or callee in _MATH_INT:
         kind = int if callee in _MATH_INT else float
         tensors = [a.as_float() if a.type is not int else tf.cast(a.as_int(), tf.float64)

@@ -95,6 +95,9 @@ class TraceContext:
         # tracer (scalars builds on this module; no import cycle).
         self.read_dynamic_scalar = lambda ctx, source, value: None
         self.scalar_type = None   # scalars.DynamicScalar, handed in the same way
+        # tensor -> the op through which it depends on an earlier state change, or None:
+        # control._depends_on_state_change, handed in by the tracer likewise.
+        self.state_dependency = lambda tensor: None
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments):
