@@ -303,3 +303,40 @@ def test_float_int_bool_of_a_tensor_and_percent_formatting(strict):
     calls = [((tf.constant([1.0, 2.0 - i * 0.1]),), {}) for i in range(12)]
     jf = run_exact(make, [args for args, _ in calls])
     assert janus.stats(jf)['graphs_built'] <= 2
+
+
+def test_review_findings_subnormals_float32_range_round_of_bool():
+    """Found by review: a subnormal constant operand (TF reads it as zero), a float
+    beyond float32 converted without a dtype (eager raises), round(True, 1) (an int)."""
+    def make():
+        c = Counter()
+        c.scale, c.flag, c.big = 1.0, True, 1.0
+
+        def f(x):
+            c.step += 1
+            c.scale *= 0.5
+            c.flag = not c.flag
+            c.big *= 1e10
+            return (c.scale - 1e-310, 1e-310 / c.scale, max(0.0, 1e-310 + c.scale * 0),
+                    round(c.flag, 1), tf.math.log(c.big) if c.step < 6 else x)
+        return f, c
+    calls = [((tf.constant(1.0),), {}) for _ in range(12)]   # c.big passes float32 at call 3
+    differential(make, calls, state=lambda c: (c.scale, c.flag, c.big))
+
+
+def test_percent_formatting_of_a_tensor_runs_imperatively():
+    """``'%d' % t`` could raise after the graph changed state (an inf in t): refused, so
+    eager's OverflowError comes at that line and no write is lost."""
+    def make():
+        v = tf.Variable(0.0)
+        log = []
+
+        def f(x):
+            v.assign_add(1.0)
+            log.append(1)
+            return '%d' % tf.reduce_sum(x)
+        return f, (v, log)
+    calls = [((tf.constant([1.0, float(i)]),), {}) for i in range(5)]
+    calls.append(((tf.constant([1.0, float('inf')]),), {}))
+    jf = differential(make, calls, state=lambda s: (float(s[0].numpy()), list(s[1])))
+    assert janus.stats(jf)['graph_calls'] == 0

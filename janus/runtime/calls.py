@@ -268,7 +268,9 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     source = ctx.source_of(owner)
     if isinstance(owner, (str, bytes)) and any(observe._needs_run_values(v)
                                                for v in list(args) + list(kwargs.values())):
-        if _is_str_format(callee):   # formatted after the run, with the run's values
+        if _is_str_format(callee) and not observe._holds_tensor(list(args) + list(kwargs.values())):
+            # Numbers from outside, tried out on extreme values (observe.checked_text);
+            # a tensor's value could make the format raise after the run: refused.
             plain = ([observe.plain_deep(ctx, v) for v in args],
                      {k: observe.plain_deep(ctx, v) for k, v in kwargs.items()})
             return observe.checked_text(observe.LazyText([(plain, 'format', owner)]))

@@ -326,9 +326,11 @@ def binop(op, left, right):
     if op == 'Mod' and isinstance(left, (str, bytes)):
         right = plain_deep(ctx, _plain(ctx, right))   # '%s' % (self.names,) reads the items
         if _needs_run_values(right):
-            if not isinstance(left, str):
-                raise Unsupported("janus does not convert '%'-formatting of bytes with a graph "
-                                  "value")
+            if not isinstance(left, str) or _holds_tensor(right):
+                # A tensor's value can make the format raise (``'%d' % inf``) after
+                # the graph changed state; numbers from outside are tried out below.
+                raise Unsupported("janus does not convert '%'-formatting of a graph value; "
+                                  "use an f-string")
             return checked_text(LazyText([(right, '%', left)]))   # formatted after the run
         return fn(left, right)
     if type(left) is DynamicScalar or type(right) is DynamicScalar:
@@ -518,6 +520,15 @@ def format_value(value, conversion, spec):
 _SAMPLES = {float: (1.5, float('inf'), float('-inf'), float('nan'), -0.0, 1e300, 2.0 ** -999),
             int: (0, -7, 2 ** 62 - 1, -(2 ** 62 - 1), 1, 5, 10),
             bool: (True, False, True, False, True, False, True)}
+
+
+def _holds_tensor(value, depth=0):
+    if isinstance(value, (tf.Tensor, LazyText)):
+        return True
+    if depth < 8 and (type(value) in (list, dict) or isinstance(value, tuple)):
+        items = value.values() if type(value) is dict else value
+        return any(_holds_tensor(v, depth + 1) for v in items)
+    return False
 
 
 def checked_text(text):

@@ -207,7 +207,7 @@ def from_tensor(callee, tensor):
     if callee is bool:
         truth = value if dtype == tf.bool else tf.not_equal(value, tf.zeros([], dtype))
         return DynamicScalar(truth, bool)
-    if dtype.is_floating:
+    if dtype.is_floating and current().state_dependency(value) is None:   # see _no_underflow
         _assume(tf.logical_not(_subnormal(value)), '%s() of a tensor that is not subnormal '
                 '(TF reads those as zero)' % callee.__name__)
     if callee is float:
@@ -331,6 +331,8 @@ class _Operand:
 def _constant_ok(value):
     """A Python constant that can meet a dynamic scalar in the graph."""
     kind = type(value)
+    if kind is float:
+        return guards.dynamic_float_ok(value)   # TF reads a subnormal operand as zero
     return kind in _NUMBER and (kind is not int or -INT_BOUND < value < INT_BOUND)
 
 
@@ -577,6 +579,11 @@ def _to_tensor(value, dtype):
             _assume(tf.logical_and(value.tensor < bound, value.tensor >= -bound),
                     'an int converted to a tensor fits int32 (eager picks int64 otherwise)')
             return tf.cast(value.tensor, tf.int32)
+        if value.type is float:
+            big = tf.constant(float(np.finfo(np.float32).max), tf.float64)
+            x = value.tensor
+            _assume(tf.logical_or(tf.abs(x) <= big, tf.logical_not(tf.math.is_finite(x))),
+                    'a float converted to a tensor fits float32 (eager raises otherwise)')
         dtype = tf.float32 if value.type is float else tf.bool
     dtype = tf.as_dtype(dtype).base_dtype
     if (value.type, dtype) not in _EXACT_CASTS:
@@ -772,8 +779,10 @@ def _builtin(callee, args, lineage):
         return _checked_round(a, lineage)
     if callee is round and len(args) == 2 and type(args[1]) is int and is_dynamic(args[0]):
         digits = args[1]
-        if args[0].type is not float:
-            return args[0] if digits >= 0 else need(lineage, 'round() of an int to tens')
+        if args[0].type is not float:   # round(True, 1) is the int 1
+            if digits < 0:
+                need(lineage, 'round() of an int to tens')
+            return DynamicScalar(operands[0].as_int(), int, lineage)
         # CPython rounds floats to decimal digits correctly (dtoa): run its round.
         return DynamicScalar(_python_call(lambda v: round(v, digits), [args[0].tensor], float),
                              float, lineage)
