@@ -15,12 +15,12 @@ from conftest import differential
 
 def op_types(jf):
     """Op types of the newest graph, including those inside its functions."""
-    from janus.graphgen.tracer import _called_graphs
+    from janus.runtime.effects import called_graphs
     seen, stack = [], list(jf.cache.newest().concrete.graph.get_operations())
     while stack:
         op = stack.pop()
         seen.append(op.type)
-        for graph in _called_graphs(op):
+        for graph in called_graphs(op):
             stack.extend(graph.get_operations())
     return seen
 

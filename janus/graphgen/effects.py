@@ -6,4 +6,5 @@ not import the generator); the tracer's deferred-update rule uses the same
 definitions through this module.
 """
 from janus.runtime.effects import (CALL_OPS, Effect, _OUTPUT_EFFECTS, _PURE_READS,  # noqa: F401
+                                   called_graphs,
                                    _UNREPRODUCIBLE_RANDOM, effect, unreproducible_reason)

@@ -290,25 +290,6 @@ def _ancestors(ops):
     return seen
 
 
-_FUNCTION_ATTRS = ('then_branch', 'else_branch', 'cond', 'body', 'f', 'branches')
-
-
-def _called_graphs(op):
-    """The function bodies an op runs (tf.cond branches, tf.while_loop cond/body, calls)."""
-    graphs = []
-    for attr in _FUNCTION_ATTRS:
-        try:
-            value = op.get_attr(attr)
-        except (ValueError, TypeError):
-            continue
-        for fn in value if isinstance(value, list) else [value]:
-            name = getattr(fn, 'name', None)
-            found = op.graph._get_function(name) if name else None
-            if found is not None and getattr(found, 'graph', None) is not None:
-                graphs.append(found.graph)
-    return graphs
-
-
 def _contents(op, memo):
     """(runs a Janus>Assert, changes state): of the op itself or of what it calls."""
     if op in memo:
@@ -318,7 +299,7 @@ def _contents(op, memo):
     # hoists it there) is that outer check's duplicate: not an assertion here.
     asserts = op.type in ('Janus>Assert', 'Janus>CheckedIdentity') and op.name not in getattr(
         op.graph, control.HOISTED, ())
-    called = _called_graphs(op)
+    called = effects.called_graphs(op)
     # An op that runs other graphs is judged by what they contain, not by its
     # own inputs (a tf.cond captures variable handles it may only read).
     mutates = _changes_state(op) if not called else False

@@ -386,16 +386,19 @@ def _int_mul(a, b):
     return x * y
 
 
-def _int_floordiv(a, b):
-    y = b.as_int()
+def _safe_divisor(y):
+    """``y`` asserted nonzero, and 1 where it is zero: TF's integer division raises on a
+    zero divisor, racing the assertion (which decides: the call re-runs imperatively)."""
     _nonzero(y, 'the divisor')
-    return tf.math.floordiv(a.as_int(), y)   # floors, as Python's // does
+    return tf.where(tf.equal(y, 0), tf.ones_like(y), y)
+
+
+def _int_floordiv(a, b):
+    return tf.math.floordiv(a.as_int(), _safe_divisor(b.as_int()))   # floors, as Python's //
 
 
 def _int_mod(a, b):
-    y = b.as_int()
-    _nonzero(y, 'the divisor')
-    return tf.math.floormod(a.as_int(), y)   # the divisor's sign, as Python's % gives
+    return tf.math.floormod(a.as_int(), _safe_divisor(b.as_int()))   # the divisor's sign
 
 
 def _int_pow(a, b):

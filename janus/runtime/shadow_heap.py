@@ -21,6 +21,7 @@ write attributes, items, globals and closure cells.
   ``Deferred`` value: the two sides merged on first read (or refused then,
   naming the line, when they cannot be merged).
 """
+import abc
 import enum
 import threading
 
@@ -150,12 +151,13 @@ class Checkpoint:
         self.items_written = set(heap.items_written)
 
 
-class Deferred:
+class Deferred(abc.ABC):
     """An overlaid value known only when it is read (``TraceHeap.read``): the merge
     of a tensor-dependent branch's two sides, or a refusal that names the line."""
 
+    @abc.abstractmethod
     def resolve(self):
-        raise NotImplementedError
+        """The value the read sees (or raises the refusal)."""
 
 
 class TraceHeap:
