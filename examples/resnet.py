@@ -113,15 +113,19 @@ class ResNet(common.Workload):
             grads = tape.gradient(loss, self.model.trainable_variables)
             self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
         else:
-            self.eval_losses.append(loss)
-            if loss < self.best_loss:
-                self.best_loss = loss
-                self.wait = 0
-            else:
-                self.wait += 1
-                if self.wait >= self.patience:
-                    self.stop_training = True
+            self.note_eval_loss(loss)
         return loss
+
+    def note_eval_loss(self, loss):
+        """Early stopping on the evaluation loss, as a Keras callback does."""
+        self.eval_losses.append(loss)
+        if loss < self.best_loss:
+            self.best_loss = loss
+            self.wait = 0
+        else:
+            self.wait += 1
+            if self.wait >= self.patience:
+                self.stop_training = True
 
     def symbolic(self):
         """The same program for ``tf.function``: the phase is a graph input, both
@@ -152,14 +156,7 @@ class ResNet(common.Workload):
         def run_batch(pictures, labels):
             loss = graph(pictures, labels, tf.constant(self.training))
             if not self.training:
-                self.eval_losses.append(loss)
-                if loss < self.best_loss:
-                    self.best_loss = loss
-                    self.wait = 0
-                else:
-                    self.wait += 1
-                    if self.wait >= self.patience:
-                        self.stop_training = True
+                self.note_eval_loss(loss)   # outside the graph
             return loss
         return run_batch
 
