@@ -1,6 +1,8 @@
 """Builds and installs janus (Python) and janus_ops (the compiled op library).
 
-Install, after tensorflow-cpu==2.21.0 is installed in the same environment:
+The distribution is ``janus-tf`` (``janus`` on the package index is another
+project); the import name is ``janus``.  Install, after tensorflow-cpu==2.21.0,
+setuptools>=64 and wheel are installed in the same environment:
 
     pip install --no-build-isolation .       # or -e . for a development checkout
 
@@ -143,19 +145,55 @@ def _write_build_info(directory, config):
         f.write('compile_flags=%s\n' % ' '.join(config['compile']))
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _long_description():
+    with open(os.path.join(HERE, 'README.md'), encoding='utf-8') as f:
+        return f.read()
+
+
 setup(
-    name='janus',
+    # The import name stays `janus`; the distribution is `janus-tf`, since
+    # `janus` on the package index is an unrelated asyncio queue library.
+    name='janus-tf',
     version='0.1.0',
-    description='Speculative conversion of imperative TF2 Python into graphs '
-                '(JANUS, NSDI 2019).',
-    python_requires='>=3.9',
+    description='Speculative graph generation for imperative TensorFlow 2 '
+                'programs (JANUS, NSDI 2019).',
+    long_description=_long_description(),
+    long_description_content_type='text/markdown',
+    license='Apache-2.0',
+    license_files=['LICENSE'],
+    keywords=['tensorflow', 'graph', 'speculative', 'compiler', 'jit'],
+    project_urls={
+        'Paper': 'https://www.usenix.org/conference/nsdi19/presentation/jeong',
+    },
+    classifiers=[
+        'Development Status :: 3 - Alpha',
+        'Intended Audience :: Developers',
+        'Intended Audience :: Science/Research',
+        'Operating System :: POSIX :: Linux',
+        'Programming Language :: C++',
+        'Programming Language :: Python :: 3',
+        'Programming Language :: Python :: 3 :: Only',
+        'Programming Language :: Python :: 3.11',
+        'Topic :: Scientific/Engineering :: Artificial Intelligence',
+        'Topic :: Software Development :: Compilers',
+    ],
+    # CPython 3.11 is what janus is developed and tested on; janus reads
+    # 3.11 code objects (co_qualname) and the AST of that grammar.
+    python_requires='>=3.11',
     # Namespace-aware: a subpackage missing its __init__.py would otherwise
     # be left out of regular installs only (editable ones read the sources).
     packages=find_namespace_packages(
         include=['janus', 'janus.*', 'janus_ops'], exclude=['*.__pycache__']),
     ext_modules=[Extension('janus_ops._janus_ops', sources=OPS_SOURCES)],
     cmdclass={'build_ext': BuildTFOps},
+    # One TensorFlow: the op library is built against it and refuses any
+    # other at load time (janus/runtime/ops.py).
     install_requires=[TF_REQUIREMENT, 'gast', 'astunparse', 'numpy'],
+    # Horovod has no extra: 0.28.1 does not build against TF 2.21 as
+    # published; `bash scripts/install_horovod.sh` builds a patched wheel.
     extras_require={'test': ['pytest', 'gymnasium'], 'examples': ['gymnasium'],
                     'benchmarks': ['gymnasium', 'matplotlib']},
     zip_safe=False,

@@ -31,6 +31,7 @@ import types
 import tensorflow as tf
 
 from janus import callables, guards, profiler
+from janus.explain import annotate, reason_text   # where + advice for every reason
 from janus.cache import GraphCache
 from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
@@ -60,9 +61,12 @@ class EventKind(enum.StrEnum):
     REDEFINED = 'redefined'
     SCALAR_RELAXED = 'number relaxed'
     SCALAR_PINNED = 'number kept constant'
+    ASSUMED_INSTEAD = 'assumed instead'
 
 
-Event = collections.namedtuple('Event', 'call kind detail traceback', defaults=(None,))
+# ``where``: the user's file:line it concerns; ``advice``: what to change (explain.advise).
+Event = collections.namedtuple('Event', 'call kind detail traceback where advice',
+                               defaults=(None, None, None))
 
 
 class Step(enum.Enum):
@@ -139,8 +143,10 @@ class JanusFunction:
             self.failed_conversion = ConversionError(self.target.reason)
         self.failed_signatures = []       # (Signature, ConversionError) per call shape
         self.relaxed_sites = set()        # (code, site) never speculated again (they broke)
+        self._assumed_instead = {}        # entry -> sites assumed where control flow failed
+        self._assumed_breaks = collections.Counter()   # entry -> breaks at those sites
+        self._plans = []                  # the plans of the trace under way (plan.py)
         self.scalars = ScalarRelaxation()  # Python numbers that are graph inputs (relaxation.py)
-        self._recompile_limit_logged = False
         self._miss_values = {}            # (guard kind, where) -> values that missed, in order
         self._reprofile_budget = 0         # profiled calls still due after a cache miss
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
@@ -257,6 +263,7 @@ class JanusFunction:
             self.cache = GraphCache()
             self.profile = profiler.Profile()
             self.failed_signatures, self.relaxed_sites = [], set()
+            self._assumed_instead = {}
             self.scalars = ScalarRelaxation()
             self._start_over()
         self._event(EventKind.REDEFINED, '%s.__code__/__defaults__ were rebound; profiling and '
@@ -313,7 +320,10 @@ class JanusFunction:
 
     def _after_broken_assumption(self, entry, broke, call):
         self.stats.fallbacks += 1
-        self._event(EventKind.FALLBACK, 'assumption %r broke; re-ran imperatively' % broke.assumption)
+        kept = broke.assumption.site in self._assumed_instead.get(entry, ())
+        self._event(EventKind.FALLBACK, 'assumption %r broke; re-ran imperatively%s' % (
+            broke.assumption, ' (assumed where real control flow failed to build: kept while '
+            'rare)' if kept else ''), error=broke.assumption)
         try:
             result = self._run_profiled(call, count=False, claimed=False)
         except Exception as e:
@@ -366,6 +376,12 @@ class JanusFunction:
         for key, assumed in entry.assumed_sites.items():
             if key in observed and observed[key] != assumed:
                 broken.add(key)
+        # Assumed because real control flow failed to build: the graph stays, and the
+        # calls that take the other path run imperatively, while they are rare.
+        unbuildable = broken & self._assumed_instead.get(entry, set())
+        broken -= unbuildable
+        if unbuildable:
+            self._count_unbuildable_break(entry, unbuildable)
         if broken:
             self.relaxed_sites |= broken
             self.cache.remove(entry)
@@ -373,6 +389,23 @@ class JanusFunction:
             where = ', '.join(self._site_name(key) for key in broken)
             self._event(EventKind.RELAXED, '%s: assumed outcomes dropped, next graph builds dynamic '
                         'control flow there' % where)
+
+    def _count_unbuildable_break(self, entry, keys):
+        """A graph whose sites are assumed only because real control flow failed to
+        build there stays while their other path is rare (``config.assumed_break_rate``);
+        past it, its call shape runs imperatively."""
+        self._assumed_breaks[entry] += 1
+        breaks = self._assumed_breaks[entry]
+        if breaks <= config.assumed_break_rate * entry.runs:
+            return
+        where = ', '.join(self._site_name(key) for key in keys)
+        error = ConversionError('%s: the outcome janus had to assume (real control flow failed '
+                                'to build there) broke in %d of %d runs' % (where, breaks,
+                                                                            entry.runs))
+        with self._lock:
+            self.cache.remove(entry)
+            self.failed_signatures.append((entry.signature, error))
+        self._event(EventKind.IMPERATIVE, str(error))
 
     def _site_name(self, key):
         info = self.profile.site_info.get(key)
@@ -446,7 +479,8 @@ class JanusFunction:
         guards.record_shapes_of(arguments, self.profile.shapes)
         shapes = self.profile.shapes if config.relax_shapes else None
         converted = None
-        while True:   # again only after a trace pinned relaxed numbers to constants
+        assume_instead = {}   # (code, site) -> sequence: real control flow failed to build there
+        while True:   # again after a trace pinned relaxed numbers, or assumes more sites
             try:
                 signature = guards.Signature(arguments, shapes, self.scalars.dynamic)
             except guards.UnsupportedArgument as e:
@@ -458,7 +492,10 @@ class JanusFunction:
             converted = converted or self._convert()
             if converted is None:
                 return None
-            entry = self._trace(converted, bound, signature, shapes, arguments)
+            self._plans = []
+            entry = self._trace(converted, bound, signature, shapes, arguments, assume_instead)
+            if self._assume_where_unbuildable(assume_instead):
+                continue
             if isinstance(entry, ScalarValueNeeded) and self._pin_scalars(entry):
                 continue
             if isinstance(entry, ConversionError) or not self._relax_evolving(entry):
@@ -468,10 +505,12 @@ class JanusFunction:
                 self.failed_signatures.append((signature, entry))
             return self._give_up(entry)
         self.stats.graphs_built += 1
+        self._assumed_instead[entry] = set(assume_instead) & set(entry.assumed_sites)
         self.cache.insert(entry)
         self.stats.evictions = self.cache.evictions
-        self._event(EventKind.GRAPH_BUILT, 'graph #%d in %.0f ms, assuming: %s' % (
-            self.stats.graphs_built, entry.trace_seconds * 1e3, '; '.join(entry.describe_guards())))
+        entry.number = self.stats.graphs_built   # explain names graphs and events by it
+        self._event(EventKind.GRAPH_BUILT, 'graph #%d built in %.0f ms, %d guards' % (
+            entry.number, entry.trace_seconds * 1e3, len(entry.describe_guards())))
         return entry
 
     def _relax_evolving(self, entry):
@@ -480,6 +519,20 @@ class JanusFunction:
         for text in relaxed:
             self._event(EventKind.SCALAR_RELAXED, text)
         return bool(relaxed)
+
+    def _assume_where_unbuildable(self, assume_instead):
+        """Sites whose real control flow failed to build in the last trace are assumed
+        in the next trace for this call (True: trace again); see graphgen/plan.py."""
+        failed = {}
+        for plan in self._plans:
+            failed.update(plan.failed)
+        failed = {k: v for k, v in failed.items() if k not in assume_instead}
+        for key, (sequence, reason) in failed.items():
+            assume_instead[key] = sequence
+            self._event(EventKind.ASSUMED_INSTEAD, '%s: real control flow failed to build (%s); '
+                        'its outcome is assumed instead, and calls that take the other path '
+                        'run imperatively' % (self._site_name(key), reason))
+        return bool(failed)
 
     def _pin_scalars(self, needed):
         """A trace needed relaxed numbers' values: they become constants again (True),
@@ -500,18 +553,20 @@ class JanusFunction:
             self.failed_conversion = self._internal_conversion_error('converting', e)
         return self._give_up(self.failed_conversion)
 
-    def _trace(self, converted, bound, signature, shapes, arguments):
+    def _trace(self, converted, bound, signature, shapes, arguments, assume_instead):
         """A GraphEntry, or the ConversionError that stopped the trace."""
         try:
-            return self._trace_or_raise(converted, bound, signature, shapes, arguments)
+            return self._trace_or_raise(converted, bound, signature, shapes, arguments,
+                                        assume_instead)
         except ConversionError as e:
             return e
         except Exception as e:  # noqa: BLE001 - a tracer bug: this call shape runs imperatively
             return self._internal_conversion_error('tracing', e)
 
-    def _trace_or_raise(self, converted, bound, signature, shapes, arguments):
+    def _trace_or_raise(self, converted, bound, signature, shapes, arguments, assume_instead):
         try:
-            return tracer.trace(self.function, converted, bound, signature, self._plan(),
+            return tracer.trace(self.function, converted, bound, signature,
+                                self._plan(assume_instead),
                                 self.profile.shapes if config.relax_shapes else None,
                                 self.distributed)
         except ScalarValueNeeded:
@@ -523,47 +578,43 @@ class JanusFunction:
             # (with exact shapes even when specialization is switched off).
             with config.patch(specialize_shapes=True):
                 exact = guards.Signature(arguments, dynamic=self.scalars.dynamic)
-                entry = tracer.trace(self.function, converted, bound, exact, self._plan(),
+                entry = tracer.trace(self.function, converted, bound, exact,
+                                     self._plan(assume_instead),
                                      distributed=self.distributed)
             self._event(EventKind.RELAXED_SHAPES_FAILED, '%s; built with exact shapes instead' % e)
             return entry
 
-    def _plan(self):
-        return plan_module.Plan(self.profile, self.relaxed_sites, self.scalars.dynamic)
+    def _usual_sequences(self):
+        """Relaxed sites' most frequent outcomes in the profile: what a trace assumes
+        there if their real control flow fails to build (plan.py)."""
+        usual = {}
+        for key in self.relaxed_sites:
+            site = self.profile.sites.get(key)
+            if site is not None and site.sequences:
+                usual[key] = site.sequences.most_common(1)[0][0]
+        return usual
+
+    def _plan(self, assume_instead):
+        plan = plan_module.Plan(self.profile, self.relaxed_sites, self.scalars.dynamic,
+                                assume_instead, self._usual_sequences(),
+                                min(config.speculate_after, self.profile_calls))
+        self._plans.append(plan)
+        return plan
 
     def _give_up(self, error, record=True):
         if self.strict:
             raise StrictModeError('janus could not convert %s: %s (strict mode is on; unset '
                                   'JANUS_STRICT / janus.config.strict to run it imperatively)'
-                                  % (self.name, error)) from error
-        if record:
-            log.warning('janus: running %s imperatively: %s', self.name, error)
-        self._event(EventKind.IMPERATIVE, str(error))
+                                  % (self.name, reason_text(self, error))) from error
+        # ``record`` is no longer needed: explain.note logs each reason once per function.
+        self._event(EventKind.IMPERATIVE, str(error), error=error)
         return None
 
     def _give_up_on_recompiles(self):
-        advice = self._storm_advice()
-        if not self._recompile_limit_logged:
-            self._recompile_limit_logged = True
-            log.warning('janus: %s built %d graphs (config.recompile_limit); further cache '
-                        'misses run imperatively. %s', self.name, config.recompile_limit, advice)
-        return self._give_up(ConversionError('recompile limit (%d graphs) reached. %s'
-                                             % (config.recompile_limit, advice)), record=False)
-
-    def _storm_advice(self):
-        """What kept failing (the guard and its value sequence) and what to change."""
-        if not self._miss_values:
-            return 'Nothing in particular kept changing; raise janus.config.recompile_limit.'
-        (kind, where), values = max(self._miss_values.items(), key=lambda kv: len(kv[1]))
-        shown = ', '.join(values[:8]) + (', ...' if len(values) > 8 else '')
-        if kind is guards.GuardKind.SHAPE_MATCH:
-            todo = 'pad or bucket the inputs to a few shapes'
-        elif kind is guards.GuardKind.VALUE_MATCH:
-            todo = ('pass it as a tensor or keep it in a tf.Variable (janus makes changing '
-                    'ints/floats graph inputs unless a use needs their value: see explain)')
-        else:
-            todo = 'keep it the same object/type between calls'
-        return '%s on %s kept changing (%s): %s.' % (kind.value, where, shown, todo)
+        # What kept changing, and what to change: explain.storm_advice (logged once).
+        return self._give_up(ConversionError(
+            'recompile limit reached: built %d graphs (janus.config.recompile_limit); further '
+            'cache misses run imperatively' % config.recompile_limit), record=False)
 
     def _note_miss(self, misses):
         self.stats.cache_misses += 1
@@ -588,8 +639,7 @@ class JanusFunction:
                                   % (stage, self.name, type(error).__name__, error)) from error
 
     def _record_internal(self, stage, text, trace):
-        log.warning('janus: internal error while %s for %s: %s; the call ran as plain Python',
-                    stage, self.name, text)
+        # Logged (once per function and text) by the event: explain.note.
         self._event(EventKind.INTERNAL_ERROR, 'janus failed while %s: %s' % (stage, text), trace)
 
     def _internal_conversion_error(self, stage, error):
@@ -607,9 +657,10 @@ class JanusFunction:
             self._internal_error(stage, e, after_user_code=True)
             return None
 
-    def _event(self, kind, detail, trace=None):
+    def _event(self, kind, detail, trace=None, error=None):
         assert isinstance(kind, EventKind), kind
-        self.events.append(Event(self.stats.calls, kind, detail, trace))
+        where, advice = annotate(self, kind, detail, error)   # and logs a new reason once
+        self.events.append(Event(self.stats.calls, kind, detail, trace, where, advice))
 
     # -- construction ------------------------------------------------------
     def _signature(self):

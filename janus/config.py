@@ -34,6 +34,8 @@ class _Config:
         safe_rewrites=True,       # run janus's graphs without grappler's remapping and arithmetic optimization (wrong-answer bugs in TF 2.21, graphgen/rewrites.py)
         relax_scalars=True,       # a Python int/float that changes between calls becomes a graph input (a dynamic scalar, runtime/scalars.py) instead of a graph per value
         scalar_values=2,          # distinct values a number location shows before it is relaxed (at least 2)
+        speculate_after=3,        # profiled calls (at most the function's profile_calls) that must show a tensor test's outcome before it is assumed; fewer: real control flow (tf.cond) there
+        assumed_break_rate=0.1,   # a graph assuming an outcome where real control flow failed to build is dropped once that assumption has broken in more than this share of its successful runs
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

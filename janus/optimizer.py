@@ -13,6 +13,7 @@ optimizer's own.
 """
 import tensorflow as tf
 
+from janus.explain import caller_line
 from janus.api import JanusFunction
 from janus.errors import JanusUsageError
 
@@ -44,10 +45,15 @@ class Optimizer:
         options = dict(profile_calls=profile_calls, strict=strict, distributed=self._distributed)
         self._minimize = JanusFunction(self._minimize_step, **options)
         self._apply = JanusFunction(self._apply_step, **options)
+        # explain/logs name the optimizer and where your code made it, not janus's step.
+        made_at = caller_line()
+        for jf, method in ((self._minimize, 'minimize'), (self._apply, 'apply_gradients')):
+            jf.name = 'janus.%s(%s).%s' % (type(self).__name__, type(optimizer).__name__, method)
+            jf.defined_at = made_at
 
     def __janus_functions__(self):
         """Its janus functions (``minimize``'s and ``apply_gradients``'s steps), for
-        ``janus.explain`` / ``stats`` / ``to_code``."""
+        ``janus.explain(opt)`` / ``stats`` / ``to_code`` (also ``opt.minimize``)."""
         return [self._minimize, self._apply]
 
     @property

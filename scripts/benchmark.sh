@@ -7,7 +7,15 @@ cd "$(dirname "$0")/.."
 source scripts/setup_env.sh
 janus_setup_env
 if ! "$VENV_PYTHON" -c 'import matplotlib' 2>/dev/null; then
-  echo "setup: installing matplotlib (benchmark plot)" >&2
-  "$VENV_PYTHON" -m pip install -q --disable-pip-version-check matplotlib
+  janus_step "installing matplotlib into $VENV_DIR (for the benchmark's plot)"
+  janus_quiet_run "installing matplotlib" \
+    "$VENV_PYTHON" -m pip install -q --disable-pip-version-check matplotlib
+  janus_step_done
 fi
-exec "$VENV_PYTHON" benchmarks/paper_table.py "$@"
+janus_step "running benchmarks/paper_table.py${*:+ $*}: every example model in eager, janus" \
+  "and symbolic mode, one process per model, then the ablation (about 5 minutes;" \
+  "a line per model as it starts)"
+status=0
+"$VENV_PYTHON" benchmarks/paper_table.py "$@" || status=$?
+janus_step_done
+exit "$status"

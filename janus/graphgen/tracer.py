@@ -23,7 +23,7 @@ import tensorflow as tf
 from janus import errors, guards
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
-from janus.graphgen import effects, generator, rewrites
+from janus.graphgen import effects, generator, hostcheck, rewrites
 from janus.runtime import (control, heap, library_config, operators, scalars, shadow_heap,
                            trace_output)
 
@@ -46,6 +46,7 @@ class GraphEntry:
         self.safe_error_ops = ctx.safe_error_ops or set()   # errors there leave state untouched
         self.trace_seconds = trace_seconds
         self.runs = 0
+        self.host = None   # hostcheck.HostProgram: checks and Python calls done before the run
 
     def check(self, arguments):
         """The first failing guard (a ``guards.Miss``), or None when all hold."""
@@ -64,15 +65,20 @@ class GraphEntry:
         shadow heap back to the Python objects, in program order."""
         run_id = heap.begin_run() if self.uses_heap_ops else None
         shadow_heap.set_call_arguments(arguments, run_id)
+        host = self.host
         try:
-            outputs = rewrites.call_with_janus_rewrites(
-                self._call_graph, self.signature.flatten(arguments))
+            flat = self.signature.flatten(arguments)
+            if host is not None:
+                host.run(arguments, flat)   # may raise AssertionBroke/GraphError: nothing ran
+            outputs = rewrites.call_with_janus_rewrites(self._call_graph, flat)
         except BaseException:
             if run_id is not None:
                 heap.discard(run_id)   # a failed run changes nothing
             raise
         finally:
             shadow_heap.set_call_arguments(None)
+            if host is not None:
+                hostcheck.clear()
         changed = self.has_mutations or run_id is not None
         try:   # every value is rebuilt before the first write: a failure there changed nothing
             if run_id is not None:
@@ -321,6 +327,9 @@ def _changes_state(op):
     return kind is effects.Effect.CHANGE
 
 
+HOST_CHECKED = '_janus_host_checked'   # on a traced graph: ops hostcheck.py made redundant
+
+
 def defer_state_updates(graph, assert_ops):
     """Makes every state-changing op wait for every assertion; returns whether any exist.
 
@@ -331,10 +340,12 @@ def defer_state_updates(graph, assert_ops):
     control dependencies, which would close a cycle.
     """
     memo = {}
-    ops = graph.get_operations()
+    # Checks done on the host before the run, and what only they needed (hostcheck.py).
+    on_host = getattr(graph, HOST_CHECKED, frozenset())
+    ops = [op for op in graph.get_operations() if op not in on_host]
     contents = [(op,) + _contents(op, memo) for op in ops]
     mutating = [op for op, _, m in contents if m]
-    asserting = set(assert_ops) | {op for op, a, _ in contents if a}
+    asserting = (set(assert_ops) | {op for op, a, _ in contents if a}) - on_host
     for op in mutating:
         if op in asserting and not op.type.startswith('Janus>'):
             raise operators.Unsupported(
@@ -425,12 +436,17 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     ctx.has_mutations = False
     ctx.safe_error_ops = None
     ctx.refusals = []   # refusals library code may have swallowed (trace_output, CheckedShape)
+    ctx.host_leaves = {}      # placeholder name -> how the host reads it (hostcheck.py)
+    ctx.host_functions = {}   # numpy_function op -> (its Python function, dtype)
     library_config.install()
     holder = {}
 
     def body(*flat_inputs):
         ctx.top_graph = tf.compat.v1.get_default_graph()
-        arguments = scalars.from_inputs(signature.placeholders(flat_inputs))
+        placeholders = signature.placeholders(flat_inputs)
+        for scalar in _scalar_inputs(placeholders.values()):
+            ctx.host_leaves[scalar.tensor.name] = ('flat', scalar.tensor.name, scalar.type)
+        arguments = scalars.from_inputs(placeholders)
         ctx.register_arguments(arguments)
         call_args = inspect.BoundArguments(bound.signature, arguments)
         operators.enter_trace(ctx)
@@ -448,8 +464,11 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
         outputs, memo = [], {}
         holder['template'] = _template(result, outputs, ctx, memo)
         holder['writes'] = _write_templates(ctx.heap.writes, outputs, ctx, memo)
-        ctx.safe_error_ops = defer_state_updates(tf.compat.v1.get_default_graph(),
-                                                 ctx.assert_ops)
+        graph = tf.compat.v1.get_default_graph()
+        holder['host'], checked, unneeded = hostcheck.build(ctx, graph, flat_inputs, outputs)
+        setattr(graph, HOST_CHECKED, frozenset(checked | unneeded))
+        ctx.safe_error_ops = defer_state_updates(graph, [op for op in ctx.assert_ops
+                                                         if op not in checked])
         ctx.has_mutations = ctx.safe_error_ops is not None
         return outputs
 
@@ -476,10 +495,21 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
                        time.perf_counter() - started)
     entry.writes = holder['writes']
+    entry.host = holder['host']
     entry.evolving = frozenset(ctx.evolving)   # numbers it reads as constants and rewrites
     entry.uses_heap_ops = ctx.heap.run_id is not None
     entry.op_writes = list(ctx.heap.op_writes)
     return entry
+
+
+def _scalar_inputs(values, depth=0):
+    """The ``guards.ScalarInput``s (number arguments' graph inputs) in ``values``."""
+    for value in values:
+        if type(value) is guards.ScalarInput:
+            yield value
+        elif depth < 16 and (type(value) in (list, dict) or isinstance(value, tuple)):
+            yield from _scalar_inputs(value.values() if type(value) is dict else value,
+                                      depth + 1)
 
 
 def _value_needed(ctx, error):

@@ -19,12 +19,14 @@ written on either side reads, after the ``if``, as the merge of both sides
 as loop variables and writes their final values back.
 """
 import builtins
+import contextlib
 
 import tensorflow as tf
 
 from janus import guards
 from janus.config import config
 from janus.decisions import DYNAMIC
+from janus.errors import ConversionError
 from janus.runtime import effects, scalars
 from janus.runtime.shadow_heap import MISSING, Deferred, WriteKind
 from janus.runtime.trace_context import AssumptionKind, Unsupported, current
@@ -146,12 +148,16 @@ def _static_truth(value):
     return bool(static)
 
 
-def _decide_test(ns, site, value, what):
+def _decide_test(ns, site, value, what, can_build=True):
     """(outcome, assumed): the branch to take for a tensor test, or (DYNAMIC, False).
 
     A test that depends on a state change made earlier in the same call is never
     assumed: its Janus>Assert would have to run before the change (the deferred-
-    update rule, ``graphgen/tracer.py``), so it becomes real control flow."""
+    update rule, ``graphgen/tracer.py``), so it becomes real control flow.  Nor
+    is a test computed from a relaxed number (``self.step % 10 == 0``): the
+    number changes every call, so the assumption would break at the first call
+    that takes the other path (``graphgen/plan.py``); ``can_build``: the caller
+    can build real control flow at all."""
     ctx = current()
     key = (ns.fn.__code__, site)
     outcome = ctx.decide(key)
@@ -163,6 +169,8 @@ def _decide_test(ns, site, value, what):
         return DYNAMIC, False
     if _depends_on_state_change(condition) is not None:
         ctx.plan.assumed.pop(key, None)   # not assumed after all (explain)
+        return DYNAMIC, False
+    if can_build and ctx.plan.prefers_dynamic(key, varies=bool(_lineage(value))):
         return DYNAMIC, False
     condition = condition if outcome else tf.logical_not(condition)
     ctx.assume(key, AssumptionKind.BRANCH, condition, '%s is %s' % (what, outcome))
@@ -220,7 +228,7 @@ def _depends_on_state_change(tensor):
 def test(ns, site, value):
     if not _is_test_tensor(value):
         return _python_truth(value)
-    outcome, _ = _decide_test(ns, site, value, 'condition')
+    outcome, _ = _decide_test(ns, site, value, 'condition', can_build=False)
     if outcome is DYNAMIC:
         change = _depends_on_state_change(_condition(value))
         raise Unsupported('a tensor-dependent condition %s, in a statement with '
@@ -265,7 +273,8 @@ def if_stmt(ns, site, test_value, true_fn, false_fn, get_state, set_state, names
     if outcome is not DYNAMIC:
         return (true_fn if outcome else false_fn)()
     flagged_get = lambda: _tensor_flags(get_state(), names)  # noqa: E731
-    return _dynamic_if(ns, site, test_value, true_fn, false_fn, flagged_get, set_state)
+    with _or_assume(ns, site):
+        return _dynamic_if(ns, site, test_value, true_fn, false_fn, flagged_get, set_state)
 
 
 def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
@@ -279,7 +288,9 @@ def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
         outcome, _ = _decide_test(ns, site, value, 'loop condition')
         if outcome is DYNAMIC:
             flagged_get = lambda: _tensor_flags(get_state(), names)  # noqa: E731
-            _dynamic_while(ns, site, test_fn, body_fn, flagged_get, set_state, _lineage(value))
+            with _or_assume(ns, site):
+                _dynamic_while(ns, site, test_fn, body_fn, flagged_get, set_state,
+                               _lineage(value))
             return _at_least_once(ns, site, _condition(value))
         if not outcome:
             return
@@ -308,7 +319,9 @@ def ifexp(ns, site, test_value, body, orelse):
     outcome, _ = _decide_test(ns, site, test_value, 'condition')
     if outcome is not DYNAMIC:
         return body() if outcome else orelse()
-    return _cond_values(ns, site, _condition(test_value), body, orelse, _lineage(test_value))
+    with _or_assume(ns, site):
+        return _cond_values(ns, site, _condition(test_value), body, orelse,
+                            _lineage(test_value))
 
 
 def boolop(ns, site, is_and, *thunks):
@@ -325,11 +338,40 @@ def _boolop_from(ns, site, is_and, thunks, index, value):
     if outcome is not DYNAMIC:
         return go_on() if outcome == is_and else value
     stop = lambda: value  # noqa: E731
-    return _cond_values(ns, site, _condition(value), go_on if is_and else stop,
-                        stop if is_and else go_on, _lineage(value))
+    with _or_assume(ns, site):
+        return _cond_values(ns, site, _condition(value), go_on if is_and else stop,
+                            stop if is_and else go_on, _lineage(value))
 
 
 # -- dynamic control flow ----------------------------------------------------------
+
+@contextlib.contextmanager
+def _or_assume(ns, site):
+    """Real control flow at ``site`` that fails to build, where the site's outcome
+    could be assumed instead (``Plan.cannot_build``), ends the trace with
+    ``CannotBuild``: the janus function traces again assuming it there."""
+    try:
+        yield
+    except ConversionError as e:
+        key = (ns.fn.__code__, site)
+        if current().dynamic_depth == 0 and current().plan.cannot_build(key, str(e)):
+            raise CannotBuild(key, e) from e
+        raise
+
+
+class CannotBuild(Unsupported):
+    """Real control flow at ``key`` failed to build (``error``); it can be assumed."""
+
+    def __init__(self, key, error):
+        self.key, self.error = key, error
+        super().__init__('%s: real control flow there failed to build (%s)'
+                         % (_where_key(key), error))
+
+
+def _where_key(key):
+    return current().site_text(key)
+
+
 
 def _where(ns, site):
     return current().site_text((ns.fn.__code__, site))

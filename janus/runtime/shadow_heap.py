@@ -281,8 +281,12 @@ def hoist_scalar(ctx, source, kind):
         # A tensor made from a 0-d NumPy array: TF's conversion caches scalars (NumPy's
         # too) by value, and -0.0 == 0.0.
         return tf.constant(np.array(source.value(_call_arguments(), {}), dtype=exact))
-    return ctx.top_graph.capture_call_time_value(read_now, tf.TensorSpec([], dtype),
-                                                 key=('janus', 'scalar') + source.uid())
+    placeholder = ctx.top_graph.capture_call_time_value(
+        read_now, tf.TensorSpec([], dtype), key=('janus', 'scalar') + source.uid())
+    leaves = getattr(ctx, 'host_leaves', None)
+    if leaves is not None:   # graphgen/hostcheck.py computes checks on it before the run
+        leaves[placeholder.name] = ('source', source, kind)
+    return placeholder
 
 
 # -- the in-graph path (config.heap_ops): Janus>Py* ops on handles -------------

@@ -1,0 +1,146 @@
+"""Branches on numbers that change every call (graphgen/plan.py, runtime/control.py).
+
+A test computed from a relaxed Python number (``if self.step % 10 == 0``) is
+real control flow from the first graph: assuming its outcome would break at
+the first call that takes the other path.  Where real control flow cannot be
+built (the branch calls something janus does not convert), the outcome is
+assumed instead and only the calls that take the other path run imperatively;
+when that happens too often the graph is dropped.  Every test compares janus
+with eager on fresh objects after every call: returns, stdout, state.
+"""
+import contextlib
+import io
+
+import tensorflow as tf
+
+import janus
+from conftest import assert_same, outcome
+
+SAVED = []   # what ``save`` wrote, per side: janus does not convert it (it is not a TF op)
+
+
+def save(tag, value):
+    """Stands for checkpointing or logging I/O: plain Python janus leaves alone."""
+    SAVED.append((tag, value))
+
+
+class Trainer:
+    def __init__(self, every, tag):
+        self.w = tf.Variable([0.5, -0.25])
+        self.step = 0
+        self.lr = 0.1
+        self.every = every
+        self.tag = tag
+        self.history = []
+
+    def train(self, x):
+        loss = tf.reduce_mean(tf.square(x * self.w - 1.0))
+        self.w.assign_sub(self.lr * x)
+        self.step += 1
+        if self.step % 25 == 0:
+            self.lr = self.lr * 0.5
+        if self.step % self.every == 0:
+            self.history.append(loss)
+            print('step', self.step, 'lr', self.lr)
+        return loss
+
+    def train_and_save(self, x):
+        loss = self.train(x)
+        if self.step % self.every == 0:
+            save(self.tag, self.step)
+        return loss
+
+    def state(self):
+        return dict(w=self.w.numpy().tolist(), step=self.step, lr=self.lr,
+                    history=[float(h) for h in self.history])
+
+
+def differential(method, every, calls):
+    """Runs ``calls`` calls of Trainer.<method> eagerly and under janus, comparing
+    after each; returns the janus function."""
+    eager, graph = Trainer(every, 'eager'), Trainer(every, 'janus')
+    jf = janus.function(getattr(graph, method))
+    del SAVED[:]
+    for i in range(calls):
+        x = tf.constant([1.0 + 0.25 * (i % 3), 2.0])
+        seen = []
+        for fn in (getattr(eager, method), jf):
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                seen.append((outcome(fn, x), printed.getvalue()))
+        (e, e_out), (a, a_out) = seen
+        assert e[0] == a[0] == 'ok', (i, e, a)
+        assert_same(e[1], a[1], 'call %d' % i)
+        assert e_out == a_out, (i, e_out, a_out)
+        assert eager.state() == graph.state(), (i, eager.state(), graph.state())
+        mine = [step for tag, step in SAVED if tag == 'janus']
+        assert mine == [step for tag, step in SAVED if tag == 'eager'], i
+    return jf
+
+
+def test_every_n_branch_is_real_control_flow_from_the_first_graph():
+    jf = differential('train', every=10, calls=60)
+    stats = janus.stats(jf)
+    assert stats['fallbacks'] == 0, janus.explain(jf)
+    assert stats['graphs_built'] <= 2, janus.explain(jf)
+    assert stats['graph_calls'] >= 55, stats
+
+
+def test_unconvertible_branch_is_assumed_and_its_rare_calls_run_imperatively():
+    jf = differential('train_and_save', every=20, calls=100)
+    stats = janus.stats(jf)
+    report = janus.explain(jf)
+    assert stats['graphs_built'] <= 2, report
+    assert stats['fallbacks'] == 5, report    # calls 20, 40, 60, 80, 100
+    assert stats['graph_calls'] >= 90, stats
+    assert 'assumed instead' in report and 'kept while rare' in report, report
+
+
+def test_assumed_outcome_breaking_often_drops_the_graph():
+    """Every 5th call takes the other path: the assumption breaks after one run (at most
+    ``assumed_break_rate`` of the runs may break), so the graph is dropped and the
+    calls run imperatively."""
+    jf = differential('train_and_save', every=5, calls=30)
+    stats = janus.stats(jf)
+    report = janus.explain(jf)
+    assert stats['fallbacks'] == 1, report
+    assert stats['imperative_calls'] >= 25, stats
+    assert 'had to assume' in report, report
+
+
+def test_break_rate_is_a_knob():
+    """With a rate of 0.5, a graph whose assumption breaks every 8th call stays."""
+    with janus.config.patch(assumed_break_rate=0.5):
+        jf = differential('train_and_save', every=8, calls=40)
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 1, janus.explain(jf)
+    assert stats['fallbacks'] == 5, janus.explain(jf)
+    assert stats['graph_calls'] >= 30, stats
+
+
+def test_relaxed_tensor_branch_that_cannot_be_built_assumes_the_last_outcome():
+    """A tensor test whose assumption broke (the loss rose) and whose real control flow
+    cannot be built: the next graph assumes what the last profiled call showed."""
+    class Watch:
+        def __init__(self):
+            self.best = tf.constant(100.0)
+
+        def __call__(self, x):
+            loss = tf.reduce_sum(x)
+            if loss > self.best:
+                save('watch', float(loss))
+            else:
+                self.best = loss
+            return loss
+
+    inputs = [5.0, 4.0, 3.0, 6.0, 2.0, 7.0] + [1.0] * 30
+    eager, graph = Watch(), Watch()
+    jf = janus.function(graph)
+    del SAVED[:]
+    for i, v in enumerate(inputs):
+        x = tf.constant([v, 0.0])
+        assert_same(eager(x), jf(x), 'call %d' % i)
+        assert float(eager.best) == float(graph.best), i
+    assert SAVED[0::2] == SAVED[1::2]
+    stats = janus.stats(jf)
+    assert stats['graph_calls'] >= 25, janus.explain(jf)
