@@ -85,7 +85,7 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
     if callee is type and len(args) == 1 and not kwargs and scalars.is_dynamic(args[0]):
         return args[0].type
     if any(callee is c for c in _PASS_THROUGH) or _is_user_code(ctx, callee) \
-            or _is_str_format(callee):
+            or _is_str_format(callee) or _stores_numbers(callee, args, kwargs):
         return _NOT_HANDLED
     if not kwargs and _is_number_function(callee):
         result = scalars.builtin(callee, list(args), lineage)
@@ -94,6 +94,18 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
     elif whitelist.is_library(callee) and scalars.library_call_allows(callee, args, kwargs):
         return _NOT_HANDLED
     scalars.need(lineage, 'calling %s with a number from outside the call' % _name(callee))
+
+
+def _stores_numbers(callee, args, kwargs):
+    """``log.append((tag, self.step))``: a list method that only stores its arguments
+    (written back after the run as Python numbers, ``graphgen/tracer.py``), never
+    hashes, compares or indexes by them."""
+    if type(getattr(callee, '__self__', None)) is not list or kwargs:
+        return False
+    name = getattr(callee, '__name__', None)
+    if name == 'insert':
+        return len(args) == 2 and not scalars.lineage_deep([args[0]])
+    return name in ('append', 'extend') and len(args) == 1
 
 
 def _is_str_format(callee):
