@@ -392,11 +392,12 @@ class JanusFunction:
 
     def _count_unbuildable_break(self, entry, keys):
         """A graph whose sites are assumed only because real control flow failed to
-        build there stays while their other path is rare (``config.assumed_break_rate``);
-        past it, its call shape runs imperatively."""
+        build there stays while their other path is rare enough
+        (``config.assumed_break_rate``; one break is free: the graph may have been built
+        on a call that takes the other path); past it, its call shape runs imperatively."""
         self._assumed_breaks[entry] += 1
         breaks = self._assumed_breaks[entry]
-        if breaks <= config.assumed_break_rate * entry.runs:
+        if breaks <= config.assumed_break_rate * entry.runs + 1:
             return
         where = ', '.join(self._site_name(key) for key in keys)
         error = ConversionError('%s: the outcome janus had to assume (real control flow failed '
@@ -498,7 +499,8 @@ class JanusFunction:
                 continue
             if isinstance(entry, ScalarValueNeeded) and self._pin_scalars(entry):
                 continue
-            if isinstance(entry, ConversionError) or not self._relax_evolving(entry):
+            # A failed trace too: with its rewritten numbers dynamic, it may succeed.
+            if not self._relax_evolving(entry):
                 break
         if isinstance(entry, ConversionError):
             if not _deferred(entry):   # deferred: this call only (an optimizer builds in it)

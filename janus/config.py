@@ -35,7 +35,7 @@ class _Config:
         relax_scalars=True,       # a Python int/float that changes between calls becomes a graph input (a dynamic scalar, runtime/scalars.py) instead of a graph per value
         scalar_values=2,          # distinct values a number location shows before it is relaxed (at least 2)
         speculate_after=3,        # profiled calls (at most the function's profile_calls) that must show a tensor test's outcome before it is assumed; fewer: real control flow (tf.cond) there
-        assumed_break_rate=0.1,   # a graph assuming an outcome where real control flow failed to build is dropped once that assumption has broken in more than this share of its successful runs
+        assumed_break_rate=0.5,   # a graph assuming an outcome where real control flow failed to build is dropped once that assumption broke more than 1 + this share of its successful runs (each break costs a graph run and an imperative re-run)
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

@@ -1324,10 +1324,13 @@ def _check_loop_writes(heap, checkpoint, where):
                or len(dict.get(heap.pending, cid, ())) != len(dict.get(checkpoint.pending,
                                                                         cid, ()))]
     if changed or any(write.kind not in _LOOP_WRITES for write in writes):
-        raise Unsupported('%s: janus does not convert appending to an outside list or dict '
-                          '(append/extend/insert/update/a new key) inside a tensor-dependent '
-                          'loop (each iteration would need a record of its own); collect the '
-                          'values in a local list and extend it after the loop' % where)
+        # Relaxed numbers among what is stored: the trace is redone with them constant
+        # (the loop may then unroll), as for any use that needs their value.
+        _refuse_values('%s: janus does not convert appending to an outside list or dict '
+                       '(append/extend/insert/update/a new key) inside a tensor-dependent '
+                       'loop (each iteration would need a record of its own); collect the '
+                       'values in a local list and extend it after the loop' % where,
+                       extra=scalars.lineage_deep([write.value for write in writes]))
 
 
 def _with_lineage(value, lineage):
