@@ -145,6 +145,7 @@ class JanusFunction:
         self.relaxed_sites = set()        # (code, site) never speculated again (they broke)
         self._assumed_instead = {}        # entry -> sites assumed where control flow failed
         self._assumed_breaks = collections.Counter()   # entry -> breaks at those sites
+        self._assumed_drops = 0           # graphs dropped for those breaks (then: imperative)
         self._plans = []                  # the plans of the trace under way (plan.py)
         self.scalars = ScalarRelaxation()  # Python numbers that are graph inputs (relaxation.py)
         self._miss_values = {}            # (guard kind, where) -> values that missed, in order
@@ -400,13 +401,18 @@ class JanusFunction:
         if breaks <= config.assumed_break_rate * entry.runs + 1:
             return
         where = ', '.join(self._site_name(key) for key in keys)
-        error = ConversionError('%s: the outcome janus had to assume (real control flow failed '
-                                'to build there) broke in %d of %d runs' % (where, breaks,
-                                                                            entry.runs))
+        text = ('%s: the outcome janus had to assume (real control flow failed to build there) '
+                'broke in %d of %d runs' % (where, breaks, entry.runs))
+        self._assumed_drops += 1
         with self._lock:
             self.cache.remove(entry)
-            self.failed_signatures.append((entry.signature, error))
-        self._event(EventKind.IMPERATIVE, str(error))
+            if self._assumed_drops > config.assumed_rebuilds:
+                self.failed_signatures.append((entry.signature, ConversionError(text)))
+        if self._assumed_drops > config.assumed_rebuilds:
+            self._event(EventKind.IMPERATIVE, text)
+        else:   # the outcomes may have changed for good (a warm-up ended): assume them anew
+            self._event(EventKind.RELAXED, '%s; graph dropped, the next one assumes the outcomes '
+                        'the profile shows most often now' % text)
 
     def _site_name(self, key):
         info = self.profile.site_info.get(key)
@@ -587,13 +593,13 @@ class JanusFunction:
             return entry
 
     def _usual_sequences(self):
-        """Relaxed sites' most frequent outcomes in the profile: what a trace assumes
-        there if their real control flow fails to build (plan.py)."""
-        usual = {}
-        for key in self.relaxed_sites:
-            site = self.profile.sites.get(key)
-            if site is not None and site.sequences:
-                usual[key] = site.sequences.most_common(1)[0][0]
+        """Each profiled site's most frequent outcomes (a tie goes to the last call's):
+        what a trace assumes there if its real control flow fails to build (plan.py)."""
+        usual, last = {}, self.recorder.last_call
+        for key, site in self.profile.sites.items():
+            if site.sequences:
+                usual[key] = max(site.sequences, key=lambda seq: (site.sequences[seq],
+                                                                   last.get(key) == seq))
         return usual
 
     def _plan(self, assume_instead):

@@ -36,6 +36,7 @@ class _Config:
         scalar_values=2,          # distinct values a number location shows before it is relaxed (at least 2)
         speculate_after=3,        # profiled calls (at most the function's profile_calls) that must show a tensor test's outcome before it is assumed; fewer: real control flow (tf.cond) there
         assumed_break_rate=0.5,   # a graph assuming an outcome where real control flow failed to build is dropped once that assumption broke more than 1 + this share of its successful runs (each break costs a graph run and an imperative re-run)
+        assumed_rebuilds=3,       # graphs dropped for assumed_break_rate that are rebuilt on the profile's newest majority outcome; beyond it that call shape runs imperatively
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

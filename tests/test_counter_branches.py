@@ -117,9 +117,11 @@ def test_assumed_outcome_breaking_often_drops_the_graph():
     jf = differential('train_and_save_mostly', every=4, calls=30)
     stats = janus.stats(jf)
     report = janus.explain(jf)
-    assert stats['fallbacks'] == 2, report
-    assert stats['imperative_calls'] >= 23, stats
-    assert 'had to assume' in report, report
+    # Dropped, rebuilt on the profile's majority while it still favours the graph's
+    # path; then the majority takes the path janus cannot convert: imperative.
+    assert 2 <= stats['fallbacks'] <= 6, report
+    assert stats['imperative_calls'] >= 18, stats
+    assert 'had to assume' in report and "calls to 'open'" in report, report
 
 
 def test_every_few_calls_keeps_the_graph():
@@ -131,8 +133,9 @@ def test_every_few_calls_keeps_the_graph():
 
 
 def test_break_rate_is_a_knob():
-    """With a rate of 0, the graph survives one break only (the free one)."""
-    with janus.config.patch(assumed_break_rate=0.0):
+    """With a rate of 0 and no rebuilds, the graph survives one break only (the free
+    one), then the calls run imperatively."""
+    with janus.config.patch(assumed_break_rate=0.0, assumed_rebuilds=0):
         jf = differential('train_and_save', every=8, calls=40)
     stats = janus.stats(jf)
     assert stats['graphs_built'] == 1, janus.explain(jf)
@@ -228,3 +231,34 @@ def test_lists_store_counters_as_python_numbers(method, graphs):
         assert repr(eager.log) == repr(graph.log), (i, eager.log, graph.log)
         assert [type(v) for v in eager.log] == [type(v) for v in graph.log]
     assert janus.stats(jf)['graphs_built'] <= graphs, janus.explain(jf)
+
+
+class WarmUp:
+    """A warm-up phase that returns early; after it the other path, for good."""
+
+    def __init__(self):
+        self.w = tf.Variable(1.0)
+        self.step = 0
+        self.warmup = 8
+
+    def train(self, x):
+        self.step += 1
+        if self.step <= self.warmup:
+            return x * 0.0
+        loss = tf.reduce_sum(x * self.w)
+        self.w.assign_sub(0.01 * loss)
+        return loss
+
+
+def test_early_return_during_warm_up_follows_the_new_regime():
+    """``if self.step <= warmup: return``: a test with a return inside cannot be a
+    tf.cond, so its outcome is assumed; when the warm-up ends the graph breaks and is
+    rebuilt on the outcome the calls now take, not run imperatively for good."""
+    eager, graph = WarmUp(), WarmUp()
+    jf = janus.function(graph.train)
+    for i in range(40):
+        x = tf.constant([1.0, 2.0 + i])
+        assert_same(eager.train(x), jf(x), 'call %d' % i)
+        assert (eager.step, float(eager.w)) == (graph.step, float(graph.w)), i
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] <= 3 and stats['graph_calls'] >= 28, janus.explain(jf)

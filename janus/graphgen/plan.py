@@ -19,8 +19,8 @@ Two refinements, both decided by the runtime (``runtime/control.py``) through
 * A site whose real control flow cannot be built (its branch does something
   janus does not convert) is *assumed* instead, with the sequence the profile
   (or the graph before it broke) showed: the calls that take the other path run
-  imperatively, the others keep the graph (``unbuildable``).  A site relaxed
-  after it broke assumes what the profile showed most often.
+  imperatively, the others keep the graph (``unbuildable``).  A site whose
+  profile shows several sequences assumes the one it showed most often.
 """
 import collections
 
@@ -36,7 +36,7 @@ class Plan:
         self.dynamic_scalars = frozenset(dynamic_scalars)   # relaxed number sources (uids)
         # (code, site) -> sequence: real control flow failed to build there, assume this
         self.unbuildable = dict(unbuildable or {})
-        # (code, site) -> a relaxed site's most frequent outcomes in the profile
+        # (code, site) -> a site's most frequent outcomes in the profile
         self.fallback_sequences = dict(fallback_sequences or {})
         self.speculate_after = speculate_after     # calls a site must be seen in to be assumed
         self.evaluations = collections.Counter()   # (code, site) -> evaluations so far in this trace
@@ -77,10 +77,15 @@ class Plan:
         self.chose_dynamic[key] = self.assumed.pop(key)
         return True
 
-    def cannot_build(self, key, reason):
+    def cannot_build(self, key, reason, value_needed=False):
         """Real control flow at ``key`` failed to build: True when the site can be
-        assumed instead (the trace is redone with ``unbuildable_now``)."""
-        sequence = self.chose_dynamic.get(key) or self.fallback_sequences.get(key)
+        assumed instead (the janus function traces again, assuming it there).
+        ``value_needed``: it failed for a relaxed number's value; unless the profile
+        showed one sequence there, specializing the number (a graph per value) is
+        better than an assumption its changing values would break."""
+        sequence = self.chose_dynamic.get(key)
+        if sequence is None and not value_needed:
+            sequence = self.fallback_sequences.get(key)
         if sequence is None or key in self.unbuildable:
             return False
         self.failed[key] = (sequence, reason)

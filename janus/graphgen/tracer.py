@@ -478,10 +478,11 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
             concrete = tf.function(body, autograph=False).get_concrete_function(
                 *signature.input_specs())
     except ConversionError as e:
-        raise _locate(_value_needed(ctx, e), ctx, converted, sys.exc_info()[2])
+        raise _failed(ctx, _locate(_value_needed(ctx, e), ctx, converted, sys.exc_info()[2]))
     except Exception as e:  # any trace-time error: the call runs imperatively
         error = ConversionError('%s: %s' % (type(e).__name__, e))
-        raise _locate(_value_needed(ctx, error), ctx, converted, sys.exc_info()[2]) from e
+        raise _failed(ctx, _locate(_value_needed(ctx, error), ctx, converted,
+                                   sys.exc_info()[2])) from e
     if ctx.needs_value:   # library code swallowed the refusal: the trace is not used
         raise _value_needed(ctx, ConversionError('library code used a number from outside '
                                                  'the call'))
@@ -510,6 +511,14 @@ def _scalar_inputs(values, depth=0):
         elif depth < 16 and (type(value) in (list, dict) or isinstance(value, tuple)):
             yield from _scalar_inputs(value.values() if type(value) is dict else value,
                                       depth + 1)
+
+
+def _failed(ctx, error):
+    """``error`` of a failed trace, with the numbers it read as constants and rewrites
+    (``evolving``): made dynamic, the trace may take another path (a branch on
+    ``self.step`` that it took statically becomes a tf.cond or an assumption)."""
+    error.evolving = frozenset(ctx.evolving)
+    return error
 
 
 def _value_needed(ctx, error):

@@ -231,12 +231,15 @@ def test(ns, site, value):
     outcome, _ = _decide_test(ns, site, value, 'condition', can_build=False)
     if outcome is DYNAMIC:
         change = _depends_on_state_change(_condition(value))
-        raise Unsupported('a tensor-dependent condition %s, in a statement with '
-                          'return/break/continue inside: janus cannot make it a '
-                          'tf.cond/tf.while_loop yet' % (
-                              'whose outcome varied between calls' if change is None else
-                              'that depends on a state change made earlier in the same call '
-                              '(%s)' % change.type))
+        if change is not None:   # never assumed: its check would precede the change
+            raise Unsupported('a tensor-dependent condition that depends on a state change '
+                              'made earlier in the same call (%s), in a statement with '
+                              'return/break/continue inside: janus cannot make it a '
+                              'tf.cond/tf.while_loop yet' % change.type)
+        with _or_assume(ns, site):   # else assumed, as the profile shows it most often
+            raise Unsupported('a tensor-dependent condition whose outcome varied between '
+                              'calls, in a statement with return/break/continue inside: janus '
+                              'cannot make it a tf.cond/tf.while_loop yet')
     return outcome
 
 
@@ -354,7 +357,8 @@ def _or_assume(ns, site):
         yield
     except ConversionError as e:
         key = (ns.fn.__code__, site)
-        if current().dynamic_depth == 0 and current().plan.cannot_build(key, str(e)):
+        if current().dynamic_depth == 0 and current().plan.cannot_build(
+                key, str(e), value_needed=isinstance(e, scalars.NeedsValue)):
             raise CannotBuild(key, e) from e
         raise
 
