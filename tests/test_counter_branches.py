@@ -15,6 +15,7 @@ import os
 import tempfile
 
 import pytest
+import keras
 import tensorflow as tf
 
 import janus
@@ -262,3 +263,88 @@ def test_early_return_during_warm_up_follows_the_new_regime():
         assert (eager.step, float(eager.w)) == (graph.step, float(graph.w)), i
     stats = janus.stats(jf)
     assert stats['graphs_built'] <= 3 and stats['graph_calls'] >= 28, janus.explain(jf)
+
+
+class Critic:
+    """A WGAN-style step: the generator trains every n_critic-th step, in a branch
+    that binds locals of its own (tape, g_loss) and rebinds one (grads)."""
+
+    def __init__(self):
+        keras.utils.set_random_seed(3)
+        self.g = keras.Sequential([keras.layers.Dense(8, activation='relu'),
+                                   keras.layers.Dense(4)])
+        self.d = keras.Sequential([keras.layers.Dense(8, activation='relu'),
+                                   keras.layers.Dense(1)])
+        self.g.build((None, 2))
+        self.d.build((None, 4))
+        self.g_opt, self.d_opt = keras.optimizers.SGD(0.01), keras.optimizers.SGD(0.01)
+        self.step = 0
+        self.n_critic = 3
+        self.g_losses = []
+
+    def train_step(self, real):
+        self.step += 1
+        noise = tf.ones([4, 2]) * 0.1
+        with tf.GradientTape() as tape:
+            d_loss = tf.reduce_mean(self.d(self.g(noise))) - tf.reduce_mean(self.d(real))
+        grads = tape.gradient(d_loss, self.d.trainable_variables)
+        self.d_opt.apply_gradients(zip(grads, self.d.trainable_variables))
+        if self.step % self.n_critic == 0:
+            with tf.GradientTape() as tape:
+                g_loss = -tf.reduce_mean(self.d(self.g(noise)))
+            grads = tape.gradient(g_loss, self.g.trainable_variables)
+            self.g_opt.apply_gradients(zip(grads, self.g.trainable_variables))
+            self.g_losses.append(g_loss)
+        return d_loss
+
+    def state(self):
+        return ([v.numpy().tolist() for v in self.g.weights + self.d.weights],
+                [float(v) for v in self.g_losses], self.step)
+
+
+def test_branch_locals_that_cannot_merge_are_fine_when_unused():
+    eager, graph = Critic(), Critic()
+    jf = janus.function(graph.train_step)
+    for i in range(20):
+        real = tf.constant([[0.5 + 0.1 * i, -1.0, 0.25, 2.0]] * 4)
+        assert_same(eager.train_step(real), jf(real), 'call %d' % i)
+        assert eager.state() == graph.state(), i
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 1 and stats['graph_calls'] == 17, janus.explain(jf)
+
+
+class OnePath:
+    def __init__(self):
+        self.step = 0
+        self.out = []
+
+    def used_later(self, x):
+        self.step += 1
+        if self.step % 3 == 0:
+            extra = x * 2.0
+        y = x + 1.0
+        if self.step % 3 == 0:
+            self.out.append(extra)       # bound there too: eagerly fine
+        return y
+
+    def identity_after(self, x):
+        self.step += 1
+        if self.step % 3 == 0:
+            marker = x * 2.0
+        else:
+            marker = None
+        return x if marker is None else marker
+
+
+@pytest.mark.parametrize('method', ['used_later', 'identity_after'])
+def test_branch_locals_used_after_the_if_keep_eagers_answers(method):
+    """A local that is a tensor on one side and unbound (or None) on the other cannot
+    be one graph value: a use after the if refuses, and janus specializes or assumes
+    (never a wrong answer)."""
+    eager, graph = OnePath(), OnePath()
+    jf = janus.function(getattr(graph, method))
+    for i in range(15):
+        x = tf.constant([float(i), 1.0])
+        assert_same(getattr(eager, method)(x), jf(x), 'call %d' % i)
+        assert eager.step == graph.step
+        assert [v.numpy().tolist() for v in eager.out] == [v.numpy().tolist() for v in graph.out]

@@ -22,13 +22,16 @@ from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
 from janus.runtime.shapes import _checked_shape_in
 from janus.runtime.trace_context import (Unsupported, captured_by_identity as _captured_by_identity,
-                                         current, current_or_none,
+                                         current, current_or_none, refuse_unmerged,
                                          writable_context as _writable_context)
 
 
 def call(__callee, /, *args, **kwargs):
     ctx = current()
+    refuse_unmerged(__callee)
     callee, args, kwargs = callables.through_janus(__callee, args, kwargs)   # janus calls janus
+    if not _is_user_code(ctx, callee):   # inlined code meets it where it uses it
+        refuse_unmerged(*args, *kwargs.values())
     lineage = scalars.lineage_deep(list(args) + list(kwargs.values()))
     if lineage:   # a relaxed Python number in the arguments: modeled, or its value is needed
         handled = _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage)

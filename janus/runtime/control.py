@@ -29,7 +29,7 @@ from janus.decisions import DYNAMIC
 from janus.errors import ConversionError
 from janus.runtime import effects, scalars
 from janus.runtime.shadow_heap import MISSING, Deferred, WriteKind
-from janus.runtime.trace_context import AssumptionKind, Unsupported, current
+from janus.runtime.trace_context import AssumptionKind, Unsupported, UnmergedLocal, current
 
 
 class Undefined:
@@ -597,12 +597,29 @@ def _merge_values(t, f, output, refuse, lineage=frozenset()):
     refuse(t, f)
 
 
+def _outputs_apart(seen):
+    """Positions of locals whose two sides' outputs (``_as_output``) differ in kind or
+    dtype: such a local cannot be one value after the if (it becomes an
+    UnmergedLocal), so neither side gives it out."""
+    def spec(value):
+        if _is_tensor(value):
+            return ('tensor', value.dtype)
+        if scalars.is_dynamic(value) or _liftable(value):
+            return ('number', _number_type(value))
+        return ('python', None)
+    return {i for i, (t, f) in enumerate(zip(seen[True], seen[False])) if spec(t) != spec(f)}
+
+
 def _merge(ns, site, seen, outputs, lineage=frozenset()):
     where = _where(ns, site)
     merged = []
     for i, (t, f) in enumerate(zip(seen[True], seen[False])):
-        merged.append(_merge_values(t, f, outputs[i] if outputs is not None else None,
-                                    _refusal(where, 'a variable', lineage), lineage))
+        try:
+            merged.append(_merge_values(t, f, outputs[i] if outputs is not None else None,
+                                        _cannot_merge, lineage))
+        except _CannotMerge:   # refused where it is used, if it is (UnmergedLocal)
+            merged.append(UnmergedLocal(where, '%s where the test is true and %s where it is '
+                                        'false' % (_kind(t), _kind(f)), lineage))
     return tuple(merged)
 
 
@@ -982,7 +999,8 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
         hoisted = _hoist_assertions(ctx, init, set_state, base, [true_fn, false_fn])
     assumptions = len(ctx.assumptions)
     known = {}   # tag -> specs of what that branch exports (from an earlier attempt)
-    for _ in range(3):
+    apart = set()   # positions of locals the two sides give as different kinds of value
+    for _ in range(4):
         seen, variables, found, used = {}, {}, {}, {}
 
         def branch(fn, tag):
@@ -1011,7 +1029,8 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
                 used[tag] = other
                 mine = tuple(found[tag].exports.tensors)
                 stand_ins = tuple(_dummy(spec, where) for spec in other)
-                return (tuple(_as_output(v) for v in seen[tag]),
+                return (tuple(tf.constant(0) if i in apart else _as_output(v)
+                              for i, v in enumerate(seen[tag])),
                         mine if tag else stand_ins, stand_ins if tag else mine)
             return run
         try:
@@ -1035,8 +1054,10 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
                 known = {tag: found[tag].exports.specs() for tag in (True, False)}
                 del ctx.assumptions[assumptions:]
                 continue   # trace again, each side knowing what the other exports
-            if len(seen) == 2:
-                _merge(ns, site, seen, None, lineage)  # a clear refusal if that is the cause
+            if len(seen) == 2 and _outputs_apart(seen) - apart:
+                apart |= _outputs_apart(seen)
+                del ctx.assumptions[assumptions:]
+                continue   # trace again, those locals not carried out (UnmergedLocal)
             raise
         break
     else:

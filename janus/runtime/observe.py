@@ -22,7 +22,7 @@ from janus import guards
 from janus.guards import GuardKind
 from janus.runtime import scalars, whitelist
 from janus.runtime.scalars import DynamicScalar
-from janus.runtime.trace_context import Unsupported, current
+from janus.runtime.trace_context import Unsupported, current, refuse_unmerged
 
 _BINARY = {
     'Add': ('__add__', '__radd__', '__iadd__', operator.add, '+'),
@@ -214,6 +214,7 @@ def eager_converted(value, other):
 
 def compare(op, left, right):
     ctx = current()
+    refuse_unmerged(left, right)
     if op in ('In', 'NotIn'):
         found = _contains(ctx, right, left)
         return found if op == 'In' else not found

@@ -24,7 +24,7 @@ from janus.runtime import scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
 from janus.runtime.trace_context import (Assumption, AssumptionKind, TraceContext,  # noqa: F401
-                                         Unsupported,
+                                         Unsupported, refuse_unmerged,
                                          captured_by_identity, current, current_or_none,
                                          enter_trace, exit_trace,
                                          writable_context as _writable_context)
@@ -129,6 +129,7 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
 
 def attr(obj, name):
     ctx = current()
+    refuse_unmerged(obj)
     if isinstance(obj, types.ModuleType) and whitelist.in_package(obj.__name__,
                                                                  whitelist.LIBRARY_PREFIXES):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)

@@ -27,6 +27,43 @@ class Unsupported(ConversionError):
     """Raised at trace time; the tracer adds the user's source line."""
 
 
+class UnmergedLocal:
+    """After a tensor-dependent ``if`` (a tf.cond), a local whose two sides cannot be
+    one graph value: bound on one side only (``if step % 10 == 0: acc = ...``;
+    eagerly unbound on the other path), or Python values that differ (a list of
+    gradients rebound in the branch).  Unused after the ``if``, it costs nothing;
+    any use refuses (``control._merge`` makes it; ``operators``, ``calls`` and
+    ``observe`` refuse it), as the merge itself used to."""
+
+    def __init__(self, where, detail, lineage=frozenset()):
+        self.where, self.detail, self.lineage = where, detail, frozenset(lineage)
+
+    def refuse(self, *args, **kwargs):
+        message = ('%s: after the tensor-dependent if, a variable is %s; janus keeps Python '
+                   'values Python, so it cannot convert a use of it' % (self.where, self.detail))
+        if self.lineage:   # a test on relaxed numbers: traced again with them constant
+            self._need(message)
+        raise Unsupported(message)
+
+    def _need(self, message):
+        from janus.runtime import scalars   # scalars builds on this module
+        scalars.need(self.lineage, message)
+
+    __bool__ = __len__ = __iter__ = __getitem__ = __setitem__ = __contains__ = __str__ = \
+        __format__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = \
+        __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = __pow__ = __neg__ = \
+        __matmul__ = __rmatmul__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = \
+        __index__ = __int__ = __float__ = __array__ = __call__ = refuse
+    __hash__ = None
+
+
+def refuse_unmerged(*values):
+    """Refuses a use of a local the two sides of a tf.cond left unmergeable."""
+    for value in values:
+        if type(value) is UnmergedLocal:
+            value.refuse()
+
+
 class AssumptionKind(enum.StrEnum):
     """What an in-graph ``Janus>Assert`` checks."""
     BRANCH = 'BRANCH'                # a test's outcome (relaxed when it breaks)

@@ -1336,6 +1336,42 @@ def f_every_n(b):
         b.outs.append(S)
 
 
+IO_HELPER = '''
+IO_LOG = []
+
+
+def note_io(tag, value):
+    """Stands for I/O janus does not convert (a checkpoint, a log file): id() is refused."""
+    IO_LOG.append('%s:%r:%s' % (tag, value, id(IO_LOG) > 0))
+'''
+
+
+def f_every_n_io(b):
+    """'Every N steps' work janus cannot convert (a checkpoint, a log write), with a
+    period and a start the first graph may land on; sometimes an early return there."""
+    _scalar_calls(b)
+    b.ncalls = max(b.ncalls, b.rng.randint(10, 14))
+    if IO_HELPER not in b.module:
+        b.module.append(IO_HELPER)
+    start = b.rng.choice(['0', '0', '1', '2', '5', '16'])
+    step = _number(b, 'k', start, _home(b, ('attr', 'attr', 'global', 'cell')))
+    S = step.ref
+    n = b.rng.choice([2, 3, 4, 5, 7, 20])
+    body = ["note_io('step', %s)" % S]
+    if b.rng.random() < 0.5:
+        body.insert(0, b.rng.choice(['acc = acc * 0.5', "print('saving at', %s)" % S]))
+    test = b.rng.choice(['%s %% %d == 0' % (S, n), '%s %% %d == 0 and %s > 3' % (S, n, S),
+                         '%s > %d' % (S, int(start) + n)])
+    b.item('%s += 1' % S, loopable=False)
+    if b.rng.random() < 0.3:
+        b.item(['if %s:' % test] + _indent(body + ['return acc * 2.0']), loopable=False,
+               early=True)
+    else:
+        b.item(['if %s:' % test] + _indent(body), loopable=False)
+    _break_values(b, step, ['0', '2.5', str(int(start) + 100)])
+    b.outs += ['len(IO_LOG)', 'IO_LOG[-1:]', S]
+
+
 def f_var_counter(b):
     """A tf.Variable step counter, incremented, then tested: a decision on state the
     call changed itself."""
@@ -1440,6 +1476,7 @@ FEATURES = {
     'tensor_list_items': f_tensor_list_items, 'observe': f_observe,
     'counter': f_counter, 'schedule': f_schedule, 'best': f_best, 'every_n': f_every_n,
     'var_counter': f_var_counter, 'number_mix': f_number_mix, 'number_print': f_number_print,
+    'every_n_io': f_every_n_io,
 }
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
@@ -1452,7 +1489,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'tensor_locals': 3, 'alias_global': 1, 'lazy_var': 1, 'attr_builtins': 1,
            'new_global': 1, 'tensor_list_items': 2, 'observe': 4,
            'counter': 2, 'schedule': 2, 'best': 1, 'every_n': 2, 'var_counter': 1,
-           'number_mix': 2, 'number_print': 1}
+           'number_mix': 2, 'number_print': 1, 'every_n_io': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
