@@ -29,7 +29,8 @@ from janus.decisions import DYNAMIC
 from janus.errors import ConversionError
 from janus.runtime import effects, scalars
 from janus.runtime.shadow_heap import MISSING, Deferred, WriteKind
-from janus.runtime.trace_context import AssumptionKind, Unsupported, UnmergedLocal, current
+from janus.runtime.trace_context import (AssumptionKind, Unsupported, UnmergedLocal, current,
+                                         refuse_unmerged)
 
 
 class Undefined:
@@ -374,7 +375,6 @@ class CannotBuild(Unsupported):
 
 def _where_key(key):
     return current().site_text(key)
-
 
 
 def _where(ns, site):
@@ -1325,6 +1325,7 @@ def _loop_start(heap, k, obj, key, write, where):
 
 def _loop_value(start, value, where, name):
     """What the loop carries for a rebound value that started as ``start``."""
+    refuse_unmerged(start, value)
     if _is_tensor(start):
         if not _is_tensor(value) or value.dtype != start.dtype:
             raise Unsupported('%s: %s changes from %s to %s inside the tensor-dependent loop'
