@@ -22,6 +22,7 @@ import io
 import os
 import re
 import shlex
+import subprocess
 import sys
 import tokenize
 
@@ -117,13 +118,25 @@ def _registered_ops(path):
     return re.findall(r'REGISTER_OP\("([^"]+)"\)', _read(path))
 
 
+def _tracked():
+    """Paths git tracks (None outside a git checkout): files not yet added (a
+    colleague's work in progress) stay out of the layout, as in a clean clone."""
+    try:
+        out = subprocess.run(['git', 'ls-files'], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return set(out.splitlines())
+
+
 def _files(folder, suffixes):
-    found = []
+    found, tracked = [], _tracked()
     for directory, subdirs, names in os.walk(os.path.join(ROOT, folder)):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith(('.', '__')))
         for name in sorted(names):
-            if name.endswith(suffixes):
-                found.append(os.path.relpath(os.path.join(directory, name), ROOT))
+            path = os.path.relpath(os.path.join(directory, name), ROOT)
+            if name.endswith(suffixes) and (tracked is None or path in tracked):
+                found.append(path)
     return sorted(found, key=lambda p: (os.path.dirname(p), os.path.basename(p) != '__init__.py',
                                         os.path.basename(p)))
 
