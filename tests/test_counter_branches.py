@@ -348,3 +348,30 @@ def test_branch_locals_used_after_the_if_keep_eagers_answers(method):
         assert_same(getattr(eager, method)(x), jf(x), 'call %d' % i)
         assert eager.step == graph.step
         assert [v.numpy().tolist() for v in eager.out] == [v.numpy().tolist() for v in graph.out]
+
+
+def test_loop_on_a_changing_bound_with_checks_after_a_variable_update():
+    """A while loop on a number that changes between calls (a tf.while_loop), whose
+    body tests a variable updated earlier in the call and checks a counter's range:
+    its checks cannot precede the update, so the loop is assumed instead (was: a graph
+    with a cycle, a TF error at run time; found by the fuzzer, seed 'ci', program 171)."""
+    def make():
+        counter = tf.Variable(0)
+
+        def f(x, p):
+            acc = x * 1.0
+            counter.assign_add(1)
+            w = 0
+            while w < p:
+                w += 1
+                if counter % 3 == 0:
+                    acc = acc * 0.5
+                acc = acc * 1.5
+            return acc, w
+        return f, counter
+    (eager, e_counter), (graph, g_counter) = make(), make()
+    jf = janus.function(graph)
+    for i, p in enumerate([2, 2, 2, 2, 3, 4, 2, 3, 3, 5]):
+        x = tf.constant([1.0, 2.0 + i])
+        assert_same(eager(x, p), jf(x, p), 'call %d' % i)
+        assert int(e_counter) == int(g_counter)

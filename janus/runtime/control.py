@@ -1323,6 +1323,29 @@ def _loop_start(heap, k, obj, key, write, where):
                       % (where, _location(write, key), _kind(value)))
 
 
+def _check_loop_checks(outer, where, reads_variables):
+    """A loop body that checks (a Janus>Assert: a dynamic scalar's range, a branch it
+    assumes) and reads a variable, after a state change earlier in the call: TF
+    orders the loop after the change (it reads the resource), and the deferred-
+    update rule orders every change after every check, so the graph would hold a
+    cycle.  Refused (the loop's outcome may be assumed instead, ``_or_assume``)."""
+    if not reads_variables or _first_state_change(outer) is None:
+        return
+    if _has_checks(tf.compat.v1.get_default_graph()):
+        raise Unsupported('%s: a tensor-dependent loop that reads a variable and makes '
+                          'checks, after a state change made earlier in the same call: its '
+                          'checks could not precede the change' % where)
+
+
+def _has_checks(graph, depth=0):
+    for op in graph.get_operations():
+        if op.type in _CHECK_OPS:
+            return True
+        if depth < 8 and any(_has_checks(g, depth + 1) for g in effects.called_graphs(op)):
+            return True
+    return False
+
+
 def _loop_value(start, value, where, name):
     """What the loop carries for a rebound value that started as ``start``."""
     refuse_unmerged(start, value)
@@ -1369,6 +1392,7 @@ def _with_lineage(value, lineage):
 def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, numbers, keys,
                 lineage):
     heap = ctx.heap
+    outer = tf.compat.v1.get_default_graph()
     init = list(original)
     _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where)
     # Lists/tuples of tensors the body rebinds (an LSTM cell's [h, c]) are
@@ -1444,6 +1468,7 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
             heap.close_region(region)
         ctx.last_loop_reads_variables = bool(_variables_read())
         _check_loop_writes(heap, checkpoint, where)
+        _check_loop_checks(outer, where, ctx.last_loop_reads_variables)
         state = get_state()
         widen = set()
         for i, snapshot in fixed.items():
