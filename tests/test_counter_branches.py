@@ -375,3 +375,63 @@ def test_loop_on_a_changing_bound_with_checks_after_a_variable_update():
         x = tf.constant([1.0, 2.0 + i])
         assert_same(eager(x, p), jf(x, p), 'call %d' % i)
         assert int(e_counter) == int(g_counter)
+
+
+class Accumulate:
+    """Gradient accumulation: the optimizer applies every accum_steps-th step, in a
+    branch on the counter, and its first apply builds Adam's slots."""
+
+    def __init__(self):
+        keras.utils.set_random_seed(5)
+        self.model = keras.Sequential([keras.layers.Dense(4, activation='relu'),
+                                       keras.layers.Dense(3)])
+        self.model.build((None, 2))
+        self.opt = keras.optimizers.Adam(1e-2)
+        self.accum = [tf.Variable(tf.zeros_like(v), trainable=False)
+                      for v in self.model.trainable_variables]
+        self.step = 0
+        self.accum_steps = 4
+        self.log = []
+
+    def train_step(self, x, y):
+        with tf.GradientTape() as tape:
+            logits = self.model(x)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        for a, g in zip(self.accum, grads):
+            a.assign_add(g / self.accum_steps)
+        self.step += 1
+        if self.step % self.accum_steps == 0:
+            self.opt.apply_gradients(zip(self.accum, self.model.trainable_variables))
+            for a in self.accum:
+                a.assign(tf.zeros_like(a))
+        if self.step % 5 == 0:
+            self.log.append(float(loss))
+            print(f'step {self.step}: loss {loss:.4f}')
+        return loss
+
+    def state(self):
+        return ([v.numpy().tolist() for v in self.model.weights + self.accum], self.log,
+                self.step)
+
+
+def test_gradient_accumulation_converts_once_the_optimizer_is_built():
+    """Adam's first apply happens in the branch: that call runs imperatively (janus does
+    not build optimizer slots in a trace, not even in a tf.cond branch, where it used to
+    be mistaken for the branch raising); then one graph."""
+    eager, graph = Accumulate(), Accumulate()
+    jf = janus.function(graph.train_step)
+    for i in range(24):
+        x = tf.constant([[0.5 * i, 1.0], [-1.0, 0.25 * i]])
+        y = tf.constant([i % 3, (i + 1) % 3])
+        seen = []
+        for fn in (eager.train_step, jf):
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                seen.append((fn(x, y), printed.getvalue()))
+        assert_same(seen[0][0], seen[1][0], 'call %d' % i)
+        assert seen[0][1] == seen[1][1]
+        assert eager.state() == graph.state(), i
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 1 and stats['fallbacks'] == 0, janus.explain(jf)
+    assert stats['graph_calls'] == 20, stats

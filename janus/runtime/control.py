@@ -26,7 +26,7 @@ import tensorflow as tf
 from janus import guards
 from janus.config import config
 from janus.decisions import DYNAMIC
-from janus.errors import ConversionError
+from janus.errors import ConversionDeferred, ConversionError
 from janus.runtime import effects, scalars
 from janus.runtime.shadow_heap import MISSING, Deferred, WriteKind
 from janus.runtime.trace_context import (AssumptionKind, Unsupported, UnmergedLocal, current,
@@ -356,6 +356,8 @@ def _or_assume(ns, site):
     ``CannotBuild``: the janus function traces again assuming it there."""
     try:
         yield
+    except ConversionDeferred:
+        raise   # this call only (a Keras optimizer not built yet): the next trace builds it
     except ConversionError as e:
         key = (ns.fn.__code__, site)
         if current().dynamic_depth == 0 and current().plan.cannot_build(
@@ -1011,7 +1013,7 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
                 try:
                     _in_dynamic_region(fn)
                     variables[tag] = _variables_read()
-                except Unsupported:
+                except ConversionError:   # janus's own (Unsupported, deferred): not the user's
                     raise
                 except Exception as e:  # the branch raises: handled below as an assumption
                     raise _BranchRaised(tag, e)
