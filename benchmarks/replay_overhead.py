@@ -7,8 +7,11 @@ guard, runs the graph and rebuilds the result; the bare call feeds the same
 graph its 20 inputs directly (call-time captures included).  Calls alternate
 (janus, bare, janus, ...) so the machine's drifts hit both alike; the result
 is the ratio of medians.  janus feeds the graph through TF's flat call (its
-signature check already did what ``__call__`` re-checks), so the table also
-shows that flat call alone: the floor, and janus's own overhead above it.  Also prints the guard count and the cost of a
+signature check already did what ``__call__`` re-checks; the call-time inputs
+read by janus's own closures, their guards having checked them), so the table
+also shows that flat call alone: the floor, and janus's own overhead above it.
+janus can be faster than the bare call: ``__call__`` re-checks every input and
+every call-time input against its spec.  Also prints the guard count and the cost of a
 2,000-item outside list read with ``len``/``in``/truthiness (guards O(1) per
 container, not O(items)).
 
@@ -90,8 +93,9 @@ def measure(fn, args, calls):
 
     def floor():
         shadow_heap.set_call_arguments(bound.arguments)
-        rewrites.call_with_janus_rewrites(
-            entry.concrete._call_flat, flat, entry.concrete.captured_inputs)
+        # janus's own flat call: TF's _call_flat fed the call-time inputs janus reads
+        # itself (tracer._captured_reader), as a replay feeds them
+        rewrites.call_with_janus_rewrites(entry._call_graph, flat)
     janus_s, bare_s, floor_s = _medians([lambda: jf(*args), bare, floor], calls)
     return janus_s, bare_s, floor_s, len(entry.describe_guards())
 

@@ -37,6 +37,8 @@ class _Config:
         speculate_after=3,        # profiled calls (at most the function's profile_calls) that must show a tensor test's outcome before it is assumed; fewer: real control flow (tf.cond) there
         assumed_break_rate=0.5,   # a graph assuming an outcome where real control flow failed to build is dropped once that assumption broke more than 1 + this share of its successful runs (each break costs a graph run and an imperative re-run)
         assumed_rebuilds=3,       # graphs dropped for assumed_break_rate that are rebuilt on the profile's newest majority outcome; beyond it that call shape runs imperatively
+        host_checks=True,         # recompute checks and Python calls on relaxed numbers on the host before a graph runs (graphgen/hostcheck.py); False: they stay in the graph
+        fast_replay=True,         # feed hoisted reads through janus's own guarded readers, not TF's capture machinery (graphgen/tracer.py)
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

@@ -107,6 +107,116 @@ class SourceGuard:
             return '%s(%r: any %s)' % (self.kind.value, self.source, self.expected.__name__)
         return '%s(%r == %s)' % (self.kind.value, self.source, _describe(self.expected))
 
+    def miss(self, value):
+        """The Miss ``check`` returns for a value that fails the guard."""
+        return Miss(self.kind, repr(self.source), _describe(self.expected), _describe(value),
+                    (self.source.uid(), repr(self.source), self.expected, value))
+
+    def unreadable(self, error):
+        """The Miss ``check`` returns when reading the source raised ``error``."""
+        return Miss(self.kind, repr(self.source), _describe(self.expected),
+                    'unreadable (%s)' % type(error).__name__)
+
+
+def compile_checks(guards):
+    """``check(arguments)``: the first Miss of ``guards`` checked in order with one
+    memo (each ``SourceGuard.check``'s result), or None when all hold.
+
+    The replay path checks every guard on every call; this is that loop as one
+    generated Python function: each source read once, in the order the loop reads
+    it, into a local (no memo dict, no method call per chain link); ID/TYPE
+    guards compared inline, the others through their own predicate.  A guard of
+    another kind (ALIAS_MATCH) and every guard after it run as they are, with a
+    memo holding what was read before; so does a guard on a source of another kind
+    (a ``library_config.VersionSource``)."""
+    from janus import sources as src
+    namespace = {'_Miss': Miss}
+    lines = ['def check(arguments):']
+    names = {}        # id(source) -> local name
+    memoized = []     # (id(source), local name) of sources the slow path memoizes
+    leaf_kinds = (src.ArgSource, src.CellSource, src.ObjectSource)
+
+    def read(source, out):
+        """Appends the code reading ``source`` (and its bases) to ``out``; its name."""
+        if id(source) in names and not isinstance(source, leaf_kinds):
+            return names[id(source)]
+        kind = type(source)
+        base = read(source.base, out) if kind in (src.AttrSource, src.ItemSource) else None
+        k = len(namespace)
+        name = 'v%d' % k
+        namespace[name] = None   # reserves the number
+        if kind is src.ArgSource:
+            namespace['n%d' % k] = source.name
+            out.append('arguments[n%d]' % k)
+        elif kind is src.CellSource:
+            namespace['c%d' % k] = source.cell
+            out.append('c%d.cell_contents' % k)
+        elif kind is src.ObjectSource:
+            namespace['o%d' % k] = source.obj
+            out.append('o%d' % k)
+        elif kind is src.AttrSource:
+            namespace['n%d' % k] = source.name
+            out.append('getattr(%s, n%d)' % (base, k))
+        elif kind is src.ItemSource:
+            namespace['n%d' % k] = source.key
+            out.append('%s[n%d]' % (base, k))
+        else:   # GlobalSource, DefaultSource
+            namespace['s%d' % k] = source
+            out.append('s%d.get(arguments, None)' % k)
+        out[-1] = '%s = %s' % (name, out[-1])
+        if not isinstance(source, leaf_kinds):
+            names[id(source)] = name
+            memoized.append((id(source), name))
+        return name
+
+    def compilable(source):
+        kind = type(source)
+        if kind in (src.AttrSource, src.ItemSource):
+            return compilable(source.base)
+        return kind in leaf_kinds or kind in (src.GlobalSource, src.DefaultSource)
+
+    for index, guard in enumerate(guards):
+        if type(guard) is not SourceGuard or not compilable(guard.source):
+            namespace['rest'] = _checked_in_order(guards[index:])
+            lines.append('    return rest(arguments, {%s})' % ', '.join(
+                '%d: %s' % (key, name) for key, name in memoized))
+            break
+        namespace['g%d' % index] = guard
+        code = []
+        value = read(guard.source, code)
+        if code:
+            lines.append('    try:')
+            lines.extend('        ' + line for line in code)
+            lines.append('    except Exception as e:')
+            lines.append('        return g%d.unreadable(e)' % index)
+        namespace['e%d' % index] = guard.expected
+        namespace['h%d' % index] = guard._holds
+        if guard.kind is GuardKind.ID_MATCH:
+            test = '%s is e%d' % (value, index)
+        elif guard.kind is GuardKind.TYPE_MATCH:
+            test = 'type(%s) is e%d' % (value, index)
+        else:
+            test = 'h%d(%s)' % (index, value)
+        lines.append('    if not (%s):' % test)
+        lines.append('        return g%d.miss(%s)' % (index, value))
+    else:
+        lines.append('    return None')
+    source_text = '\n'.join(lines)
+    exec(compile(source_text, '<janus guards>', 'exec'), namespace)  # noqa: S102
+    check = namespace['check']
+    check.source = source_text
+    return check
+
+
+def _checked_in_order(guards):
+    def check(arguments, memo):
+        for guard in guards:
+            miss = guard.check(arguments, memo)
+            if miss:
+                return miss
+        return None
+    return check
+
 
 def _tensor_match(expected):
     dtype_enum = expected[0].as_datatype_enum
@@ -285,6 +395,30 @@ class ScalarInput:
         self.tensor, self.type, self.path = tensor, kind, path
 
 
+class ScalarTensors:
+    """The graph input for a relaxed number: a scalar int64/float64 eager tensor, the
+    last one reused while the number stays the same to the bit (a learning rate
+    changes rarely; a tensor costs microseconds to make)."""
+
+    __slots__ = ('dtype', 'last')
+
+    def __init__(self, kind):
+        self.dtype = np.float64 if kind is float else np.int64
+        self.last = (None, None)   # (number, tensor), replaced as one (threads)
+
+    def tensor(self, value):
+        number, tensor = self.last
+        if type(value) is type(number) and value == number and (
+                type(value) is not float
+                or math.copysign(1.0, value) == math.copysign(1.0, number)):
+            return tensor   # equal and the same sign of zero (NaN is never equal): same bits
+        # A 0-d NumPy array: TF's conversion caches scalars (NumPy's too) by value,
+        # and -0.0 == 0.0.
+        tensor = tf.constant(np.array(value, dtype=self.dtype))
+        self.last = (value, tensor)
+        return tensor
+
+
 class ScalarNode:
     """A relaxed Python int/float argument: a scalar graph input, guarded by type and
     range (SCALAR_MATCH), not by value."""
@@ -300,10 +434,11 @@ class ScalarNode:
         return Miss(GuardKind.SCALAR_MATCH, self.path, self.type.__name__, _describe(value))
 
     def flatten(self, value, out):
-        # A 0-d NumPy array: TF's conversion caches scalars (NumPy's too) by value,
-        # and -0.0 == 0.0.
-        exact = np.float64 if self.type is float else np.int64
-        out.append(tf.constant(np.array(value, dtype=exact)))
+        if self._tensors is None:
+            self._tensors = ScalarTensors(self.type)
+        out.append(self._tensors.tensor(value))
+
+    _tensors = None
 
     def placeholder(self, inputs):
         return ScalarInput(next(inputs), self.type, self.path)

@@ -42,6 +42,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import tensor_util
 
+from janus.config import config
+
 _INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
 _TWO64 = 2 ** 64
 _NORMAL = 2.2250738585072014e-308   # float64's smallest normal number
@@ -90,12 +92,6 @@ def _reciprocal(a):
     return _ftz(1.0 / a)
 
 
-def _truncate_mod(a, b):
-    if b == 0.0 or math.isinf(a) or math.isnan(a) or math.isnan(b):
-        return math.nan
-    return _ftz(math.fmod(a, b))
-
-
 def _integral(fn):
     """``Floor``/``Round`` of a float64: the sign of a zero result is the operand's."""
     def apply(a):
@@ -125,18 +121,20 @@ _BINARY = {
     ('Mul', _INT): lambda a, b: _wrap(a * b), ('Mul', _FLOAT): lambda a, b: _ftz(a * b),
     ('DivNoNan', _FLOAT): _div_no_nan,
     ('FloorDiv', _INT): _int_floordiv, ('FloorMod', _INT): _int_floormod,
-    ('TruncateMod', _FLOAT): _truncate_mod,
 }
-_COMPARE = {'Equal': lambda a, b: a == b, 'NotEqual': lambda a, b: a != b,
-            'Less': lambda a, b: a < b, 'LessEqual': lambda a, b: a <= b,
-            'Greater': lambda a, b: a > b, 'GreaterEqual': lambda a, b: a >= b}
-_LOGICAL = {'LogicalAnd': lambda a, b: a and b, 'LogicalOr': lambda a, b: a or b}
+_RAISING = (_int_floordiv, _int_floormod)   # TF's kernels raise on a zero divisor
+_COMPARE = {'Equal': '==', 'NotEqual': '!=', 'Less': '<', 'LessEqual': '<=', 'Greater': '>',
+            'GreaterEqual': '>='}
+_LOGICAL = {'LogicalAnd': 'and', 'LogicalOr': 'or'}
+# Source text of the binary ops run most, so the generated program needs no call.
+_INLINE = {('AddV2', _INT): '_wrap({0} + {1})', ('AddV2', _FLOAT): '_ftz({0} + {1})',
+           ('Sub', _INT): '_wrap({0} - {1})', ('Sub', _FLOAT): '_ftz({0} - {1})',
+           ('Mul', _INT): '_wrap({0} * {1})', ('Mul', _FLOAT): '_ftz({0} * {1})'}
 _UNARY = {
     ('Neg', _INT): lambda a: _wrap(-a), ('Neg', _FLOAT): lambda a: -a,
     ('Abs', _INT): lambda a: _wrap(abs(a)), ('Abs', _FLOAT): abs,
     ('Floor', _FLOAT): _integral(math.floor), ('Round', _FLOAT): _integral(round),
     ('Reciprocal', _FLOAT): _reciprocal, ('IsFinite', _FLOAT): math.isfinite,
-    ('LogicalNot', _BOOL): lambda a: not a,
 }
 _CASTS = {(_INT, _FLOAT): float, (_FLOAT, _INT): _float_to_int,
           (_BOOL, _INT): int, (_BOOL, _FLOAT): float,
@@ -144,7 +142,11 @@ _CASTS = {(_INT, _FLOAT): float, (_FLOAT, _INT): _float_to_int,
 _PASS_THROUGH = ('Identity', 'StopGradient', 'Snapshot', 'Reshape')
 # Ops whose float64 result can be below the normal range: with constant operands
 # only, grappler may fold them without flushing, so they need a dynamic operand.
-_FLOAT_RESULTS = ('AddV2', 'Sub', 'Mul', 'DivNoNan', 'TruncateMod', 'Reciprocal')
+# No region value is ever subnormal (constants and relaxed numbers are guarded, these
+# results flushed, Python calls' checked), so TF's reading subnormal operands as zero
+# (DAZ) never matters here.  (``TruncateMod``, C's fmod run in software, can give a
+# subnormal, unflushed: it stays in the graph.)
+_FLOAT_RESULTS = ('AddV2', 'Sub', 'Mul', 'DivNoNan', 'Reciprocal')
 
 
 def _scalar(tensor):
@@ -163,7 +165,8 @@ def _const_value(op):
 
 
 def _step(op, functions):
-    """(function, operand count) computing ``op``'s output on the host, or None."""
+    """(function, operand count, source template or None) computing ``op``'s output on
+    the host, or None when janus does not model ``op`` exactly."""
     if op.control_inputs or len(op.outputs) != 1:
         return None
     out = op.outputs[0]
@@ -182,7 +185,7 @@ def _step(op, functions):
                                   .item())
             except Exception as e:  # noqa: BLE001 - Python raised: the graph would have
                 raise HostRaised('%s: %s' % (type(e).__name__, e)) from e
-        return call
+        return call, len(op.inputs), None
     if out.dtype not in _DTYPES or not _scalar(out):
         return None
     if kind in _PASS_THROUGH:
@@ -190,71 +193,104 @@ def _step(op, functions):
         if source.dtype != out.dtype or (kind == 'Reshape' and source.shape.rank not in (None, 0)
                                          and source.shape.num_elements() != 1):
             return None
-        return (lambda a: a), 1
+        return _same, 1, '{0}'
     if kind == 'Cast':
         source = op.inputs[0].dtype
         if source == out.dtype:
-            return (lambda a: a), 1
+            return _same, 1, '{0}'
         fn = _CASTS.get((source, out.dtype))
-        return (fn, 1) if fn is not None else None
+        return (fn, 1, None) if fn is not None else None
     operands = [t.dtype for t in op.inputs]
     if kind in ('SelectV2', 'Select') and len(operands) == 3 and operands[0] == _BOOL:
-        return (lambda c, a, b: a if c else b), 3
+        return (lambda c, a, b: a if c else b), 3, '({1} if {0} else {2})'
     if len(operands) == 2 and operands[0] == operands[1]:
         if kind in _COMPARE and out.dtype == _BOOL:
-            return _COMPARE[kind], 2
+            return _binary_fn(_COMPARE[kind]), 2, '({0} %s {1})' % _COMPARE[kind]
         if kind in _LOGICAL and operands[0] == _BOOL:
-            return _LOGICAL[kind], 2
+            return _binary_fn(_LOGICAL[kind]), 2, '({0} %s {1})' % _LOGICAL[kind]
         fn = _BINARY.get((kind, operands[0]))
-        return (fn, 2) if fn is not None and out.dtype == operands[0] else None
+        if fn is None or out.dtype != operands[0]:
+            return None
+        return fn, 2, _INLINE.get((kind, operands[0]))
     if len(operands) == 1:
+        if kind == 'LogicalNot' and operands[0] == _BOOL:
+            return (lambda a: not a), 1, '(not {0})'
         fn = _UNARY.get((kind, operands[0]))
         if fn is not None:
-            return fn, 1
+            return fn, 1, None
     return None
 
 
-class HostProgram:
-    """The host region of one graph: per call, its values, checks and Python calls."""
+def _same(a):
+    return a
 
-    def __init__(self, size, constants, leaves, steps, fed):
-        self.size = size
-        self.constants = constants   # [(slot, value)]
-        self.leaves = leaves         # [(slot, reader)]: reader(arguments, flat) -> value
-        self.steps = steps           # [(fn, out slot, in slots)] / [(None, assumption, slot)]
-        self.fed = fed               # slots fed to the graph, in the captures' order
-        self.checks = sum(1 for fn, _, _ in steps if fn is None)
+
+def _binary_fn(operator_text):
+    return eval('lambda a, b: a %s b' % operator_text)   # noqa: S307 - a fixed operator
+
+
+class HostProgram:
+    """The host region of one graph: per call, its values, checks and Python calls,
+    compiled to one Python function (``source``)."""
+
+    def __init__(self, constants, leaves, steps, fed):
+        from janus.executor import AssertionBroke
+        self.checks = sum(1 for step in steps if step[0] is None)
+        self.calls = len(fed)
+        namespace = {'_wrap': _wrap, '_ftz': _ftz, '_Broke': AssertionBroke}
+        names = {}
+        for slot, value in constants:
+            names[slot] = 'K%d' % slot
+            namespace[names[slot]] = value
+        lines = ['def run(arguments, flat):']
+        for slot, reader in leaves:
+            names[slot] = 'v%d' % slot
+            namespace['R%d' % slot] = reader
+            lines.append('    v%d = R%d(arguments, flat)' % (slot, slot))
+        for number, step in enumerate(steps):
+            fn, out, ins = step[:3]
+            if fn is None:
+                namespace['A%d' % number] = out
+                lines.append('    if not %s: raise _Broke(A%d)' % (names[ins], number))
+                continue
+            operands = [names[i] for i in ins]
+            template = step[3]
+            if template == '{0}':
+                names[out] = operands[0]   # the same value: no code
+                continue
+            names[out] = 'v%d' % out
+            if template is None:
+                namespace['F%d' % number] = fn
+                template = 'F%d(%s)' % (number, ', '.join('{%d}' % i for i in range(len(ins))))
+            lines.append('    v%d = %s' % (out, template.format(*operands)))
+        lines.append('    return (%s)' % ''.join(names[slot] + ', ' for slot in fed))
+        self.source = '\n'.join(lines)
+        exec(compile(self.source, '<janus host checks>', 'exec'), namespace)  # noqa: S102
+        self._run = namespace['run']
 
     def run(self, arguments, flat):
         """Computes the region; raises AssertionBroke / GraphError (nothing ran yet)."""
-        from janus.executor import AssertionBroke, GraphError
-        values = [None] * self.size
-        for slot, value in self.constants:
-            values[slot] = value
-        for slot, reader in self.leaves:
-            values[slot] = reader(arguments, flat)
         try:
-            for fn, out, ins in self.steps:
-                if fn is None:
-                    if not values[ins]:
-                        raise AssertionBroke(out)
-                else:
-                    values[out] = fn(*[values[i] for i in ins])
+            _local.values = self._run(arguments, flat)
         except HostRaised as e:
+            from janus.executor import GraphError
             raise GraphError(e) from None
-        _local.values = values
 
     def describe(self):
-        return '%d checks, %d Python calls before the run' % (self.checks, len(self.fed))
+        return '%d checks, %d Python calls before the run' % (self.checks, self.calls)
 
 
 def clear():
     _local.values = None
 
 
-def _fed_value(slot, numpy_type):
+def _fed_value(position, numpy_type):
     def read_now():
-        return tf.constant(np.array(_local.values[slot], dtype=numpy_type))
+        values = getattr(_local, 'values', None)
+        if values is None:
+            raise RuntimeError('janus: this graph takes values its host program computes; '
+                               'run it through its janus function (GraphEntry.run)')
+        return tf.constant(np.array(values[position], dtype=numpy_type))
     return read_now
 
 
@@ -265,8 +301,44 @@ def build(ctx, graph, flat_inputs, outputs):
     longer needed in the graph); ``outputs`` (the graph's return list) is updated
     in place where it held a Python call's result."""
     leaves = getattr(ctx, 'host_leaves', None)
-    if leaves is None or getattr(ctx, 'soft_conditions', None) is not None:
+    if not config.host_checks or leaves is None or getattr(ctx, 'soft_conditions', None) is not None:
         return None, set(), set()
+    try:
+        found = _region(ctx, graph, flat_inputs, leaves)
+    except Exception:  # noqa: BLE001 - an optimization: the graph keeps its checks
+        import logging
+        logging.getLogger('janus').debug('janus: host checks skipped', exc_info=True)
+        return None, set(), set()
+    if found is None:
+        return None, set(), set()
+    ops, region, slots, constants, leaf_readers, steps, checks, calls, dynamic = found
+    fed = []
+    for op in calls:
+        tensor = op.outputs[0]
+        slot = slots[tensor.name]
+        key, reader = ('janus', 'host', op.name), _fed_value(len(fed), _NP[tensor.dtype])
+        placeholder = ctx.top_graph.capture_call_time_value(
+            reader, tf.TensorSpec([], tensor.dtype), key=key)
+        ctx.call_time_readers[key] = reader
+        for consumer in list(tensor.consumers()):
+            for index, consumed in enumerate(consumer.inputs):
+                if consumed.name == tensor.name:
+                    consumer._update_input(index, placeholder)
+        outputs[:] = [placeholder if getattr(t, 'name', None) == tensor.name else t
+                      for t in outputs]
+        fed.append(slot)
+    if checks:
+        true = tf.constant(True)
+        for op in checks:
+            op._update_input(0, true)
+    dead = _unneeded(ops, region, outputs)
+    program = _sliced(constants, leaf_readers, steps, fed, dynamic)
+    return program, set(checks), dead
+
+
+def _region(ctx, graph, flat_inputs, leaves):
+    """The host region of ``graph``: its ops, values, checks and Python calls; None when
+    there is nothing to move."""
     functions = getattr(ctx, 'host_functions', {})
     flat_index = {t.name: i for i, t in enumerate(flat_inputs)}
     assumptions = {a.id: a for a in ctx.assumptions}
@@ -305,45 +377,64 @@ def build(ctx, graph, flat_inputs, outputs):
             assumption = assumptions.get(op.get_attr('assumption_id'))
             if assumption is None:
                 continue
-            steps.append((None, assumption, inputs[0]))
+            steps.append((None, assumption, inputs[0], None))
             checks.append(op)
             region.add(op)
             continue
         found = _step(op, functions)
         if found is None:
             continue
-        fn, arity = (found, len(op.inputs)) if op.type == 'PyFuncStateless' else found
+        fn, arity, template = found
         if arity != len(inputs) or not any(i in dynamic for i in inputs) and (
                 op.type == 'PyFuncStateless' or op.type in _FLOAT_RESULTS):
             continue
         out = slot_of(op.outputs[0])
         if any(i in dynamic for i in inputs):
             dynamic.add(out)
-        steps.append((fn, out, inputs))
+        steps.append((fn, out, inputs, template))
         region.add(op)
         if op.type == 'PyFuncStateless':
             calls.append(op)
     if not checks and not calls:
-        return None, set(), set()
-    fed = []
-    for op in calls:
-        tensor = op.outputs[0]
-        slot = slots[tensor.name]
-        placeholder = ctx.top_graph.capture_call_time_value(
-            _fed_value(slot, _NP[tensor.dtype]), tf.TensorSpec([], tensor.dtype),
-            key=('janus', 'host', op.name))
-        for consumer in list(tensor.consumers()):
-            for index, consumed in enumerate(consumer.inputs):
-                if consumed is tensor:
-                    consumer._update_input(index, placeholder)
-        outputs[:] = [placeholder if t is tensor else t for t in outputs]
-        fed.append(slot)
-    if checks:
-        true = tf.constant(True)
-        for op in checks:
-            op._update_input(0, true)
-    dead = _unneeded(ops, region, outputs)
-    return HostProgram(len(slots), constants, leaf_readers, steps, fed), set(checks), dead
+        return None
+    return ops, region, slots, constants, leaf_readers, steps, checks, calls, dynamic
+
+
+def _sliced(constants, leaves, steps, fed, dynamic):
+    """The program computing only what the checks and the fed values need, with what
+    depends on constants alone computed once, here."""
+    known = dict(constants)
+    kept = []
+    for step in steps:
+        fn, out, ins = step[:3]
+        if fn is None:
+            if ins in dynamic or not known.get(ins, False):
+                kept.append(step)   # a constant check that fails: fails every run
+            continue
+        if out not in dynamic and out not in fed and all(i in known for i in ins):
+            try:
+                known[out] = fn(*[known[i] for i in ins])
+                continue
+            except HostRaised:
+                pass   # raises on every run, as the graph would
+        kept.append(step)
+    needed = set(fed)
+    for fn, out, ins, _ in kept:
+        if fn is None:
+            needed.add(ins)
+        elif fn in _RAISING:
+            needed.add(out)   # the graph no longer runs it: the host raises in its place
+    steps = []
+    for step in reversed(kept):
+        fn, out, ins = step[:3]
+        if fn is None or out in needed:
+            steps.append(step)
+            if fn is not None:
+                needed.update(ins)
+    steps.reverse()
+    constants = [(slot, value) for slot, value in known.items() if slot in needed]
+    leaves = [(slot, reader) for slot, reader in leaves if slot in needed]
+    return HostProgram(constants, leaves, steps, fed)
 
 
 def _leaf_reader(leaf, flat_index):

@@ -21,12 +21,17 @@ import time
 import tensorflow as tf
 
 from janus import errors, guards
+from janus.config import config
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
 from janus.graphgen import effects, generator, hostcheck, rewrites
 from janus.runtime import (control, heap, library_config, operators, scalars, shadow_heap,
                            trace_output)
 
+
+
+# False: replays check guards one by one and evaluate call-time inputs through TF's
+# own re-checks, as before both fast paths (benchmarks/vs_tf_function.py compares).
 
 
 class GraphEntry:
@@ -36,7 +41,8 @@ class GraphEntry:
         self.signature = signature
         self.bound_template = bound_template
         self.concrete = concrete
-        self._call_graph = _graph_caller(concrete)
+        self._call_graph = _graph_caller(
+            concrete, getattr(ctx, 'call_time_readers', None) if config.fast_replay else None)
         self.output_template = output_template
         self.source_guards = ctx.guards
         self.assumptions = {a.id: a for a in ctx.assumptions}
@@ -53,12 +59,23 @@ class GraphEntry:
         miss = self.signature.check(arguments)
         if miss:
             return miss
-        memo = {}
-        for guard in self.source_guards:
-            miss = guard.check(arguments, memo)
-            if miss:
-                return miss
-        return None
+        check = self._check_sources
+        if check is None:
+            check = self._check_sources = self._compile_checks()
+        return check(arguments)
+
+    _check_sources = None
+
+    def _compile_checks(self):
+        """The source guards as one generated function (``guards.compile_checks``)."""
+        found = list(self.source_guards)
+        try:
+            if config.fast_replay:
+                return guards.compile_checks(found)
+        except Exception:  # noqa: BLE001 - an optimization: the guards checked one by one
+            pass
+        check = guards._checked_in_order(found)
+        return lambda arguments: check(arguments, {})
 
     def run(self, arguments):
         """Runs the graph; once it finished (every assertion passed), writes the
@@ -112,7 +129,7 @@ class GraphEntry:
         return [w.describe() for w, _ in self.writes] + getattr(self, 'op_writes', [])
 
 
-def _graph_caller(concrete):
+def _graph_caller(concrete, readers=None):
     """How a run feeds the graph its flat inputs.
 
     ``ConcreteFunction.__call__`` re-binds and re-casts every input against its
@@ -126,10 +143,53 @@ def _graph_caller(concrete):
     if _FLAT_CALL_PARAMETERS != ('tensor_inputs', 'captured_inputs'):
         return lambda flat: concrete(*flat)
     call_flat = concrete._call_flat   # TF's own entry after its input re-check
-
-    def call(flat):
-        return call_flat(flat, concrete.captured_inputs)
+    captured = _captured_reader(concrete, readers or {})
+    if captured is None:
+        def call(flat):
+            return call_flat(flat, concrete.captured_inputs)
+    else:
+        def call(flat):
+            return call_flat(flat, captured())
+    call.captured_inputs = captured   # None: TF's own path
     return call
+
+
+def _captured_reader(concrete, readers):
+    """A faster ``concrete.captured_inputs``, or None where it cannot be had.
+
+    TF wraps each call-time capture's closure to re-check its result against the
+    capture's spec (about 15 us each, and a nest.flatten of all captures).  The
+    call-time captures janus makes itself (``readers``: key -> its closure) give
+    values their guards already checked (a hoisted tensor: TENSOR_MATCH; a
+    relaxed number: a tensor of the exact dtype it makes itself), so their
+    closures are called directly; every other capture is a plain tensor, passed
+    as TF would.  Any other call-time capture: TF's own path."""
+    try:
+        entries = list(concrete._captured_inputs)
+        wrapped = concrete.graph.function_captures.by_ref_external
+    except AttributeError:
+        return None
+    key_of = {id(closure): key for key, closure in wrapped.items()}
+    static, calls = [], []
+    for index, entry in enumerate(entries):
+        if callable(entry):
+            reader = readers.get(key_of.get(id(entry)))
+            if reader is None:
+                return None
+            calls.append((index, reader))
+            entry = None
+        elif not isinstance(entry, tf.Tensor):
+            return None   # a composite: TF flattens it
+        static.append(entry)
+    if not calls:
+        return lambda: static
+
+    def read():
+        values = list(static)
+        for index, reader in calls:
+            values[index] = reader()
+        return values
+    return read
 
 
 def _flat_call_parameters():
@@ -438,6 +498,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     ctx.refusals = []   # refusals library code may have swallowed (trace_output, CheckedShape)
     ctx.host_leaves = {}      # placeholder name -> how the host reads it (hostcheck.py)
     ctx.host_functions = {}   # numpy_function op -> (its Python function, dtype)
+    ctx.call_time_readers = {}   # call-time capture key -> janus's closure (_captured_reader)
     library_config.install()
     holder = {}
 

@@ -25,7 +25,6 @@ import abc
 import enum
 import threading
 
-import numpy as np
 import tensorflow as tf
 
 from janus import guards
@@ -264,6 +263,7 @@ def hoist_tensor(ctx, source, value):
     def read_now():
         return source.value(_call_arguments(), {})
     hoisted = ctx.top_graph.capture_call_time_value(read_now, spec, key=('janus', key))
+    _register_reader(ctx, ('janus', key), read_now)
     if tf.compat.v1.get_default_graph() is ctx.top_graph:
         ctx.register_tensor(source, hoisted)
     return hoisted
@@ -275,18 +275,27 @@ def hoist_scalar(ctx, source, kind):
     dtype = {int: tf.int64, float: tf.float64}[kind]
     ctx.add_guard(guards.GuardKind.SCALAR_MATCH, source, kind)
 
-    exact = np.float64 if kind is float else np.int64
+    tensors = guards.ScalarTensors(kind)
 
     def read_now():
-        # A tensor made from a 0-d NumPy array: TF's conversion caches scalars (NumPy's
-        # too) by value, and -0.0 == 0.0.
-        return tf.constant(np.array(source.value(_call_arguments(), {}), dtype=exact))
-    placeholder = ctx.top_graph.capture_call_time_value(
-        read_now, tf.TensorSpec([], dtype), key=('janus', 'scalar') + source.uid())
+        return tensors.tensor(source.value(_call_arguments(), {}))
+    key = ('janus', 'scalar') + source.uid()
+    placeholder = ctx.top_graph.capture_call_time_value(read_now, tf.TensorSpec([], dtype),
+                                                        key=key)
+    _register_reader(ctx, key, read_now)
     leaves = getattr(ctx, 'host_leaves', None)
     if leaves is not None:   # graphgen/hostcheck.py computes checks on it before the run
         leaves[placeholder.name] = ('source', source, kind)
     return placeholder
+
+
+def _register_reader(ctx, key, read_now):
+    """``read_now`` gives a value its guard checks (an eager tensor of the capture's dtype
+    and a compatible shape): a run may call it without TF's re-check of the result
+    (``tracer._captured_reader``).  The first closure of a key is the one TF keeps."""
+    readers = getattr(ctx, 'call_time_readers', None)
+    if readers is not None:
+        readers.setdefault(key, read_now)
 
 
 # -- the in-graph path (config.heap_ops): Janus>Py* ops on handles -------------
