@@ -148,6 +148,7 @@ class JanusFunction:
         self._assumed_drops = 0           # graphs dropped for those breaks (then: imperative)
         self._plans = []                  # the plans of the trace under way (plan.py)
         self.scalars = ScalarRelaxation()  # Python numbers that are graph inputs (relaxation.py)
+        self.opaque_lists = set()         # list arguments passed as themselves (they grow)
         self._miss_values = {}            # (guard kind, where) -> values that missed, in order
         self._reprofile_budget = 0         # profiled calls still due after a cache miss
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
@@ -220,7 +221,8 @@ class JanusFunction:
             if entry is not None:
                 return Step.REPLAY, entry, misses
             step = self._next_step(misses)
-            if misses and self._relax_scalars(call.arguments):
+            if misses and (self._relax_scalars(call.arguments)
+                           | self._relax_lists(misses, call.arguments)):
                 if step is Step.PROFILE:
                     self.profile.calls -= 1   # unclaimed: the new graph needs no new profile
                 self._reprofile_budget = 0
@@ -259,6 +261,20 @@ class JanusFunction:
             self._event(EventKind.SCALAR_RELAXED, text)
         return bool(relaxed)
 
+    def _relax_lists(self, misses, arguments):
+        """After a miss on a list argument's length (a history that grows every call):
+        the list is passed as itself from now on, its items read through it at run
+        time (guards.Signature ``opaque``), one graph for every length."""
+        relaxed = [m.where for m in misses if m.kind is guards.GuardKind.LEN_MATCH
+                   and type(arguments.get(m.where)) is list and m.where not in self.opaque_lists]
+        for name in relaxed:
+            self.opaque_lists.add(name)
+            self._event(EventKind.SCALAR_RELAXED, 'list argument %s changed length (%s): passed '
+                        'as itself from now on, one graph for every length' % (
+                            name, ', '.join('%s -> %s' % (m.expected, m.actual) for m in misses
+                                            if m.where == name)))
+        return bool(relaxed)
+
     def _redefined(self):
         with self._lock:
             self.cache = GraphCache()
@@ -266,6 +282,7 @@ class JanusFunction:
             self.failed_signatures, self.relaxed_sites = [], set()
             self._assumed_instead = {}
             self.scalars = ScalarRelaxation()
+            self.opaque_lists = set()
             self._start_over()
         self._event(EventKind.REDEFINED, '%s.__code__/__defaults__ were rebound; profiling and '
                     'converting the new definition' % self.function.__qualname__)
@@ -489,7 +506,8 @@ class JanusFunction:
         assume_instead = {}   # (code, site) -> sequence: real control flow failed to build there
         while True:   # again after a trace pinned relaxed numbers, or assumes more sites
             try:
-                signature = guards.Signature(arguments, shapes, self.scalars.dynamic)
+                signature = guards.Signature(arguments, shapes, self.scalars.dynamic,
+                                             self.opaque_lists)
             except guards.UnsupportedArgument as e:
                 return self._give_up(ConversionError('unsupported argument %s' % e),
                                      record=False)
@@ -585,7 +603,8 @@ class JanusFunction:
             # A relaxed (None) dimension may be what broke the trace: retry exactly
             # (with exact shapes even when specialization is switched off).
             with config.patch(specialize_shapes=True):
-                exact = guards.Signature(arguments, dynamic=self.scalars.dynamic)
+                exact = guards.Signature(arguments, dynamic=self.scalars.dynamic,
+                                         opaque=self.opaque_lists)
                 entry = tracer.trace(self.function, converted, bound, exact,
                                      self._plan(assume_instead),
                                      distributed=self.distributed)

@@ -736,12 +736,17 @@ def record_shapes(value, path, shapes, depth=0):
 class Signature:
     """The argument signature of one graph: one node per bound parameter."""
 
-    def __init__(self, arguments, shapes=None, dynamic=frozenset()):
+    def __init__(self, arguments, shapes=None, dynamic=frozenset(), opaque=frozenset()):
         """``dynamic``: relaxation keys (``scalar_path_key``) of number arguments that
-        become graph inputs (``ScalarNode``) instead of constants."""
+        become graph inputs (``ScalarNode``) instead of constants; ``opaque``: names
+        of list arguments passed as the objects themselves (``ObjectNode``: type
+        guarded, what the trace reads guarded through their ``ArgSource``), not
+        rebuilt around their items (a history list that grows every call)."""
         self.names = list(arguments)
+        self.opaque = frozenset(n for n in opaque if type(arguments.get(n)) is list)
         seen = {}
-        self.nodes = [node_for(arguments[n], n, shapes, seen, dynamic) for n in self.names]
+        self.nodes = [ObjectNode(n, arguments[n]) if n in self.opaque else
+                      node_for(arguments[n], n, shapes, seen, dynamic) for n in self.names]
         # Every argument a tensor (the common training step): the replay path reads
         # all of them at once and compares whole lists (one C-level compare each).
         self._tensors_only = all(type(node) is TensorNode for node in self.nodes)

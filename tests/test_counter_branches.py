@@ -435,3 +435,30 @@ def test_gradient_accumulation_converts_once_the_optimizer_is_built():
     stats = janus.stats(jf)
     assert stats['graphs_built'] == 1 and stats['fallbacks'] == 0, janus.explain(jf)
     assert stats['graph_calls'] == 20, stats
+
+
+def _history_step(x, history, step):
+    loss = tf.reduce_sum(x * x)
+    if step % 3 == 0:
+        history.append(loss)
+    history.append(step)
+    return loss
+
+
+@pytest.mark.parametrize('fresh_list_every', [0, 7])
+def test_list_argument_that_grows_is_passed_as_itself(fresh_list_every):
+    """``train(x, history, step)`` with a history list that grows: after its length
+    changed once the list is passed as itself (written through it after the run), not
+    one graph per length; a new list object from time to time is written just the same.
+    (Reading ``history[-1]`` or ``len(history)`` still guards the length.)"""
+    eager_history, graph_history = [], []
+    jf = janus.function(_history_step)
+    for i in range(30):
+        if fresh_list_every and i % fresh_list_every == 0:
+            eager_history, graph_history = [tf.constant(1.0)], [tf.constant(1.0)]
+        x = tf.constant([0.5 * i, 1.0])
+        assert_same(_history_step(x, eager_history, i), jf(x, graph_history, i), 'call %d' % i)
+        assert [float(v) for v in eager_history] == [float(v) for v in graph_history], i
+        assert [type(v) for v in eager_history] == [type(v) for v in graph_history], i
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] <= 3 and stats['graph_calls'] >= 25, janus.explain(jf)

@@ -50,10 +50,6 @@ GRAPH_SHARE = 0.7         # "most calls ran as graphs"
 # bound they do meet.  Each is named in the closing note as left out; a
 # bound that stops holding fails the test.
 KNOWN_GAPS = {
-    'test_pattern_converts[every_n_append-argument]': (
-        8, 0.7, 'a history list passed as an argument grows: LEN_MATCH, a graph per length'),
-    'test_pattern_converts[variable_counter-argument]': (
-        7, 0.7, 'a history list passed as an argument grows: LEN_MATCH, a graph per length'),
     'test_best_loss_early_stopping[tensor-attribute]': (
         6, 0.7, 'the stop flag flips False -> True while it is read: bools stay constants, a '
                 'graph each (on top of the graphs for the float set from outside)'),
@@ -61,10 +57,6 @@ KNOWN_GAPS = {
         6, 0.7, 'the stop flag flips False -> True while it is read: bools stay constants'),
     'test_best_loss_early_stopping[tensor-cell]': (
         6, 0.7, 'the stop flag flips False -> True while it is read: bools stay constants'),
-    'test_best_loss_early_stopping[tensor-argument]': (
-        7, 0.75, 'while best is a float (set from outside) the branch cannot be a tf.cond '
-                 '(tensor on one side, float on the other): its outcome is assumed, a graph '
-                 'per stop flag value, instead of running those calls imperatively'),
     'test_while_loop_on_a_dynamic_int[attribute]': (
         16, 0.5, 'log.append(n) of a dynamic int inside a tf.while_loop needs its value'),
     'test_while_loop_on_a_dynamic_int[cell]': (

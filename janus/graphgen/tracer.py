@@ -508,7 +508,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
         for scalar in _scalar_inputs(placeholders.values()):
             ctx.host_leaves[scalar.tensor.name] = ('flat', scalar.tensor.name, scalar.type)
         arguments = scalars.from_inputs(placeholders)
-        ctx.register_arguments(arguments)
+        ctx.register_arguments(arguments, signature.opaque)
         call_args = inspect.BoundArguments(bound.signature, arguments)
         operators.enter_trace(ctx)
         ctx.stack.append(converted)

@@ -137,11 +137,16 @@ class TraceContext:
         self.state_dependency = lambda tensor: None
 
     # -- sources ---------------------------------------------------------
-    def register_arguments(self, arguments):
+    def register_arguments(self, arguments, opaque=frozenset()):
         """Gives the objects the trace sees as arguments (containers rebuilt around
-        placeholders, other objects themselves) their ``ArgSource``."""
+        placeholders, other objects themselves) their ``ArgSource``; an ``opaque``
+        list is the caller's own list: its items are read through its source, at run
+        time, like an attribute's list."""
         for name, value in arguments.items():
-            self._register_argument(guards.ArgSource(name), value, set())
+            if name in opaque:
+                self._remember(guards.ArgSource(name), value)
+            else:
+                self._register_argument(guards.ArgSource(name), value, set())
 
     def _register_argument(self, source, value, visiting):
         if isinstance(value, tf.Tensor):
