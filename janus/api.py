@@ -37,7 +37,7 @@ from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
                           ScalarValueNeeded, StrictModeError)
 from janus.relaxation import ScalarRelaxation
-from janus.executor import AssertionBroke, GraphError, WriteBackFailed, run_graph
+from janus.executor import AssertionBroke, GraphError, GraphInvalid, WriteBackFailed, run_graph
 from janus.graphgen import generator, tracer
 from janus.graphgen import plan as plan_module
 from janus.pyct import parser
@@ -312,7 +312,7 @@ class JanusFunction:
         failure = None
         try:
             result = run_graph(entry, call.arguments)
-        except (AssertionBroke, GraphError, WriteBackFailed) as e:
+        except (AssertionBroke, GraphError, GraphInvalid, WriteBackFailed) as e:
             failure = e
         except tf.errors.OpError:
             raise   # after a state change: the graph's own error (executor.py)
@@ -333,6 +333,8 @@ class JanusFunction:
             return self._after_graph_error(entry, failure, call)
         if isinstance(failure, WriteBackFailed):
             return self._after_failed_write_back(entry, failure, call)
+        if isinstance(failure, GraphInvalid):
+            return self._after_invalid_graph(entry, failure, call)
         self._internal_error('running the graph', failure)
         return self._run_plain(call)
 
@@ -373,11 +375,20 @@ class JanusFunction:
         self._internal_error('writing back the graph\'s results', failure.error)
         return self._run_plain(call)
 
+    def _after_invalid_graph(self, entry, failure, call):
+        """TF could not instantiate the graph (a janus bug): nothing ran.  The graph is
+        dropped, its call shape runs imperatively, and this call runs as plain Python."""
+        self._safely('evicting the graph', self._drop_failed_entry, entry, failure)
+        self._internal_error('running the graph', failure.error)
+        return self._run_plain(call)
+
     def _drop_failed_entry(self, entry, failure):
+        what = ('TF could not run the graph janus built' if isinstance(failure, GraphInvalid)
+                else 'janus internal error while writing back a graph\'s results')
         with self._lock:
             self.cache.remove(entry)
             self.failed_signatures.append((entry.signature, ConversionError(
-                'janus internal error while writing back a graph\'s results: %s' % failure)))
+                '%s: %s' % (what, failure))))
 
     def _relax(self, entry, assumption):
         """After a fallback: sites whose assumed outcomes broke are never assumed again;

@@ -69,11 +69,27 @@ class WriteBackFailed(Exception):
         self.state_changed = state_changed
 
 
+class GraphInvalid(Exception):
+    """TF could not instantiate janus's graph (a cycle janus's control dependencies
+    made): a janus bug, and nothing ran, so the call runs as plain Python."""
+
+    def __init__(self, error):
+        super().__init__('%s: %s' % (type(error).__name__, str(error).strip()[:300]))
+        self.error = error
+
+
+# TF's messages for a function body it cannot instantiate (nothing of it ran).
+_NOT_INSTANTIATED = ('nodes in a cycle', 'Graph has cycle')
+
+
 def run_graph(entry, arguments):
     """Runs ``entry``; raises AssertionBroke or GraphError for the caller to fall back."""
     try:
         return entry.run(arguments)
     except tf.errors.OpError as e:
+        if isinstance(e, tf.errors.InvalidArgumentError) and any(
+                text in str(e) for text in _NOT_INSTANTIATED):
+            raise GraphInvalid(e) from None
         raise _classify(entry, e) from None
 
 

@@ -109,6 +109,17 @@ def test_internal_error_runs_the_call_as_plain_python(stage, capsys, monkeypatch
     assert 'RuntimeError' in report   # with the traceback
 
 
+def test_a_graph_tf_cannot_instantiate_runs_the_call_as_plain_python(capsys, monkeypatch):
+    """A graph with a cycle (janus's control dependencies) fails before anything ran:
+    the call runs as plain Python and the graph is dropped, never a TF error."""
+    def cyclic(*args, **kwargs):
+        raise tf.errors.InvalidArgumentError(None, None, '3 nodes in a cycle [Op:x] ' + FAULT)
+    jf = run_both(capsys, lambda jf: monkeypatch.setattr(tracer.GraphEntry, 'run', cyclic), 5)
+    report = janus.explain(jf)
+    assert 'internal error' in report and 'in a cycle' in report, report
+    assert janus.stats(jf)['imperative_calls'] >= 3
+
+
 def test_profiling_stops_instrumenting_after_a_hook_failed(capsys, monkeypatch):
     jf = run_both(capsys, lambda jf: monkeypatch.setattr(profiler.Recorder, '_observe', fail))
     assert 'stopped instrumenting' in janus.explain(jf)
