@@ -127,7 +127,7 @@ class TraceContext:
         self._tensor_sources = {}   # id(graph input) -> (source, the input itself)
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
-        self.evolving = set()   # (uid, name): numbers read as constants that the call rewrites
+        self._number_writes = {}   # uid -> name: number locations the call rewrites
         # (ctx, source, value) -> a DynamicScalar or None: scalars.read, handed in by the
         # tracer (scalars builds on this module; no import cycle).
         self.read_dynamic_scalar = lambda ctx, source, value: None
@@ -219,14 +219,18 @@ class TraceContext:
             self.guards.append(guards.SourceGuard(kind, source, expected))
 
     def note_number_write(self, source, value):
-        """A write to ``source``: if the trace read a Python number there as a constant
-        (VALUE_MATCH), the function evolves it (``self.step += 1``), so the next call
-        would miss; the janus function makes it dynamic before caching the graph."""
-        uid = source.uid()
-        if (GuardKind.VALUE_MATCH, uid) not in self._guard_keys:
-            return
+        """A write of a number to ``source``.  If the trace also read a Python number
+        there as a constant (VALUE_MATCH, before or after the write), the function
+        evolves it (``self.step += 1``), so the next call would miss; the janus
+        function makes it dynamic before caching the graph (``evolving``)."""
         if type(value) in (int, float) or type(value) is self.scalar_type:
-            self.evolving.add((uid, repr(source)))
+            self._number_writes.setdefault(source.uid(), repr(source))
+
+    @property
+    def evolving(self):
+        """(uid, name) of the numbers the trace read as constants and the call rewrites."""
+        return {(uid, name) for uid, name in self._number_writes.items()
+                if (GuardKind.VALUE_MATCH, uid) in self._guard_keys}
 
     def guard_value(self, source, value, hoist=True):
         """Guards a value read from ``source``, remembers where it lives, and returns
