@@ -226,6 +226,25 @@ def _tensor_match(expected):
 
 
 # Per guard kind: expected -> predicate on the re-read value.
+def _same_items(values, expected):
+    """Item by item: the same type, and a float's sign (``==`` holds for 0.0 and -0.0,
+    and for 1 and 1.0, which Python tells apart)."""
+    return all(type(x) is type(y) and (type(x) is not float or
+                                       math.copysign(1.0, x) == math.copysign(1.0, y))
+               for x, y in zip(values, expected))
+
+
+def _equals_match(snapshot, kinds):
+    """A flat container of constants: equal, with the same key order (a dict's
+    iteration order is what the trace saw), item types and float signs."""
+    if type(snapshot) is dict:
+        keys, values = list(snapshot), list(snapshot.values())
+        return lambda v: (type(v) is dict and v == snapshot and list(v) == keys
+                          and tuple(map(type, v)) == kinds and _same_items(v.values(), values))
+    return lambda v: (type(v) is type(snapshot) and v == snapshot
+                      and tuple(map(type, v)) == kinds and _same_items(v, snapshot))
+
+
 _PREDICATES = {
     GuardKind.ID_MATCH: lambda e: lambda v: v is e,
     GuardKind.TYPE_MATCH: lambda e: lambda v: type(v) is e,
@@ -238,8 +257,7 @@ _PREDICATES = {
     GuardKind.HASATTR_MATCH: lambda e: lambda v: hasattr(v, e[0]) == e[1],
     GuardKind.FUNCTION_MATCH: lambda e: lambda v: (v.__code__ is e[0] and v.__defaults__ is e[1]
                                                    and v.__kwdefaults__ is e[2]),
-    GuardKind.EQUALS_MATCH: lambda e: lambda v: (type(v) is type(e[0]) and v == e[0]
-                                                 and tuple(map(type, v)) == e[1]),
+    GuardKind.EQUALS_MATCH: lambda e: _equals_match(*e),
     # A version compare; a fingerprint only after a change (runtime/library_config.py).
     GuardKind.LIBRARY_CONFIG: lambda e: e.holds,
     GuardKind.TENSOR_MATCH: _tensor_match,

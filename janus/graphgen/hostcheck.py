@@ -312,8 +312,17 @@ def build(ctx, graph, flat_inputs, outputs):
     if found is None:
         return None, set(), set()
     ops, region, slots, constants, leaf_readers, steps, checks, calls, dynamic = found
+    # Float results the graph still uses are fed from the host too (the same IEEE
+    # doubles eager Python computes): with their checks gone, an intermediate
+    # (``a * 3.0`` in ``a * 3.0 * 7.0``) has one consumer left, and grappler would
+    # reassociate the chain (constant push-down), no longer eager's rounding.
+    output_names = {getattr(t, 'name', None) for t in outputs}
+    floats = [op for op in ops if op in region and op.type in _FLOAT_RESULTS
+              and slots[op.outputs[0].name] in dynamic
+              and (op.outputs[0].name in output_names
+                   or any(c not in region for c in op.outputs[0].consumers()))]
     fed = []
-    for op in calls:
+    for op in calls + floats:
         tensor = op.outputs[0]
         slot = slots[tensor.name]
         key, reader = ('janus', 'host', op.name), _fed_value(len(fed), _NP[tensor.dtype])
@@ -333,6 +342,8 @@ def build(ctx, graph, flat_inputs, outputs):
             op._update_input(0, true)
     dead = _unneeded(ops, region, outputs)
     program = _sliced(constants, leaf_readers, steps, fed, dynamic)
+    if program is not None:
+        program.calls = len(calls)   # Python calls (the rest fed are float results)
     return program, set(checks), dead
 
 
