@@ -751,6 +751,19 @@ def record_shapes(value, path, shapes, depth=0):
             record_shapes(v, '%s[%r]' % (path, k), shapes, depth + 1)
 
 
+def _occurrences(values, target, depth=0):
+    """How often the object ``target`` is among ``values`` (containers walked): a list
+    passed twice (``f(a, a)``, ``f(a, [a])``) stays rebuilt, one object in the trace."""
+    count = 0
+    for value in values:
+        if value is target:
+            count += 1
+        elif depth < 8 and (type(value) in (list, dict) or isinstance(value, tuple)):
+            count += _occurrences(value.values() if type(value) is dict else value, target,
+                                  depth + 1)
+    return count
+
+
 class Signature:
     """The argument signature of one graph: one node per bound parameter."""
 
@@ -761,7 +774,8 @@ class Signature:
         guarded, what the trace reads guarded through their ``ArgSource``), not
         rebuilt around their items (a history list that grows every call)."""
         self.names = list(arguments)
-        self.opaque = frozenset(n for n in opaque if type(arguments.get(n)) is list)
+        self.opaque = frozenset(n for n in opaque if type(arguments.get(n)) is list
+                                and _occurrences(arguments.values(), arguments[n]) == 1)
         seen = {}
         self.nodes = [ObjectNode(n, arguments[n]) if n in self.opaque else
                       node_for(arguments[n], n, shapes, seen, dynamic) for n in self.names]

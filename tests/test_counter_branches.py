@@ -462,3 +462,23 @@ def test_list_argument_that_grows_is_passed_as_itself(fresh_list_every):
         assert [type(v) for v in eager_history] == [type(v) for v in graph_history], i
     stats = janus.stats(jf)
     assert stats['graphs_built'] <= 3 and stats['graph_calls'] >= 25, janus.explain(jf)
+
+
+def _aliased_lists(x, grows, same):
+    grows.append(1)
+    return x + len(same)
+
+
+def test_a_list_passed_twice_stays_one_object():
+    """``f(x, A, A)``: appending through one parameter changes the other's length, in
+    the call.  A growing list passed twice is not passed as itself (fuzzer seed 'ci',
+    programs 65, 107, 150, 162, 327, 419, 449: the trace saw two lists)."""
+    eager_list, graph_list = [1], [1]
+    jf = janus.function(_aliased_lists)
+    for i in range(12):
+        x = tf.constant([0.5 * i, 1.0])
+        other = graph_list if i % 5 else [7]
+        eager_other = eager_list if i % 5 else [7]
+        assert_same(_aliased_lists(x, eager_list, eager_other),
+                    jf(x, graph_list, other), 'call %d' % i)
+        assert eager_list == graph_list, i
