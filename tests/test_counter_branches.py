@@ -375,6 +375,8 @@ def test_loop_on_a_changing_bound_with_checks_after_a_variable_update():
         x = tf.constant([1.0, 2.0 + i])
         assert_same(eager(x, p), jf(x, p), 'call %d' % i)
         assert int(e_counter) == int(g_counter)
+    # without the refusal the graph had a cycle: dropped as a janus internal error
+    assert 'internal error' not in janus.explain(jf), janus.explain(jf)
 
 
 class Accumulate:
@@ -482,3 +484,30 @@ def test_a_list_passed_twice_stays_one_object():
         assert_same(_aliased_lists(x, eager_list, eager_other),
                     jf(x, graph_list, other), 'call %d' % i)
         assert eager_list == graph_list, i
+
+
+class BestStep:
+    """A number written under a tf.cond and read after it: the read (of the value
+    before the write, on the path not taken) comes after the write in the trace."""
+
+    def __init__(self):
+        self.step = 0
+        self.best_step = 0
+
+    def train(self, x):
+        self.step += 1
+        if self.step % 4 == 0:
+            self.best_step = self.step
+        return x + self.best_step
+
+
+def test_a_number_written_in_a_branch_and_read_after_it_is_dynamic_at_once():
+    eager, graph = BestStep(), BestStep()
+    jf = janus.function(graph.train)
+    for i in range(30):
+        x = tf.constant([1.0, float(i)])
+        assert_same(eager.train(x), jf(x), 'call %d' % i)
+        assert (eager.step, eager.best_step) == (graph.step, graph.best_step), i
+        assert type(graph.best_step) is int
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 1 and stats['graph_calls'] == 27, janus.explain(jf)
