@@ -191,9 +191,12 @@ def _call_keras_layer(ctx, layer, args, kwargs):
     ctx.register_converted(call.__code__, converted)
 
     def converted_call(*call_args, **call_kwargs):
+        # What Keras passes (your arguments, ``training``/``mask`` where ``call`` takes
+        # them), bound as Python binds them: the converted function has no defaults.
+        bound = _bound(ctx, call, (layer,) + call_args, call_kwargs)
         ctx.stack.append(converted)
         try:
-            return converted.py_fn(layer, *call_args, **call_kwargs)
+            return converted.py_fn(*bound.args, **bound.kwargs)
         finally:
             ctx.stack.pop()
     with layers.calling(layer, converted_call):
@@ -392,8 +395,7 @@ def _inline(ctx, fn, args, kwargs):
                           'imperatively' % fn.__qualname__)
     converted = ctx.convert(fn)
     ctx.guard_function(fn)
-    bound = inspect.signature(fn).bind(*args, **kwargs)
-    _apply_defaults(ctx, fn, bound)
+    bound = _bound(ctx, fn, args, kwargs)
     ctx.register_converted(fn.__code__, converted)
     root = ctx.source_of(fn)
     py_fn = converted.bind(FunctionNamespace(fn, root)) if root else converted.py_fn
@@ -402,6 +404,15 @@ def _inline(ctx, fn, args, kwargs):
         return py_fn(*bound.args, **bound.kwargs)
     finally:
         ctx.stack.pop()
+
+
+def _bound(ctx, fn, args, kwargs):
+    """``fn``'s parameters bound to a call's arguments as Python binds them, defaults
+    included: a converted function has none of its own (``generator._as_function_def``),
+    so every caller of one passes all of its parameters."""
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    _apply_defaults(ctx, fn, bound)
+    return bound
 
 
 def _apply_defaults(ctx, fn, bound):
