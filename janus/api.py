@@ -30,13 +30,11 @@ import types
 
 import tensorflow as tf
 
-from janus import callables, guards, profiler
+from janus import callables, function_state, guards, profiler
 from janus.explain import annotate, reason_text   # where + advice for every reason
-from janus.cache import GraphCache
 from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
                           ScalarValueNeeded, StrictModeError)
-from janus.relaxation import ScalarRelaxation
 from janus.executor import AssertionBroke, GraphError, GraphInvalid, WriteBackFailed, run_graph
 from janus.graphgen import generator, tracer
 from janus.graphgen import plan as plan_module
@@ -108,23 +106,22 @@ def short_traceback(error, frames=6):
     return ''.join(lines).rstrip()
 
 
-def _definition(function):
-    """The parts of a function that may be rebound in place, by identity."""
-    if function is None:
-        return None
-    return (function.__code__, function.__defaults__, function.__kwdefaults__)
-
-
-def _same_definition(function, defined_as):
-    if function is None:
-        return True
-    code, defaults, kwdefaults = defined_as   # three identity checks: on every call
-    return (function.__code__ is code and function.__defaults__ is defaults
-            and function.__kwdefaults__ is kwdefaults)
+# What a JanusFunction keeps for its whole life (plus what ``callables.copy_identity``
+# copies from the callable).  Everything janus learns per function is a field of its
+# ``state`` (function_state.FunctionState), replaced wholesale on a redefinition;
+# ``_redefined`` asserts that nothing else was set on the JanusFunction.
+LIFETIME_ATTRIBUTES = frozenset((
+    'fn', 'distributed', '_profile_calls', '_strict', 'target', 'function', 'name',
+    'defined_at', 'stats', 'events', '_lock', '_local', 'state', '_reentry_noted',
+    '_logged_reasons', '__wrapped__') + functools.WRAPPER_ASSIGNMENTS)
 
 
 class JanusFunction:
-    """A callable run through janus; behaves like the callable itself."""
+    """A callable run through janus; behaves like the callable itself.
+
+    Its per-definition state (profile, graph cache, failed conversions, relaxed
+    sites and numbers...) is ``self.state``; each field also reads and writes as
+    an attribute of the same name (``self.cache``, ``self.profile``)."""
 
     def __init__(self, fn, profile_calls=None, strict=None, distributed=False):
         self.fn = fn                     # what a plain call runs: the user's callable
@@ -134,35 +131,20 @@ class JanusFunction:
         self.target = callables.resolve(fn)
         self.function = self.target.function   # the Python function profiled and converted
         self.name = callables.describe(fn)
-        self.stats = Stats()
-        self.profile = profiler.Profile()
-        self.cache = GraphCache()
+        self.stats = Stats()               # lifetime counters (janus.stats)
         self.events = collections.deque(maxlen=200)
-        self.failed_conversion = None     # ConversionError of the function itself
-        if self.target.reason is not None:
-            self.failed_conversion = ConversionError(self.target.reason)
-        self.failed_signatures = []       # (Signature, ConversionError) per call shape
-        self.relaxed_sites = set()        # (code, site) never speculated again (they broke)
-        self._assumed_instead = {}        # entry -> sites assumed where control flow failed
-        self._assumed_breaks = collections.Counter()   # entry -> breaks at those sites
-        self._assumed_drops = 0           # graphs dropped for those breaks (then: imperative)
-        self._plans = []                  # the plans of the trace under way (plan.py)
-        self.scalars = ScalarRelaxation()  # Python numbers that are graph inputs (relaxation.py)
-        self.opaque_lists = set()         # list arguments passed as themselves (they grow)
-        self._miss_values = {}            # (guard kind, where) -> values that missed, in order
-        self._reprofile_budget = 0         # profiled calls still due after a cache miss
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
         self._local = threading.local()    # per thread: is a call of this function running
         self._start_over()
         callables.copy_identity(self, fn)
 
     def _start_over(self):
-        """Signature, instrumented copy and graphs for the function as it is now (again
-        after its ``__code__``/``__defaults__`` were rebound: eager runs the new ones)."""
-        self.signature = self._signature()
-        self.__dict__.pop('_positional_names', None)
-        self._profiled_fn = self._make_profiled()
-        self._defined_as = _definition(self.function)
+        """A fresh state record for the function as it is now (again after its
+        ``__code__``/``__defaults__`` were rebound: eager runs the new ones)."""
+        failed = ConversionError(self.target.reason) if self.target.reason is not None else None
+        self.state = function_state.FunctionState(function_state.definition(self.function),
+                                                  self._signature(), failed)
+        self.profiled_fn = self._make_profiled(self.recorder)
 
     # -- knobs -----------------------------------------------------------
     @property
@@ -209,7 +191,7 @@ class JanusFunction:
         if self.function is None:   # nothing janus can profile or convert (a generator)
             self._give_up(self.failed_conversion, record=not self.stats.imperative_calls)
             return Step.PLAIN, None, ()
-        if not _same_definition(self.function, self._defined_as):
+        if not function_state.same_definition(self.function, self.state.defined_as):
             self._redefined()
         try:
             call.bound = self._bind(call.full_args, call.full_kwargs)
@@ -225,34 +207,26 @@ class JanusFunction:
                            | self._relax_lists(misses, call.arguments)):
                 if step is Step.PROFILE:
                     self.profile.calls -= 1   # unclaimed: the new graph needs no new profile
-                self._reprofile_budget = 0
+                self.reprofile_budget = 0
                 step = Step.GENERATE
             if step is Step.GENERATE:
                 entry = self._generate(call.bound, call.arguments)
                 if entry is None:
                     return Step.PLAIN, None, misses
-                self._reprofile_budget = config.reprofile_calls
+                self.reprofile_budget = config.reprofile_calls
                 return Step.REPLAY, entry, misses
         return step, None, misses
 
     def _bind(self, args, kwargs):
         """inspect's bind + apply_defaults; the common all-positional call without
         defaults to fill skips inspect (it was a tenth of the replay overhead)."""
-        names = self._positional_names
+        state = self.state
+        names = state.positional_names
         if names is not None and not kwargs and len(args) == len(names):
-            return inspect.BoundArguments(self.signature, dict(zip(names, args)))
-        bound = self.signature.bind(*args, **kwargs)
+            return inspect.BoundArguments(state.signature, dict(zip(names, args)))
+        bound = state.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         return bound
-
-    @functools.cached_property
-    def _positional_names(self):
-        """Parameter names when every parameter is a plain positional one, else None."""
-        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        parameters = list(self.signature.parameters.values())
-        if all(p.kind in kinds for p in parameters):
-            return tuple(p.name for p in parameters)
-        return None
 
     def _relax_scalars(self, arguments):
         """After a miss: numbers whose value changed become graph inputs (relaxation.py)."""
@@ -276,14 +250,12 @@ class JanusFunction:
         return bool(relaxed)
 
     def _redefined(self):
+        """The function's ``__code__``/``__defaults__`` were rebound: everything learned
+        about the old definition goes with its state record."""
         with self._lock:
-            self.cache = GraphCache()
-            self.profile = profiler.Profile()
-            self.failed_signatures, self.relaxed_sites = [], set()
-            self._assumed_instead = {}
-            self.scalars = ScalarRelaxation()
-            self.opaque_lists = set()
             self._start_over()
+        stray = set(vars(self)) - LIFETIME_ATTRIBUTES - set(getattr(self.fn, '__dict__', ()))
+        assert not stray, 'per-function state outside JanusFunction.state: %s' % sorted(stray)
         self._event(EventKind.REDEFINED, '%s.__code__/__defaults__ were rebound; profiling and '
                     'converting the new definition' % self.function.__qualname__)
 
@@ -294,8 +266,8 @@ class JanusFunction:
             return Step.PROFILE
         if misses:
             self._note_miss(misses)
-            if self._reprofile_budget > 0:
-                self._reprofile_budget -= 1
+            if self.reprofile_budget > 0:
+                self.reprofile_budget -= 1
                 self.profile.calls += 1
                 return Step.PROFILE
         return Step.GENERATE
@@ -340,7 +312,7 @@ class JanusFunction:
 
     def _after_broken_assumption(self, entry, broke, call):
         self.stats.fallbacks += 1
-        kept = broke.assumption.site in self._assumed_instead.get(entry, ())
+        kept = broke.assumption.site in entry.assumed_instead
         self._event(EventKind.FALLBACK, 'assumption %r broke; re-ran imperatively%s' % (
             broke.assumption, ' (assumed where real control flow failed to build: kept while '
             'rare)' if kept else ''), error=broke.assumption)
@@ -387,8 +359,7 @@ class JanusFunction:
                 else 'janus internal error while writing back a graph\'s results')
         with self._lock:
             self.cache.remove(entry)
-            self.failed_signatures.append((entry.signature, ConversionError(
-                '%s: %s' % (what, failure))))
+            self.state.note_failed(entry.signature, ConversionError('%s: %s' % (what, failure)))
 
     def _relax(self, entry, assumption):
         """After a fallback: sites whose assumed outcomes broke are never assumed again;
@@ -407,14 +378,14 @@ class JanusFunction:
                 broken.add(key)
         # Assumed because real control flow failed to build: the graph stays, and the
         # calls that take the other path run imperatively, while they are rare.
-        unbuildable = broken & self._assumed_instead.get(entry, set())
+        unbuildable = broken & entry.assumed_instead
         broken -= unbuildable
         if unbuildable:
             self._count_unbuildable_break(entry, unbuildable)
         if broken:
             self.relaxed_sites |= broken
             self.cache.remove(entry)
-            self._reprofile_budget = 0
+            self.reprofile_budget = 0
             where = ', '.join(self._site_name(key) for key in broken)
             self._event(EventKind.RELAXED, '%s: assumed outcomes dropped, next graph builds dynamic '
                         'control flow there' % where)
@@ -424,19 +395,19 @@ class JanusFunction:
         build there stays while their other path is rare enough
         (``config.assumed_break_rate``; one break is free: the graph may have been built
         on a call that takes the other path); past it, its call shape runs imperatively."""
-        self._assumed_breaks[entry] += 1
-        breaks = self._assumed_breaks[entry]
+        entry.assumed_breaks += 1
+        breaks = entry.assumed_breaks
         if breaks <= config.assumed_break_rate * entry.runs + 1:
             return
         where = ', '.join(self._site_name(key) for key in keys)
         text = ('%s: the outcome janus had to assume (real control flow failed to build there) '
                 'broke in %d of %d runs' % (where, breaks, entry.runs))
-        self._assumed_drops += 1
+        self.assumed_drops += 1
         with self._lock:
             self.cache.remove(entry)
-            if self._assumed_drops > config.assumed_rebuilds:
-                self.failed_signatures.append((entry.signature, ConversionError(text)))
-        if self._assumed_drops > config.assumed_rebuilds:
+            if self.assumed_drops > config.assumed_rebuilds:
+                self.state.note_failed(entry.signature, ConversionError(text))
+        if self.assumed_drops > config.assumed_rebuilds:
             self._event(EventKind.IMPERATIVE, text)
         else:   # the outcomes may have changed for good (a warm-up ended): assume them anew
             self._event(EventKind.RELAXED, '%s; graph dropped, the next one assumes the outcomes '
@@ -470,10 +441,10 @@ class JanusFunction:
         try:
             with self._lock:
                 self.profile.record_arguments(call.arguments)
-            if self._profiled_fn is None:
+            if self.profiled_fn is None:
                 return None
             self.recorder.begin_call()
-            return self._profiled_fn
+            return self.profiled_fn
         except StrictModeError:
             raise
         except Exception as e:  # noqa: BLE001 - profiling is optional; the call is not
@@ -483,8 +454,8 @@ class JanusFunction:
     def _finish_profiling(self):
         self.recorder.end_call()
         broken = self.recorder.broken
-        if broken is not None and self._profiled_fn is not None:
-            self._profiled_fn = None   # instrumenting stops; later calls profile plainly
+        if broken is not None and self.profiled_fn is not None:
+            self.profiled_fn = None   # instrumenting stops; later calls profile plainly
             self._record_internal('profiling (instrumented copy; stopped instrumenting)',
                                   broken[0], broken[1])
 
@@ -509,7 +480,7 @@ class JanusFunction:
         """A new cached graph for this call, or None (the reason is recorded)."""
         if self.failed_conversion is not None:
             return self._give_up(self.failed_conversion, record=False)
-        if self.stats.graphs_built >= config.recompile_limit:
+        if self.graphs_built >= config.recompile_limit:
             return self._give_up_on_recompiles()
         guards.record_shapes_of(arguments, self.profile.shapes)
         shapes = self.profile.shapes if config.relax_shapes else None
@@ -528,7 +499,7 @@ class JanusFunction:
             converted = converted or self._convert()
             if converted is None:
                 return None
-            self._plans = []
+            self.plans = []
             entry = self._trace(converted, bound, signature, shapes, arguments, assume_instead)
             if self._assume_where_unbuildable(assume_instead):
                 continue
@@ -539,12 +510,12 @@ class JanusFunction:
                 break
         if isinstance(entry, ConversionError):
             if not _deferred(entry):   # deferred: this call only (an optimizer builds in it)
-                self.failed_signatures.append((signature, entry))
+                self.state.note_failed(signature, _without_frames(entry))
             return self._give_up(entry)
+        self.graphs_built += 1
         self.stats.graphs_built += 1
-        self._assumed_instead[entry] = set(assume_instead) & set(entry.assumed_sites)
-        self.cache.insert(entry)
-        self.stats.evictions = self.cache.evictions
+        entry.assumed_instead = frozenset(assume_instead) & frozenset(entry.assumed_sites)
+        self.stats.evictions += len(self.cache.insert(entry))
         entry.number = self.stats.graphs_built   # explain names graphs and events by it
         self._event(EventKind.GRAPH_BUILT, 'graph #%d built in %.0f ms, %d guards' % (
             entry.number, entry.trace_seconds * 1e3, len(entry.describe_guards())))
@@ -561,7 +532,7 @@ class JanusFunction:
         """Sites whose real control flow failed to build in the last trace are assumed
         in the next trace for this call (True: trace again); see graphgen/plan.py."""
         failed = {}
-        for plan in self._plans:
+        for plan in self.plans:
             failed.update(plan.failed)
         failed = {k: v for k, v in failed.items() if k not in assume_instead}
         for key, (sequence, reason) in failed.items():
@@ -585,7 +556,7 @@ class JanusFunction:
         try:
             return generator.convert(self.function)
         except ConversionError as e:
-            self.failed_conversion = e
+            self.failed_conversion = _without_frames(e)
         except Exception as e:  # noqa: BLE001 - a converter bug: this function runs imperatively
             self.failed_conversion = self._internal_conversion_error('converting', e)
         return self._give_up(self.failed_conversion)
@@ -636,7 +607,7 @@ class JanusFunction:
         plan = plan_module.Plan(self.profile, self.relaxed_sites, self.scalars.dynamic,
                                 assume_instead, self._usual_sequences(),
                                 min(config.speculate_after, self.profile_calls))
-        self._plans.append(plan)
+        self.plans.append(plan)
         return plan
 
     def _give_up(self, error, record=True):
@@ -657,9 +628,7 @@ class JanusFunction:
     def _note_miss(self, misses):
         self.stats.cache_misses += 1
         newest = misses[0]
-        seen = self._miss_values.setdefault((newest.kind, newest.where), [])
-        if newest.actual not in seen and len(seen) < 32:
-            seen.append(newest.actual)
+        self.state.note_miss_value(newest.kind, newest.where, newest.actual)
         text = '%s failed for %s: expected %s, got %s' % (newest.kind.value, newest.where,
                                                           newest.expected, newest.actual)
         if config.log_recompiles:
@@ -706,12 +675,11 @@ class JanusFunction:
             return None
         return inspect.signature(self.function)
 
-    def _make_profiled(self):
-        self.recorder = profiler.Recorder(self.profile)
+    def _make_profiled(self, recorder):
         if self.function is None:
             return None
         try:
-            return profiler.instrument(self.function, self.recorder)
+            return profiler.instrument(self.function, recorder)
         except (parser.NoSource, SyntaxError) as e:
             self._event(EventKind.PROFILING, 'uninstrumented: %s' % e)
         except Exception as e:  # noqa: BLE001 - profiling is optional
@@ -728,6 +696,16 @@ def _deferred(error):
             return True
         error, seen = error.__cause__ or error.__context__, seen + 1
     return False
+
+
+def _without_frames(error):
+    """``error`` kept for later calls, without its tracebacks (nor those of what it was
+    raised from): their frames would keep the failed trace's graph and objects alive."""
+    seen, chained = 0, error
+    while chained is not None and seen < 8:
+        chained.__traceback__ = None
+        chained, seen = chained.__cause__ or chained.__context__, seen + 1
+    return error
 
 
 def _has_relaxed_dims(signature):
@@ -775,3 +753,14 @@ def _check_decoratable(fn):
         raise JanusUsageError('janus.function needs something to call (a function, a bound '
                               'method, a callable object or a Keras model); got %r, a %s'
                               % (fn, type(fn).__name__))
+
+
+def _forwarded(name):
+    return property(lambda self: getattr(self.state, name),
+                    lambda self, value: setattr(self.state, name, value),
+                    doc='``self.state.%s`` (function_state.FunctionState)' % name)
+
+
+for _name in function_state.fields():
+    setattr(JanusFunction, _name, _forwarded(_name))
+del _name

@@ -36,11 +36,15 @@ class GraphCache:
         return None, misses
 
     def insert(self, entry):
+        """Caches ``entry``; returns the entries evicted for it (least recently used).
+        Nothing else holds them: what janus keeps per graph lives on its entry."""
+        evicted = []
         while len(self._entries) >= max(1, config.cache_size_limit):
-            self._entries.popitem(last=False)
+            evicted.append(self._entries.popitem(last=False)[1])
             self.evictions += 1
         self._entries[self._next_key] = entry
         self._next_key += 1
+        return evicted
 
     def remove(self, entry):
         """Drops ``entry`` (its speculation broke); True when it was cached."""

@@ -534,7 +534,7 @@ def imperative_advice(jf, text):
 
 def storm_advice(jf):
     """After config.recompile_limit graphs: what kept changing and what to change."""
-    values_by_guard = getattr(jf, '_miss_values', None) or {}
+    values_by_guard = jf.miss_values
     if not values_by_guard:
         return FIX + ('raise janus.config.recompile_limit (nothing in particular kept '
                       'changing)')

@@ -17,6 +17,10 @@ program must convert, a graph must have run.
 
 PYTEST_DONT_REWRITE: programs under test use `assert`.
 """
+import gc
+import io
+import weakref
+
 import keras
 import pytest
 import tensorflow as tf
@@ -253,3 +257,181 @@ def test_mutable_defaults_of_inlined_callees_accumulate(strict):
     jf = run_both(make, plan(lambda fn, i: ((x_of(i),), {}), 8, {5: clear}),
                   state=lambda fn: dict(fn.__kwdefaults__['seen']))
     converted(jf)
+
+
+# ---------------------------------------------------------------------------
+# What janus keeps per graph goes with the graph
+# ---------------------------------------------------------------------------
+
+class Stepper:
+    """A training-step-like method: a counter, a variable update, a speculated tensor
+    branch, a list of Python numbers, and a site whose real control flow cannot be
+    built (a write to a text buffer janus does not convert: its outcome is assumed)."""
+
+    def __init__(self):
+        self.step = 0
+        self.w = tf.Variable([1.0, 2.0, 3.0])
+        self.history = []
+        self.log = io.StringIO()
+
+    def run(self, x, mode):
+        self.step += 1
+        y = x * self.w
+        if tf.reduce_sum(y) > 0:
+            y = y + 1.0
+        self.w.assign_add(y * 0.0)
+        if self.step % 1000 == 999:
+            self.log.write(mode)
+        self.history.append(self.step)
+        return y
+
+
+def _live(objects):
+    gc.collect()
+    return sum(1 for ref in objects if ref() is not None)
+
+
+@pytest.mark.parametrize('heap_ops', [False, True])
+def test_memory_stays_flat_over_200_evictions(heap_ops):
+    """Every call passes a new ``mode`` string: a new graph per call, the oldest
+    evicted (cache_size_limit=2).  Evicted graphs, their ConcreteFunctions and the
+    functions TF registered for them must be freed: the counts after 20 and after
+    220 calls are the same."""
+    from tensorflow.python.eager import context
+    prog = Stepper()
+    x = tf.constant([1.0, -0.5, 0.25])
+    with janus.config.patch(cache_size_limit=2, recompile_limit=1000, reprofile_calls=0,
+                            log_recompiles=False, heap_ops=heap_ops):
+        jf = janus.function(prog.run, profile_calls=1)
+        entries, graphs = [], []
+        counts = []
+        for i in range(221):
+            jf(x, 'mode%d' % i)
+            newest = jf.cache.newest()
+            if newest is not None:   # the first call is profiled
+                entries.append(weakref.ref(newest))
+                graphs.append(weakref.ref(newest.concrete))
+            if i in (20, 220):
+                counts.append((_live(entries), _live(graphs),
+                               len(context.context().list_function_names())))
+    stats = janus.stats(jf)
+    assert stats['evictions'] >= 200 and stats['graph_calls'] >= 200, janus.explain(jf)
+    assert counts[0][:2] == (2, 2), counts
+    assert counts[1] == counts[0], counts
+    assert 'assumed instead' in janus.explain(jf)   # per-graph bookkeeping was exercised
+    assert prog.history == list(range(1, 222))
+
+
+# ---------------------------------------------------------------------------
+# Redefinition resets everything janus learned about the old body
+# ---------------------------------------------------------------------------
+
+def _trainer_class():
+    """A class per side: each side's methods are rebound on its own class."""
+    class Trainer:
+        def __init__(self):
+            self.step = 0
+            self.w = tf.Variable([0.5, -0.25, 1.0])
+            self.log = io.StringIO()
+            self.limit_mode = 'a'
+
+        def tried(self, x):   # janus does not convert a try statement
+            try:
+                y = x * self.w
+            except ValueError:
+                y = x
+            self.step += 1
+            self.w.assign_add(0.125 * y)
+            if tf.reduce_sum(y) > 0:
+                return y * 2.0
+            return y
+
+        def logged(self, x):   # the trace refuses the text buffer's write
+            y = x * self.w
+            self.log.write('step')
+            self.step += 1
+            self.w.assign_add(0.125 * y)
+            return y
+
+        def moded(self, x):   # a graph per mode: past recompile_limit, imperative
+            y = x * self.w
+            if self.limit_mode == 'a':
+                y = y + 1.0
+            self.step += 1
+            self.w.assign_add(0.125 * y)
+            return y
+
+        def plain(self, x):   # converts
+            y = x * self.w
+            self.step += 1
+            self.w.assign_add(0.125 * y)
+            if tf.reduce_sum(y) > 0:
+                return y * 2.0
+            return y
+    return Trainer
+
+
+@pytest.mark.parametrize('first', ['tried', 'logged', 'moded'])
+def test_a_function_that_did_not_convert_converts_once_redefined(first):
+    """The first body fails to convert (a try statement), fails to trace, or reaches
+    the recompile limit; ``Trainer.<first>.__code__`` is then rebound to a body that
+    converts: janus profiles and converts the new body (``failed_conversion``, the
+    failed call shapes and the recompile budget used to survive the redefinition)."""
+    def make():
+        t = _trainer_class()()
+        return getattr(t, first), t
+
+    def redefine(t):
+        method = getattr(type(t), first)
+        method.__code__ = type(t).plain.__code__
+
+    def new_mode(t):
+        t.limit_mode += 'b'
+    changes = {i: new_mode for i in range(3, 8)}
+    changes.update({8: redefine, 14: lambda t: t.w.assign(-t.w)})
+    with janus.config.patch(recompile_limit=2):
+        jf = run_both(make, plan(lambda t, i: ((x_of(i, shape=(3,)),), {}), 20, changes),
+                      state=lambda t: (t.step, tf.convert_to_tensor(t.w)))
+    stats = janus.stats(jf)
+    assert stats['graph_calls'] >= 4, janus.explain(jf)
+    assert 'redefined' in janus.explain(jf)
+
+
+def test_redefinition_replaces_every_field_of_the_function_state():
+    """Everything janus learned per function lives in one record, and a redefinition
+    replaces all of it: after it no field holds what the old definition had."""
+    from janus import function_state
+    Trainer = _trainer_class()
+
+    def step(t, x, mode, items):
+        y = x * t.w
+        if tf.reduce_sum(y) > 0:   # assumed, then broken: a relaxed site
+            y = y * 2.0
+        if mode == 'log':           # this call shape fails to trace
+            t.log.write(mode)
+        t.step += 1                 # rewritten every call: a dynamic number
+        return y + float(len(items))
+    t = Trainer()
+    jf = janus.function(step, profile_calls=2)
+    items = []
+    for i in range(12):
+        items.append(i)             # a growing list argument: passed as itself
+        x = x_of(i, sign=-1.0 if i == 7 else 1.0, shape=(3,))
+        jf(t, x, 'log' if i in (9, 10) else 'm%d' % (i % 3), items)
+    old = jf.state
+    dirty = {name for name in function_state.fields()
+             if getattr(old, name) not in (None, 0, [], {}, set())}
+    assert {'cache', 'graphs_built', 'failed_signatures', 'relaxed_sites',
+            'opaque_lists', 'miss_values'} <= dirty, (dirty, janus.explain(jf))
+    assert old.scalars.dynamic, janus.explain(jf)
+
+    step.__code__ = (lambda t, x, mode, items: x * 3.0).__code__
+    assert_same(jf(t, x, 'm0', items), x * 3.0)
+    new = jf.state
+    assert new is not old
+    for name in function_state.fields():
+        before, after = getattr(old, name), getattr(new, name)
+        assert after is not before or after in (None, 0), name
+    assert not new.cache.entries() and not new.relaxed_sites and not new.scalars.dynamic
+    assert not new.failed_signatures and not new.opaque_lists and not new.miss_values
+    assert new.graphs_built == 0 and new.profile.calls == 1

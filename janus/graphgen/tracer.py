@@ -52,6 +52,10 @@ class GraphEntry:
         self.safe_error_ops = ctx.safe_error_ops or set()   # errors there leave state untouched
         self.trace_seconds = trace_seconds
         self.runs = 0
+        # Sites assumed only because real control flow failed to build there, and how
+        # often they broke (api.py); kept here so that they go with the graph.
+        self.assumed_instead = frozenset()
+        self.assumed_breaks = 0
         self.host = None   # hostcheck.HostProgram: checks and Python calls done before the run
 
     def check(self, arguments):

@@ -1,0 +1,103 @@
+"""What a janus function knows about one definition of its Python function: one record.
+
+Needs nothing run before it.  Everything janus learns or decides per
+function while calls run (the profile, the graph cache, what failed to
+convert, relaxed sites and numbers, the recompile budget...) is a field of
+one ``FunctionState``, made for one definition (``__code__``,
+``__defaults__``, ``__kwdefaults__``).  When the function is redefined in
+place, ``api.JanusFunction`` replaces the record wholesale, so nothing
+learned about the old body outlives it.  Only what belongs to the callable
+itself (its name, lifetime counters, the event log) stays on the
+``JanusFunction`` (``api.LIFETIME_ATTRIBUTES``).
+
+What janus keeps per *graph* lives on the graph's ``GraphEntry``
+(``graphgen/tracer.py``), so dropping or evicting a graph frees all of it.
+"""
+import dataclasses
+import inspect
+import typing
+
+from janus import profiler
+from janus.cache import GraphCache
+from janus.relaxation import ScalarRelaxation
+
+# Bounds on what a function keeps about call shapes that got no graph (memory stays
+# bounded however many shapes a program tries; a forgotten one is traced again).
+_FAILED_SIGNATURES = 64   # call shapes that failed to convert, the newest kept
+_MISS_KEYS = 64           # guard locations whose missed values are kept (explain's advice)
+_MISS_VALUES = 32         # values kept per location
+
+
+def definition(function):
+    """The parts of a function that may be rebound in place, by identity."""
+    if function is None:
+        return None
+    return (function.__code__, function.__defaults__, function.__kwdefaults__)
+
+
+def same_definition(function, defined_as):
+    """Whether ``function`` is still defined as ``defined_as`` (three identity checks:
+    on every call)."""
+    if function is None:
+        return True
+    code, defaults, kwdefaults = defined_as
+    return (function.__code__ is code and function.__defaults__ is defaults
+            and function.__kwdefaults__ is kwdefaults)
+
+
+@dataclasses.dataclass(eq=False)
+class FunctionState:
+    """Per-definition state of one janus function (see the module docstring)."""
+
+    defined_as: typing.Optional[tuple]          # definition() it was made for
+    signature: typing.Optional[inspect.Signature]
+    failed_conversion: typing.Optional[Exception] = None   # ConversionError of the function
+    profile: profiler.Profile = dataclasses.field(default_factory=profiler.Profile)
+    recorder: typing.Optional[profiler.Recorder] = None    # __post_init__: on ``profile``
+    profiled_fn: typing.Any = None              # the instrumented copy (None: run plainly)
+    positional_names: typing.Optional[tuple] = None   # __post_init__: api's fast bind
+    cache: GraphCache = dataclasses.field(default_factory=GraphCache)
+    graphs_built: int = 0                       # counted against config.recompile_limit
+    failed_signatures: list = dataclasses.field(default_factory=list)   # (Signature, error)
+    relaxed_sites: set = dataclasses.field(default_factory=set)   # (code, site): dynamic
+    assumed_drops: int = 0                      # graphs dropped for assumed outcomes' breaks
+    scalars: ScalarRelaxation = dataclasses.field(default_factory=ScalarRelaxation)
+    opaque_lists: set = dataclasses.field(default_factory=set)   # list args passed as such
+    miss_values: dict = dataclasses.field(default_factory=dict)  # (kind, where) -> values
+    reprofile_budget: int = 0                   # profiled calls still due after a miss
+    plans: list = dataclasses.field(default_factory=list)   # plans of the trace under way
+
+    def __post_init__(self):
+        self.recorder = profiler.Recorder(self.profile)
+        self.positional_names = _positional_names(self.signature)
+
+    def note_failed(self, signature, error):
+        """A call shape that runs imperatively from now on, and why (bounded)."""
+        self.failed_signatures.append((signature, error))
+        del self.failed_signatures[:-_FAILED_SIGNATURES]
+
+    def note_miss_value(self, kind, where, value):
+        """Remembers a value that missed a guard (bounded: explain's recompile advice)."""
+        seen = self.miss_values.get((kind, where))
+        if seen is None:
+            if len(self.miss_values) >= _MISS_KEYS:
+                return
+            seen = self.miss_values[(kind, where)] = []
+        if value not in seen and len(seen) < _MISS_VALUES:
+            seen.append(value)
+
+
+def fields():
+    """The names of ``FunctionState``'s fields."""
+    return tuple(f.name for f in dataclasses.fields(FunctionState))
+
+
+def _positional_names(signature):
+    """Parameter names when every parameter is a plain positional one, else None."""
+    if signature is None:
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    parameters = list(signature.parameters.values())
+    if all(p.kind in kinds for p in parameters):
+        return tuple(p.name for p in parameters)
+    return None
