@@ -228,15 +228,18 @@ def test_inlined_callees_keep_keyword_only_defaults_args_and_kwargs(strict):
     def make():
         prog = Box(shift=0.0, calls=0)
 
-        def step(x, *rest, **options):
+        def step(x, *rest, bias=0.5, history=[], **options):   # noqa: B006
             prog.calls += 1
-            return (total(x, *rest, shift=prog.shift, **options), scaled(x, shift=1.0),
-                    total(x))
+            history.append(prog.calls)
+            return (total(x, *rest, shift=prog.shift, **options), scaled(x, shift=bias),
+                    total(x), len(history))
         return step, prog
 
     def move(p):
         p.shift = 2.5
-    calls = lambda p, i: ((x_of(i), x_of(i + 1)), {'scale': 2.0})  # noqa: E731
+    def calls(p, i):
+        keywords = {'scale': 2.0, 'bias': 1.5} if i > 7 else {'scale': 2.0}
+        return (x_of(i), x_of(i + 1)), keywords
     jf = run_both(make, plan(calls, 10, {6: move}), state=lambda p: (p.shift, p.calls))
     converted(jf)
 
