@@ -22,7 +22,7 @@ class _Config:
     _DEFAULTS = dict(
         profile_calls=3,          # imperative, profiled calls before the first graph is generated
         cache_size_limit=8,       # graphs kept per function; the least recently used is evicted
-        recompile_limit=16,       # graphs a function may build in all (a redefinition starts over); beyond it misses run imperatively
+        recompile_limit=16,       # graphs a function may build in all; beyond it misses run imperatively
         strict=False,             # turn every silent imperative fallback into a StrictModeError
         enabled=True,             # False: every janus function simply runs imperatively
         relax_shapes=True,        # after a SHAPE guard miss, rebuild with differing dims unknown
