@@ -104,19 +104,22 @@ class GraphEntry:
                 outputs = [outputs]
             memo = {}   # one rebuilt object per container the call made, returned or written
             result = _rebuild(self.output_template, outputs, arguments, memo)
-            values = []
-            for _, template in self.writes:
+            values, targets, sources = [], [], {}
+            for write, template in self.writes:
                 if isinstance(template, _Conditional):
                     # A write made in a tensor-dependent branch: only on the path taken.
                     if not bool(_rebuild(template.condition, outputs, arguments, memo)):
                         values.append(_NOT_TAKEN)
+                        targets.append(None)
                         continue
                     template = template.value
                 values.append(_rebuild(template, outputs, arguments, memo))
-            for (write, _), value in zip(self.writes, values):
+                # Its object as the statement saw it: resolved before any write applies.
+                targets.append(write.target(arguments, sources))
+            for (write, _), value, target in zip(self.writes, values, targets):
                 if value is _NOT_TAKEN:
                     continue
-                write.apply(value, arguments)
+                write.apply(value, target)
                 changed = True
         except Exception as e:
             raise WriteBackFailed(e, changed) from e
@@ -257,14 +260,18 @@ def _template(value, outputs, ctx, memo):
 
     Outside objects (those with a source) come back as themselves, re-read
     from their source; containers the call made are rebuilt once per run,
-    however often they are returned or written (``t.a = lst; t.b = lst``).
+    however often they are returned or written (``t.a = lst; t.b = lst``), and
+    a tensor the call computed is one graph output (``self.last_y = y; return y``
+    gives one eager tensor).
     """
     if isinstance(value, tf.Tensor):
         source = ctx.tensor_source(value)
         if source is not None:
             return _FromSource(source)   # passed through: eager returns that very tensor
-        outputs.append(value)
-        return _Out(len(outputs) - 1)
+        if id(value) not in memo:   # returned and stored: one eager tensor, as eagerly
+            outputs.append(value)
+            memo[id(value)] = _Out(len(outputs) - 1)
+        return memo[id(value)]
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
         return _Const(value)
     if type(value) is scalars.DynamicScalar:

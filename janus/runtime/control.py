@@ -631,9 +631,12 @@ _COMPARED_BY_VALUE = (int, float, bool, str, bytes, complex, type(None), tf.DTyp
 
 def _same_python(a, b, depth=0):
     """Whether two Python values are the same value.  Compares only what has no
-    code of its own (numbers, strings, and containers of them, item by item);
-    anything else only by identity: a user's ``__eq__`` would run unconverted, and
-    a dynamic scalar's needs its value."""
+    code of its own and no identity a program can tell apart (numbers, strings,
+    and tuples of them, item by item); anything else only by identity: a user's
+    ``__eq__`` would run unconverted, a dynamic scalar's needs its value, and two
+    lists or dicts that compare equal are still two objects (``bucket = m.pos``
+    on one side, ``m.neg`` on the other: an append after the ``if`` changes the
+    one the run chose, so they never merge into one)."""
     if a is b:
         return True
     if type(a) is not type(b) or depth > 8:
@@ -645,10 +648,8 @@ def _same_python(a, b, depth=0):
             return bool(a == b)
         except Exception:  # noqa: BLE001 - incomparable values are not the same
             return False
-    if type(a) is list or isinstance(a, tuple):   # namedtuples too
+    if isinstance(a, tuple):   # namedtuples too; their items by these rules
         return len(a) == len(b) and all(_same_python(x, y, depth + 1) for x, y in zip(a, b))
-    if type(a) is dict:
-        return list(a) == list(b) and all(_same_python(a[k], b[k], depth + 1) for k in a)
     return False
 
 
