@@ -282,7 +282,7 @@ def _clear(b):
 SIGNS = [1, -1, 1, -1, -1, 1, -1, 1, 1, -1, -1, 1]
 
 
-def test_bucket_chosen_by_tensor_sign(strict=None):
+def test_bucket_chosen_by_tensor_sign(strict):
     def make():
         b = Buckets()
 
@@ -293,15 +293,61 @@ def test_bucket_chosen_by_tensor_sign(strict=None):
             else:
                 bucket = b.neg
             bucket.append(1)
+            bucket.extend([s, 2])
             return s
         return f, b
 
-    run_both(make, plan(lambda b, i: ((c([float(SIGNS[i]), 0.5 * SIGNS[i]]),), {}),
-                        len(SIGNS), {i: _clear for i in range(3, len(SIGNS), 4)}),
-             state=lambda b: (list(b.pos), list(b.neg)))
+    jf = run_both(make, plan(lambda b, i: ((c([float(SIGNS[i]), 0.5 * SIGNS[i]]),), {}),
+                             len(SIGNS), {i: _clear for i in range(3, len(SIGNS), 4)}),
+                  state=lambda b: (list(b.pos), list(b.neg)))
+    converted(jf, graphs=1)
 
 
-def test_attribute_rebound_to_one_of_two_lists_in_a_branch():
+def test_a_chosen_bucket_read_again_runs_imperatively():
+    def make():
+        b = Buckets()
+
+        def f(x):
+            if tf.reduce_sum(x) > 0:
+                bucket = b.pos
+            else:
+                bucket = b.neg
+            bucket.append(x)
+            return len(bucket)              # what it holds depends on the run
+        return f, b
+
+    jf = run_both(make, plan(lambda b, i: ((c([float(SIGNS[i])]),), {}), len(SIGNS),
+                             {i: _clear for i in range(3, len(SIGNS), 4)}),
+                  state=lambda b: (list(b.pos), list(b.neg)))
+    imperative(jf, 'chosen when the graph runs')
+
+
+def test_dict_chosen_by_a_tensor_test_then_updated(strict):
+    class Meter:
+        def __init__(self):
+            self.train = {}
+            self.val = {}
+
+        def log(self, loss, training):
+            if training > 0.5:
+                table = self.train
+            else:
+                table = self.val
+            table.update({'loss': loss})
+            table.update(last=loss * 2.0)
+            return loss + 1.0
+
+    def flags(i):
+        return float(i % 3 != 1)
+
+    jf = run_both(lambda: (Meter.log, Meter()),
+                  plan(lambda m, i: ((m, c(float(i)), c(flags(i))), {}), 9,
+                       {6: lambda m: m.val.clear()}),
+                  state=lambda m: (dict(m.train), dict(m.val)))
+    converted(jf)
+
+
+def test_attribute_rebound_to_one_of_two_lists_in_a_branch(strict):
     def make():
         b = Buckets()
         b.current = b.pos
@@ -315,10 +361,11 @@ def test_attribute_rebound_to_one_of_two_lists_in_a_branch():
             return x + 1.0
         return f, b
 
-    run_both(make, plan(lambda b, i: ((c([float(SIGNS[i])]),), {}), len(SIGNS),
-                        {i: _clear for i in range(3, len(SIGNS), 4)}),
-             state=lambda b: (list(b.pos), list(b.neg)),
-             same=lambda b, r: (b.current is b.pos, b.current is b.neg))
+    jf = run_both(make, plan(lambda b, i: ((c([float(SIGNS[i])]),), {}), len(SIGNS),
+                             {i: _clear for i in range(3, len(SIGNS), 4)}),
+                  state=lambda b: (list(b.pos), list(b.neg)),
+                  same=lambda b, r: (b.current is b.pos, b.current is b.neg))
+    converted(jf)
 
 
 def test_local_lists_chosen_in_a_branch_stay_two():

@@ -29,8 +29,8 @@ from janus.decisions import DYNAMIC
 from janus.errors import ConversionDeferred, ConversionError
 from janus.runtime import effects, scalars
 from janus.runtime.shadow_heap import MISSING, Deferred, WriteKind
-from janus.runtime.trace_context import (AssumptionKind, Unsupported, UnmergedLocal, current,
-                                         refuse_unmerged)
+from janus.runtime.trace_context import (AssumptionKind, Chosen, Unsupported, UnmergedLocal,
+                                         current, refuse_unmerged)
 
 
 class Undefined:
@@ -612,7 +612,7 @@ def _outputs_apart(seen):
     return {i for i, (t, f) in enumerate(zip(seen[True], seen[False])) if spec(t) != spec(f)}
 
 
-def _merge(ns, site, seen, outputs, lineage=frozenset()):
+def _merge(ns, site, seen, outputs, pred, lineage=frozenset()):
     where = _where(ns, site)
     merged = []
     for i, (t, f) in enumerate(zip(seen[True], seen[False])):
@@ -620,9 +620,22 @@ def _merge(ns, site, seen, outputs, lineage=frozenset()):
             merged.append(_merge_values(t, f, outputs[i] if outputs is not None else None,
                                         _cannot_merge, lineage))
         except _CannotMerge:   # refused where it is used, if it is (UnmergedLocal)
-            merged.append(UnmergedLocal(where, '%s where the test is true and %s where it is '
-                                        'false' % (_kind(t), _kind(f)), lineage))
+            chosen = _chosen(pred, t, f, where)
+            merged.append(chosen if chosen is not None else UnmergedLocal(
+                where, '%s where the test is true and %s where it is false'
+                % (_kind(t), _kind(f)), lineage))
     return tuple(merged)
+
+
+def _chosen(pred, t, f, where):
+    """Two distinct outside lists or dicts on the two sides of a tf.cond: a ``Chosen``
+    (changed in place, each candidate gets a conditional write); else None."""
+    ctx = current()
+    if t is f or not all(type(v) in (list, dict) and ctx.source_of(v) is not None
+                         for v in (t, f)):
+        return None
+    return Chosen(where, [(t, pred), (f, tf.logical_not(pred))],
+                  tf.compat.v1.get_default_graph())
 
 
 _COMPARED_BY_VALUE = (int, float, bool, str, bytes, complex, type(None), tf.DType,
@@ -839,7 +852,9 @@ class _Merged(Deferred):
         if found is not None and found[0] is graph:
             return found[1]
         t, f = self._side(True), self._side(False)
-        value = _select(self.pred, t, f, self._refuse, self.lineage)
+        value = _chosen(self.pred, t, f, self.where)
+        if value is None:
+            value = _select(self.pred, t, f, self._refuse, self.lineage)
         self._resolved[id(graph)] = (graph, value)
         return value
 
@@ -1076,7 +1091,7 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
     state, true_exports, false_exports = outputs
     found[True].exports.outputs = list(true_exports)
     found[False].exports.outputs = list(false_exports)
-    set_state(_merge(ns, site, seen, state, lineage))
+    set_state(_merge(ns, site, seen, state, pred, lineage))
     _join(ctx, base, pred, found, where, lineage)
 
 

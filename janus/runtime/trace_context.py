@@ -57,10 +57,40 @@ class UnmergedLocal:
     __hash__ = None
 
 
+class Chosen(UnmergedLocal):
+    """After a tensor-dependent ``if``, one of two distinct outside containers, chosen
+    by the run (``bucket = m.pos`` on one side, ``bucket = m.neg`` on the other):
+    never unified, however equal they are.  Changing it in place (``append``,
+    ``extend``, ``insert``, ``update``: ``calls.py``) is a conditional write on
+    each candidate, under its side's condition; every other use refuses, as an
+    ``UnmergedLocal``'s does.  ``graph``: where the conditions live."""
+
+    METHODS = frozenset(('append', 'extend', 'insert', 'update'))
+
+    def __init__(self, where, candidates, graph):
+        super().__init__(where, 'one of two different %s objects, chosen when the graph runs'
+                         % '/'.join(sorted({type(obj).__name__ for obj, _ in candidates})))
+        self.candidates, self.graph = candidates, graph   # [(object, condition tensor)]
+
+    def method(self, name):
+        """``chosen.append`` and friends: a ``ChosenMethod``; any other attribute refuses."""
+        if name not in self.METHODS or not all(
+                hasattr(type(obj), name) for obj, _ in self.candidates):
+            self.refuse()
+        return ChosenMethod(self, name)
+
+
+class ChosenMethod:
+    """``chosen.append`` (``Chosen.method``), called through ``calls.call``."""
+
+    def __init__(self, chosen, name):
+        self.chosen, self.name = chosen, name
+
+
 def refuse_unmerged(*values):
     """Refuses a use of a local the two sides of a tf.cond left unmergeable."""
     for value in values:
-        if type(value) is UnmergedLocal:
+        if isinstance(value, UnmergedLocal):
             value.refuse()
 
 
