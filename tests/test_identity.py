@@ -213,6 +213,32 @@ def test_a_tensor_argument_compared_with_itself_through_state(strict):
     converted(jf)
 
 
+class RefCache:
+    """Caches results keyed by the input tensor's identity (``x.ref()``)."""
+
+    def __init__(self):
+        self.cache = {}
+        self.xs = [tf.constant([float(i), 2.0]) for i in range(3)]
+
+    def lookup(self, x):
+        key = x.ref()
+        if key in self.cache:
+            return self.cache[key]
+        y = x * 3.0
+        self.cache[key] = y
+        return y
+
+
+def test_results_cached_by_tensor_reference():
+    order = [0, 1, 1, 2, 0, 2, 2, 1]
+    jf = run_both(lambda: (RefCache.lookup, RefCache()),
+                  plan(lambda r, i: ((r, r.xs[order[i]]), {}), len(order),
+                       {5: lambda r: r.cache.clear()}),
+                  state=lambda r: sorted(float(y[0]) for y in r.cache.values()),
+                  same=lambda r, y: (y is r.cache.get(r.xs[0].ref()),))
+    imperative(jf, 'tensor.ref()')
+
+
 # ---------------------------------------------------------------------------
 # Containers reached two ways are one object
 # ---------------------------------------------------------------------------

@@ -137,6 +137,12 @@ def attr(obj, name):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)
     if isinstance(obj, tf.Tensor) and name in ('shape', 'get_shape'):
         return _static_shape(obj, name)
+    if isinstance(obj, tf.Tensor) and name in ('ref', 'experimental_ref') \
+            and ctx.is_input_tensor(obj):
+        # A reference is the tensor's identity as a hashable key; a graph input's is
+        # not the eager tensor's (``is`` is answered in observe.compare instead).
+        raise Unsupported('janus does not convert tensor.%s() (a key by identity: the graph '
+                          'tensor is not the eager one); compare with `is`' % name)
     written = ctx.heap.read(obj, name)
     if written is not MISSING:
         return written

@@ -213,6 +213,12 @@ class TraceContext:
             self._stand_ins.setdefault(id(real), (real, value))
 
     def _remember(self, source, value):
+        stand_in = self._stand_ins.get(id(value))
+        if stand_in is not None and stand_in[0] is value:
+            # One object, one trace value (DESIGN.md): the caller's container the trace
+            # rebuilt as an argument is met as that rebuilt one (``guard_value``).
+            raise InvariantError('internal: the trace met a %s argument apart from the '
+                                 'one it rebuilt for it (at %r)' % (type(value).__name__, source))
         if not captured_by_identity(value) and not isinstance(value, tf.Tensor):
             self._alias(source, value)
         if id(value) not in self._sources:
@@ -248,6 +254,11 @@ class TraceContext:
             self._tensor_sources[id(tensor)] = (source, tensor)
         self._input_tensors.setdefault(id(tensor), (source, tensor))
 
+    def is_input_tensor(self, tensor):
+        """Whether ``tensor`` stands for an outside eager tensor (an input of the graph)."""
+        found = self._input_tensors.get(id(tensor))
+        return found is not None and found[1] is tensor
+
     def same_tensor(self, left, right):
         """``left is right`` for two tensors, as eager code finds it.  Two graph inputs
         (an argument, a hoisted ``self.last_x``) are one eager tensor or two: the
@@ -256,12 +267,9 @@ class TraceContext:
         tensor the call computed is none of its inputs."""
         if left is right:
             return True
-        sources = []
-        for tensor in (left, right):
-            found = self._input_tensors.get(id(tensor))
-            if found is None or found[1] is not tensor:
-                return False
-            sources.append(found[0])
+        if not (self.is_input_tensor(left) and self.is_input_tensor(right)):
+            return False
+        sources = [self._input_tensors[id(tensor)][0] for tensor in (left, right)]
         for source in sources:
             self._alias(source, None)
         first, second = (source.value(self.call_arguments, {}) for source in sources)
