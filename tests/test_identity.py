@@ -213,6 +213,36 @@ def test_a_tensor_argument_compared_with_itself_through_state(strict):
     converted(jf)
 
 
+class Best:
+    """Keeps the best input seen; an input that does not win leaves it as it was."""
+
+    def __init__(self):
+        self.best = tf.constant([0.0, 0.0])
+        self.kept = 0
+        self.xs = [tf.constant([float(i % 4) - 1.0, 1.0]) for i in range(6)]
+
+    def offer(self, x):
+        if tf.reduce_sum(x) > tf.reduce_sum(self.best):
+            keep = x
+        else:
+            keep = self.best
+        if keep is self.best:                # known only when the graph runs
+            self.kept += 1
+        self.best = keep
+        return keep
+
+
+def test_a_tensor_chosen_by_a_tensor_test_keeps_its_identity(strict):
+    def call(b, i):
+        return (b, b.best if i == 7 else b.xs[i % 6]), {}
+
+    jf = run_both(lambda: (Best.offer, Best()), plan(call, 10, {5: lambda b: setattr(
+        b, 'best', tf.constant([-9.0, 0.0]))}),
+                  state=lambda b: (b.best, b.kept),
+                  same=lambda b, r: (r is b.best,) + tuple(r is x for x in b.xs))
+    converted(jf)
+
+
 class RefCache:
     """Caches results keyed by the input tensor's identity (``x.ref()``)."""
 

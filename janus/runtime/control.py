@@ -488,8 +488,8 @@ def _cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
     _check_one_sided_variables(ns, site, variables)
     if not mergeable() and truths[True] is not None and truths[False] is not None:
         return TestValue(truth_result, where, lineage)
-    return _merge_values(seen[True], seen[False], result, _refusal(where, 'the value', lineage),
-                         lineage)
+    return _noted(pred, seen[True], seen[False], _merge_values(
+        seen[True], seen[False], result, _refusal(where, 'the value', lineage), lineage))
 
 
 def _check_one_sided_variables(ns, site, variables):
@@ -617,14 +617,22 @@ def _merge(ns, site, seen, outputs, pred, lineage=frozenset()):
     merged = []
     for i, (t, f) in enumerate(zip(seen[True], seen[False])):
         try:
-            merged.append(_merge_values(t, f, outputs[i] if outputs is not None else None,
-                                        _cannot_merge, lineage))
+            merged.append(_noted(pred, t, f, _merge_values(
+                t, f, outputs[i] if outputs is not None else None, _cannot_merge, lineage)))
         except _CannotMerge:   # refused where it is used, if it is (UnmergedLocal)
             chosen = _chosen(pred, t, f, where)
             merged.append(chosen if chosen is not None else UnmergedLocal(
                 where, '%s where the test is true and %s where it is false'
                 % (_kind(t), _kind(f)), lineage))
     return tuple(merged)
+
+
+def _noted(pred, t, f, value):
+    """``value``, the merge of two tensors ``t`` and ``f`` by ``pred``: recorded, so
+    ``is`` and returns know it is one of them (``TraceContext.note_merged``)."""
+    if _is_tensor(value) and _is_tensor(t) and _is_tensor(f) and t is not f:
+        current().note_merged(value, pred, t, f)
+    return value
 
 
 def _chosen(pred, t, f, where):
@@ -854,7 +862,8 @@ class _Merged(Deferred):
         t, f = self._side(True), self._side(False)
         value = _chosen(self.pred, t, f, self.where)
         if value is None:
-            value = _select(self.pred, t, f, self._refuse, self.lineage)
+            value = _noted(self.pred, t, f, _select(self.pred, t, f, self._refuse,
+                                                    self.lineage))
         self._resolved[id(graph)] = (graph, value)
         return value
 

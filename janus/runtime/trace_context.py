@@ -158,6 +158,7 @@ class TraceContext:
         self._tensor_sources = {}   # id(graph input) -> (source, the input itself)
         self._input_tensors = {}    # the same for every graph input, hoisted in a branch too
         self._stand_ins = {}   # id(a real argument container) -> the trace's rebuilt one
+        self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
         self._number_writes = {}   # uid -> name: number locations the call rewrites
@@ -259,14 +260,39 @@ class TraceContext:
         found = self._input_tensors.get(id(tensor))
         return found is not None and found[1] is tensor
 
+    def note_merged(self, tensor, pred, true_value, false_value):
+        """``tensor`` is ``true_value`` if ``pred`` else ``false_value`` (a tf.cond's
+        merge): eagerly it *is* one of them, which ``is`` and returns keep."""
+        self._merged[id(tensor)] = (tensor, pred, true_value, false_value)
+
+    def merged_sides(self, tensor):
+        """(pred, true side, false side) of a tensor ``note_merged`` knows, else None."""
+        found = self._merged.get(id(tensor))
+        return found[1:] if found is not None and found[0] is tensor else None
+
     def same_tensor(self, left, right):
         """``left is right`` for two tensors, as eager code finds it.  Two graph inputs
         (an argument, a hoisted ``self.last_x``) are one eager tensor or two: the
         trace answers from the call's real values and the ALIAS_MATCH guard keeps
         that answer for every call the graph serves (memoization by identity).  A
-        tensor the call computed is none of its inputs."""
+        tensor the call computed is none of its inputs.  A tensor a tensor-dependent
+        ``if`` chose is the side the run takes: where the sides' answers differ, the
+        answer is a bool known when the graph runs (the predicate)."""
         if left is right:
             return True
+        for one, other in ((left, right), (right, left)):
+            sides = self.merged_sides(one)
+            if sides is not None:
+                pred, true_value, false_value = sides
+                when_true = self.same_tensor(true_value, other)
+                when_false = self.same_tensor(false_value, other)
+                if type(when_true) is bool and type(when_false) is bool:
+                    if when_true == when_false:
+                        return when_true
+                    condition = pred if when_true else tf.logical_not(pred)
+                    return self.scalar_type(tf.reshape(condition, []), bool)
+                raise Unsupported('janus does not convert `is` between tensors chosen by '
+                                  'nested tensor-dependent ifs')
         if not (self.is_input_tensor(left) and self.is_input_tensor(right)):
             return False
         sources = [self._input_tensors[id(tensor)][0] for tensor in (left, right)]
