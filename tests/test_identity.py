@@ -11,7 +11,6 @@ and the identities the program relies on after every call.
 
 PYTEST_DONT_REWRITE: programs under test use `assert`.
 """
-import pytest
 import tensorflow as tf
 
 import janus
@@ -124,6 +123,58 @@ def test_insert_then_write_through_the_shifted_index(strict, heap_path):
                   state=lambda q: [s.v for s in q.slots] + [q.spare.v],
                   same=lambda q, r: tuple(s is q.spare for s in q.slots))
     converted(jf)
+
+
+class Chain:
+    def __init__(self):
+        self.last = c(0.0)
+        self.seen = {'x': c(0.0)}
+        self.count: int = 0
+
+    def step(self, x):
+        self.last = out = self.seen['x'] = x * 2.0     # several targets, left to right
+        self.count: int = self.count + 1               # an annotated attribute write
+        return out + self.last
+
+
+def test_chained_and_annotated_attribute_writes(strict):
+    jf = run_both(lambda: (Chain.step, Chain()),
+                  plan(lambda ch, i: ((ch, c(float(i))), {}), 8,
+                       {5: lambda ch: ch.seen.update(x=c(-1.0))}),
+                  state=lambda ch: (ch.last, dict(ch.seen), ch.count),
+                  same=lambda ch, r: (ch.last is ch.seen['x'],))
+    converted(jf)
+
+
+def _loop_program(with_else):
+    def make():
+        box = Box(i=-1, total=c(0.0))
+
+        def f(x, n):
+            for box.i in range(n):                   # the loop target is an attribute
+                if box.i == 2:
+                    break
+                box.total = box.total + x
+            return box.total
+
+        def g(x, n):
+            for box.i in range(n):
+                box.total = box.total + x
+            else:
+                box.total = box.total * 2.0
+            return box.total
+        return (g if with_else else f), box
+    return make
+
+
+def test_a_loop_target_that_is_an_attribute():
+    jf = run_both(_loop_program(False), plan(lambda b, i: ((c(1.0), i % 4), {}), 8),
+                  state=lambda b: (b.i, b.total))
+    converted(jf)
+    # A loop that keeps Python's shape (for/else) would write its target at trace time.
+    jf = run_both(_loop_program(True), plan(lambda b, i: ((c(1.0), i % 4), {}), 8),
+                  state=lambda b: (b.i, b.total))
+    imperative(jf, 'attribute writes only as')
 
 
 # ---------------------------------------------------------------------------
