@@ -500,6 +500,12 @@ _IMPERATIVE_ADVICE = [
     (r'formatting|f-string|str\.\w+\(\) of a graph value|string that depends on a graph value',
      FIX + 'format graph values only to print, return or store them (an f-string); format '
            'other values outside the janus function'),
+    (r'chosen when the graph runs|through a name a tensor-dependent if chose',
+     FIX + 'only append/extend/insert/update the container the if chose; read it after the '
+           'call (or on each side of the if)'),
+    (r'tensor\.(experimental_)?ref\(\)',
+     FIX + 'compare the tensors with `is` (janus keeps identity), or key the cache outside '
+           'the janus function'),
     (r'tensor-dependent loop',
      FIX + 'carry only tensors and numbers through the loop, each keeping its type and '
            'structure; build other values after the loop'),

@@ -108,19 +108,22 @@ class GraphEntry:
                 outputs = [outputs]
             memo = {}   # one rebuilt object per container the call made, returned or written
             result = _rebuild(self.output_template, outputs, arguments, memo)
-            values = []
-            for _, template in self.writes:
+            values, targets, sources = [], [], {}
+            for write, template in self.writes:
                 if isinstance(template, _Conditional):
                     # A write made in a tensor-dependent branch: only on the path taken.
                     if not bool(_rebuild(template.condition, outputs, arguments, memo)):
                         values.append(_NOT_TAKEN)
+                        targets.append(None)
                         continue
                     template = template.value
                 values.append(_rebuild(template, outputs, arguments, memo))
-            for (write, _), value in zip(self.writes, values):
+                # Its object as the statement saw it: resolved before any write applies.
+                targets.append(write.target(arguments, sources))
+            for (write, _), value, target in zip(self.writes, values, targets):
                 if value is _NOT_TAKEN:
                     continue
-                write.apply(value, arguments)
+                write.apply(value, target)
                 changed = True
         except Exception as e:
             raise WriteBackFailed(e, changed) from e
@@ -249,6 +252,14 @@ class _Conditional:
 _NOT_TAKEN = object()
 
 
+class _Choice:
+    """A tensor a tensor-dependent ``if`` chose: the side the run took (``pred``, a
+    bool the graph returns), an input rebuilt as itself."""
+
+    def __init__(self, pred, when_true, when_false):
+        self.pred, self.when_true, self.when_false = pred, when_true, when_false
+
+
 class _Text:
     """A string that needs the run's values (``f"loss {loss}"``), formatted after it."""
 
@@ -261,14 +272,18 @@ def _template(value, outputs, ctx, memo):
 
     Outside objects (those with a source) come back as themselves, re-read
     from their source; containers the call made are rebuilt once per run,
-    however often they are returned or written (``t.a = lst; t.b = lst``).
+    however often they are returned or written (``t.a = lst; t.b = lst``), and
+    a tensor the call computed is one graph output (``self.last_y = y; return y``
+    gives one eager tensor).
     """
     if isinstance(value, tf.Tensor):
         source = ctx.tensor_source(value)
         if source is not None:
             return _FromSource(source)   # passed through: eager returns that very tensor
-        outputs.append(value)
-        return _Out(len(outputs) - 1)
+        if id(value) not in memo:   # returned and stored: one eager tensor, as eagerly
+            outputs.append(value)
+            memo[id(value)] = _chosen_tensor(value, _Out(len(outputs) - 1), outputs, ctx, memo)
+        return memo[id(value)]
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
         return _Const(value)
     if type(value) is scalars.DynamicScalar:
@@ -294,6 +309,21 @@ def _template(value, outputs, ctx, memo):
         return shared
     raise operators.Unsupported('janus cannot return a %s created inside the call from a graph'
                                 % type(value).__name__)
+
+
+def _chosen_tensor(value, out, outputs, ctx, memo):
+    """A tensor a tensor-dependent ``if`` chose between an input and another tensor
+    (``keep = x`` on one side): the run's side, so an input comes back as that very
+    eager tensor; else ``out``, the graph's output for it."""
+    sides = ctx.merged_sides(value)
+    if sides is None or sides[0].graph is not ctx.top_graph:
+        return out
+    pred, true_value, false_value = sides
+    choices = [_template(side, outputs, ctx, memo) if side.graph is ctx.top_graph else out
+               for side in (true_value, false_value)]
+    if all(choice is out for choice in choices):
+        return out
+    return _Choice(_template(pred, outputs, ctx, memo), *choices)
 
 
 def _write_templates(writes, outputs, ctx, memo):
@@ -330,6 +360,10 @@ def _rebuild(template, outputs, arguments, memo=None):
         return template.kind(outputs[template.index].numpy().item())
     if isinstance(template, _FromSource):
         return template.source.value(arguments, {})
+    if isinstance(template, _Choice):
+        taken = bool(_rebuild(template.pred, outputs, arguments, memo))
+        return _rebuild(template.when_true if taken else template.when_false, outputs,
+                        arguments, memo)
     if isinstance(template, _Text):
         return template.text.render([_rebuild(t, outputs, arguments, memo)
                                      for t in template.values])

@@ -21,13 +21,16 @@ from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
 from janus.runtime.shapes import _checked_shape_in
-from janus.runtime.trace_context import (Unsupported, captured_by_identity as _captured_by_identity,
+from janus.runtime.trace_context import (ChosenMethod, Unsupported,
+                                         captured_by_identity as _captured_by_identity,
                                          current, current_or_none, refuse_unmerged,
                                          writable_context as _writable_context)
 
 
 def call(__callee, /, *args, **kwargs):
     ctx = current()
+    if type(__callee) is ChosenMethod:
+        return _call_chosen_method(ctx, __callee, args, kwargs)
     refuse_unmerged(__callee)
     callee, args, kwargs = callables.through_janus(__callee, args, kwargs)   # janus calls janus
     if not _is_user_code(ctx, callee):   # inlined code meets it where it uses it
@@ -315,6 +318,34 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     ctx = _writable_context('a %s (%s)' % (type(owner).__name__, callee.__name__))
     ctx.heap.change(owner, callee.__name__, args)
     ctx.heap.writes.append(Write(WriteKind.CALL, source, callee.__name__, list(args), None))
+    return None
+
+
+def _call_chosen_method(ctx, method, args, kwargs):
+    """``bucket.append(x)`` on one of two outside containers a tensor-dependent ``if``
+    chose (``trace_context.Chosen``): on each candidate, the write under its side's
+    condition.  What each then holds depends on the run: reading it again in the
+    call is refused (appending more is fine)."""
+    chosen = method.chosen
+    refuse_unmerged(*args, *kwargs.values())
+    if method.name == 'update' and len(args) <= 1:
+        args, kwargs = [dict(*args, **kwargs)], {}   # d.update(b=t): one mapping, same order
+    if kwargs or tf.compat.v1.get_default_graph() is not chosen.graph:
+        chosen.refuse()
+    if method.name in _CONTENT_READING_METHODS:
+        args = [observe.plain_deep(ctx, v) for v in args]
+    if scalars.lineage_deep(list(args)):
+        scalars.need(scalars.lineage_deep(list(args)), 'storing a number into one of two '
+                     'containers chosen by a tensor-dependent if')
+    ctx = _writable_context('a %s (%s)' % (type(chosen.candidates[0][0]).__name__, method.name))
+    for owner, condition in chosen.candidates:
+        ctx.heap.change(owner, method.name, args)
+        ctx.heap.poison(id(owner), '%s: %r is changed in place (%s) through a name a '
+                        'tensor-dependent if chose, so what it holds depends on the run; janus '
+                        'does not read it again in the same call (appending more is fine)'
+                        % (chosen.where, ctx.source_of(owner), method.name))
+        ctx.heap.writes.append(Write(WriteKind.CALL, ctx.source_of(owner), method.name,
+                                     list(args), None, condition))
     return None
 
 

@@ -29,8 +29,8 @@ from janus.decisions import DYNAMIC
 from janus.errors import ConversionDeferred, ConversionError
 from janus.runtime import effects, scalars
 from janus.runtime.shadow_heap import MISSING, Deferred, WriteKind
-from janus.runtime.trace_context import (AssumptionKind, Unsupported, UnmergedLocal, current,
-                                         refuse_unmerged)
+from janus.runtime.trace_context import (AssumptionKind, Chosen, Unsupported, UnmergedLocal,
+                                         current, refuse_unmerged)
 
 
 class Undefined:
@@ -488,8 +488,8 @@ def _cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
     _check_one_sided_variables(ns, site, variables)
     if not mergeable() and truths[True] is not None and truths[False] is not None:
         return TestValue(truth_result, where, lineage)
-    return _merge_values(seen[True], seen[False], result, _refusal(where, 'the value', lineage),
-                         lineage)
+    return _noted(pred, seen[True], seen[False], _merge_values(
+        seen[True], seen[False], result, _refusal(where, 'the value', lineage), lineage))
 
 
 def _check_one_sided_variables(ns, site, variables):
@@ -612,17 +612,38 @@ def _outputs_apart(seen):
     return {i for i, (t, f) in enumerate(zip(seen[True], seen[False])) if spec(t) != spec(f)}
 
 
-def _merge(ns, site, seen, outputs, lineage=frozenset()):
+def _merge(ns, site, seen, outputs, pred, lineage=frozenset()):
     where = _where(ns, site)
     merged = []
     for i, (t, f) in enumerate(zip(seen[True], seen[False])):
         try:
-            merged.append(_merge_values(t, f, outputs[i] if outputs is not None else None,
-                                        _cannot_merge, lineage))
+            merged.append(_noted(pred, t, f, _merge_values(
+                t, f, outputs[i] if outputs is not None else None, _cannot_merge, lineage)))
         except _CannotMerge:   # refused where it is used, if it is (UnmergedLocal)
-            merged.append(UnmergedLocal(where, '%s where the test is true and %s where it is '
-                                        'false' % (_kind(t), _kind(f)), lineage))
+            chosen = _chosen(pred, t, f, where)
+            merged.append(chosen if chosen is not None else UnmergedLocal(
+                where, '%s where the test is true and %s where it is false'
+                % (_kind(t), _kind(f)), lineage))
     return tuple(merged)
+
+
+def _noted(pred, t, f, value):
+    """``value``, the merge of two tensors ``t`` and ``f`` by ``pred``: recorded, so
+    ``is`` and returns know it is one of them (``TraceContext.note_merged``)."""
+    if _is_tensor(value) and _is_tensor(t) and _is_tensor(f) and t is not f:
+        current().note_merged(value, pred, t, f)
+    return value
+
+
+def _chosen(pred, t, f, where):
+    """Two distinct outside lists or dicts on the two sides of a tf.cond: a ``Chosen``
+    (changed in place, each candidate gets a conditional write); else None."""
+    ctx = current()
+    if t is f or not all(type(v) in (list, dict) and ctx.source_of(v) is not None
+                         for v in (t, f)):
+        return None
+    return Chosen(where, [(t, pred), (f, tf.logical_not(pred))],
+                  tf.compat.v1.get_default_graph())
 
 
 _COMPARED_BY_VALUE = (int, float, bool, str, bytes, complex, type(None), tf.DType,
@@ -631,9 +652,12 @@ _COMPARED_BY_VALUE = (int, float, bool, str, bytes, complex, type(None), tf.DTyp
 
 def _same_python(a, b, depth=0):
     """Whether two Python values are the same value.  Compares only what has no
-    code of its own (numbers, strings, and containers of them, item by item);
-    anything else only by identity: a user's ``__eq__`` would run unconverted, and
-    a dynamic scalar's needs its value."""
+    code of its own and no identity a program can tell apart (numbers, strings,
+    and tuples of them, item by item); anything else only by identity: a user's
+    ``__eq__`` would run unconverted, a dynamic scalar's needs its value, and two
+    lists or dicts that compare equal are still two objects (``bucket = m.pos``
+    on one side, ``m.neg`` on the other: an append after the ``if`` changes the
+    one the run chose, so they never merge into one)."""
     if a is b:
         return True
     if type(a) is not type(b) or depth > 8:
@@ -645,10 +669,8 @@ def _same_python(a, b, depth=0):
             return bool(a == b)
         except Exception:  # noqa: BLE001 - incomparable values are not the same
             return False
-    if type(a) is list or isinstance(a, tuple):   # namedtuples too
+    if isinstance(a, tuple):   # namedtuples too; their items by these rules
         return len(a) == len(b) and all(_same_python(x, y, depth + 1) for x, y in zip(a, b))
-    if type(a) is dict:
-        return list(a) == list(b) and all(_same_python(a[k], b[k], depth + 1) for k in a)
     return False
 
 
@@ -838,7 +860,10 @@ class _Merged(Deferred):
         if found is not None and found[0] is graph:
             return found[1]
         t, f = self._side(True), self._side(False)
-        value = _select(self.pred, t, f, self._refuse, self.lineage)
+        value = _chosen(self.pred, t, f, self.where)
+        if value is None:
+            value = _noted(self.pred, t, f, _select(self.pred, t, f, self._refuse,
+                                                    self.lineage))
         self._resolved[id(graph)] = (graph, value)
         return value
 
@@ -1075,7 +1100,7 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
     state, true_exports, false_exports = outputs
     found[True].exports.outputs = list(true_exports)
     found[False].exports.outputs = list(false_exports)
-    set_state(_merge(ns, site, seen, state, lineage))
+    set_state(_merge(ns, site, seen, state, pred, lineage))
     _join(ctx, base, pred, found, where, lineage)
 
 

@@ -221,6 +221,9 @@ def compare(op, left, right):
     if op in ('Is', 'IsNot'):
         if type(left) is DynamicScalar or type(right) is DynamicScalar:
             scalars.need(scalars.lineage_of(left, right), 'an identity test on a number')
+        if isinstance(left, tf.Tensor) and isinstance(right, tf.Tensor):
+            same = ctx.same_tensor(left, right)   # graph inputs: the eager tensors they stand for
+            return same if op == 'Is' else not_value(same)
         return _COMPARE[op][1](left, right)   # identities of outside objects: ALIAS_MATCH
     if type(left) is DynamicScalar or type(right) is DynamicScalar:
         return scalars.compare(op, _plain(ctx, left), _plain(ctx, right),

@@ -23,8 +23,8 @@ from janus.guards import GuardKind
 from janus.runtime import scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
-from janus.runtime.trace_context import (Assumption, AssumptionKind, TraceContext,  # noqa: F401
-                                         Unsupported, refuse_unmerged,
+from janus.runtime.trace_context import (Assumption, AssumptionKind, Chosen,  # noqa: F401
+                                         TraceContext, Unsupported, refuse_unmerged,
                                          captured_by_identity, current, current_or_none,
                                          enter_trace, exit_trace,
                                          writable_context as _writable_context)
@@ -129,12 +129,20 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
 
 def attr(obj, name):
     ctx = current()
+    if type(obj) is Chosen:
+        return obj.method(name)   # its in-place changes are conditional writes (calls.py)
     refuse_unmerged(obj)
     if isinstance(obj, types.ModuleType) and whitelist.in_package(obj.__name__,
                                                                  whitelist.LIBRARY_PREFIXES):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)
     if isinstance(obj, tf.Tensor) and name in ('shape', 'get_shape'):
         return _static_shape(obj, name)
+    if isinstance(obj, tf.Tensor) and name in ('ref', 'experimental_ref') \
+            and ctx.is_input_tensor(obj):
+        # A reference is the tensor's identity as a hashable key; a graph input's is
+        # not the eager tensor's (``is`` is answered in observe.compare instead).
+        raise Unsupported('janus does not convert tensor.%s() (a key by identity: the graph '
+                          'tensor is not the eager one); compare with `is`' % name)
     written = ctx.heap.read(obj, name)
     if written is not MISSING:
         return written

@@ -88,22 +88,37 @@ class Write:
         """The same write with another value and condition (out of a branch)."""
         return Write(self.kind, self.source, self.name, value, self.where, condition)
 
-    def apply(self, value, arguments):
+    def target(self, arguments, memo):
+        """The object this write changes: the one the statement saw when it ran.
+
+        A source names an object as it was when the call started (guards and
+        hoisted reads see that state too), and the trace gave every object the
+        source it was found at then, so the target is its source's value *before*
+        any write of the run is applied.  ``GraphEntry.run`` resolves every
+        target first: after ``m.front, m.back = m.back, m.front``, a write to
+        ``m.front.data`` goes to the old ``m.back``, as eagerly."""
+        if self.kind is WriteKind.PRINT:
+            return None
+        if self.kind in (WriteKind.GLOBAL, WriteKind.CELL):
+            return self.where
+        return self.source.value(arguments, memo)
+
+    def apply(self, value, target):
+        """Replays the write on ``target`` (``self.target(...)``, resolved before
+        the run's first write)."""
         if self.kind is WriteKind.PRINT:
             args, kwargs = value
             print(*args, **kwargs)
         elif self.kind is WriteKind.GLOBAL:
-            self.where[self.name] = value
+            target[self.name] = value
         elif self.kind is WriteKind.CELL:
-            self.where.cell_contents = value
+            target.cell_contents = value
+        elif self.kind is WriteKind.ATTR:
+            setattr(target, self.name, value)
+        elif self.kind is WriteKind.ITEM:
+            target[self.name] = value
         else:
-            target = self.source.value(arguments, {})
-            if self.kind is WriteKind.ATTR:
-                setattr(target, self.name, value)
-            elif self.kind is WriteKind.ITEM:
-                target[self.name] = value
-            else:
-                getattr(target, self.name)(*value)
+            getattr(target, self.name)(*value)
 
     def describe(self):
         return '%s %s%s' % (self.kind, repr(self.source) + '.' if self.source else '', self.name)
@@ -264,8 +279,8 @@ def hoist_tensor(ctx, source, value):
         return source.value(_call_arguments(), {})
     hoisted = ctx.top_graph.capture_call_time_value(read_now, spec, key=('janus', key))
     _register_reader(ctx, ('janus', key), read_now)
-    if tf.compat.v1.get_default_graph() is ctx.top_graph:
-        ctx.register_tensor(source, hoisted)
+    ctx.register_tensor(source, hoisted,
+                        passed_through=tf.compat.v1.get_default_graph() is ctx.top_graph)
     return hoisted
 
 

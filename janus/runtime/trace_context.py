@@ -57,10 +57,40 @@ class UnmergedLocal:
     __hash__ = None
 
 
+class Chosen(UnmergedLocal):
+    """After a tensor-dependent ``if``, one of two distinct outside containers, chosen
+    by the run (``bucket = m.pos`` on one side, ``bucket = m.neg`` on the other):
+    never unified, however equal they are.  Changing it in place (``append``,
+    ``extend``, ``insert``, ``update``: ``calls.py``) is a conditional write on
+    each candidate, under its side's condition; every other use refuses, as an
+    ``UnmergedLocal``'s does.  ``graph``: where the conditions live."""
+
+    METHODS = frozenset(('append', 'extend', 'insert', 'update'))
+
+    def __init__(self, where, candidates, graph):
+        super().__init__(where, 'one of two different %s objects, chosen when the graph runs'
+                         % '/'.join(sorted({type(obj).__name__ for obj, _ in candidates})))
+        self.candidates, self.graph = candidates, graph   # [(object, condition tensor)]
+
+    def method(self, name):
+        """``chosen.append`` and friends: a ``ChosenMethod``; any other attribute refuses."""
+        if name not in self.METHODS or not all(
+                hasattr(type(obj), name) for obj, _ in self.candidates):
+            self.refuse()
+        return ChosenMethod(self, name)
+
+
+class ChosenMethod:
+    """``chosen.append`` (``Chosen.method``), called through ``calls.call``."""
+
+    def __init__(self, chosen, name):
+        self.chosen, self.name = chosen, name
+
+
 def refuse_unmerged(*values):
     """Refuses a use of a local the two sides of a tf.cond left unmergeable."""
     for value in values:
-        if type(value) is UnmergedLocal:
+        if isinstance(value, UnmergedLocal):
             value.refuse()
 
 
@@ -105,6 +135,7 @@ class TraceContext:
 
     def __init__(self, fn, arguments, plan, convert):
         self.fn = fn
+        self.call_arguments = arguments   # the real call's (the trace sees rebuilt containers)
         self.plan = plan
         self.convert = convert   # fn -> Converted: the generator's, handed in (no import cycle)
         self.dynamic_depth = 0  # > 0 while tracing a tf.cond branch or tf.while_loop body
@@ -125,6 +156,9 @@ class TraceContext:
         self.aliasable = []    # (source, value) of every outside object, each source once
         self._aliasable_uids = set()
         self._tensor_sources = {}   # id(graph input) -> (source, the input itself)
+        self._input_tensors = {}    # the same for every graph input, hoisted in a branch too
+        self._stand_ins = {}   # id(a real argument container) -> the trace's rebuilt one
+        self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
         self._number_writes = {}   # uid -> name: number locations the call rewrites
@@ -155,6 +189,8 @@ class TraceContext:
         if type(value) in guards.PRIMITIVES or type(value) is self.scalar_type:
             return
         self._remember(source, value)
+        if type(value) in (list, dict) or isinstance(value, tuple):
+            self._stand_in(source, value)
         if isinstance(value, types.MethodType):   # obj.method passed: obj is outside too
             self._register_argument(guards.AttrSource(source, '__self__'), value.__self__,
                                     visiting)
@@ -169,14 +205,32 @@ class TraceContext:
             for key, item in value.items():
                 self._register_argument(guards.ItemSource(source, key), item, visiting)
 
+    def _stand_in(self, source, value):
+        """The rebuilt argument container ``value`` stands for the caller's own object:
+        the same object read through an attribute (``f(x, m.items)``) is that one
+        object in the trace too (``guard_value``), as eagerly."""
+        real = source.value(self.call_arguments, {})
+        if real is not value:
+            self._stand_ins.setdefault(id(real), (real, value))
+
     def _remember(self, source, value):
-        if not captured_by_identity(value) and not isinstance(value, tf.Tensor) \
-                and source.uid() not in self._aliasable_uids:
-            self._aliasable_uids.add(source.uid())
-            self.aliasable.append((source, value))
+        stand_in = self._stand_ins.get(id(value))
+        if stand_in is not None and stand_in[0] is value:
+            # One object, one trace value (DESIGN.md): the caller's container the trace
+            # rebuilt as an argument is met as that rebuilt one (``guard_value``).
+            raise InvariantError('internal: the trace met a %s argument apart from the '
+                                 'one it rebuilt for it (at %r)' % (type(value).__name__, source))
+        if not captured_by_identity(value) and not isinstance(value, tf.Tensor):
+            self._alias(source, value)
         if id(value) not in self._sources:
             self._sources[id(value)] = source
             self._keep.append(value)
+
+    def _alias(self, source, value):
+        """``source`` joins the ALIAS_MATCH partition (each source once)."""
+        if source.uid() not in self._aliasable_uids:
+            self._aliasable_uids.add(source.uid())
+            self.aliasable.append((source, value))
 
     def register_default(self, fn, name, value):
         """A callee's default argument: an outside object, written through the heap."""
@@ -193,10 +247,59 @@ class TraceContext:
         sources = [source for source, _ in self.aliasable]
         return guards.AliasGuard(sources, guards.AliasGuard.partition(sources, arguments))
 
-    def register_tensor(self, source, tensor):
+    def register_tensor(self, source, tensor, passed_through=True):
         """A graph input standing for an outside tensor (an argument's placeholder, a
-        hoisted read): returned or stored as is, it comes back as that very tensor."""
-        self._tensor_sources[id(tensor)] = (source, tensor)
+        hoisted read): returned or stored as is (``passed_through``), it comes back
+        as that very tensor; compared by identity, it is that tensor (``same_tensor``)."""
+        if passed_through:
+            self._tensor_sources[id(tensor)] = (source, tensor)
+        self._input_tensors.setdefault(id(tensor), (source, tensor))
+
+    def is_input_tensor(self, tensor):
+        """Whether ``tensor`` stands for an outside eager tensor (an input of the graph)."""
+        found = self._input_tensors.get(id(tensor))
+        return found is not None and found[1] is tensor
+
+    def note_merged(self, tensor, pred, true_value, false_value):
+        """``tensor`` is ``true_value`` if ``pred`` else ``false_value`` (a tf.cond's
+        merge): eagerly it *is* one of them, which ``is`` and returns keep."""
+        self._merged[id(tensor)] = (tensor, pred, true_value, false_value)
+
+    def merged_sides(self, tensor):
+        """(pred, true side, false side) of a tensor ``note_merged`` knows, else None."""
+        found = self._merged.get(id(tensor))
+        return found[1:] if found is not None and found[0] is tensor else None
+
+    def same_tensor(self, left, right):
+        """``left is right`` for two tensors, as eager code finds it.  Two graph inputs
+        (an argument, a hoisted ``self.last_x``) are one eager tensor or two: the
+        trace answers from the call's real values and the ALIAS_MATCH guard keeps
+        that answer for every call the graph serves (memoization by identity).  A
+        tensor the call computed is none of its inputs.  A tensor a tensor-dependent
+        ``if`` chose is the side the run takes: where the sides' answers differ, the
+        answer is a bool known when the graph runs (the predicate)."""
+        if left is right:
+            return True
+        for one, other in ((left, right), (right, left)):
+            sides = self.merged_sides(one)
+            if sides is not None:
+                pred, true_value, false_value = sides
+                when_true = self.same_tensor(true_value, other)
+                when_false = self.same_tensor(false_value, other)
+                if type(when_true) is bool and type(when_false) is bool:
+                    if when_true == when_false:
+                        return when_true
+                    condition = pred if when_true else tf.logical_not(pred)
+                    return self.scalar_type(tf.reshape(condition, []), bool)
+                raise Unsupported('janus does not convert `is` between tensors chosen by '
+                                  'nested tensor-dependent ifs')
+        if not (self.is_input_tensor(left) and self.is_input_tensor(right)):
+            return False
+        sources = [self._input_tensors[id(tensor)][0] for tensor in (left, right)]
+        for source in sources:
+            self._alias(source, None)
+        first, second = (source.value(self.call_arguments, {}) for source in sources)
+        return first is second
 
     def tensor_source(self, tensor):
         found = self._tensor_sources.get(id(tensor))
@@ -259,6 +362,12 @@ class TraceContext:
             return value
         if kind in (list, dict) or isinstance(value, tuple):
             self.add_guard(GuardKind.TYPE_MATCH, source, kind)   # contents: guard_deep, lazily
+            stand_in = self._stand_ins.get(id(value))
+            if stand_in is not None and stand_in[0] is value:
+                # The caller's container the trace also has as a (rebuilt) argument: one
+                # object, as eagerly; ALIAS_MATCH keeps them one on later calls.
+                self._alias(source, stand_in[1])
+                return stand_in[1]
         elif captured_by_identity(value):
             self.add_guard(GuardKind.ID_MATCH, source, value)
         else:

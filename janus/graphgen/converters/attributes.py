@@ -6,6 +6,13 @@ so values read from outside the call are guarded (tensors re-read each run);
 ``__jr.setitem(...)`` so writes to objects from outside the call go to the
 shadow heap (written back after a successful run) while writes to objects the
 call made itself stay plain Python.
+
+An assignment with several targets or an unpacking target that stores into
+attributes or items (``self.x, self.y = self.y, self.x``, ``a = b.c = v``)
+becomes what Python does: the value (unpacked into temporaries), then each
+target assigned in turn, left to right, its object evaluated when it is
+assigned.  Any other attribute or item store (a loop, ``with`` or
+comprehension target) is refused: it would run as plain Python at trace time.
 """
 import gast
 
@@ -31,43 +38,91 @@ def _inplace(node, read):
                                            node.value], like=node)
 
 
+def _stores_into_objects(target):
+    """Whether an assignment target stores into an attribute or an item."""
+    return any(isinstance(n, (gast.Attribute, gast.Subscript)) and isinstance(n.ctx, gast.Store)
+               for n in gast.walk(target))
+
+
 class RouteAttributesAndItems(common.Pass):
 
+    def visit_Assign(self, node):
+        if (len(node.targets) != 1 or isinstance(node.targets[0], (gast.Tuple, gast.List))) \
+                and any(_stores_into_objects(t) for t in node.targets):
+            return self._assign_in_turn(node)
+        target = node.targets[0]
+        if isinstance(target, gast.Attribute):
+            node.value = self.visit(node.value)
+            call = common.runtime_call('setattr_', [self.visit(target.value),
+                                                    common.const(target.attr), node.value],
+                                       like=node)
+            return gast.copy_location(gast.Expr(call), node)
+        if not isinstance(target, gast.Subscript):
+            return self.generic_visit(node)
+        node.value = self.visit(node.value)
+        call = common.runtime_call('setitem', [self.visit(target.value),
+                                               self.visit(_key(target)), node.value], like=node)
+        return gast.copy_location(gast.Expr(call), node)
+
+    def _assign_in_turn(self, node):
+        """``a = b.c = v`` / ``self.x, self.y = v``: the value (unpacked into
+        temporaries), then each target in turn, as Python assigns them."""
+        stores = []
+        if len(node.targets) == 1:   # one unpacking target: every leaf becomes a temporary
+            first = gast.Assign([self._temporaries(node.targets[0], stores)], node.value, None)
+        else:
+            held = self._temporary()
+            first = gast.Assign([gast.Name(held, gast.Store(), None, None)], node.value, None)
+            stores = [(target, held) for target in node.targets]
+        statements = [first] + [gast.Assign([target], common.load(held), None)
+                                for target, held in stores]
+        out = []
+        for statement in statements:
+            for sub in gast.walk(statement):
+                gast.copy_location(sub, node)
+            visited = self.visit_Assign(statement)
+            out.extend(visited if isinstance(visited, list) else [visited])
+        return out
+
+    def _temporaries(self, target, stores):
+        """``target`` with each leaf replaced by a fresh name; ``stores`` gets
+        (leaf, name) in the order Python assigns the leaves."""
+        if isinstance(target, (gast.Tuple, gast.List)):
+            return type(target)([self._temporaries(t, stores) for t in target.elts],
+                                gast.Store())
+        if isinstance(target, gast.Starred):
+            return gast.Starred(self._temporaries(target.value, stores), gast.Store())
+        held = self._temporary()
+        stores.append((target, held))
+        return gast.Name(held, gast.Store(), None, None)
+
+    def _temporary(self):
+        self.count = getattr(self, 'count', 0) + 1
+        return '__janus_target_%d' % self.count
+
+    def visit_AnnAssign(self, node):
+        if not isinstance(node.target, (gast.Attribute, gast.Subscript)):
+            return self.generic_visit(node)
+        if node.value is None:
+            self.unsupported(node, 'janus converts attribute writes only as `obj.name = value`')
+        assign = gast.copy_location(gast.Assign([node.target], node.value, None), node)
+        return self.visit_Assign(assign)
+
     def visit_Attribute(self, node):
+        if isinstance(node.ctx, gast.Store):   # a store no visit_Assign rewrote
+            self.unsupported(node, 'janus converts attribute writes only as `obj.name = value`')
         node = self.generic_visit(node)
         if common.is_runtime_ref(node) or not isinstance(node.ctx, gast.Load):
             return node
         return common.runtime_call('attr', [node.value, common.const(node.attr)], like=node)
 
     def visit_Subscript(self, node):
+        if isinstance(node.ctx, gast.Store):
+            self.unsupported(node, 'janus converts item assignment only as `x[k] = value`')
         node = self.generic_visit(node)
         if not isinstance(node.ctx, gast.Load) or common.is_runtime_ref(node.value):
             return node
         return common.runtime_call('item', [node.value, _key(node)], like=node)
-
-    def visit_Assign(self, node):
-        if any(isinstance(t, gast.Attribute) for t in node.targets):
-            return self._assign_attribute(node)
-        if any(isinstance(n, gast.Attribute) and isinstance(n.ctx, gast.Store)
-               for t in node.targets for n in gast.walk(t)):
-            self.unsupported(node, 'janus converts attribute writes only as `obj.name = value`')
-        if not any(isinstance(t, gast.Subscript) for t in node.targets):
-            return self.generic_visit(node)
-        if len(node.targets) != 1 or not isinstance(node.targets[0], gast.Subscript):
-            self.unsupported(node, 'janus converts item assignment only as `x[k] = value`')
-        target = node.targets[0]
-        node = self.generic_visit(node)
-        call = common.runtime_call('setitem', [target.value, _key(target), node.value], like=node)
-        return gast.copy_location(gast.Expr(call), node)
-
-    def _assign_attribute(self, node):
-        if len(node.targets) != 1:
-            self.unsupported(node, 'janus converts attribute writes only as `obj.name = value`')
-        target = node.targets[0]
-        node = self.generic_visit(node)
-        call = common.runtime_call('setattr_', [target.value, common.const(target.attr),
-                                                node.value], like=node)
-        return gast.copy_location(gast.Expr(call), node)
 
     def visit_AugAssign(self, node):
         target = node.target
