@@ -35,6 +35,7 @@ otherwise ``exception``.  An exception both sides raised identically is no
 divergence, wherever it was raised.
 """
 import builtins
+import collections
 import contextlib
 import enum
 import gc
@@ -325,16 +326,25 @@ class Snapshot:
                 return ('dict', n, type(v).__name__,
                         [(self.take(k, depth + 1), self.take(x, depth + 1)) for k, x in v.items()])
             return ('set', n, type(v).__name__, sorted(repr(self.take(x, depth + 1)) for x in v))
+        if isinstance(v, collections.deque):
+            ref, n = self._ref(v)
+            if ref:
+                return ref
+            return ('list', n, 'deque(maxlen=%r)' % v.maxlen, [self.take(x, depth + 1) for x in v])
         if isinstance(v, JanusFunction):
             v = v.fn
         if isinstance(v, types.FunctionType):
             return self._function(v, depth)
         if isinstance(v, types.MethodType):
             return ('method', v.__func__.__qualname__, self.take(v.__self__, depth + 1))
+        if isinstance(v, types.BuiltinMethodType) and not isinstance(
+                getattr(v, '__self__', None), (types.ModuleType, type(None))):
+            # a container's bound method kept as a callback (``self.record = self.hist.append``)
+            return ('method', v.__qualname__, self.take(v.__self__, depth + 1))
         if isinstance(v, type):
             return ('class', v.__qualname__)
         if isinstance(v, types.ModuleType):
-            return ('module', v.__name__)
+            return ('pymodule', v.__name__)
         module = getattr(type(v), '__module__', '') or ''
         if hasattr(v, '__dict__') and (module == self.modname or (
                 not self.modname and module.startswith('fuzzprog_'))):
