@@ -38,8 +38,8 @@ def main(argv=None):
                     help='comma-separated feature names never to generate (masks a known '
                          'divergence; changes the programs of the seed)')
     ap.add_argument('--focus', default='',
-                    help='comma-separated feature names drawn %d times as often (mixed with '
-                         'the others; changes the programs of the seed)' % 10)
+                    help='comma-separated feature names drawn programs.FOCUS_WEIGHT (10) times '
+                         'as often, mixed with the others (changes the programs of the seed)')
     ap.add_argument('--eager-vs-eager', action='store_true',
                     help='check the fuzzer itself: both sides eager, any divergence is a '
                          'false positive of the comparison')
@@ -89,6 +89,7 @@ def main(argv=None):
     eager_errors = collections.Counter()
     features = collections.Counter()
     by_feature = collections.defaultdict(collections.Counter)   # feature -> kind -> programs
+    with_graph = collections.Counter()    # feature -> programs that ran at least one graph
     records = []
     start = time.time()
     for index in range(args.start, args.start + args.programs):
@@ -106,6 +107,8 @@ def main(argv=None):
         totals['steps'] += result.calls
         eager_errors.update(result.eager_errors)
         features.update(f for f in program.features)
+        if result.graph_calls:
+            with_graph.update(program.features)
         d = result.divergence
         if args.verbose:
             print('%5d %5.2fs calls=%2d graph=%2d %s%s' % (
@@ -138,8 +141,8 @@ def main(argv=None):
         print('DIVERGENCE program %d: %s' % (index, small_d.describe()[:300]), flush=True)
         records.append(record)
     elapsed = time.time() - start
-    summary = _summary(totals, kinds, signatures, eager_errors, elapsed, args, features,
-                       by_feature)
+    summary = _summary(totals, kinds, signatures, eager_errors, elapsed, args,
+                       _by_feature(features, with_graph, by_feature, focus))
     print(summary)
     if args.out:
         with open(os.path.join(args.out, 'summary.json'), 'w') as f:
@@ -148,6 +151,7 @@ def main(argv=None):
                        'signatures': [[list(k), v] for k, v in signatures.most_common()],
                        'eager_errors': dict(eager_errors), 'features': dict(features),
                        'feature_divergences': {f: dict(c) for f, c in by_feature.items()},
+                       'feature_graphs': dict(with_graph),
                        'seconds': elapsed, 'divergences': records}, f, indent=1)
     return 1 if records else 0
 
@@ -156,8 +160,23 @@ def _slug(seed):
     return ''.join(c if c.isalnum() else '_' for c in str(seed))
 
 
-def _summary(totals, kinds, signatures, eager_errors, elapsed, args, features=None,
-             by_feature=None):
+def _by_feature(features, with_graph, by_feature, focus):
+    """Lines per feature (those of --focus, and those of diverging programs): programs
+    containing it, how many of them ran a graph, how many diverged (by kind)."""
+    names = [f for f in features if f in focus or f in by_feature]
+    if not names:
+        return []
+    lines = ['by feature (programs containing it: ran a graph / diverged; a program counts '
+             'for each of its features; ~: control-flow wrappers):']
+    for f in sorted(names, key=lambda n: (n not in focus, -sum(by_feature[n].values()), n)):
+        c = by_feature[f]
+        lines.append('  %-18s %4d programs: graph %4d / diverged %3d%s' % (
+            f, features[f], with_graph[f], sum(c.values()),
+            '  (%s)' % ', '.join('%s %d' % kv for kv in c.most_common()) if c else ''))
+    return lines
+
+
+def _summary(totals, kinds, signatures, eager_errors, elapsed, args, feature_lines=()):
     calls = totals['calls']
     share = 100.0 * totals['graph_calls'] / calls if calls else 0.0
     lines = [
@@ -177,12 +196,7 @@ def _summary(totals, kinds, signatures, eager_errors, elapsed, args, features=No
         lines.append('by signature (kind, detail, state root):')
         for sig, n in signatures.most_common():
             lines.append('  %3d  %s' % (n, ' '.join(s for s in sig if s)))
-    if by_feature:
-        lines.append('diverging programs by feature (a program counts for each of its '
-                     'features; ~ marks control-flow wrappers):')
-        for f, c in sorted(by_feature.items(), key=lambda kv: -sum(kv[1].values())):
-            lines.append('  %-16s %3d of %3d  (%s)' % (f, sum(c.values()), features[f], ', '.join(
-                '%s %d' % kv for kv in c.most_common())))
+    lines += feature_lines
     if eager_errors:
         lines.append('exceptions raised eagerly (the programs\' own): %s' % ', '.join(
             '%s %d' % kv for kv in eager_errors.most_common()))

@@ -15,7 +15,7 @@ sides in turn (eager first); after every call the two sides are compared:
   state, functions' defaults and closure cells, classes' data attributes)
   and the call's arguments after the call;
 * object identity: one memo numbers every mutable object (list, dict, set,
-  user object, Variable, ndarray, function) in the order the snapshot walk
+  deque, user object, Variable, ndarray, function) in the order the snapshot walk
   meets it, state first, then arguments, then the return value; a second
   meeting is a reference.  So "returns the argument itself", "returns
   self.items itself" and aliasing among state are compared too.
