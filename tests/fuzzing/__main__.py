@@ -37,6 +37,9 @@ def main(argv=None):
     ap.add_argument('--skip', default='',
                     help='comma-separated feature names never to generate (masks a known '
                          'divergence; changes the programs of the seed)')
+    ap.add_argument('--focus', default='',
+                    help='comma-separated feature names drawn programs.FOCUS_WEIGHT (10) times '
+                         'as often, mixed with the others (changes the programs of the seed)')
     ap.add_argument('--eager-vs-eager', action='store_true',
                     help='check the fuzzer itself: both sides eager, any divergence is a '
                          'false positive of the comparison')
@@ -51,12 +54,14 @@ def main(argv=None):
     from . import programs, runner
 
     skip = tuple(n for n in args.skip.split(',') if n)
-    unknown = [n for n in skip if n not in programs.FEATURES and n not in programs.WRAPPERS]
+    focus = tuple(n for n in args.focus.split(',') if n)
+    unknown = [n for n in skip + focus
+               if n not in programs.FEATURES and n not in programs.WRAPPERS]
     if unknown:
         ap.error('unknown features %s; known: %s' % (unknown, ', '.join(
             list(programs.FEATURES) + list(programs.WRAPPERS))))
     if args.only is not None:
-        program = programs.generate(args.seed, args.only, skip)
+        program = programs.generate(args.seed, args.only, skip, focus)
         print(programs.render(program))
         result = runner.run_program(program, time_limit=args.time_limit, verbose=True)
         d = result.divergence
@@ -71,7 +76,7 @@ def main(argv=None):
             path = os.path.join(args.out, '%s_%s_%d.py' % (d.kind, _slug(args.seed), args.only))
             with open(path, 'w') as f:
                 f.write(repro_text(small, small_d, args.seed, args.only, original=program,
-                                   skip=skip))
+                                   skip=skip, focus=focus))
             print('minimized (%d lines, %d steps): %s' % (small.source.count('\n'),
                                                           len(small.steps), path))
         return 1 if d else 0
@@ -83,10 +88,12 @@ def main(argv=None):
     signatures = collections.Counter()
     eager_errors = collections.Counter()
     features = collections.Counter()
+    by_feature = collections.defaultdict(collections.Counter)   # feature -> kind -> programs
+    with_graph = collections.Counter()    # feature -> programs that ran at least one graph
     records = []
     start = time.time()
     for index in range(args.start, args.start + args.programs):
-        program = programs.generate(args.seed, index, skip)
+        program = programs.generate(args.seed, index, skip, focus)
         watchdog = _Watchdog(2 * args.time_limit + 30, args.out, args.seed, index, program)
         with watchdog:
             result = runner.run_program(program, time_limit=args.time_limit,
@@ -100,6 +107,8 @@ def main(argv=None):
         totals['steps'] += result.calls
         eager_errors.update(result.eager_errors)
         features.update(f for f in program.features)
+        if result.graph_calls:
+            with_graph.update(program.features)
         d = result.divergence
         if args.verbose:
             print('%5d %5.2fs calls=%2d graph=%2d %s%s' % (
@@ -109,6 +118,8 @@ def main(argv=None):
             continue
         kinds[d.kind] += 1
         signatures[d.signature] += 1
+        for f in program.features:
+            by_feature[f][d.kind] += 1
         record = {'seed': args.seed, 'index': index, 'kind': d.kind, 'detail': d.detail,
                   'signature': list(d.signature), 'step': d.step, 'where': d.where,
                   'eager': runner._short(str(d.eager)), 'janus': runner._short(str(d.janus)),
@@ -125,12 +136,13 @@ def main(argv=None):
             path = os.path.join(args.out, name)
             with open(path, 'w') as f:
                 f.write(repro_text(small, small_d, args.seed, index, original=program,
-                                   skip=skip))
+                                   skip=skip, focus=focus))
             record['repro'] = path
         print('DIVERGENCE program %d: %s' % (index, small_d.describe()[:300]), flush=True)
         records.append(record)
     elapsed = time.time() - start
-    summary = _summary(totals, kinds, signatures, eager_errors, elapsed, args)
+    summary = _summary(totals, kinds, signatures, eager_errors, elapsed, args,
+                       _by_feature(features, with_graph, by_feature, focus))
     print(summary)
     if args.out:
         with open(os.path.join(args.out, 'summary.json'), 'w') as f:
@@ -138,6 +150,8 @@ def main(argv=None):
                        'totals': dict(totals), 'kinds': dict(kinds),
                        'signatures': [[list(k), v] for k, v in signatures.most_common()],
                        'eager_errors': dict(eager_errors), 'features': dict(features),
+                       'feature_divergences': {f: dict(c) for f, c in by_feature.items()},
+                       'feature_graphs': dict(with_graph),
                        'seconds': elapsed, 'divergences': records}, f, indent=1)
     return 1 if records else 0
 
@@ -146,7 +160,23 @@ def _slug(seed):
     return ''.join(c if c.isalnum() else '_' for c in str(seed))
 
 
-def _summary(totals, kinds, signatures, eager_errors, elapsed, args):
+def _by_feature(features, with_graph, by_feature, focus):
+    """Lines per feature (those of --focus, and those of diverging programs): programs
+    containing it, how many of them ran a graph, how many diverged (by kind)."""
+    names = [f for f in features if f in focus or f in by_feature]
+    if not names:
+        return []
+    lines = ['by feature (programs containing it: ran a graph / diverged; a program counts '
+             'for each of its features; ~: control-flow wrappers):']
+    for f in sorted(names, key=lambda n: (n not in focus, -sum(by_feature[n].values()), n)):
+        c = by_feature[f]
+        lines.append('  %-18s %4d programs: graph %4d / diverged %3d%s' % (
+            f, features[f], with_graph[f], sum(c.values()),
+            '  (%s)' % ', '.join('%s %d' % kv for kv in c.most_common()) if c else ''))
+    return lines
+
+
+def _summary(totals, kinds, signatures, eager_errors, elapsed, args, feature_lines=()):
     calls = totals['calls']
     share = 100.0 * totals['graph_calls'] / calls if calls else 0.0
     lines = [
@@ -166,13 +196,14 @@ def _summary(totals, kinds, signatures, eager_errors, elapsed, args):
         lines.append('by signature (kind, detail, state root):')
         for sig, n in signatures.most_common():
             lines.append('  %3d  %s' % (n, ' '.join(s for s in sig if s)))
+    lines += feature_lines
     if eager_errors:
         lines.append('exceptions raised eagerly (the programs\' own): %s' % ', '.join(
             '%s %d' % kv for kv in eager_errors.most_common()))
     return '\n'.join(lines)
 
 
-def repro_text(program, divergence, seed, index, original=None, skip=()):
+def repro_text(program, divergence, seed, index, original=None, skip=(), focus=()):
     """A standalone script reproducing ``divergence`` (needs this checkout)."""
     from . import runner
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -180,7 +211,8 @@ def repro_text(program, divergence, seed, index, original=None, skip=()):
     lines = runner.describe_steps(program, divergence).split('\n')
     header = [
         '# janus fuzz repro: %s divergence (python -m tests.fuzzing --seed %s --only %d%s)'
-        % (divergence.kind, seed, index, ' --skip ' + ','.join(skip) if skip else ''),
+        % (divergence.kind, seed, index, (' --skip ' + ','.join(skip) if skip else '') +
+           (' --focus ' + ','.join(focus) if focus else '')),
         '# %s' % divergence.describe().replace('\n', ' ')[:600],
         '# Minimized from %d to %d source lines, %d to %d steps.' % (
             original.source.count('\n') if original else 0, program.source.count('\n'),

@@ -1458,6 +1458,425 @@ def f_number_print(b):
     _break_values(b, f, ['1e-300', "float('nan')", '-0.0', '7'])
 
 
+# -- provenance of objects (issue 17) --------------------------------------------------------
+#
+# What the bug reports of issue 17 exercise: objects reached by more than one path, or
+# by paths that change in the call (swaps, callbacks' __self__, classes through
+# type(self), inner containers, an argument that is also an attribute), containers
+# other than list/dict (set, deque), tensors compared by identity, state changed
+# before the call raises, and code asking TF whether it runs eagerly.
+
+def _sub(template, **names):
+    """``template`` with each ``@NAME`` replaced (code templates hold braces and %)."""
+    for key in sorted(names, key=len, reverse=True):
+        template = template.replace('@' + key, names[key])
+    return template
+
+
+def _holder(b, base, init, homes=('attr', 'attr', 'global')):
+    """A container kept at an attribute or a global: (the target's name for it, the
+    caller's name for it)."""
+    home = b.rng.choice(homes)
+    if home == 'attr':
+        b.need_state()
+        name = b.fresh(base)
+        b.state_init.append('self.%s = %s' % (name, init))
+        return '%s.%s' % (b.obj, name), 'S.%s' % name
+    name = b.fresh(base.upper())
+    b.glob(name, init)
+    b.decls.append('global %s' % name)
+    return name, name
+
+
+def _module_chunk(b, chunk):
+    if chunk not in b.module:
+        b.module.append(chunk)
+
+
+def _guarded(b, lines, tensor_share=0.25):
+    """``lines`` every call, or under a Python condition (the regime decides), or
+    under a tensor condition."""
+    r = b.rng.random()
+    if r < 0.4:
+        return lines
+    cond = b.cond_tensor() if r > 1.0 - tensor_share else b.cond_python()
+    return ['if %s:' % cond] + _indent(lines)
+
+
+SWAP_CLASS = '''
+class Buf:
+    def __init__(self, name):
+        self.name = name
+        self.n = 0
+        self.data = None
+        self.hist = []
+'''
+
+SWAP_WRITES = {
+    'objs': ['@A.n += 1', '@B.hist.append(@A.n)', '@A.data = tf.reduce_sum(acc)',
+             'acc = acc + (@A.n - @B.n)', "if @A.name == 'A':\n    acc = acc * 0.5",
+             'acc = acc + len(@B.hist)',
+             'cur_s, oth_s = @A, @B\ncur_s.hist.append(len(oth_s.hist))\noth_s.n = oth_s.n + 2',
+             'if @B.data is not None:\n    acc = acc + tf.cast(@B.data, acc.dtype)',
+             "@A.hist.append(@A.name)"],
+    'lists': ['@A.append(len(@B))', '@A[0] = @A[0] + 1', 'acc = acc + (@A[0] - @B[-1])',
+              'if len(@A) > len(@B):\n    acc = acc - 1.0', '@B[-1] = @B[-1] * 2 % 7',
+              'cur_s, oth_s = @A, @B\ncur_s.append(oth_s[0])', 'acc = acc + len(@A)'],
+}
+
+
+def f_swap(b):
+    """Swaps and rebinding before writes (report 32): two attributes or two globals
+    exchange their objects (a tuple swap or through a temporary; every call, under a
+    condition, or in a loop: the parity counts), then the call writes, appends and
+    increments through the swapped names; the caller swaps, replaces and aliases
+    them too."""
+    kind = b.rng.choice(['objs', 'objs', 'lists', 'lists'])
+    if kind == 'objs':
+        _module_chunk(b, SWAP_CLASS)
+        inits = ("Buf('A')", "Buf('B')")
+    else:
+        inits = ('[0]', '[10, 11]')
+    a, outa = _holder(b, 'front' if kind == 'objs' else 'pa', inits[0])
+    homes = ('attr',) if outa.startswith('S.') else ('global',)
+    c, outc = _holder(b, 'back' if kind == 'objs' else 'pb', inits[1], homes)
+    # a tuple swap of attributes or globals is refused today: mostly through a temporary
+    swap = b.rng.choice(['@A, @B = @B, @A', 'tmp_s = @A\n@A = @B\n@B = tmp_s',
+                         'tmp_s = @A\n@A = @B\n@B = tmp_s'])
+    b.item(_guarded(b, _lines(_sub(swap, A=a, B=c))))
+    for line in b.rng.sample(SWAP_WRITES[kind], b.rng.randint(2, 4)):
+        b.item(_sub(line, A=a, B=c))
+    fresh_obj = "Buf('C')" if kind == 'objs' else '[5, 6]'
+    b.mutations += [_sub('@A, @B = @B, @A', A=outa, B=outc), '%s = %s' % (outa, fresh_obj),
+                    ('%s.hist.clear()' if kind == 'objs' else '%s[:] = [3]') % outc]
+    b.flip_mutations += ['%s = %s' % (outc, outa), _sub('@A, @B = @B, @A', A=outa, B=outc)]
+    if kind == 'objs':
+        b.outs.append(b.rng.choice(['@A.name', '(@A.n, @B.n)', '@B.hist', '@A']).replace(
+            '@A', a).replace('@B', c))
+    else:
+        b.outs.append(b.rng.choice([a, c, 'len(%s)' % c]))
+
+
+CALLBACK_CLASS = '''
+class Scaler:
+    def __init__(self, s):
+        self.s = s
+        self.calls = 0
+    def apply(self, y):
+        self.calls += 1
+        return y * self.s
+    def shift(self, y):
+        return y + self.s
+'''
+
+
+def f_callbacks(b):
+    """Bound methods (report 33) and builtin methods (report 40) kept in attributes
+    and globals as callbacks; the call and the caller change the callee object,
+    install another callback, or rebind the list a builtin method appends to."""
+    b.need_state()
+    O = b.obj
+    kinds = b.rng.sample(['bound', 'bound', 'builtin', 'global'], b.rng.randint(1, 2))
+    if 'bound' in kinds or 'global' in kinds:
+        _module_chunk(b, CALLBACK_CLASS)
+    if 'bound' in kinds:
+        sc, act = b.fresh('sc'), b.fresh('act')
+        b.state_init += ['self.%s = Scaler(1.5)' % sc, 'self.%s = self.%s.apply' % (act, sc)]
+        pool = ['acc = tf.clip_by_value(@O.@ACT(acc), -20.0, 20.0)', 'acc = acc + @O.@ACT(1.0)',
+                '@O.@SC.s = -@O.@SC.s', 'if @O.@SC.calls > 2:\n    acc = acc - 0.5',
+                'fn_c = @O.@ACT\nacc = tf.clip_by_value(fn_c(acc) + fn_c(0.5), -20.0, 20.0)',
+                '@O.@ACT = @O.@SC.shift if @O.@SC.calls % 2 else @O.@SC.apply']
+        for line in b.rng.sample(pool, b.rng.randint(2, 3)):
+            b.item(_sub(line, O=O, ACT=act, SC=sc))
+        b.mutations += ['S.%s.s = %r' % (sc, b.rng.choice([-0.5, 2.5, 3])),
+                        'S.%s = Scaler(%r).apply' % (act, b.rng.choice([0.5, -2.0])),
+                        'S.%s = S.%s.shift' % (act, sc), 'S.%s.__self__.s = 0.25' % act]
+        b.flip_mutations += ['S.%s = S2.%s.apply' % (act, sc), 'S.%s.s = -1.5' % sc,
+                             'S.%s = Scaler(2.0).shift' % act]
+        b.outs.append('%s.%s.calls' % (O, sc))
+    if 'builtin' in kinds:
+        h, rec = b.fresh('hist'), b.fresh('record')
+        container = b.rng.choice(['list', 'list', 'set'])
+        if container == 'list':
+            b.state_init += ['self.%s = []' % h, 'self.%s = self.%s.append' % (rec, h)]
+            pool = ['@O.@REC(tf.reduce_sum(acc))', '@O.@REC(len(@O.@H))',
+                    'acc = acc + len(@O.@H)', 'if @O.@H:\n    acc = acc * 0.5']
+            again = 'S.%s = S.%s.append'
+            other = 'S.%s = S2.%s.append'
+        else:
+            b.state_init += ['self.%s = set()' % h, 'self.%s = self.%s.add' % (rec, h)]
+            pool = ['@O.@REC(len(@O.@H) % 3)', 'acc = acc + len(@O.@H)',
+                    'if 2 in @O.@H:\n    acc = acc * 0.5']
+            again = 'S.%s = S.%s.add'
+            other = 'S.%s = S2.%s.add'
+        lines = b.rng.sample(pool, b.rng.randint(2, 3))
+        if not any('@REC(' in ln for ln in lines):
+            lines[0] = pool[0]
+        for line in lines:
+            b.item(_sub(line, O=O, REC=rec, H=h))
+        b.mutations += ['S.%s.clear()' % h, 'S.%s = %s' % (h, '[]' if container == 'list' else 'set()'),
+                        again % (rec, h)]
+        b.flip_mutations += [other % (rec, h), 'S.%s = %s' % (h, '[7]' if container == 'list' else '{2}')]
+        b.outs.append(b.rng.choice(['%s.%s' % (O, h), 'len(%s.%s)' % (O, h)]))
+    if 'global' in kinds:
+        g, cb = b.fresh('SCG'), b.fresh('CB')
+        b.glob(g, 'Scaler(0.5)')
+        b.glob(cb, '%s.apply' % g)
+        b.item('acc = tf.clip_by_value(%s(acc), -20.0, 20.0)' % cb)
+        if b.rng.random() < 0.5:
+            b.item('%s.s = %s.s + 0.25' % (g, g))
+        b.mutations += ['%s.s = -1.0' % g, '%s = Scaler(2.0).apply' % cb, '%s = %s.shift' % (cb, g)]
+        b.flip_mutations.append('%s = Scaler(-0.5).apply' % cb)
+        b.outs.append('%s.calls' % g)
+
+
+def f_type_attr(b):
+    """Class attributes through ``type(self)`` / ``self.__class__`` (report 36): read
+    (while the caller changes them), and sometimes incremented through the class
+    (shared by S and S2; refused today) or by ``self.count += 1`` on a class
+    attribute (which makes an instance attribute); the caller also shadows one on
+    the instance."""
+    b.need_state()
+    O = b.obj
+    cnt, unit = b.fresh('count'), b.fresh('unit')
+    b.state_methods += ['%s = 0' % cnt, '%s = 2.0' % unit]
+    cls = b.rng.choice(['type(%s)' % O, 'type(%s)' % O, 'type(%s)' % O, '%s.__class__' % O])
+    reads = ['acc = acc * @CLS.@UNIT', 'acc = acc + @CLS.@CNT', 'acc = acc + @O.@CNT',
+             'acc = acc * @O.@UNIT', 'if @CLS.@CNT % 2 == 0:\n    acc = acc - 0.5',
+             'cls_t = @CLS\nacc = acc * cls_t.@UNIT + cls_t.@CNT']
+    writes = ['cls_t = @CLS\ncls_t.@CNT = cls_t.@CNT + 1', '@CLS.@CNT += 1',
+              '@CLS.@UNIT = @CLS.@UNIT * 0.5 if @CLS.@CNT > 3 else @CLS.@UNIT',
+              '@O.@CNT += 1']      # reads the class's, writes the instance's
+    lines = b.rng.sample(reads, b.rng.randint(2, 3))
+    if b.rng.random() < 0.4:
+        lines.append(b.rng.choice(writes))
+    for line in lines:
+        b.item(_sub(line, CLS=cls, CNT=cnt, UNIT=unit, O=O))
+    b.mutations += ['State.%s = 100' % cnt, 'State.%s += 1' % cnt, 'State.%s = -1.0' % unit,
+                    'S.%s = 3.0' % unit]
+    b.flip_mutations += ['State.%s = %r' % (unit, b.rng.choice([-1.0, 0.5, 3])),
+                         'S.%s = 7' % cnt, 'State.%s = 5' % cnt]
+    b.outs.append(_sub(b.rng.choice(['@CLS.@CNT', '(@CLS.@CNT, @CLS.@UNIT)', '@O.@CNT']),
+                       CLS=cls, CNT=cnt, UNIT=unit, O=O))
+
+
+NESTED = {
+    # (initial value, work items, outside mutations, flip mutations; @N: the container)
+    'lists': ('[[], []]',
+              ['for h_n in @N:\n    h_n.append(len(h_n))',
+               'for h_n, g_n in zip(@N, [x, acc]):\n    h_n.append(tf.reduce_sum(g_n))',
+               'acc = acc + (len(@N[0]) + len(@N[-1]))', 'if @N[0]:\n    acc = acc + 1.0',
+               '@N[-1].append(len(@N))',
+               'for i_n, h_n in enumerate(@N):\n    if i_n == 0:\n        h_n.append(-1)',
+               'acc = acc + sum([len(h_n) for h_n in @N])',
+               'first_n = @N[0]\nfirst_n.append(0)\nacc = acc + len(@N[0])'],
+              ['@N[0].clear()', '@N.append([])', '@N[1] = [5]'],
+              ['@N[1] = @N[0]', '@N.append(@N[0])', '@N[0] = []']),
+    'dicts': ("{'w': {'n': 0}, 'b': {'n': 0}}",
+              ["for d_n in @N.values():\n    d_n['n'] = d_n['n'] + 1",
+               "for k_n, d_n in @N.items():\n    d_n['last'] = k_n",
+               "acc = acc + @N['w']['n']", "@N['b']['n'] += 2",
+               "if @N['w'].get('flag'):\n    acc = acc * 0.5",
+               'for k_n in @N:\n    acc = acc + len(@N[k_n])',
+               "inner_n = @N['w']\ninner_n['n'] = inner_n.get('n', 0) * 2 % 11"],
+              ["@N['w']['n'] = 10", "@N['c'] = {'n': 0}", "@N['w']['flag'] = True"],
+              ["@N['b'] = @N['w']", "@N['w'] = {'n': 5, 'flag': 1}"]),
+    'grid': ('[[1, 2], [3, 4]]',
+             ['@N[0][1] += 1', 'acc = acc + @N[1][0]',
+              'row_n = @N[-1]\nrow_n[0] = row_n[0] + len(row_n)',
+              'for r_n in @N:\n    r_n[0] = r_n[0] * 2 % 7',
+              'for a_n, b_n in zip(@N[0], @N[1]):\n    acc = acc + (a_n - b_n)',
+              'if @N[0] == @N[1]:\n    acc = acc * 0.5'],
+             ['@N[0] = [0, 0]', '@N[0][0] = 9', '@N.append([5, 6])'],
+             ['@N[1] = @N[0]', '@N[0][:] = [3, 4]']),
+}
+
+
+def f_nested(b):
+    """Nested containers (report 47): a list of lists, a dict of dicts, a grid, kept at
+    an attribute or a global (sometimes passed as an argument too), iterated with
+    for / zip / enumerate / .values() / .items() and mutated; the caller replaces
+    inner containers and makes two of them one."""
+    kind = b.rng.choice(list(NESTED))
+    init, pool, muts, flips = NESTED[kind]
+    ref, out = _holder(b, 'nest', init)
+    arg = None
+    if b.rng.random() < 0.3:       # also an argument: the same object by two paths
+        arg = b.fresh('nn')
+        b.params.append((arg, lambda i: out if not b.regime(i) or i % 2 else init))
+        b.outs.append(arg)
+    for line in b.rng.sample(pool, b.rng.randint(2, 4)):
+        b.item(_sub(line, N=arg if arg and b.rng.random() < 0.5 else ref))
+    b.mutations += [_sub(m, N=out) for m in muts]
+    b.flip_mutations += [_sub(m, N=out) for m in flips]
+    b.outs.append(ref)
+
+
+def f_set_deque(b):
+    """Sets and deques (report 42): truthiness and membership tests (what janus converts)
+    while the caller fills and clears them; sometimes len, add / append / popleft /
+    discard or a loop in the call too (refused today: the call must then run as
+    plain Python)."""
+    _module_chunk(b, 'import collections')
+    se, out_se = _holder(b, 'seen', b.rng.choice(['set()', 'set()', '{1}']))
+    dq, out_dq = _holder(b, 'dq', b.rng.choice(['collections.deque(maxlen=3)',
+                                                'collections.deque(maxlen=3)',
+                                                'collections.deque([0])']))
+    tests = ['if @S:\n    acc = acc + 1.0', 'if 2 in @S:\n    acc = acc * 0.5',
+             'if not @S:\n    acc = acc - 0.25', 'acc = acc * 2.0 if @D else acc',
+             'if @D:\n    acc = acc * 2.0\nelse:\n    acc = acc + 0.5',
+             'if @S and @D:\n    acc = acc - 1.0', 'if 1 in @S or not @D:\n    acc = acc + 0.75']
+    changes = ['acc = acc + len(@S)', '@S.add(len(@S) % 3)', '@S.discard(0)',
+               'if not @S:\n    @S.add(7)', '@D.append(tf.reduce_sum(acc))', '@D.append(len(@D))',
+               'acc = acc + len(@D)', 'if len(@D) >= 2:\n    @D.popleft()',
+               'for v_d in @D:\n    acc = acc + tf.cast(v_d, acc.dtype)', 'if 1 in @D:\n    @S.add(2)']
+    lines = b.rng.sample(tests, b.rng.randint(2, 3))
+    if b.rng.random() < 0.35:
+        lines.append(b.rng.choice(changes))
+    for line in lines:
+        b.item(_sub(line, S=se, D=dq))
+    b.mutations += ['%s.clear()' % out_se, '%s.add(2)' % out_se, '%s.add(1)' % out_se,
+                    '%s.clear()' % out_dq, '%s.append(5)' % out_dq,
+                    '%s = collections.deque([1, 2], maxlen=2)' % out_dq]
+    b.flip_mutations += [b.rng.choice(['%s.clear()' % out_se, '%s.add(2)' % out_se]),
+                         b.rng.choice(['%s.clear()' % out_dq, '%s.append(1)' % out_dq])]
+    b.outs.append(b.rng.choice(['sorted(%s)' % se, se, 'len(%s)' % dq, dq, 'list(%s)' % dq]))
+
+
+def f_memo(b):
+    """Tensors kept in objects and compared by identity (report 39): a memo keyed on
+    ``t is self.last_t`` with the same tensor passed again on some calls; a tensor
+    attribute compared with ``is`` to another; a list passed as an argument that is
+    also an attribute (report 37)."""
+    b.need_state()
+    O = b.obj
+    for kind in b.rng.sample(['memo', 'same', 'arglist'], b.rng.randint(1, 2)):
+        if kind == 'memo':
+            ts, t = b.fresh('TS'), b.fresh('t')
+            b.glob(ts, '[tf.constant(0.5), tf.constant(1.5), tf.constant(-1.0)]')
+            last, val, hits = b.fresh('last_t'), b.fresh('last_y'), b.fresh('hits')
+            b.state_init += ['self.%s = None' % last, 'self.%s = tf.constant(0.0)' % val,
+                             'self.%s = 0' % hits]
+            streak = b.rng.choice([2, 3])
+            b.params.append((t, lambda i: '%s[%d]' % (
+                ts, 2 if b.regime(i) else (i // streak) % 2)))
+            b.item(_sub('if @T is @O.@L:\n    @O.@H += 1\nelse:\n    @O.@L = @T\n'
+                        '    @O.@V = tf.reduce_sum(@T) * 2.0\n'
+                        'acc = acc + tf.cast(@O.@V, acc.dtype)',
+                        T=t, O=O, L=last, V=val, H=hits))
+            b.mutations += ['S.%s = None' % last, '%s[0] = tf.constant(0.5)' % ts,
+                            'S.%s = %s[1]' % (last, ts)]
+            b.flip_mutations.append('S.%s = %s[2]' % (last, ts))
+            b.outs.append('%s.%s' % (O, hits))
+        elif kind == 'same':
+            base, cur, lx = b.fresh('base'), b.fresh('cur'), b.fresh('last_x')
+            b.state_init += ['self.%s = tf.constant(1.0)' % base, 'self.%s = self.%s' % (cur, base),
+                             'self.%s = None' % lx]
+            pool = ['if @O.@C is @O.@B:\n    acc = acc + 1.0\nelse:\n    acc = acc - 1.0',
+                    '@O.@C = @O.@C * 1.0', '@O.@C = @O.@B',
+                    'if x is @O.@X:\n    acc = acc * 0.5\n@O.@X = x',
+                    'if @O.@C is not @O.@B:\n    @O.@C = @O.@B\n    acc = acc + 2.0']
+            for line in b.rng.sample(pool, b.rng.randint(2, 3)):
+                b.item(_sub(line, O=O, C=cur, B=base, X=lx))
+            b.mutations += ['S.%s = S.%s' % (cur, base), 'S.%s = tf.constant(1.0)' % cur,
+                            'S.%s = S.%s' % (base, cur)]
+            b.flip_mutations.append('S.%s = S.%s * 1.0' % (cur, base))
+        else:
+            items, buf = b.fresh('items'), b.fresh('buf')
+            pair = '[tf.constant(1.0), tf.constant(2.0)]'
+            b.state_init.append('self.%s = %s' % (items, pair))
+            other = b.rng.choice([pair, 'S2.%s' % items])
+            b.params.append((buf, lambda i: other if b.regime(i) else 'S.%s' % items))
+            pool = ['@B[0] = @B[0] + 1.0\nacc = acc + tf.cast(@O.@I[0], acc.dtype)',
+                    '@B.append(tf.constant(float(len(@O.@I))))',
+                    '@O.@I[-1] = tf.cast(tf.reduce_sum(x), tf.float32)\n'
+                    'acc = acc + tf.cast(@B[-1], acc.dtype)',
+                    'if @B is @O.@I:\n    acc = acc * 2.0',
+                    '@O.@I = @O.@I + [tf.constant(0.5)]',
+                    '@B[0] = tf.cast(tf.reduce_sum(acc), tf.float32)\n'
+                    'acc = acc + tf.cast(@O.@I[0], acc.dtype)']
+            for line in b.rng.sample(pool, b.rng.randint(2, 3)):
+                b.item(_sub(line, O=O, I=items, B=buf))
+            b.mutations += ['S.%s = [tf.constant(3.0)]' % items,
+                            'S.%s.append(tf.constant(4.0))' % items,
+                            'S.%s[0] = tf.constant(-1.0)' % items]
+            b.outs.append(b.rng.choice([buf, '%s.%s' % (O, items)]))
+
+
+def f_raise_mid(b):
+    """User code raising mid-call after state changes (reports 31, 34, 41): a dict
+    write, a counter, a variable update, an append or a print, then a raise on some
+    calls (an explicit raise the regime or a counter decides, a shape mismatch after
+    a shape change, a gather past the end, an assertion on the input)."""
+    _module_chunk(b, 'class FuzzError(Exception):\n    pass')
+    b.need_state()
+    O = b.obj
+    log, tries = b.fresh('log'), b.fresh('tries')
+    b.state_init += ['self.%s = {}' % log, 'self.%s = 0' % tries]
+    effects = ["@O.@L['calls'] = @O.@L.get('calls', 0) + 1", '@O.@T += 1',
+               "print('try', @O.@T, tf.reduce_sum(acc))", "@O.@L[@O.@T] = tf.reduce_sum(acc)"]
+    if b.rng.random() < 0.5:
+        v = b.fresh('VR')
+        b.glob(v, 'tf.Variable(0.0)')
+        effects.append('%s.assign_add(1.0)' % v)
+        b.mutations.append('%s.assign(-3.0)' % v)
+        b.outs.append(v)
+    before = [_sub(e, O=O, L=log, T=tries) for e in b.rng.sample(effects, b.rng.randint(1, 3))]
+    trigger = b.rng.choice(['p', 'count', 'shape', 'gather', 'assert'])
+    if trigger == 'p':
+        p = b.need_p()
+        raise_lines = ["if %s > %d:\n    raise FuzzError('p=%%d after %%d tries' %% (%s, %s.%s))"
+                       % (p, max(b.p_values) - 1, p, O, tries)]
+    elif trigger == 'count':
+        raise_lines = ["if %s.%s %% %d == %d:\n    raise FuzzError('try %%d' %% %s.%s)"
+                       % (O, tries, b.rng.choice([3, 4]), b.rng.choice([0, 2]), O, tries)]
+        if not any(tries in ln for ln in before):
+            before.append('%s.%s += 1' % (O, tries))
+    elif trigger == 'shape':
+        b.x.shape_changes = True
+        w = b.fresh('WM')
+        b.glob(w, 'tf.ones([%d, 1])' % b.x.length)
+        raise_lines = ['acc = acc + tf.cast(tf.reduce_sum(tf.matmul('
+                       'tf.reshape(tf.cast(acc, tf.float32), [1, -1]), %s)), acc.dtype)' % w]
+    elif trigger == 'gather':
+        cur = b.fresh('cursor')
+        b.state_init.append('self.%s = tf.Variable(0)' % cur)
+        before.append('%s.%s.assign_add(1)' % (O, cur))
+        raise_lines = ['acc = acc + tf.gather(x, %s.%s %% 4)' % (O, cur)]
+        b.mutations.append('S.%s.assign(0)' % cur)
+    else:
+        b.x.spikes.add(b.rng.randint(b.flip, b.ncalls - 1))
+        raise_lines = ["tf.debugging.assert_less(tf.reduce_max(tf.cast(x, tf.float32)), 2.875, "
+                       "message='x too large')"]
+    after = [_sub(e, O=O, L=log, T=tries) for e in b.rng.sample(effects, b.rng.randint(0, 1))]
+    b.item(before + [ln for chunk in raise_lines for ln in chunk.split('\n')] + after,
+           loopable=b.rng.random() < 0.3)
+    b.mutations += ['S.%s.clear()' % log, 'S.%s = 0' % tries]
+    b.outs.append(b.rng.choice(['%s.%s' % (O, log), '%s.%s' % (O, tries), 'len(%s.%s)' % (O, log)]))
+
+
+def f_static_eager(b):
+    """``tf.executing_eagerly()`` and ``tf.get_static_value()`` steering Python control
+    flow and Python state (report 48): eagerly, execution is always eager and every
+    value is known."""
+    cnt, out = _holder(b, 'eager_n', '0', ('attr', 'global'))
+    pool = ['if tf.executing_eagerly():\n    acc = acc + 1.0\nelse:\n    acc = acc - 1.0',
+            'known_s = tf.get_static_value(tf.reduce_sum(x))\nif known_s is not None:\n'
+            '    @C += 1\n    acc = acc * 2.0',
+            'known_s = tf.get_static_value(x)\nif known_s is not None and known_s[0] > 0:\n'
+            '    acc = acc + 0.5',
+            'n_s = tf.get_static_value(tf.shape(x)[0])\nif n_s is not None:\n    acc = acc + int(n_s)',
+            "print('eager:', tf.executing_eagerly())",
+            'if tf.executing_eagerly():\n    @C += 1',
+            'v_s = tf.get_static_value(tf.reduce_max(acc))\n'
+            'if v_s is not None and v_s > 1.0:\n    @C = @C + 2\n    acc = acc * 0.5',
+            'if tf.get_static_value(tf.constant(2)) == 2:\n    acc = acc * 1.5']
+    for line in b.rng.sample(pool, b.rng.randint(1, 3)):
+        b.item(_sub(line, C=cnt))
+    b.mutations.append('%s = 10' % out)
+    b.outs.append(cnt)
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -1477,7 +1896,13 @@ FEATURES = {
     'counter': f_counter, 'schedule': f_schedule, 'best': f_best, 'every_n': f_every_n,
     'var_counter': f_var_counter, 'number_mix': f_number_mix, 'number_print': f_number_print,
     'every_n_io': f_every_n_io,
+    # issue 17 (appended last: with them skipped, a seed's programs are those of before)
+    'swap': f_swap, 'callbacks': f_callbacks, 'type_attr': f_type_attr, 'nested': f_nested,
+    'set_deque': f_set_deque, 'memo': f_memo, 'raise_mid': f_raise_mid,
+    'static_eager': f_static_eager,
 }
+ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
+                    'raise_mid', 'static_eager')
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -1489,7 +1914,9 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'tensor_locals': 3, 'alias_global': 1, 'lazy_var': 1, 'attr_builtins': 1,
            'new_global': 1, 'tensor_list_items': 2, 'observe': 4,
            'counter': 2, 'schedule': 2, 'best': 1, 'every_n': 2, 'var_counter': 1,
-           'number_mix': 2, 'number_print': 1, 'every_n_io': 2}
+           'number_mix': 2, 'number_print': 1, 'every_n_io': 2,
+           'swap': 2, 'callbacks': 2, 'type_attr': 1, 'nested': 2, 'set_deque': 2, 'memo': 2,
+           'raise_mid': 2, 'static_eager': 1}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
@@ -1612,18 +2039,23 @@ WRAPPERS = {'py_if': w_py_if, 'tensor_if': w_tensor_if, 'ternary': w_ternary,
 
 # -- assembly -----------------------------------------------------------------------------
 
-def generate(seed, index=None, skip=()):
+FOCUS_WEIGHT = 10     # how much more often --focus features are drawn
+
+
+def generate(seed, index=None, skip=(), focus=()):
     """The program for ``seed`` (and ``index``, for a seed's n-th program).
 
     ``skip``: feature names never to use (e.g. to mask a known divergence while
-    hunting for others; the programs of a seed then differ)."""
+    hunting for others; the programs of a seed then differ).  ``focus``: feature
+    names drawn FOCUS_WEIGHT times as often (still mixed with the others)."""
     key = '%s:%s' % (seed, index) if index is not None else str(seed)
     rng = random.Random(key)
     b = Builder(rng, 'p_%s' % key.replace(':', '_'))
     names = [n for n in FEATURES if n not in skip]
+    weights = [WEIGHTS[n] * (FOCUS_WEIGHT if n in focus else 1) for n in names]
     chosen = []
     for _ in range(rng.choice([1, 1, 2, 2, 3, 3, 4, 5])):
-        name = rng.choices(names, weights=[WEIGHTS[n] for n in names])[0]
+        name = rng.choices(names, weights=weights)[0]
         if name not in chosen:
             chosen.append(name)
     if 'closure' in chosen:

@@ -15,7 +15,7 @@ sides in turn (eager first); after every call the two sides are compared:
   state, functions' defaults and closure cells, classes' data attributes)
   and the call's arguments after the call;
 * object identity: one memo numbers every mutable object (list, dict, set,
-  user object, Variable, ndarray, function) in the order the snapshot walk
+  deque, user object, Variable, ndarray, function) in the order the snapshot walk
   meets it, state first, then arguments, then the return value; a second
   meeting is a reference.  So "returns the argument itself", "returns
   self.items itself" and aliasing among state are compared too.
@@ -35,6 +35,7 @@ otherwise ``exception``.  An exception both sides raised identically is no
 divergence, wherever it was raised.
 """
 import builtins
+import collections
 import contextlib
 import enum
 import gc
@@ -325,16 +326,25 @@ class Snapshot:
                 return ('dict', n, type(v).__name__,
                         [(self.take(k, depth + 1), self.take(x, depth + 1)) for k, x in v.items()])
             return ('set', n, type(v).__name__, sorted(repr(self.take(x, depth + 1)) for x in v))
+        if isinstance(v, collections.deque):
+            ref, n = self._ref(v)
+            if ref:
+                return ref
+            return ('list', n, 'deque(maxlen=%r)' % v.maxlen, [self.take(x, depth + 1) for x in v])
         if isinstance(v, JanusFunction):
             v = v.fn
         if isinstance(v, types.FunctionType):
             return self._function(v, depth)
         if isinstance(v, types.MethodType):
             return ('method', v.__func__.__qualname__, self.take(v.__self__, depth + 1))
+        if isinstance(v, types.BuiltinMethodType) and not isinstance(
+                getattr(v, '__self__', None), (types.ModuleType, type(None))):
+            # a container's bound method kept as a callback (``self.record = self.hist.append``)
+            return ('method', v.__qualname__, self.take(v.__self__, depth + 1))
         if isinstance(v, type):
             return ('class', v.__qualname__)
         if isinstance(v, types.ModuleType):
-            return ('module', v.__name__)
+            return ('pymodule', v.__name__)
         module = getattr(type(v), '__module__', '') or ''
         if hasattr(v, '__dict__') and (module == self.modname or (
                 not self.modname and module.startswith('fuzzprog_'))):
