@@ -6,9 +6,12 @@ defaults) and, through ``callee``, instrumented copies of the user's own
 callees.  The copy's frame looks like the original's to the code in it
 (``_constant_hooks``): the recorder and the code object are constants of
 the copy's code, not names, so ``locals()``, ``vars()``, ``dir()`` and
-``frame.f_locals`` show the user's names only, and every call runs from the
-user's own frame (``locals()``, ``sys._getframe()``, ``eval`` see it).  Per site id (``pyct.sites``; keyed by (code object, site id) so
-callees' sites are distinct) and per profiled call it records:
+``frame.f_locals`` show the user's names only, and every call, truth test
+and iteration of user code runs from the user's own frame (``locals()``,
+``sys._getframe()``, ``eval`` and tracebacks see no janus frame).
+
+Per site id (``pyct.sites``; keyed by (code object, site id) so callees'
+sites are distinct) and per profiled call it records:
 
 * branch tests (``if``, ``while``, conditional expressions, ``and``/``or``
   operands): the sequence of outcomes within the call, and whether the test
@@ -40,7 +43,7 @@ from janus.runtime import layers, whitelist
 
 # Placeholders compiled into the copy as string constants, then replaced in its
 # code objects' constants by the recorder and the original code object
-# (``_constant_hooks``).  Unique per process, so no constant of yours matches one.
+# (``_constant_hooks``).  Unique per process: no constant of yours matches one.
 _RECORDER = '\0janus-profiler-recorder-%s' % uuid.uuid4().hex
 _CODE = '\0janus-profiler-code-%s' % uuid.uuid4().hex
 
@@ -100,28 +103,30 @@ def _callee_name(callee):
     return '%s.%s' % (module, name) if module else name
 
 
-class _CountingIterator:
-    """Wraps a loop's iterator; counts items into the current call's sequence."""
+class _Counter:
+    """Counts a loop's items into the current call's sequence.  The loop iterates
+    ``map(counter, iterable)``, made in the user's frame: the user's ``__iter__``
+    and ``__next__`` (a generator's body) run with the user's frame as caller, and
+    their tracebacks hold no janus frame; only this counting runs in janus's."""
 
-    __slots__ = ('_it', '_seq', '_index', '_recorder')
+    __slots__ = ('_seq', '_index', '_recorder')
 
-    def __init__(self, iterable, seq, recorder):
-        self._it = iter(iterable)   # the user's iter(): its errors are the user's
+    def __init__(self, seq, recorder):
         self._seq = seq
         self._index = len(seq)
         self._recorder = recorder
         seq.append(0)
 
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        item = next(self._it)
+    def __call__(self, item):
         try:
             self._seq[self._index] += 1
         except Exception:  # noqa: BLE001 - never changes what the loop sees
             self._recorder.failed()
         return item
+
+
+def _uncounted(item):
+    return item
 
 
 def _identity(fn):
@@ -187,11 +192,26 @@ class Recorder:
         self._current.clear()
 
     # -- what instrumented code calls --------------------------------------
-    def test(self, code, site, value, /):
-        """A branch/loop test: records its truth and returns it (evaluated once)."""
-        outcome = bool(value)   # the user's truth test: its errors are the user's
+    # Builtins it calls in the user's frame (C code: no frame of janus's in between),
+    # as attributes of the recorder, a constant: the user may shadow their names.
+    bool = bool
+    map = map
+
+    def subject(self, code, site, value, /):
+        """A branch/loop test's value, before the user's frame takes its truth:
+        records whether it is a tensor, returns it."""
         try:
-            self._observe(code, site, outcome, value)
+            if isinstance(value, tf.Tensor):
+                self.profile.sites[(code, site)].tensor = True
+        except Exception:  # noqa: BLE001 - see the class docstring
+            self.failed()
+        return value
+
+    def test(self, code, site, outcome, /):
+        """A branch/loop test's truth (``bool()`` taken in the user's frame): records
+        it and returns it."""
+        try:
+            self._observe(code, site, outcome)
         except Exception:  # noqa: BLE001 - see the class docstring
             self.failed()
         return outcome
@@ -200,25 +220,24 @@ class Recorder:
         """An ``and``/``or`` operand: records its truth, returns the value itself."""
         outcome = bool(value)
         try:
-            self._observe(code, site, outcome, value)
+            self.subject(code, site, value)
+            self._observe(code, site, outcome)
         except Exception:  # noqa: BLE001
             self.failed()
         return value
 
-    def _observe(self, code, site, outcome, value):
+    def _observe(self, code, site, outcome):
         self._current[(code, site)].append(outcome)
-        if isinstance(value, tf.Tensor):
-            self.profile.sites[(code, site)].tensor = True
 
     def loop(self, code, site, iterable, /):
+        """(counter, iterable) for ``map`` in the user's frame (``_Counter``)."""
         try:
             if isinstance(iterable, tf.Tensor):
                 self.profile.sites[(code, site)].tensor = True
-            seq = self._current[(code, site)]
+            return _Counter(self._current[(code, site)], self), iterable
         except Exception:  # noqa: BLE001
             self.failed()
-            return iterable   # the for statement calls iter() itself, as eagerly
-        return _CountingIterator(iterable, seq, self)
+            return _uncounted, iterable
 
     def mark(self, code, site, /):
         try:
@@ -321,18 +340,22 @@ class _Instrument(gast.NodeTransformer):
         return gast.copy_location(_jp('returned', self.code(), site, node), node)
 
     def visit_If(self, node):
+        """``if t:`` -> ``if test(code, site, bool(subject(code, site, t))):``."""
         site = self._site(node)
         node = self.generic_visit(node)
-        node.test = gast.copy_location(_jp('test', self.code(), site, node.test), node.test)
+        truth = _jp('bool', _jp('subject', self.code(), site, node.test))
+        node.test = gast.copy_location(_jp('test', self.code(), site, truth), node.test)
         return node
 
     visit_While = visit_If
     visit_IfExp = visit_If
 
     def visit_For(self, node):
+        """``for x in it:`` -> ``for x in map(*loop(code, site, it)):``."""
         site = self._site(node)
         node = self.generic_visit(node)
-        node.iter = gast.copy_location(_jp('loop', self.code(), site, node.iter), node.iter)
+        counted = _jp('map', gast.Starred(_jp('loop', self.code(), site, node.iter), gast.Load()))
+        node.iter = gast.copy_location(counted, node.iter)
         return node
 
     def visit_BoolOp(self, node):

@@ -117,6 +117,44 @@ def test_a_traceback_through_a_profiled_call_has_the_users_frames_only():
     differential(make_traceback_reader, calls_with([1.0, 2.0, 3.0, 4.0, 5.0]))
 
 
+def numbers(n):
+    for i in range(n):
+        if i == 2:
+            raise KeyError('no %d' % i)
+        yield float(i)
+
+
+class Flag:
+    """A truth test and an iteration that look at who calls them."""
+
+    def __init__(self, on):
+        self.on = on
+
+    def __bool__(self):
+        return self.on and sys._getframe(1).f_code.co_name == 'walk'
+
+    def __iter__(self):
+        return iter([sys._getframe(1).f_code.co_name])
+
+
+def make_iterating():
+    def walk(x, flag):
+        seen = [name for name in flag] if flag else []
+        try:
+            for v in numbers(4):
+                x = x + v
+        except KeyError:
+            frames = traceback.extract_tb(sys.exc_info()[2])
+            seen.append([(f.name, f.line) for f in frames])
+        return x, seen
+    return walk, None
+
+
+def test_iterators_and_truth_tests_in_profiled_calls_see_the_users_frame():
+    calls = [((c(float(i)), Flag(i % 2 == 0)), {}) for i in range(6)]
+    differential(make_iterating, calls)
+
+
 class Report:
     def __init__(self):
         self.lines = []
