@@ -2,9 +2,16 @@
 
 Needs nothing run before it.  It never touches the user's code: it runs an
 *instrumented copy* of the function (same source, globals, closure cells and
-defaults) and, through ``__jp.call``, instrumented copies of the user's own
-callees.  Per site id (``pyct.sites``; keyed by (code object, site id) so
-callees' sites are distinct) and per profiled call it records:
+defaults) and, through ``callee``, instrumented copies of the user's own
+callees.  The copy's frame looks like the original's to the code in it
+(``_constant_hooks``): the recorder and the code object are constants of
+the copy's code, not names, so ``locals()``, ``vars()``, ``dir()`` and
+``frame.f_locals`` show the user's names only, and every call, truth test
+and iteration of user code runs from the user's own frame (``locals()``,
+``sys._getframe()``, ``eval`` and tracebacks see no janus frame).
+
+Per site id (``pyct.sites``; keyed by (code object, site id) so callees'
+sites are distinct) and per profiled call it records:
 
 * branch tests (``if``, ``while``, conditional expressions, ``and``/``or``
   operands): the sequence of outcomes within the call, and whether the test
@@ -23,6 +30,7 @@ import sys
 import threading
 import traceback
 import types
+import uuid
 import weakref
 
 import gast
@@ -33,7 +41,11 @@ from janus.graphgen.converters import common
 from janus.pyct import anno, mangling, parser, sites
 from janus.runtime import layers, whitelist
 
-_PROFILER = '__jp'
+# Placeholders compiled into the copy as string constants, then replaced in its
+# code objects' constants by the recorder and the original code object
+# (``_constant_hooks``).  Unique per process: no constant of yours matches one.
+_RECORDER = '\0janus-profiler-recorder-%s' % uuid.uuid4().hex
+_CODE = '\0janus-profiler-code-%s' % uuid.uuid4().hex
 
 
 class SiteProfile:
@@ -91,28 +103,30 @@ def _callee_name(callee):
     return '%s.%s' % (module, name) if module else name
 
 
-class _CountingIterator:
-    """Wraps a loop's iterator; counts items into the current call's sequence."""
+class _Counter:
+    """Counts a loop's items into the current call's sequence.  The loop iterates
+    ``map(counter, iterable)``, made in the user's frame: the user's ``__iter__``
+    and ``__next__`` (a generator's body) run with the user's frame as caller, and
+    their tracebacks hold no janus frame; only this counting runs in janus's."""
 
-    __slots__ = ('_it', '_seq', '_index', '_recorder')
+    __slots__ = ('_seq', '_index', '_recorder')
 
-    def __init__(self, iterable, seq, recorder):
-        self._it = iter(iterable)   # the user's iter(): its errors are the user's
+    def __init__(self, seq, recorder):
         self._seq = seq
         self._index = len(seq)
         self._recorder = recorder
         seq.append(0)
 
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        item = next(self._it)
+    def __call__(self, item):
         try:
             self._seq[self._index] += 1
         except Exception:  # noqa: BLE001 - never changes what the loop sees
             self._recorder.failed()
         return item
+
+
+def _uncounted(item):
+    return item
 
 
 def _identity(fn):
@@ -121,7 +135,7 @@ def _identity(fn):
 
 
 class Recorder:
-    """The ``__jp`` object instrumented code calls; one per janus function.
+    """The object instrumented code calls (a constant of it); one per janus function.
 
     Its hooks run inside the user's code, so a failure of janus's own in one
     of them must not change what that code sees: the hook still does what the
@@ -129,8 +143,8 @@ class Recorder:
     observations are dropped, and ``broken`` keeps the first such error
     (the function then stops being instrumented, ``api.py``).  Exceptions of
     the user's own code (a callee raising, a test's ``__bool__``) pass through.
-    Hook parameters are positional-only, so a user keyword (``self=``) never
-    collides with them.
+    Hooks never receive the user's arguments (``callee`` returns what the site
+    then calls), and their parameters are positional-only.
     """
 
     def __init__(self, profile):
@@ -178,11 +192,26 @@ class Recorder:
         self._current.clear()
 
     # -- what instrumented code calls --------------------------------------
-    def test(self, code, site, value, /):
-        """A branch/loop test: records its truth and returns it (evaluated once)."""
-        outcome = bool(value)   # the user's truth test: its errors are the user's
+    # Builtins it calls in the user's frame (C code: no frame of janus's in between),
+    # as attributes of the recorder, a constant: the user may shadow their names.
+    bool = bool
+    map = map
+
+    def subject(self, code, site, value, /):
+        """A branch/loop test's value, before the user's frame takes its truth:
+        records whether it is a tensor, returns it."""
         try:
-            self._observe(code, site, outcome, value)
+            if isinstance(value, tf.Tensor):
+                self.profile.sites[(code, site)].tensor = True
+        except Exception:  # noqa: BLE001 - see the class docstring
+            self.failed()
+        return value
+
+    def test(self, code, site, outcome, /):
+        """A branch/loop test's truth (``bool()`` taken in the user's frame): records
+        it and returns it."""
+        try:
+            self._observe(code, site, outcome)
         except Exception:  # noqa: BLE001 - see the class docstring
             self.failed()
         return outcome
@@ -191,25 +220,24 @@ class Recorder:
         """An ``and``/``or`` operand: records its truth, returns the value itself."""
         outcome = bool(value)
         try:
-            self._observe(code, site, outcome, value)
+            self.subject(code, site, value)
+            self._observe(code, site, outcome)
         except Exception:  # noqa: BLE001
             self.failed()
         return value
 
-    def _observe(self, code, site, outcome, value):
+    def _observe(self, code, site, outcome):
         self._current[(code, site)].append(outcome)
-        if isinstance(value, tf.Tensor):
-            self.profile.sites[(code, site)].tensor = True
 
     def loop(self, code, site, iterable, /):
+        """(counter, iterable) for ``map`` in the user's frame (``_Counter``)."""
         try:
             if isinstance(iterable, tf.Tensor):
                 self.profile.sites[(code, site)].tensor = True
-            seq = self._current[(code, site)]
+            return _Counter(self._current[(code, site)], self), iterable
         except Exception:  # noqa: BLE001
             self.failed()
-            return iterable   # the for statement calls iter() itself, as eagerly
-        return _CountingIterator(iterable, seq, self)
+            return _uncounted, iterable
 
     def mark(self, code, site, /):
         try:
@@ -217,13 +245,21 @@ class Recorder:
         except Exception:  # noqa: BLE001
             self.failed()
 
-    def call(self, code, site, callee, /, *args, **kwargs):
+    def callee(self, code, site, callee, /):
+        """What a call site calls instead of ``callee``: its instrumented copy.  The
+        call itself runs in the user's frame, so ``locals()``, ``sys._getframe()``,
+        ``eval`` and tracebacks see the user's frames only."""
         target = self._instrumented(callee)
-        result = target(*args, **kwargs)
         try:
-            observed = self.profile.sites[(code, site)]
-            observed.callees[_callee_name(callee)] += 1
-            observed.returns[type(result).__name__] += 1
+            self.profile.sites[(code, site)].callees[_callee_name(callee)] += 1
+        except Exception:  # noqa: BLE001
+            self.failed()
+        return target
+
+    def returned(self, code, site, result, /):
+        """A call site's result: records its type, returns it."""
+        try:
+            self.profile.sites[(code, site)].returns[type(result).__name__] += 1
         except Exception:  # noqa: BLE001
             self.failed()
         return result
@@ -282,38 +318,44 @@ class Recorder:
 # ----------------------------------------------------------------------
 
 def _jp(method, *args):
-    call = gast.Call(gast.Attribute(common.load(_PROFILER), method, gast.Load()), list(args), [])
-    return call
+    """A call of the recorder's hook ``method`` (the recorder is a constant)."""
+    return gast.Call(gast.Attribute(common.const(_RECORDER), method, gast.Load()), list(args), [])
 
 
 class _Instrument(gast.NodeTransformer):
-    """Rewrites sites into ``__jp`` calls that record and then do what the site did."""
+    """Rewrites sites into recorder calls that record and then do what the site did."""
 
-    def __init__(self, code_const):
-        self.code = code_const     # an expression evaluating to the original code object
+    def code(self):
+        return common.const(_CODE)   # the original code object, once compiled
 
     def _site(self, node):
         return common.const(anno.get(node, anno.Key.SITE))
 
     def visit_Call(self, node):
+        """``f(a, k=b)`` -> ``returned(code, site, callee(code, site, f)(a, k=b))``:
+        the call itself stays in the user's frame."""
         node = self.generic_visit(node)
-        new = gast.Call(gast.Attribute(common.load(_PROFILER), 'call', gast.Load()),
-                        [self.code(), self._site(node), node.func] + node.args, node.keywords)
-        return gast.copy_location(new, node)
+        site = self._site(node)
+        node.func = gast.copy_location(_jp('callee', self.code(), site, node.func), node.func)
+        return gast.copy_location(_jp('returned', self.code(), site, node), node)
 
     def visit_If(self, node):
+        """``if t:`` -> ``if test(code, site, bool(subject(code, site, t))):``."""
         site = self._site(node)
         node = self.generic_visit(node)
-        node.test = gast.copy_location(_jp('test', self.code(), site, node.test), node.test)
+        truth = _jp('bool', _jp('subject', self.code(), site, node.test))
+        node.test = gast.copy_location(_jp('test', self.code(), site, truth), node.test)
         return node
 
     visit_While = visit_If
     visit_IfExp = visit_If
 
     def visit_For(self, node):
+        """``for x in it:`` -> ``for x in map(*loop(code, site, it)):``."""
         site = self._site(node)
         node = self.generic_visit(node)
-        node.iter = gast.copy_location(_jp('loop', self.code(), site, node.iter), node.iter)
+        counted = _jp('map', gast.Starred(_jp('loop', self.code(), site, node.iter), gast.Load()))
+        node.iter = gast.copy_location(counted, node.iter)
         return node
 
     def visit_BoolOp(self, node):
@@ -337,10 +379,11 @@ class _Instrument(gast.NodeTransformer):
 def instrument(fn, recorder):
     """Returns the instrumented copy of ``fn`` (raises parser.NoSource if impossible).
 
-    The copy is compiled inside a factory function whose parameters are the
-    recorder, the code object and ``fn``'s free variables, so it sees the same
-    closure cells; its own ``def`` gets a name nothing can refer to, so a
-    recursive call by name still reads the global, as the original does.
+    The copy is compiled inside a factory function whose parameters are
+    ``fn``'s free variables, so it sees the same closure cells and no other
+    names; the recorder and the code object are constants of its code.  Its
+    own ``def`` gets a name nothing can refer to, so a recursive call by name
+    still reads the global, as the original does.
     """
     if '__class__' in fn.__code__.co_freevars:
         raise parser.NoSource('uses zero-argument super(); profiled uninstrumented')
@@ -350,19 +393,12 @@ def instrument(fn, recorder):
     for site in sites.number_sites(tree, source_lines, tree.lineno).values():
         recorder.profile.site_info[(code, site.id)] = site
     tree = _as_copy(tree)
-    code_name = '__jp_code'
-    tree = _Instrument(lambda: common.load(code_name)).visit(tree)
-    freevars = (_PROFILER, code_name) + code.co_freevars
-    inner = _compile_copy(tree, freevars, filename)
+    tree = _Instrument().visit(tree)
+    inner = _compile_copy(tree, code.co_freevars, filename)
+    inner = _constant_hooks(inner, {_RECORDER: recorder, _CODE: code})
     inner = _named_like(inner, code)
-    cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
-    cells[_PROFILER] = types.CellType(recorder)
-    cells[code_name] = types.CellType(code)
-    missing = [name for name in inner.co_freevars if name not in cells]
-    if missing:
-        raise parser.NoSource('the instrumented copy of %s needs free names %s the original '
-                              'does not have' % (fn.__qualname__, missing))
-    closure = tuple(cells[name] for name in inner.co_freevars)
+    _check_same_names(inner, code)
+    closure = fn.__closure__
     copy = types.FunctionType(inner, fn.__globals__, fn.__name__, fn.__defaults__, closure)
     copy.__kwdefaults__ = fn.__kwdefaults__
     copy.__qualname__ = fn.__qualname__
@@ -370,6 +406,32 @@ def instrument(fn, recorder):
 
 
 _COPY_NAME = '__janus_instrumented'
+
+
+def _constant_hooks(code, objects):
+    """``code`` (and the code nested in it) with each placeholder constant replaced
+    by its object.  Constants are not names: the copy's frame has exactly the
+    original's locals and free variables, whatever looks at them."""
+    def replaced(const):
+        if isinstance(const, types.CodeType):
+            return _constant_hooks(const, objects)
+        if type(const) is str and const in objects:
+            return objects[const]
+        return const
+    return code.replace(co_consts=tuple(replaced(c) for c in code.co_consts))
+
+
+def _frame_names(code):
+    return code.co_varnames, code.co_cellvars, code.co_freevars
+
+
+def _check_same_names(copy, code):
+    """The copy's frame must hold exactly the original's names, in its order (what
+    ``locals()`` lists); a copy that would not is not used (profiled plainly)."""
+    if _frame_names(copy) != _frame_names(code):
+        raise parser.NoSource('the instrumented copy of %s would have other local names '
+                              '(%s, not %s); profiled uninstrumented'
+                              % (code.co_name, _frame_names(copy), _frame_names(code)))
 
 
 def _named_like(inner, code):

@@ -12,7 +12,9 @@ printing) gets a control dependency on every ``Janus>Assert`` of the graph,
 so a run whose assertion fails has changed nothing.  While tracing, stdout
 written by anything but janus's deferred print refuses the trace
 (``runtime/trace_output.py``); a graph that used Keras layers is guarded by
-their settings (``runtime/library_config.py``).
+their settings (``runtime/library_config.py``); what Keras changes on them
+while traced (their losses) is replayed per run, anything else holding a
+graph tensor refuses (``runtime/library_state.py``).
 """
 import inspect
 import sys
@@ -25,8 +27,8 @@ from janus.config import config
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
 from janus.graphgen import effects, generator, hostcheck, rewrites
-from janus.runtime import (control, heap, library_config, operators, scalars, shadow_heap,
-                           trace_output)
+from janus.runtime import (control, heap, library_config, library_state, operators, scalars,
+                           shadow_heap, trace_output)
 
 
 
@@ -537,7 +539,9 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     ctx.host_leaves = {}      # placeholder name -> how the host reads it (hostcheck.py)
     ctx.host_functions = {}   # numpy_function op -> (its Python function, dtype)
     ctx.call_time_readers = {}   # call-time capture key -> janus's closure (_captured_reader)
+    ctx.library_preimages = {}   # lists Keras changed at trace time -> contents before (library_state)
     library_config.install()
+    library_state.install()
     holder = {}
 
     def body(*flat_inputs):
@@ -582,6 +586,13 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
         error = ConversionError('%s: %s' % (type(e).__name__, e))
         raise _failed(ctx, _locate(_value_needed(ctx, error), ctx, converted,
                                    sys.exc_info()[2])) from e
+    finally:
+        library_state.restore(ctx)   # Keras's changes at trace time are replayed per run
+    leak = library_state.leaked(ctx, ctx._keep)
+    if leak is not None:
+        raise _failed(ctx, ConversionError(
+            'library code kept a graph tensor in %s while janus traced it (it would keep '
+            'it, not one value per call); janus does not convert that call' % leak))
     if ctx.needs_value:   # library code swallowed the refusal: the trace is not used
         raise _value_needed(ctx, ConversionError('library code used a number from outside '
                                                  'the call'))
@@ -592,6 +603,9 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     config_guard = library_config.guard_for(ctx._keep, ctx.attributes_used)
     if config_guard is not None:
         ctx.guards.append(config_guard)
+    losses_guard = library_state.guard_for(ctx)
+    if losses_guard is not None:
+        ctx.guards.append(losses_guard)
     entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
                        time.perf_counter() - started)
     entry.writes = holder['writes']

@@ -11,7 +11,6 @@ code's instructions is the lambda that made ``fn``.
 """
 import ast
 import inspect
-import textwrap
 import types
 
 import gast
@@ -22,13 +21,26 @@ class NoSource(Exception):
 
 
 def function_source(fn):
-    """Returns (source, filename, first_lineno) of ``fn``'s definition."""
+    """Returns (source, filename, first_lineno) of ``fn``'s definition, as in the file
+    (indented as there: dedenting would change multi-line strings and columns)."""
     try:
         lines, first_lineno = inspect.getsourcelines(fn)
         filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
     except (OSError, TypeError) as e:
         raise NoSource('no source for %s: %s' % (getattr(fn, '__qualname__', fn), e))
-    return textwrap.dedent(''.join(lines)), filename, first_lineno
+    return ''.join(lines), filename, first_lineno
+
+
+# An indented definition parses as the block of this line: every string, column and
+# line of it stays as in the file (the line numbers shift by one, undone below).
+_BLOCK_HEADER = 'if 1:\n'
+
+
+def _parse_excerpt(source):
+    """(module, lines added in front) for ``source``, indented or not."""
+    if source[:1] in (' ', '\t'):
+        return ast.parse(_BLOCK_HEADER + source), 1
+    return ast.parse(source), 0
 
 
 def parse_function(fn):
@@ -43,37 +55,28 @@ def parse_function(fn):
             return found
     source, filename, first_lineno = function_source(fn)
     try:
-        module = ast.parse(source)
+        module, added = _parse_excerpt(source)
     except SyntaxError as e:
         raise NoSource('source of %s does not parse on its own (%s)'
                        % (fn.__qualname__, e.msg))
-    node = _find_definition(module, fn, source, first_lineno)
-    ast.increment_lineno(node, first_lineno - 1)
+    body = module.body[0].body if added else module.body
+    node = _find_definition(body, fn, first_lineno - added)
+    ast.increment_lineno(node, first_lineno - 1 - added)
     tree = gast.ast_to_gast(node)
     return tree, filename, source.splitlines()[node.lineno - first_lineno:]
 
 
-def _find_definition(module, fn, source, first_lineno):
+def _find_definition(body, fn, first_lineno):
+    """The definition of ``fn`` among the parsed statements ``body`` (whose line 1 is
+    the file's line ``first_lineno``; columns are the file's)."""
     code = fn.__code__
     if code.co_name == '<lambda>':
-        # ``source`` was dedented: its columns are the file's less the common indent.
-        first = next((line for line in source.splitlines() if line.strip()), '')
-        indent = _indent_of(fn, first_lineno) - (len(first) - len(first.lstrip()))
-        return _pick_lambda(ast.walk(module), code, first_lineno - 1, indent)
-    for node in module.body:
+        nodes = (n for statement in body for n in ast.walk(statement))
+        return _pick_lambda(nodes, code, first_lineno - 1, 0)
+    for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
             return node
     raise NoSource('source of %s does not start with its def' % fn.__qualname__)
-
-
-def _indent_of(fn, lineno):
-    """The indent, in characters, of line ``lineno`` of ``fn``'s file (0 if unknown)."""
-    try:
-        lines, _ = inspect.findsource(fn)
-    except (OSError, TypeError):
-        return 0
-    line = lines[lineno - 1] if 0 < lineno <= len(lines) else ''
-    return len(line) - len(line.lstrip())
 
 
 # filename -> (its text, its parsed module): a lambda made anew every step is parsed

@@ -1,13 +1,18 @@
 """Runs your own Keras layers with a different ``call``: converted or instrumented.
 
 Needs nothing run before it.  Keras's ``Layer.__call__`` (building, the
-``training`` flag, masks, autocasting) dispatches to ``self.call``; setting
-an instance attribute ``call`` for the duration of one call makes it
-dispatch to janus's version of the user's method, and the class is left as
-it was.  Used by the profiler (instrumented copy) and the tracer (converted).
-``refuse_lazy_build`` keeps a trace from building a Keras optimizer.
+``training`` flag, masks, autocasting) dispatches to ``self.call``; while
+some thread runs the layer with janus's version of the user's method, the
+layer has an instance attribute ``call`` that dispatches *per thread*: the
+thread that asked (``calling``) gets janus's version, every other thread the
+layer's own ``call``, so a model being traced is never seen in its
+converted form by another thread (serving or evaluating it meanwhile).  The
+class is left as it was.  Used by the profiler (instrumented copy) and the
+tracer (converted).  ``refuse_lazy_build`` keeps a trace from building a
+Keras optimizer.
 """
 import contextlib
+import threading
 import types
 
 from janus.runtime import whitelist
@@ -51,13 +56,85 @@ def refuse_lazy_build(callee):
 
 @contextlib.contextmanager
 def calling(layer, replacement):
-    """Within the block, ``layer(...)`` runs ``replacement`` as its ``call``."""
-    had_own, saved = 'call' in vars(layer), vars(layer).get('call')
-    object.__setattr__(layer, 'call', replacement)
+    """Within the block, ``layer(...)`` in this thread runs ``replacement`` as its
+    ``call``; in other threads it runs the layer's own."""
+    stack = _replacements().setdefault(id(layer), [])
+    _Dispatch.enter(layer)
+    stack.append(replacement)
     try:
         yield
     finally:
-        if had_own:
-            object.__setattr__(layer, 'call', saved)
-        else:
-            object.__delattr__(layer, 'call')
+        stack.pop()
+        if not stack:
+            del _replacements()[id(layer)]
+        _Dispatch.exit(layer)
+
+
+_local = threading.local()
+
+
+def _replacements():
+    """This thread's replaced calls: id(layer) -> stack of replacements."""
+    if not hasattr(_local, 'replacements'):
+        _local.replacements = {}
+    return _local.replacements
+
+
+class _Dispatch:
+    """The instance ``call`` of a layer some thread runs with a replacement.
+
+    Installed when the first thread enters ``calling`` for the layer, removed
+    (the layer's own instance ``call``, if it had one, put back) when the last
+    one leaves.
+    """
+
+    _lock = threading.Lock()
+    _installed = {}   # id(layer) -> _Dispatch
+
+    def __init__(self, layer):
+        self.had_own = 'call' in vars(layer)
+        self.saved = vars(layer).get('call')
+        self.users = 0
+
+    @classmethod
+    def enter(cls, layer):
+        with cls._lock:
+            dispatch = cls._installed.get(id(layer))
+            if dispatch is None:
+                dispatch = cls._installed[id(layer)] = cls(layer)
+                object.__setattr__(layer, 'call', dispatch.function(layer))
+            dispatch.users += 1
+
+    @classmethod
+    def exit(cls, layer):
+        with cls._lock:
+            dispatch = cls._installed[id(layer)]
+            dispatch.users -= 1
+            if dispatch.users == 0:
+                del cls._installed[id(layer)]
+                if dispatch.had_own:
+                    object.__setattr__(layer, 'call', dispatch.saved)
+                else:
+                    object.__delattr__(layer, 'call')
+
+    def function(self, layer):
+        """The dispatching function (it holds the layer only while installed)."""
+        key = id(layer)
+
+        def call(*args, **kwargs):
+            stack = _replacements().get(key)
+            if stack:
+                return stack[-1](*args, **kwargs)
+            return self.own_call(layer)(*args, **kwargs)
+        return call
+
+    def own_call(self, layer):
+        """What ``layer.call`` is without janus: its instance attribute or its class's."""
+        if self.had_own:
+            return self.saved
+        for klass in type(layer).__mro__:
+            if 'call' in vars(klass):
+                attribute = vars(klass)['call']
+                get = getattr(type(attribute), '__get__', None)
+                return get(attribute, layer, type(layer)) if get is not None else attribute
+        raise AttributeError('%r object has no attribute \'call\'' % type(layer).__name__)
