@@ -21,11 +21,12 @@ import types
 import numpy as np
 import tensorflow as tf
 
+from janus import pytypes
 from janus.sources import (ArgSource, AttrSource, CellSource, DefaultSource,  # noqa: F401
                            GlobalSource, ItemSource, ObjectSource, Source)
 
 EagerTensor = type(tf.constant(0))
-PRIMITIVES = (bool, int, float, complex, str, bytes, type(None))
+PRIMITIVES = pytypes.CONSTANTS   # the table's constants (janus/pytypes.py)
 
 
 class GuardKind(enum.Enum):
@@ -47,6 +48,7 @@ class GuardKind(enum.Enum):
     FUNCTION_MATCH = 'FUNCTION_MATCH'  # an inlined function's __code__/__defaults__/__kwdefaults__ unchanged
     EQUALS_MATCH = 'EQUALS_MATCH'  # a flat list/tuple/dict of Python constants equal, one C-level compare
     SCALAR_MATCH = 'SCALAR_MATCH'  # a relaxed Python number (a graph input): same type, an int within +-2**62
+    SET_MATCH = 'SET_MATCH'        # a set/frozenset of constants equal, item types and float signs too (order-free)
 
 
 SCALAR_INT_BOUND = 2 ** 62   # a dynamic int stays strictly inside +-this (int64 never wraps)
@@ -245,6 +247,23 @@ def _equals_match(snapshot, kinds):
                       and tuple(map(type, v)) == kinds and _same_items(v, snapshot))
 
 
+def _tag(item):
+    """A set item with what ``==`` forgets: its type, a float's sign of zero."""
+    if type(item) is float:
+        return float, item, math.copysign(1.0, item)
+    if type(item) is tuple:
+        return tuple, tuple(map(_tag, item))
+    return type(item), item
+
+
+def _set_match(snapshot):
+    """A set or frozenset of constants, compared without looking at its order (janus
+    models only order-free observations of sets: pytypes.py)."""
+    kind, size, tags = type(snapshot), len(snapshot), frozenset(map(_tag, snapshot))
+    return lambda v: (type(v) is kind and len(v) == size and v == snapshot
+                      and frozenset(map(_tag, v)) == tags)
+
+
 _PREDICATES = {
     GuardKind.ID_MATCH: lambda e: lambda v: v is e,
     GuardKind.TYPE_MATCH: lambda e: lambda v: type(v) is e,
@@ -258,6 +277,7 @@ _PREDICATES = {
     GuardKind.FUNCTION_MATCH: lambda e: lambda v: (v.__code__ is e[0] and v.__defaults__ is e[1]
                                                    and v.__kwdefaults__ is e[2]),
     GuardKind.EQUALS_MATCH: lambda e: _equals_match(*e),
+    GuardKind.SET_MATCH: _set_match,
     # A version compare; a fingerprint only after a change (runtime/library_config.py).
     GuardKind.LIBRARY_CONFIG: lambda e: e.holds,
     GuardKind.TENSOR_MATCH: _tensor_match,

@@ -6,13 +6,14 @@ runtime operator finds it with ``current()``.  The sources invariant lives
 here (DESIGN.md): every object the trace obtained from outside the call is
 mapped to its ``Source``; one without a source was made by the call.
 """
+import collections
 import enum
 import threading
 import types
 
 import tensorflow as tf
 
-from janus import guards
+from janus import guards, pytypes
 from janus.decisions import DYNAMIC
 from janus.errors import ConversionError, InvariantError
 from janus.pyct import sites
@@ -267,35 +268,69 @@ class TraceContext:
         return value
 
     def guard_deep(self, value, depth=0):
-        """Guards the length and every item of an outside container code will read."""
+        """Guards the length and every item of an outside container code will read
+        (``==``, ``in`` with a key that is not a constant): what its model
+        (``janus/pytypes.py``) lets janus guard, or ``Unsupported``."""
         source = self.source_of(value)
         if source is None or depth > 8:
             return
         if id(value) in self.heap.changed:
             raise Unsupported('janus does not convert reading a %s from outside the call after '
                               'changing it in place in the same call' % type(value).__name__)
+        model = pytypes.model_of(value)
+        if model is not None and model.kind is pytypes.Kind.SET:
+            self.guard_set(source, value)
+            return
+        if not pytypes.has_items(value):   # a Counter (truth, len, `in` only) refuses here
+            refuse_opaque(value, ('__eq__',), 'reading every item of')
+            return
         if self._guard_flat_constants(source, value):
             return
-        if isinstance(value, (list, tuple)):   # list subclasses too (Keras's TrackedList)
-            self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
-            items = enumerate(value)
-        elif type(value) is dict:
+        if model.kind is pytypes.Kind.DICT:
             self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
             items = value.items()
         else:
-            return
+            self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+            items = enumerate(value)
         for key, item in items:
             if self.heap.read(value, ('item', key)) is not MISSING:
                 continue   # written earlier in this call: the trace knows it
             self.guard_value(guards.ItemSource(source, key), item, hoist=False)
             self.guard_deep(item, depth + 1)
 
+    def guard_set(self, source, value):
+        """One SET_MATCH guard for an outside set or frozenset janus observes whole: its
+        items must be constants (no NaN: ``==`` cannot tell two NaNs' places apart)."""
+        if not all(pytypes.is_constant(item) and item == item for item in value):
+            raise Unsupported('janus converts observing a %s from outside the call only when '
+                              'its items are Python constants (not NaN)' % type(value).__name__)
+        self.add_guard(GuardKind.SET_MATCH, source, type(value)(value))
+
+    def set_contents(self, value):
+        """An outside set or frozenset as this point of the call sees it (guarded whole,
+        this call's adds and discards applied), for order-free observations only:
+        truth, ``len``, ``in``, comparisons."""
+        self.guard_set(self.source_of(value), value)
+        copy = set(value)
+        for method, args in self.heap.pending.get(id(value), ()):
+            getattr(copy, method)(*args)
+        return copy
+
     def contents(self, value, depth=0):
         """Guards an outside container's length and items and returns a copy of it in
         which every tensor is re-read on each run (hoisted), for values that flow into
-        the graph: library arguments, loops, slices, print."""
+        the graph: library arguments, loops, slices, print.  Only ordered containers
+        have contents (``pytypes.has_items``); an outside set at the top refuses (its
+        order is not one janus can reproduce), and any other value is itself."""
         source = self.source_of(value)
-        if source is None or depth > 8 or not isinstance(value, (list, tuple, dict)):
+        if source is None or depth > 8:
+            return value
+        if not pytypes.has_items(value):
+            if depth == 0 and pytypes.is_set(value):
+                raise Unsupported('janus does not convert iterating over, copying or passing on '
+                                  'a %s from outside the call (Python\'s order of its items is '
+                                  'not one janus can reproduce); use sorted(...) of it'
+                                  % type(value).__name__)
             return value
         copy = self._contents_before_changes(source, value, depth)
         for method, args in self.heap.pending.get(id(value), ()):
@@ -305,15 +340,20 @@ class TraceContext:
     def _contents_before_changes(self, source, value, depth):
         if self._guard_flat_constants(source, value):
             return type(value)(value) if type(value) in (list, tuple, dict) else list(value)
-        if isinstance(value, dict):
+        kind = pytypes.model_of(value).kind
+        if kind is pytypes.Kind.DICT:
             self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
             return {k: self.contents(self._item_now(value, source, k, v), depth + 1)
                     for k, v in value.items()}
         self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
         items = [self.contents(self._item_now(value, source, i, v), depth + 1)
                  for i, v in enumerate(value)]
+        if kind is pytypes.Kind.DEQUE:   # appends to the copy drop what the real one drops
+            self.add_guard(GuardKind.VALUE_MATCH, guards.AttrSource(source, 'maxlen'),
+                           value.maxlen)
+            return collections.deque(items, value.maxlen)
         if type(value) is tuple or not isinstance(value, tuple):
-            return tuple(items) if type(value) is tuple else items   # a Keras TrackedList: a list
+            return tuple(items) if type(value) is tuple else items   # a list subclass: a list
         return type(value)(*items)   # a namedtuple
 
     def _guard_flat_constants(self, source, value):
@@ -411,6 +451,27 @@ def captured_by_identity(value):
                           types.BuiltinFunctionType)):
         return True
     return whitelist.is_library_object(value) or callable(value) and not hasattr(value, '__dict__')
+
+
+def refuse_opaque(value, protocols, what):
+    """Refuses observing an outside value janus does not model (``janus/pytypes.py``)
+    when one of its type's special methods ``protocols`` is not ``object``'s: it would
+    run behind the guards (a Counter's ``__eq__``, a UserList's ``__len__``, a
+    range's ``__iter__``).  Constants and Enum members are guarded whole; tensors,
+    variables and library objects are guarded by identity and assumed unchanged
+    (the paper's whitelist)."""
+    model = pytypes.model_of(value)
+    if model is not None and not model.container:
+        return
+    if model is None and (isinstance(value, (tf.Tensor, tf.Variable))
+                          or whitelist.is_library_object(value)):
+        return
+    if model is None and all(pytypes.protocol_is_object(type(value), name)
+                             for name in protocols):
+        return
+    raise Unsupported('janus does not convert %s a %s from outside the call (janus models '
+                      'constants, list, tuple, dict, deque and set: janus/pytypes.py)'
+                      % (what, type(value).__name__))
 
 
 def current():
