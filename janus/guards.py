@@ -1,6 +1,7 @@
 """Guards: assumptions checked in Python before a cached graph may run.
 
-Needs nothing but TensorFlow.  Two families live here:
+Needs nothing but TensorFlow and the type table (``pytypes``).  Two families
+live here:
 
 * the *argument signature* (``signature_of``): a tree mirroring the call's
   arguments whose nodes check type, dtype, shape and Python values of each
@@ -269,7 +270,8 @@ _PREDICATES = {
     GuardKind.TYPE_MATCH: lambda e: lambda v: type(v) is e,
     GuardKind.VALUE_MATCH: lambda e: lambda v: same_constant(v, e),
     GuardKind.LEN_MATCH: lambda e: lambda v: type(v) is e[0] and len(v) == e[1],
-    GuardKind.KEYS_MATCH: lambda e: lambda v: type(v) is dict and list(v) == e,
+    # A dict subclass's own type is guarded where it was read (TYPE_MATCH/ID_MATCH).
+    GuardKind.KEYS_MATCH: lambda e: lambda v: isinstance(v, dict) and list(v) == e,
     GuardKind.METHOD_MATCH: lambda e: lambda v: getattr(v, '__func__', None) is e,
     GuardKind.TRUTH_MATCH: lambda e: lambda v: type(v) is e[0] and bool(v) == e[1],
     GuardKind.CONTAINS_MATCH: lambda e: lambda v: type(v) is e[0] and (e[1] in v) == e[2],

@@ -326,8 +326,9 @@ _ORDER_FREE = (sorted, min, max, any, all, sum)
 
 # Methods that read every item of their arguments (not keep the argument itself).
 _CONTENT_READING_METHODS = frozenset((
-    'extend', 'update', 'join', 'format', 'format_map', 'union', 'intersection', 'difference',
-    'symmetric_difference', 'issubset', 'issuperset', 'isdisjoint', 'startswith', 'endswith'))
+    'extend', 'extendleft', 'update', 'difference_update', 'join', 'format', 'format_map',
+    'union', 'intersection', 'difference', 'symmetric_difference', 'issubset', 'issuperset',
+    'isdisjoint', 'startswith', 'endswith'))
 
 
 def _call_builtin_method(ctx, callee, args, kwargs):
@@ -401,6 +402,7 @@ def _call_library(ctx, callee, args, kwargs):
     if shape is not None:
         shape._refuse()   # library code would read its unknown dimensions as None
     args, kwargs = _guard_library_args(ctx, args, kwargs)
+    args, kwargs = scalars.eager_zeros(callee, args, kwargs)
     if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
         return _call_with_tensor_lists(callee, args, kwargs)
     if _is_user_tf_function(callee):

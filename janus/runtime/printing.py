@@ -25,9 +25,9 @@ def _deferred_print(ctx, args, kwargs):
     if set(kwargs) - {'sep', 'end', 'flush'}:
         raise Unsupported('janus converts print() with sep=/end=/flush= only')
     ctx = _writable_context('standard output (print)')
-    # An outside set is printed as it is when the write-back reaches this print (its
-    # order is Python's own, and the writes before it are applied by then).
-    args = [_printable(v if pytypes.is_set(v) else ctx.contents(v)) for v in args]
+    # An outside set (a Counter...) is printed as it is when the write-back reaches
+    # this print: its order is Python's own, and the writes before it are applied.
+    args = [_printable(ctx.contents(v) if pytypes.has_items(v) else v) for v in args]
     ctx.heap.writes.append(Write(WriteKind.PRINT, None, 'print', (list(args), dict(kwargs)), None))
     return None
 

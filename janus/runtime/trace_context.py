@@ -128,6 +128,7 @@ class TraceContext:
         self._tensor_sources = {}   # id(graph input) -> (source, the input itself)
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
+        self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
         self._number_writes = {}   # uid -> name: number locations the call rewrites
         # (ctx, source, value) -> a DynamicScalar or None: scalars.read, handed in by the
         # tracer (scalars builds on this module; no import cycle).
@@ -320,16 +321,22 @@ class TraceContext:
         """Guards an outside container's length and items and returns a copy of it in
         which every tensor is re-read on each run (hoisted), for values that flow into
         the graph: library arguments, loops, slices, print.  Only ordered containers
-        have contents (``pytypes.has_items``); an outside set at the top refuses (its
-        order is not one janus can reproduce), and any other value is itself."""
+        have contents (``pytypes.has_items``); another outside container at the top
+        refuses (a set's order is not one janus can reproduce; a Counter's items are
+        not modelled), and any other value is itself."""
         source = self.source_of(value)
         if source is None or depth > 8:
             return value
         if not pytypes.has_items(value):
+            model = pytypes.model_of(value)
             if depth == 0 and pytypes.is_set(value):
                 raise Unsupported('janus does not convert iterating over, copying or passing on '
                                   'a %s from outside the call (Python\'s order of its items is '
                                   'not one janus can reproduce); use sorted(...) of it'
+                                  % type(value).__name__)
+            if depth == 0 and model is not None and model.container:   # a Counter
+                raise Unsupported('janus does not convert reading the items of a %s from '
+                                  'outside the call (janus models its truth, len and `in` only)'
                                   % type(value).__name__)
             return value
         copy = self._contents_before_changes(source, value, depth)
