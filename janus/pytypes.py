@@ -117,7 +117,11 @@ _derived = {}
 
 def model_of(value):
     """The ``TypeModel`` of ``value``'s type, or None (an opaque type)."""
-    kind = type(value)
+    return model_of_type(type(value))
+
+
+def model_of_type(kind):
+    """The ``TypeModel`` of the type ``kind``, or None (an opaque type)."""
     found = _TABLE.get(kind)
     if found is not None:
         return found

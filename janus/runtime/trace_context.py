@@ -65,6 +65,11 @@ def refuse_unmerged(*values):
             value.refuse()
 
 
+# Guards that rest on a type's own protocol: only for types whose model observes it.
+_OBSERVATIONS = {GuardKind.TRUTH_MATCH: 'truth', GuardKind.LEN_MATCH: 'len',
+                 GuardKind.CONTAINS_MATCH: 'in'}
+
+
 class AssumptionKind(enum.StrEnum):
     """What an in-graph ``Janus>Assert`` checks."""
     BRANCH = 'BRANCH'                # a test's outcome (relaxed when it breaks)
@@ -211,6 +216,12 @@ class TraceContext:
         return self._sources.get(id(value))
 
     def add_guard(self, kind, source, expected):
+        observation = _OBSERVATIONS.get(kind)
+        if observation is not None:   # default-deny by the type table (DESIGN.md)
+            model = pytypes.model_of_type(expected[0])
+            if model is None or observation not in model.observes:
+                raise InvariantError('internal: a %s guard on a %s, whose %s janus does not '
+                                     'model' % (kind.value, expected[0].__name__, observation))
         key = (kind, source.uid())
         if kind is GuardKind.CONTAINS_MATCH:
             key += (type(expected[1]), expected[1])   # one guard per key looked up
