@@ -1,6 +1,7 @@
 """Guards: assumptions checked in Python before a cached graph may run.
 
-Needs nothing but TensorFlow.  Two families live here:
+Needs nothing but TensorFlow and the type table (``pytypes``).  Two families
+live here:
 
 * the *argument signature* (``signature_of``): a tree mirroring the call's
   arguments whose nodes check type, dtype, shape and Python values of each
@@ -21,11 +22,12 @@ import types
 import numpy as np
 import tensorflow as tf
 
+from janus import pytypes
 from janus.sources import (ArgSource, AttrSource, CellSource, DefaultSource,  # noqa: F401
                            GlobalSource, ItemSource, ObjectSource, Source)
 
 EagerTensor = type(tf.constant(0))
-PRIMITIVES = (bool, int, float, complex, str, bytes, type(None))
+PRIMITIVES = pytypes.CONSTANTS   # the table's constants (janus/pytypes.py)
 
 
 class GuardKind(enum.Enum):
@@ -47,6 +49,7 @@ class GuardKind(enum.Enum):
     FUNCTION_MATCH = 'FUNCTION_MATCH'  # an inlined function's __code__/__defaults__/__kwdefaults__ unchanged
     EQUALS_MATCH = 'EQUALS_MATCH'  # a flat list/tuple/dict of Python constants equal, one C-level compare
     SCALAR_MATCH = 'SCALAR_MATCH'  # a relaxed Python number (a graph input): same type, an int within +-2**62
+    SET_MATCH = 'SET_MATCH'        # a set/frozenset of constants equal, item types and float signs too (order-free)
 
 
 SCALAR_INT_BOUND = 2 ** 62   # a dynamic int stays strictly inside +-this (int64 never wraps)
@@ -245,12 +248,30 @@ def _equals_match(snapshot, kinds):
                       and tuple(map(type, v)) == kinds and _same_items(v, snapshot))
 
 
+def _tag(item):
+    """A set item with what ``==`` forgets: its type, a float's sign of zero."""
+    if type(item) is float:
+        return float, item, math.copysign(1.0, item)
+    if type(item) is tuple:
+        return tuple, tuple(map(_tag, item))
+    return type(item), item
+
+
+def _set_match(snapshot):
+    """A set or frozenset of constants, compared without looking at its order (janus
+    models only order-free observations of sets: pytypes.py)."""
+    kind, size, tags = type(snapshot), len(snapshot), frozenset(map(_tag, snapshot))
+    return lambda v: (type(v) is kind and len(v) == size and v == snapshot
+                      and frozenset(map(_tag, v)) == tags)
+
+
 _PREDICATES = {
     GuardKind.ID_MATCH: lambda e: lambda v: v is e,
     GuardKind.TYPE_MATCH: lambda e: lambda v: type(v) is e,
     GuardKind.VALUE_MATCH: lambda e: lambda v: same_constant(v, e),
     GuardKind.LEN_MATCH: lambda e: lambda v: type(v) is e[0] and len(v) == e[1],
-    GuardKind.KEYS_MATCH: lambda e: lambda v: type(v) is dict and list(v) == e,
+    # A dict subclass's own type is guarded where it was read (TYPE_MATCH/ID_MATCH).
+    GuardKind.KEYS_MATCH: lambda e: lambda v: isinstance(v, dict) and list(v) == e,
     GuardKind.METHOD_MATCH: lambda e: lambda v: getattr(v, '__func__', None) is e,
     GuardKind.TRUTH_MATCH: lambda e: lambda v: type(v) is e[0] and bool(v) == e[1],
     GuardKind.CONTAINS_MATCH: lambda e: lambda v: type(v) is e[0] and (e[1] in v) == e[2],
@@ -258,6 +279,7 @@ _PREDICATES = {
     GuardKind.FUNCTION_MATCH: lambda e: lambda v: (v.__code__ is e[0] and v.__defaults__ is e[1]
                                                    and v.__kwdefaults__ is e[2]),
     GuardKind.EQUALS_MATCH: lambda e: _equals_match(*e),
+    GuardKind.SET_MATCH: _set_match,
     # A version compare; a fingerprint only after a change (runtime/library_config.py).
     GuardKind.LIBRARY_CONFIG: lambda e: e.holds,
     GuardKind.TENSOR_MATCH: _tensor_match,

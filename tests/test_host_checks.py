@@ -154,7 +154,8 @@ def test_a_python_power_schedule_runs_on_the_host(strict):
     stats = janus.stats(jf)
     assert stats['graphs_built'] <= 2 and stats['graph_calls'] >= 25, stats
     entry = _entry(jf)
-    assert entry.host is not None and entry.host.calls == 1 and entry.host.checks >= 3
+    # Python's pow, and eager's conversion of lr (its sign of zero: scalars.py).
+    assert entry.host is not None and entry.host.calls == 2 and entry.host.checks >= 3
     assert not _consumers(entry, 'PyFuncStateless')   # nothing in the graph needs it
     live_asserts = [op for op in entry.concrete.graph.get_operations()
                     if op.type == 'Janus>Assert' and op.inputs[0].op.type != 'Const']
@@ -210,7 +211,8 @@ def test_number_arguments_are_read_by_the_host(strict):
     jf = differential(make, calls, state=lambda w: w)
     stats = janus.stats(jf)
     assert stats['graph_calls'] >= 14, stats
-    assert _entry(jf).host is not None and _entry(jf).host.calls == 1
+    # math.cos, and eager's conversion of scale (its sign of zero: scalars.py).
+    assert _entry(jf).host is not None and _entry(jf).host.calls == 2
 
 
 def test_graphs_keep_their_checks_with_the_host_off(strict):

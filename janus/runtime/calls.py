@@ -8,13 +8,15 @@ arguments, your Keras layers run their converted ``call`` behind Keras's
 ``__call__``, methods of outside containers are replayed through the shadow
 heap, ``print`` is deferred, and everything else is refused.
 """
+import collections
 import functools
 import inspect
 import types
 
 import tensorflow as tf
+from tensorflow.python.framework import tensor_util
 
-from janus import callables, guards
+from janus import callables, guards, pytypes
 from janus.guards import GuardKind
 from janus.runtime import control, layers, observe, scalars, whitelist
 from janus.runtime.namespace import FunctionNamespace
@@ -40,6 +42,13 @@ def call(__callee, /, *args, **kwargs):
         handled = _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage)
         if handled is not _NOT_HANDLED:
             return handled
+    answer = whitelist.trace_time_only(callee)
+    if answer is not None:
+        return _as_eagerly(callee, answer, args, kwargs)
+    if whitelist.is_blocklisted(callee):
+        raise Unsupported('janus does not convert calls to %s: it reads or changes TF\'s '
+                          'global state, which a graph would do once, when traced'
+                          % _name(callee))
     if callee in (getattr, hasattr) and not kwargs and 2 <= len(args) <= 3 \
             and type(args[1]) is str:
         return _attribute_builtin(ctx, callee, *args)
@@ -134,6 +143,38 @@ def _is_user_code(ctx, callee):
     return False
 
 
+def _as_eagerly(callee, answer, args, kwargs):
+    """A library function whose answer while tracing differs from eager's
+    (``whitelist.TRACE_TIME_ONLY``): answered as eager code gets it, or refused."""
+    bound = inspect.signature(callee).bind(*args, **kwargs)   # eager's TypeError for bad calls
+    bound.apply_defaults()
+    if answer is whitelist.TraceTimeOnly.TRUE:
+        return True
+    if answer is whitelist.TraceTimeOnly.FALSE:
+        return False
+    value = next(iter(bound.arguments.values()), None)
+    if answer is whitelist.TraceTimeOnly.NOT_SYMBOLIC and isinstance(value, tf.Tensor):
+        return False   # every tensor in converted code stands for an eager one
+    if answer is whitelist.TraceTimeOnly.STATIC_VALUE and isinstance(value, tf.Tensor) \
+            and not isinstance(value, guards.EagerTensor):
+        return _static_value(value, bound.arguments.get('partial', False))
+    if answer is whitelist.TraceTimeOnly.REFUSED:
+        raise Unsupported('janus does not convert calls to %s: %s'
+                          % (_name(callee), answer.value))
+    return callee(*args, **kwargs)   # not about a graph tensor: the same answer
+
+
+def _static_value(tensor, partial):
+    """``tf.get_static_value(t)``: eagerly, always ``t``'s value.  In the trace, the value
+    TF derives from the graph's structure (constants, guarded static shapes) is the value
+    on every call the graph serves; a value only the run knows refuses."""
+    value = tensor_util.constant_value(tensor, partial=partial)
+    if value is None or value.dtype == object and any(v is None for v in value.flat):
+        raise Unsupported('janus does not convert tf.get_static_value() of a tensor whose value '
+                          'only the graph run knows (eagerly it is always known)')
+    return value[()] if value.ndim == 0 else value   # eager's numpy(): a NumPy scalar
+
+
 def _attribute_builtin(ctx, callee, obj, name, *default):
     """``getattr(obj, 'name'[, default])`` / ``hasattr(obj, 'name')``: a read through the
     attribute operator (guarded); a missing attribute is guarded to stay missing."""
@@ -224,8 +265,8 @@ def _guard_library_args(ctx, args, kwargs):
                                   'would run its special methods unconverted)'
                                   % type(value).__name__)
             return value
-        if isinstance(value, (list, tuple, dict)):
-            return ctx.contents(value)
+        if pytypes.has_items(value) or pytypes.is_set(value):
+            return ctx.contents(value)   # a set refuses: its order
         if not _captured_by_identity(value):
             raise Unsupported('janus does not pass your %s object to library code (it might '
                               'read or change it behind the guards)' % type(value).__name__)
@@ -259,6 +300,8 @@ def _converted_callback(ctx, fn):
 
 
 def _call_builtin(ctx, callee, args, kwargs):
+    if callee is isinstance and len(args) == 2 and not kwargs and isinstance(args[0], tf.Tensor):
+        return issubclass(guards.EagerTensor, args[1])   # a graph tensor stands for an eager one
     if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs:
         return callee(*args)   # reads only types: guarded by TYPE_MATCH/ID_MATCH where read
     if callee in (str, repr, format) and args and not kwargs:
@@ -267,21 +310,31 @@ def _call_builtin(ctx, callee, args, kwargs):
             return observe.text_of(callee, value, *args[1:])   # formatted after the run
     observe.refuse_user_dunders(callee, list(args) + list(kwargs.values()))
     if callee in (len, bool) and len(args) == 1 and not kwargs \
-            and ctx.source_of(args[0]) is not None and isinstance(args[0], (list, tuple, dict)):
+            and ctx.source_of(args[0]) is not None and pytypes.observes(args[0], 'len'):
         return observe.size_of(callee, args[0])   # one O(1) guard, not one per item
+    if callee in _ORDER_FREE and len(args) == 1 and not kwargs and pytypes.is_set(args[0]) \
+            and ctx.source_of(args[0]) is not None:
+        items = ctx.set_contents(args[0])   # guarded whole: the result has no order to get wrong
+        if callee is sum and not all(type(item) in (int, bool) for item in items):
+            raise Unsupported('janus does not convert sum() of a set of floats from outside '
+                              'the call (the result depends on the set\'s order)')
+        return callee(items)
     if callee in whitelist.KEYED_BUILTINS and kwargs:
         raise Unsupported('janus does not convert %s() with key=/default=' % callee.__name__)
     args, kwargs = _guard_library_args(ctx, args, kwargs)
     return callee(*args, **kwargs)
 
 
-_REPLAYED_METHODS = frozenset(('append', 'extend', 'insert', 'update'))
+# Builtins whose result from a set does not depend on its order (its items are
+# distinct constants: sorting them has no ties).
+_ORDER_FREE = (sorted, min, max, any, all, sum)
 
 
 # Methods that read every item of their arguments (not keep the argument itself).
 _CONTENT_READING_METHODS = frozenset((
-    'extend', 'update', 'join', 'format', 'format_map', 'union', 'intersection', 'difference',
-    'symmetric_difference', 'issubset', 'issuperset', 'isdisjoint', 'startswith', 'endswith'))
+    'extend', 'extendleft', 'update', 'difference_update', 'join', 'format', 'format_map',
+    'union', 'intersection', 'difference', 'symmetric_difference', 'issubset', 'issuperset',
+    'isdisjoint', 'startswith', 'endswith'))
 
 
 def _call_builtin_method(ctx, callee, args, kwargs):
@@ -303,21 +356,24 @@ def _call_builtin_method(ctx, callee, args, kwargs):
         args = [observe.plain_deep(ctx, v) for v in args]
     if source is None:
         return callee(*args, **kwargs)
-    if callee.__name__ in whitelist.READ_ONLY_METHODS:
+    model, name = pytypes.model_of(owner), callee.__name__
+    if name in model.reads:
         # On the contents as this point of the call sees them (an item written earlier
-        # in the call included), tensors re-read every run.
-        method = getattr(ctx.contents(owner), callee.__name__)
-        return method(*args, **kwargs)
-    if callee.__name__ == 'update' and kwargs and type(owner) is dict and len(args) <= 1:
+        # in the call included), tensors re-read every run; a set's guarded whole.
+        contents = ctx.set_contents(owner) if model.kind is pytypes.Kind.SET \
+            else ctx.contents(owner)
+        return getattr(contents, name)(*args, **kwargs)
+    if name == 'update' and kwargs and model.kind is pytypes.Kind.DICT and len(args) <= 1:
         args, kwargs = [dict(*args, **kwargs)], {}   # d.update(b=t): one mapping, same order
-    if callee.__name__ not in _REPLAYED_METHODS or kwargs:
+    if name not in model.changes or kwargs:
         raise Unsupported('janus does not convert %s.%s() on a %s from outside the call'
-                          % (type(owner).__name__, callee.__name__, type(owner).__name__))
-    # Replayed on the real object after a successful run (append/extend/insert/
-    # update return None, so nothing in the trace depends on the object's new state).
-    ctx = _writable_context('a %s (%s)' % (type(owner).__name__, callee.__name__))
-    ctx.heap.change(owner, callee.__name__, args)
-    ctx.heap.writes.append(Write(WriteKind.CALL, source, callee.__name__, list(args), None))
+                          % (type(owner).__name__, name, type(owner).__name__))
+    args = _replayable(model, name, args)
+    # Replayed on the real object after a successful run (these methods return None,
+    # so nothing in the trace depends on the object's new state).
+    ctx = _writable_context('a %s (%s)' % (type(owner).__name__, name))
+    ctx.heap.change(owner, name, args)
+    ctx.heap.writes.append(Write(WriteKind.CALL, source, name, list(args), None))
     return None
 
 
@@ -349,12 +405,38 @@ def _call_chosen_method(ctx, method, args, kwargs):
     return None
 
 
+def _replayable(model, name, args):
+    """The arguments of a change to an outside set or deque, as the write-back will
+    pass them: it must do there what it did in the trace.  A set gets constants (a
+    tensor is unhashable eagerly; a NaN made per call is a new item every call);
+    iterables are data (lists, tuples, dicts, strings, a set of at most one item:
+    the order a set's items are added in shapes its order), not iterators the
+    trace used up."""
+    if model.kind not in (pytypes.Kind.SET, pytypes.Kind.DEQUE):
+        return args
+    if name in ('add', 'discard', 'append', 'appendleft'):
+        items = list(args)
+    else:
+        if not all(type(arg) in (list, tuple, dict, str, collections.deque)
+                   or type(arg) in (set, frozenset) and len(arg) <= 1 for arg in args):
+            raise Unsupported('janus converts %s.%s() of lists, tuples, dicts, strings and '
+                              'one-item sets only' % (model.base.__name__, name))
+        args = [tuple(arg) if type(arg) in (set, frozenset) else arg for arg in args]
+        items = [item for arg in args for item in arg]
+    if model.kind is pytypes.Kind.SET and not all(pytypes.is_constant(item) and item == item
+                                                  for item in items):
+        raise Unsupported('janus converts adding Python constants (not NaN) to a set from '
+                          'outside the call only')
+    return args
+
+
 def _call_library(ctx, callee, args, kwargs):
     layers.refuse_lazy_build(callee)   # a Keras optimizer's first apply builds it: not in a trace
     shape = _checked_shape_in(list(args) + list(kwargs.values()))
     if shape is not None:
         shape._refuse()   # library code would read its unknown dimensions as None
     args, kwargs = _guard_library_args(ctx, args, kwargs)
+    args, kwargs = scalars.eager_zeros(callee, args, kwargs)
     if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
         return _call_with_tensor_lists(callee, args, kwargs)
     if _is_user_tf_function(callee):

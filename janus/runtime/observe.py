@@ -18,11 +18,11 @@ import types
 
 import tensorflow as tf
 
-from janus import guards
+from janus import guards, pytypes
 from janus.guards import GuardKind
 from janus.runtime import scalars, whitelist
 from janus.runtime.scalars import DynamicScalar
-from janus.runtime.trace_context import Unsupported, current, refuse_unmerged
+from janus.runtime.trace_context import Unsupported, current, refuse_opaque, refuse_unmerged
 
 _BINARY = {
     'Add': ('__add__', '__radd__', '__iadd__', operator.add, '+'),
@@ -50,7 +50,6 @@ _COMPARE = {
     'Is': (None, operator.is_), 'IsNot': (None, operator.is_not),
     'In': ('__contains__', None), 'NotIn': ('__contains__', None),
 }
-_CONTAINERS = (list, tuple, dict)
 
 
 # -- what a value is, for the rules below -------------------------------------
@@ -125,7 +124,12 @@ def _refuse_user_code(value, names, what):
 
 
 def _outside_container(ctx, value):
-    return ctx.source_of(value) is not None and isinstance(value, _CONTAINERS)
+    """An outside container janus models (``janus/pytypes.py``): list, tuple, dict,
+    deque, set and their modelled subclasses."""
+    if ctx.source_of(value) is None:
+        return False
+    model = pytypes.model_of(value)
+    return model is not None and model.container
 
 
 def _changed(ctx, value):
@@ -134,14 +138,38 @@ def _changed(ctx, value):
     return ctx.heap.differs(value)
 
 
+def _now(ctx, value):
+    """A changed outside container as this point of the call sees it, for order-free
+    observations (truth, ``len``, ``in``, comparisons)."""
+    return ctx.set_contents(value) if pytypes.is_set(value) else ctx.contents(value)
+
+
 def _plain(ctx, value):
     """``value`` as plain Python may use it: an outside container becomes its
-    guarded contents (tensors re-read every run)."""
+    guarded contents (tensors re-read every run; an outside set refuses)."""
     if isinstance(value, LazyText):
         value.refuse()
     if _outside_container(ctx, value):
         return ctx.contents(value)
     return value
+
+
+def _refuse_opaque_text(ctx, value, depth=0):
+    """Text of an outside object janus does not model (a Counter, a user object whose
+    text is its address) would be frozen into the graph: refused."""
+    if depth > 8:
+        return
+    model = pytypes.model_of(value)
+    if ctx.source_of(value) is not None and not whitelist.is_library_object(value) \
+            and (model is None or model.container):
+        raise Unsupported('janus does not convert formatting a %s from outside the call '
+                          '(its text would be frozen into the graph)' % type(value).__name__)
+    elif type(value) in (list, tuple):
+        for item in value:
+            _refuse_opaque_text(ctx, item, depth + 1)
+    elif type(value) is dict:
+        for item in value.values():
+            _refuse_opaque_text(ctx, item, depth + 1)
 
 
 def plain_deep(ctx, value, depth=0):
@@ -168,12 +196,15 @@ def truth(value):
         value.specialize('a Python-level truth test')
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
     source = ctx.source_of(value)
-    if source is not None and isinstance(value, _CONTAINERS):
+    if source is None:
+        return bool(value)
+    if _outside_container(ctx, value):
         if _changed(ctx, value):
-            return bool(ctx.contents(value))   # its length is guarded by contents
+            return bool(_now(ctx, value))   # its length is guarded by contents
         outcome = bool(value)
         ctx.add_guard(GuardKind.TRUTH_MATCH, source, (type(value), outcome))
         return outcome
+    refuse_opaque(value, ('__bool__', '__len__'), 'the truth value of')
     return bool(value)
 
 
@@ -183,7 +214,7 @@ def size_of(callee, value):
         return truth(value)
     ctx = current()
     if _changed(ctx, value):
-        return len(ctx.contents(value))   # its length is guarded by contents
+        return len(_now(ctx, value))   # its length is guarded by contents
     ctx.add_guard(GuardKind.LEN_MATCH, ctx.source_of(value), (type(value), len(value)))
     return len(value)
 
@@ -231,20 +262,22 @@ def compare(op, left, right):
     if _is_graph_value(left) or _is_graph_value(right):
         return _COMPARE[op][1](eager_converted(left, right), eager_converted(right, left))
     dunder = _COMPARE[op][0]
+    names = (dunder, '__eq__', '__ne__', '__lt__', '__le__', '__gt__', '__ge__')
     for value in (left, right):
-        _refuse_user_code(value, (dunder, '__eq__', '__ne__', '__lt__', '__le__', '__gt__',
-                                  '__ge__'), 'a comparison')
-    return _COMPARE[op][1](_deep(ctx, left), _deep(ctx, right))
+        _refuse_user_code(value, names, 'a comparison')
+    return _COMPARE[op][1](_deep(ctx, left, names), _deep(ctx, right, names))
 
 
-def _deep(ctx, value):
+def _deep(ctx, value, names):
     """Guards everything a comparison of ``value`` may read."""
     if isinstance(value, LazyText):
         value.refuse()
     if _outside_container(ctx, value):
         if _changed(ctx, value):
-            return ctx.contents(value)
+            return _now(ctx, value)
         ctx.guard_deep(value)
+    elif ctx.source_of(value) is not None:
+        refuse_opaque(value, names, 'comparing')
     return value
 
 
@@ -294,30 +327,41 @@ def _chain_and(so_far, step):
 def _contains(ctx, container, key):
     if isinstance(container, tf.Tensor) or isinstance(key, LazyText):
         return key in container
-    if type(key) is DynamicScalar and type(container) in (list, tuple, set, frozenset, dict):
-        items = plain_deep(ctx, container)   # guarded contents, this call's changes applied
+    source = ctx.source_of(container)
+    if type(key) is DynamicScalar and (pytypes.has_items(container)
+                                       or pytypes.is_set(container)):
+        # Guarded contents, this call's changes applied.
+        items = _now(ctx, container) if source is not None and pytypes.is_set(container) \
+            else plain_deep(ctx, container)
         return scalars.contains(key, list(items), key.lineage | scalars.lineage_deep(items))
     _refuse_user_code(container, ('__contains__', '__iter__', '__getitem__'), '`in`')
-    source = ctx.source_of(container)
     if source is None:
         return key in container
-    if not isinstance(container, _CONTAINERS + (set, frozenset)):
+    if not pytypes.observes(container, 'in'):
         raise Unsupported('janus does not convert `in` on a %s from outside the call'
                           % type(container).__name__)
     if has_user_dunders(key):
         raise Unsupported('janus does not convert `in` with a %s (its __hash__/__eq__ would '
                           'run unconverted)' % type(key).__name__)
     if _changed(ctx, container):
-        return key in ctx.contents(container)   # every item guarded by contents
-    if type(key) in guards.PRIMITIVES and type(key) is not float:
+        return key in _now(ctx, container)   # every item guarded by contents
+    if pytypes.is_constant(key) and not _holds_nan(key):
         found = key in container
         ctx.add_guard(GuardKind.CONTAINS_MATCH, source, (type(container), key, found))
         return found
-    if isinstance(container, (set, frozenset)):
-        raise Unsupported('janus does not convert `in` on an outside set with a %s key'
-                          % type(key).__name__)
+    if not pytypes.has_items(container):
+        raise Unsupported('janus does not convert `in` on a %s from outside the call with a '
+                          '%s key' % (type(container).__name__, type(key).__name__))
     ctx.guard_deep(container)
     return key in container
+
+
+def _holds_nan(key):
+    """NaN is found by identity only: a guard holding the traced NaN would not
+    answer for the NaN a later call computes."""
+    if type(key) is tuple:
+        return any(map(_holds_nan, key))
+    return type(key) in (float, complex) and key != key
 
 
 # -- arithmetic operators --------------------------------------------------------
@@ -343,6 +387,9 @@ def binop(op, left, right):
     left, right = _plain(ctx, left), _plain(ctx, right)
     if _is_graph_value(left) or _is_graph_value(right):
         left, right = eager_converted(left, right), eager_converted(right, left)
+    for value, name in ((left, forward), (right, reflected)):
+        if ctx.source_of(value) is not None and user_dunder(value, name) is None:
+            refuse_opaque(value, (name,), "the operator '%s' on" % symbol)
     if user_dunder(left, forward) is None and user_dunder(right, reflected) is None:
         return fn(left, right)
     if user_dunder(left, forward) is None and (_is_graph_value(left)
@@ -382,21 +429,25 @@ def _call_dunder(ctx, obj, name, other):
 def inplace(op, target, value):
     """``target op= value``: in place where Python does it in place.
 
-    An outside list or dict changed in place is written back through the
-    shadow heap (``extend``/``update`` replayed after the run), so every
-    other name for it sees the change, as eagerly.
+    An outside container changed in place (``self.log += [x]``, ``self.seen |=
+    {k}``) is written back through the shadow heap (the method that does it,
+    ``pytypes.INPLACE``, replayed after the run), so every other name for it sees
+    the change, as eagerly.
     """
     ctx = current()
     source = ctx.source_of(target)
-    if source is not None and type(target) in (list, dict) and op in ('Add', 'BitOr'):
-        if (type(target) is list) != (op == 'Add'):
-            return binop(op, target, value)   # raises Python's TypeError
+    model = pytypes.model_of(target)
+    if source is None and model is not None and model.container:
+        return _INPLACE[op](target, _plain(ctx, value))   # made by the call: Python's own
+    method = pytypes.INPLACE.get((model.kind, op)) if model is not None else None
+    if method is not None and (model.kind is not pytypes.Kind.SET
+                               or isinstance(value, (set, frozenset))) \
+            and callable(getattr(type(target), method, None)):
         from janus.runtime import calls   # calls needs observe: imported when first used
-        method = target.extend if type(target) is list else target.update
-        calls.call(method, _plain(ctx, value))
+        calls.call(getattr(target, method), _plain(ctx, value))
         return target
-    if source is None and type(target) in (list, dict):
-        return _INPLACE[op](target, _plain(ctx, value))
+    if method is not None:
+        return binop(op, target, value)   # raises Python's TypeError (a set |= a list)
     forward, reflected, in_place, fn, symbol = _BINARY[op]
     if user_dunder(target, in_place) is not None:
         result = _call_dunder(ctx, target, in_place, _plain(ctx, value))
@@ -434,8 +485,8 @@ def unpack(value):
     source = ctx.source_of(value)
     if source is None:
         return value
-    if isinstance(value, _CONTAINERS):
-        return ctx.contents(value)
+    if _outside_container(ctx, value):
+        return ctx.contents(value)   # an outside set refuses: its order
     if whitelist.is_library_object(value):
         return value
     raise Unsupported('janus does not convert unpacking a %s from outside the call'
@@ -499,7 +550,7 @@ def _needs_run_values(value, depth=0):
     if isinstance(value, tf.Variable):
         raise Unsupported('janus does not convert formatting a tf.Variable into a string '
                           '(format v.read_value() or a tensor instead)')
-    if isinstance(value, _CONTAINERS) and depth < 8:
+    if isinstance(value, (list, tuple, dict)) and depth < 8:
         items = value.values() if isinstance(value, dict) else value
         return any(_needs_run_values(item, depth + 1) for item in items)
     return False
@@ -511,6 +562,7 @@ def format_value(value, conversion, spec):
     if not isinstance(value, (LazyText, DynamicScalar)):   # rendered after the run
         _refuse_user_code(value, ('__format__', '__str__', '__repr__'), 'formatting')
         value = plain_deep(ctx, value)
+        _refuse_opaque_text(ctx, value)
     conversion = _CONVERSIONS.get(conversion, conversion)
     if isinstance(spec, LazyText):
         spec.refuse()

@@ -17,7 +17,7 @@ import types
 
 import tensorflow as tf
 
-from janus import callables, guards
+from janus import callables, guards, pytypes
 from janus.errors import InvariantError
 from janus.guards import GuardKind
 from janus.runtime import scalars, shadow_heap, whitelist
@@ -143,16 +143,24 @@ def attr(obj, name):
         # not the eager tensor's (``is`` is answered in observe.compare instead).
         raise Unsupported('janus does not convert tensor.%s() (a key by identity: the graph '
                           'tensor is not the eager one); compare with `is`' % name)
+    if isinstance(obj, tf.Tensor) and not isinstance(obj, guards.EagerTensor):
+        return _tensor_attribute(obj, name)
     written = ctx.heap.read(obj, name)
     if written is not MISSING:
         return written
     if isinstance(obj, enum.Enum) and name in ('name', 'value'):
         return getattr(obj, name)   # fixed by the member, which is guarded by identity
     source = ctx.source_of(obj)
-    if source is None or type(obj) in whitelist.CONTAINER_TYPES:
-        # A container's attributes are its type's methods (its type is guarded);
-        # what they read or change is handled where they are called.
+    if source is None or pytypes.is_own_method(obj, name):
+        # A modelled container's methods are its type's (its type is guarded); what
+        # they read or change is handled where they are called (calls.py).
         return getattr(obj, name)
+    if (pytypes.has_items(obj) or pytypes.is_set(obj)) and not whitelist.is_library_object(obj):
+        if name not in dir(pytypes.model_of(obj).base):
+            _check_plain_attribute(obj, name)   # your subclass's own attribute or method
+        # A data attribute of the container type (a deque's maxlen): guarded by value.
+        ctx.attributes_used.setdefault(id(obj), set()).add(name)
+        return ctx.guard_value(guards.AttrSource(source, name), getattr(obj, name))
     library = whitelist.is_library_object(obj) or isinstance(obj, (type, types.ModuleType))
     if not library:
         _check_plain_attribute(obj, name)
@@ -161,6 +169,39 @@ def attr(obj, name):
     # Library objects' tensors are their own business (captured by identity);
     # a tensor in the user's object is re-read on every run.
     return ctx.guard_value(guards.AttrSource(source, name), value, hoist=not library)
+
+
+class EagerOnly:
+    """``t.numpy`` (``cpu``, ``device``...) of a graph tensor standing for an eager one:
+    it exists eagerly (``hasattr`` is True, as eagerly) but means the run's value or
+    eager placement; any use of it refuses."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def refuse(self, *args, **kwargs):
+        raise Unsupported('janus does not convert using tensor.%s: eagerly it is the value or '
+                          'placement of an eager tensor, which only the graph run has' % self.name)
+
+    __call__ = __bool__ = __str__ = __format__ = __eq__ = __iter__ = __len__ = refuse
+    __hash__ = None
+
+
+_EAGER_SAMPLE = []
+
+
+def _tensor_attribute(tensor, name):
+    """An attribute of a graph tensor, as eager code reads it from the eager tensor it
+    stands for (``whitelist.TENSOR_ATTRIBUTES_*``): default-deny."""
+    if name in whitelist.TENSOR_ATTRIBUTES_SAME or name in getattr(tensor, '__dict__', ()):
+        return getattr(tensor, name)   # also what was set on it (Keras's ``_keras_mask``)
+    if name in whitelist.TENSOR_ATTRIBUTES_EAGER_RAISES or not hasattr(guards.EagerTensor,
+                                                                        name):
+        if not _EAGER_SAMPLE:
+            with tf.init_scope():
+                _EAGER_SAMPLE.append(tf.constant(0))
+        return getattr(_EAGER_SAMPLE[0], name)   # raises eager's AttributeError
+    return EagerOnly(name)
 
 
 def setattr_(obj, name, value):
@@ -254,7 +295,7 @@ def item(obj, key):
             raise Unsupported('janus does not convert subscripts of a %s, whose class defines '
                               '__getitem__' % type(obj).__name__)
         return obj[key]
-    if type(obj) not in (list, tuple, dict) and not isinstance(obj, tuple):
+    if not pytypes.has_items(obj):
         raise Unsupported('janus does not convert subscripts of %s objects from outside '
                           'the call' % type(obj).__name__)
     if id(obj) in ctx.heap.changed:
@@ -273,7 +314,8 @@ def _list_index(ctx, obj, source, key):
     """An int index into an outside list or tuple as the position it names
     (``items[-1]`` and ``items[2]`` are one item of a 3-item list); the length it
     depends on is guarded.  Out of range: refused, so eager raises its IndexError."""
-    if type(key) is not int or not isinstance(obj, (list, tuple)) or id(obj) in ctx.heap.changed:
+    if type(key) is not int or pytypes.model_of(obj).kind is pytypes.Kind.DICT \
+            or id(obj) in ctx.heap.changed:
         return key
     if not -len(obj) <= key < len(obj):
         raise Unsupported('index %d out of range of a %s of %d from outside the call'
@@ -303,11 +345,12 @@ def setitem(obj, key, value):
         obj[key] = value
         return
     ctx = _writable_context('an item of a %s' % type(obj).__name__)
-    if type(obj) not in (list, dict) or not _hashable(key):
+    model = pytypes.model_of(obj)
+    if model is None or not model.item_writes or not _hashable(key):
         raise Unsupported('janus converts item writes into outside lists and dicts only')
-    if type(obj) is list and type(key) is not int:
+    if model.kind is pytypes.Kind.LIST and type(key) is not int:
         raise Unsupported('janus converts item writes into outside lists by int index only')
-    if id(obj) in ctx.heap.changed or (type(obj) is dict and key not in obj
+    if id(obj) in ctx.heap.changed or (model.kind is pytypes.Kind.DICT and key not in obj
                                        and ctx.heap.read(obj, ('item', key)) is MISSING):
         # A new key changes the dict's structure; once changed, every item write is
         # replayed on the changed contents in program order (indices as Python has them).
@@ -334,9 +377,11 @@ def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
             raise Unsupported('janus does not convert a loop over a %s, whose class defines '
                               '__iter__/__getitem__' % type(iterable).__name__)
         return builtins_iter(iterable)
-    if isinstance(iterable, (list, tuple)):   # list subclasses too (Keras's TrackedList)
+    model = pytypes.model_of(iterable)
+    if pytypes.has_items(iterable) and model.kind is not pytypes.Kind.DICT \
+            or pytypes.is_set(iterable):   # a set refuses: its order
         return builtins_iter(ctx.contents(iterable))
-    if type(iterable) is dict:
+    if pytypes.has_items(iterable):
         if ctx.heap.differs(iterable):
             return builtins_iter(list(ctx.contents(iterable)))   # keys as changed so far
         ctx.add_guard(GuardKind.KEYS_MATCH, source, list(iterable))

@@ -11,6 +11,7 @@ import enum
 
 import tensorflow as tf
 
+from janus import pytypes
 from janus.runtime import observe, whitelist
 from janus.runtime.shadow_heap import Write, WriteKind
 from janus.runtime.trace_context import Unsupported, writable_context as _writable_context
@@ -24,7 +25,9 @@ def _deferred_print(ctx, args, kwargs):
     if set(kwargs) - {'sep', 'end', 'flush'}:
         raise Unsupported('janus converts print() with sep=/end=/flush= only')
     ctx = _writable_context('standard output (print)')
-    args = [_printable(ctx.contents(v)) for v in args]
+    # An outside set (a Counter...) is printed as it is when the write-back reaches
+    # this print: its order is Python's own, and the writes before it are applied.
+    args = [_printable(ctx.contents(v) if pytypes.has_items(v) else v) for v in args]
     ctx.heap.writes.append(Write(WriteKind.PRINT, None, 'print', (list(args), dict(kwargs)), None))
     return None
 

@@ -80,11 +80,15 @@ class DynamicScalar:
     specializes when a use needs the value).
     """
 
-    __slots__ = ('tensor', 'type', 'lineage')
+    __slots__ = ('tensor', 'type', 'lineage', 'origin')
 
-    def __init__(self, tensor, kind, lineage=frozenset()):
+    def __init__(self, tensor, kind, lineage=frozenset(), origin=None):
         assert kind in DTYPES and tensor.dtype == DTYPES[kind], (kind, tensor.dtype)
         self.tensor, self.type, self.lineage = tensor, kind, frozenset(lineage)
+        # The Source it was read from as it is (a relaxed location or argument), whose
+        # Python value the call-time conversion of a zero reads (``_converted_float``);
+        # None for a number the call computed.
+        self.origin = origin
 
     def specialize(self, what):
         """Refuses a use that needs the value: the trace is redone with it constant."""
@@ -157,27 +161,29 @@ def read(ctx, source, value):
     if not in_range(value):
         return None
     tensor = shadow_heap.hoist_scalar(ctx, source, type(value))
-    return DynamicScalar(tensor, type(value), {(source.uid(), repr(source))})
+    return DynamicScalar(tensor, type(value), {(source.uid(), repr(source))}, source)
 
 
 def from_inputs(arguments):
     """The traced arguments with every ``guards.ScalarInput`` (a relaxed number
     argument's graph input) made a DynamicScalar, in containers too."""
-    def convert(value, depth=0):
+    def convert(value, source, depth=0):
         if type(value) is guards.ScalarInput:
             return DynamicScalar(tf.reshape(value.tensor, []), value.type,
-                                 {(guards.scalar_path_key(value.path), value.path)})
-        if depth < 16 and type(value) is list:
-            value[:] = [convert(v, depth + 1) for v in value]   # keeps the one list object
+                                 {(guards.scalar_path_key(value.path), value.path)}, source)
+        if depth < 16 and type(value) is list:   # keeps the one list object
+            value[:] = [convert(v, guards.ItemSource(source, i), depth + 1)
+                        for i, v in enumerate(value)]
         elif depth < 16 and type(value) is dict:
             for key in value:
-                value[key] = convert(value[key], depth + 1)
+                value[key] = convert(value[key], guards.ItemSource(source, key), depth + 1)
         elif depth < 16 and isinstance(value, tuple) and any(
                 _holds_scalar_input(v) for v in value):
-            items = [convert(v, depth + 1) for v in value]
+            items = [convert(v, guards.ItemSource(source, i), depth + 1)
+                     for i, v in enumerate(value)]
             return type(value)(items) if type(value) is tuple else type(value)(*items)
         return value
-    return {name: convert(value) for name, value in arguments.items()}
+    return {name: convert(value, guards.ArgSource(name)) for name, value in arguments.items()}
 
 
 def _holds_scalar_input(value, depth=0):
@@ -576,6 +582,11 @@ def to_tensor(value, dtype=None):
 
 
 def _to_tensor(value, dtype):
+    # What eager's conversion is asked for: part of its cache's key.
+    key_dtype = None if dtype is None else tf.as_dtype(dtype).base_dtype
+    constant = tf.get_static_value(value.tensor)
+    if constant is not None and value.type is float:   # a lifted constant (a Python zero)
+        return _eager_constant(float(constant), key_dtype)
     if dtype is None:
         if value.type is int:
             bound = tf.constant(2 ** 31, tf.int64)
@@ -600,7 +611,84 @@ def _to_tensor(value, dtype):
     if value.type is int and dtype == tf.float32:
         # Eager converts an int to float32 through a float64 (two roundings).
         return tf.cast(tf.cast(value.tensor, tf.float64), tf.float32)
+    if value.type is float:
+        return _converted_float(value, key_dtype, dtype)
     return tf.cast(value.tensor, dtype)
+
+
+def _converted_float(value, key_dtype, dtype):
+    """A dynamic float as eager's conversion gives it.  Eager converts a Python number
+    through a process-wide cache keyed by (type, value, requested dtype, device), and
+    ``0.0 == -0.0``: a float zero converts to the sign of the first float zero ever
+    converted for that dtype and device, whatever its own sign (non-finite floats are
+    never cached; equal nonzero floats have equal bits).  So a zero takes its sign
+    from eager's own conversion of the number (inserting into the cache as eager
+    would): at call time for a number read as it is, by a Python call (run on the
+    host before the graph where it can be) for one the call computed.  One converted
+    under a device scope of the call must not be zero (a SCALAR assertion: such a
+    run re-runs imperatively; unchecked, like the subnormal checks, for a number
+    computed from a value a state change made)."""
+    ctx = current()
+    cast = tf.cast(value.tensor, dtype)
+    zero = tf.equal(value.tensor, tf.zeros([], value.tensor.dtype))
+    if _in_device_scope():   # eager converts under another device name: another entry
+        if ctx.state_dependency(value.tensor) is None:   # see _no_underflow
+            _assume(tf.logical_not(zero), 'a float converted to a tensor under tf.device is '
+                    'not zero (eager\'s conversion cache decides the sign of a zero)')
+        return cast
+    if value.origin is not None:   # read as it is: eager's conversion of it, at call time
+        eager_zero = shadow_heap.hoist_eager_zero(ctx, value.origin, key_dtype, dtype)
+    else:   # computed by the call: eager's conversion of it, by Python when it is known
+        key = (id(tf.compat.v1.get_default_graph()), value.tensor.ref(), key_dtype)
+        if key not in ctx.zero_signs:   # converted again: eager's cache gives the same
+            ctx.zero_signs[key] = _python_call(_ZeroSign(key_dtype), [value.tensor], float)
+        eager_zero = tf.cast(ctx.zero_signs[key], dtype)
+    return tf.where(zero, eager_zero, cast)
+
+
+class _ZeroSign:
+    """Python's part of converting a computed float: for a zero, the sign eager's
+    conversion gives it (and teaches the cache, as eager would); else unused."""
+
+    def __init__(self, key_dtype):
+        self.key_dtype = key_dtype
+        self.__name__ = 'the conversion of a float to a tensor'
+
+    def __call__(self, number):
+        if number != 0.0:
+            return 0.0
+        converted = tf.convert_to_tensor(number, dtype=self.key_dtype)
+        return math.copysign(0.0, float(converted.numpy()))
+
+
+def _eager_constant(number, key_dtype):
+    """A Python float constant converted as eager converts it (its rounding, its
+    exceptions, its cache's sign of zero), baked in: the cache's entry for a zero,
+    once made, stays."""
+    with tf.init_scope():
+        converted = tf.convert_to_tensor(number, dtype=key_dtype)
+    return tf.constant(converted.numpy(), dtype=converted.dtype)
+
+
+def eager_zeros(callee, args, kwargs):
+    """``tf.maximum(x, 0.0)``: a Python float zero given to one of TF's elementwise
+    functions converts through eager's cache, which decides its sign; passed as a
+    constant DynamicScalar, TF converts it through ``to_tensor``, as eagerly."""
+    def lifted(v):
+        return lift(v) if type(v) is float and v == 0.0 else v
+    new_args, new_kwargs = [lifted(v) for v in args], {k: lifted(v) for k, v in kwargs.items()}
+    if all(a is b for a, b in zip(new_args, args)) and all(
+            new_kwargs[k] is kwargs[k] for k in kwargs):
+        return args, kwargs
+    if not library_call_allows(callee, new_args, new_kwargs):
+        return args, kwargs
+    return new_args, new_kwargs
+
+
+def _in_device_scope():
+    """Whether the trace is inside a ``with tf.device(...)`` of the call's code: eager
+    code converts there under another device name (another cache entry)."""
+    return bool(tf.compat.v1.get_default_graph()._device_functions_outer_to_inner)
 
 
 _TENSOR_BINARY = {'Add': operator.add, 'Sub': operator.sub, 'Mult': operator.mul,

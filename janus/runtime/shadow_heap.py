@@ -25,6 +25,7 @@ import abc
 import enum
 import threading
 
+import numpy as np
 import tensorflow as tf
 
 from janus import guards
@@ -301,6 +302,26 @@ def hoist_scalar(ctx, source, kind):
     leaves = getattr(ctx, 'host_leaves', None)
     if leaves is not None:   # graphgen/hostcheck.py computes checks on it before the run
         leaves[placeholder.name] = ('source', source, kind)
+    return placeholder
+
+
+def hoist_eager_zero(ctx, source, key_dtype, dtype):
+    """A call-time graph input: when the relaxed float at ``source`` is a zero, eager's
+    own conversion of it (``tf.convert_to_tensor(value, key_dtype)``: its scalar cache
+    decides the sign, and learns it as eager code would teach it); a zero of ``dtype``
+    otherwise, unused (``scalars._converted_float``)."""
+    with tf.init_scope():
+        unused = tf.constant(np.zeros((), dtype.as_numpy_dtype))   # NumPy: never cached
+
+    def read_now():
+        value = source.value(_call_arguments(), {})
+        if type(value) is float and value == 0.0:
+            return tf.convert_to_tensor(value, dtype=key_dtype)
+        return unused
+    key = ('janus', 'eager_zero', dtype.name, key_dtype and key_dtype.name) + source.uid()
+    placeholder = ctx.top_graph.capture_call_time_value(read_now, tf.TensorSpec([], dtype),
+                                                        key=key)
+    _register_reader(ctx, key, read_now)
     return placeholder
 
 

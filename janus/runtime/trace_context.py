@@ -6,13 +6,14 @@ runtime operator finds it with ``current()``.  The sources invariant lives
 here (DESIGN.md): every object the trace obtained from outside the call is
 mapped to its ``Source``; one without a source was made by the call.
 """
+import collections
 import enum
 import threading
 import types
 
 import tensorflow as tf
 
-from janus import guards
+from janus import guards, pytypes
 from janus.decisions import DYNAMIC
 from janus.errors import ConversionError, InvariantError
 from janus.pyct import sites
@@ -94,6 +95,11 @@ def refuse_unmerged(*values):
             value.refuse()
 
 
+# Guards that rest on a type's own protocol: only for types whose model observes it.
+_OBSERVATIONS = {GuardKind.TRUTH_MATCH: 'truth', GuardKind.LEN_MATCH: 'len',
+                 GuardKind.CONTAINS_MATCH: 'in'}
+
+
 class AssumptionKind(enum.StrEnum):
     """What an in-graph ``Janus>Assert`` checks."""
     BRANCH = 'BRANCH'                # a test's outcome (relaxed when it breaks)
@@ -161,6 +167,7 @@ class TraceContext:
         self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
+        self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
         self._number_writes = {}   # uid -> name: number locations the call rewrites
         # (ctx, source, value) -> a DynamicScalar or None: scalars.read, handed in by the
         # tracer (scalars builds on this module; no import cycle).
@@ -312,6 +319,12 @@ class TraceContext:
         return self._sources.get(id(value))
 
     def add_guard(self, kind, source, expected):
+        observation = _OBSERVATIONS.get(kind)
+        if observation is not None:   # default-deny by the type table (DESIGN.md)
+            model = pytypes.model_of_type(expected[0])
+            if model is None or observation not in model.observes:
+                raise InvariantError('internal: a %s guard on a %s, whose %s janus does not '
+                                     'model' % (kind.value, expected[0].__name__, observation))
         key = (kind, source.uid())
         if kind is GuardKind.CONTAINS_MATCH:
             key += (type(expected[1]), expected[1])   # one guard per key looked up
@@ -376,35 +389,75 @@ class TraceContext:
         return value
 
     def guard_deep(self, value, depth=0):
-        """Guards the length and every item of an outside container code will read."""
+        """Guards the length and every item of an outside container code will read
+        (``==``, ``in`` with a key that is not a constant): what its model
+        (``janus/pytypes.py``) lets janus guard, or ``Unsupported``."""
         source = self.source_of(value)
         if source is None or depth > 8:
             return
         if id(value) in self.heap.changed:
             raise Unsupported('janus does not convert reading a %s from outside the call after '
                               'changing it in place in the same call' % type(value).__name__)
+        model = pytypes.model_of(value)
+        if model is not None and model.kind is pytypes.Kind.SET:
+            self.guard_set(source, value)
+            return
+        if not pytypes.has_items(value):   # a Counter (truth, len, `in` only) refuses here
+            refuse_opaque(value, ('__eq__',), 'reading every item of')
+            return
         if self._guard_flat_constants(source, value):
             return
-        if isinstance(value, (list, tuple)):   # list subclasses too (Keras's TrackedList)
-            self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
-            items = enumerate(value)
-        elif type(value) is dict:
+        if model.kind is pytypes.Kind.DICT:
             self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
             items = value.items()
         else:
-            return
+            self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+            items = enumerate(value)
         for key, item in items:
             if self.heap.read(value, ('item', key)) is not MISSING:
                 continue   # written earlier in this call: the trace knows it
             self.guard_value(guards.ItemSource(source, key), item, hoist=False)
             self.guard_deep(item, depth + 1)
 
+    def guard_set(self, source, value):
+        """One SET_MATCH guard for an outside set or frozenset janus observes whole: its
+        items must be constants (no NaN: ``==`` cannot tell two NaNs' places apart)."""
+        if not all(pytypes.is_constant(item) and item == item for item in value):
+            raise Unsupported('janus converts observing a %s from outside the call only when '
+                              'its items are Python constants (not NaN)' % type(value).__name__)
+        self.add_guard(GuardKind.SET_MATCH, source, type(value)(value))
+
+    def set_contents(self, value):
+        """An outside set or frozenset as this point of the call sees it (guarded whole,
+        this call's adds and discards applied), for order-free observations only:
+        truth, ``len``, ``in``, comparisons."""
+        self.guard_set(self.source_of(value), value)
+        copy = set(value)
+        for method, args in self.heap.pending.get(id(value), ()):
+            getattr(copy, method)(*args)
+        return copy
+
     def contents(self, value, depth=0):
         """Guards an outside container's length and items and returns a copy of it in
         which every tensor is re-read on each run (hoisted), for values that flow into
-        the graph: library arguments, loops, slices, print."""
+        the graph: library arguments, loops, slices, print.  Only ordered containers
+        have contents (``pytypes.has_items``); another outside container at the top
+        refuses (a set's order is not one janus can reproduce; a Counter's items are
+        not modelled), and any other value is itself."""
         source = self.source_of(value)
-        if source is None or depth > 8 or not isinstance(value, (list, tuple, dict)):
+        if source is None or depth > 8:
+            return value
+        if not pytypes.has_items(value):
+            model = pytypes.model_of(value)
+            if depth == 0 and pytypes.is_set(value):
+                raise Unsupported('janus does not convert iterating over, copying or passing on '
+                                  'a %s from outside the call (Python\'s order of its items is '
+                                  'not one janus can reproduce); use sorted(...) of it'
+                                  % type(value).__name__)
+            if depth == 0 and model is not None and model.container:   # a Counter
+                raise Unsupported('janus does not convert reading the items of a %s from '
+                                  'outside the call (janus models its truth, len and `in` only)'
+                                  % type(value).__name__)
             return value
         copy = self._contents_before_changes(source, value, depth)
         for method, args in self.heap.pending.get(id(value), ()):
@@ -414,15 +467,20 @@ class TraceContext:
     def _contents_before_changes(self, source, value, depth):
         if self._guard_flat_constants(source, value):
             return type(value)(value) if type(value) in (list, tuple, dict) else list(value)
-        if isinstance(value, dict):
+        kind = pytypes.model_of(value).kind
+        if kind is pytypes.Kind.DICT:
             self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
             return {k: self.contents(self._item_now(value, source, k, v), depth + 1)
                     for k, v in value.items()}
         self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
         items = [self.contents(self._item_now(value, source, i, v), depth + 1)
                  for i, v in enumerate(value)]
+        if kind is pytypes.Kind.DEQUE:   # appends to the copy drop what the real one drops
+            self.add_guard(GuardKind.VALUE_MATCH, guards.AttrSource(source, 'maxlen'),
+                           value.maxlen)
+            return collections.deque(items, value.maxlen)
         if type(value) is tuple or not isinstance(value, tuple):
-            return tuple(items) if type(value) is tuple else items   # a Keras TrackedList: a list
+            return tuple(items) if type(value) is tuple else items   # a list subclass: a list
         return type(value)(*items)   # a namedtuple
 
     def _guard_flat_constants(self, source, value):
@@ -520,6 +578,27 @@ def captured_by_identity(value):
                           types.BuiltinFunctionType)):
         return True
     return whitelist.is_library_object(value) or callable(value) and not hasattr(value, '__dict__')
+
+
+def refuse_opaque(value, protocols, what):
+    """Refuses observing an outside value janus does not model (``janus/pytypes.py``)
+    when one of its type's special methods ``protocols`` is not ``object``'s: it would
+    run behind the guards (a Counter's ``__eq__``, a UserList's ``__len__``, a
+    range's ``__iter__``).  Constants and Enum members are guarded whole; tensors,
+    variables and library objects are guarded by identity and assumed unchanged
+    (the paper's whitelist)."""
+    model = pytypes.model_of(value)
+    if model is not None and not model.container:
+        return
+    if model is None and (isinstance(value, (tf.Tensor, tf.Variable))
+                          or whitelist.is_library_object(value)):
+        return
+    if model is None and all(pytypes.protocol_is_object(type(value), name)
+                             for name in protocols):
+        return
+    raise Unsupported('janus does not convert %s a %s from outside the call (janus models '
+                      'constants, list, tuple, dict, deque and set: janus/pytypes.py)'
+                      % (what, type(value).__name__))
 
 
 def current():

@@ -7,8 +7,11 @@ change global Python state when *called* (seeding, device config) are not:
 a graph would run them once, at trace time, instead of on every call.
 """
 import builtins
+import enum
 import math
 import types
+
+from janus import pytypes
 
 LIBRARY_PREFIXES = ('tensorflow', 'keras', 'tf_keras', 'horovod')
 JANUS_RUNTIME = ('janus.runtime',)  # janus's own trace-time helpers: called, never converted
@@ -22,6 +25,61 @@ LIBRARY_BLOCKLIST = (
     'keras.src.backend.common.global_state',
 )
 
+
+
+class TraceTimeOnly(enum.Enum):
+    """What converted code gets from a library function whose answer while tracing
+    (inside a graph) differs from the answer eager code gets (``TRACE_TIME_ONLY``)."""
+    TRUE = 'True, as eagerly'
+    FALSE = 'False, as eagerly'
+    NOT_SYMBOLIC = 'False for a tensor: each stands for an eager one'
+    STATIC_VALUE = 'the value, where the trace knows it for every call it serves'
+    REFUSED = 'refused: the answer is the graph, or it needs a value only the run has'
+
+
+# Library functions that ask about the execution mode or the graph being built,
+# by (module, qualified name): Python code taking a path on their answer takes
+# the eager path, as it would eagerly (``calls.py`` answers them).
+TRACE_TIME_ONLY = {
+    ('tensorflow.python.eager.context', 'executing_eagerly'): TraceTimeOnly.TRUE,
+    ('tensorflow.python.eager.context', 'executing_eagerly_v1'): TraceTimeOnly.TRUE,
+    ('tensorflow.python.framework.ops', 'executing_eagerly_outside_functions'):
+        TraceTimeOnly.TRUE,
+    ('tensorflow.python.framework.ops', 'inside_function'): TraceTimeOnly.FALSE,
+    ('tensorflow.python.framework.ops', 'is_symbolic_tensor'): TraceTimeOnly.NOT_SYMBOLIC,
+    ('tensorflow.python.framework.tensor_util', 'constant_value'): TraceTimeOnly.STATIC_VALUE,
+    ('tensorflow.python.framework.ops', 'get_default_graph'): TraceTimeOnly.REFUSED,
+    ('tensorflow.python.framework.ops', 'init_scope'): TraceTimeOnly.REFUSED,
+    ('tensorflow.python.framework.ops', 'get_current_name_scope'): TraceTimeOnly.REFUSED,
+    ('tensorflow.python.eager.polymorphic_function.eager_function_run',
+     'run_functions_eagerly'): TraceTimeOnly.REFUSED,
+    ('keras.src.ops.core', 'convert_to_numpy'): TraceTimeOnly.REFUSED,
+    ('keras.src.backend.tensorflow.core', 'convert_to_numpy'): TraceTimeOnly.REFUSED,
+}
+
+
+def trace_time_only(callee):
+    """The ``TraceTimeOnly`` answer for ``callee``, or None."""
+    key = (getattr(callee, '__module__', None), getattr(callee, '__qualname__', None))
+    try:
+        return TRACE_TIME_ONLY.get(key)
+    except TypeError:   # an unhashable name
+        return None
+
+
+# Tensor attributes, as converted code reads them from a graph tensor standing for
+# an eager one (``operators.attr``).  The same in a graph: read.  Undefined eagerly:
+# eager's AttributeError.  Anything else on the tensor types (``numpy``, ``device``,
+# ``eval``, ``consumers``...) differs in a graph or needs the run's value: refused.
+TENSOR_ATTRIBUTES_SAME = frozenset(('dtype', 'shape', 'get_shape', 'ndim', 'set_shape'))
+TENSOR_ATTRIBUTES_EAGER_RAISES = frozenset(('graph', 'name', 'op', 'value_index'))
+
+
+def is_blocklisted(callee):
+    """A library function that changes (or reads) TF's global Python state."""
+    return in_package(module_of(callee), LIBRARY_BLOCKLIST)
+
+
 # Builtins that neither call user code nor touch Python state.
 BUILTINS = frozenset(getattr(builtins, name) for name in (
     'len', 'range', 'isinstance', 'issubclass', 'min', 'max', 'abs', 'int', 'float',
@@ -31,14 +89,6 @@ BUILTINS = frozenset(getattr(builtins, name) for name in (
 
 # Builtins that call a user function given as key=/default: refused when given one.
 KEYED_BUILTINS = frozenset((builtins.min, builtins.max, builtins.sorted))
-
-# Methods of builtin containers that only read them.
-READ_ONLY_METHODS = frozenset((
-    'get', 'items', 'keys', 'values', 'index', 'count', 'copy', 'format', 'join',
-    'startswith', 'endswith', 'upper', 'lower', 'split', 'strip', '__getitem__'))
-
-CONTAINER_TYPES = (list, dict, set, tuple, str)
-
 
 def module_of(callee):
     """The module a callee's code lives in ('' when unknown)."""
@@ -65,15 +115,17 @@ def is_library_object(value):
 
 
 def is_builtin_method(callee):
-    return (isinstance(callee, types.BuiltinMethodType)
-            and isinstance(getattr(callee, '__self__', None), CONTAINER_TYPES))
+    """A method of a value of a type janus models (``janus/pytypes.py``): a builtin
+    one (``lst.append``, ``'/'.join``, ``s.add``), or the container type's own
+    method on a modelled subclass (a Keras ``TrackedList``'s ``append``)."""
+    owner = getattr(callee, '__self__', None)
+    if isinstance(callee, types.BuiltinMethodType):
+        return pytypes.model_of(owner) is not None
+    return (isinstance(callee, types.MethodType)
+            and pytypes.is_own_method(owner, getattr(callee, '__name__', '')))
 
 
-def is_namedtuple_class(callee):
-    """collections.namedtuple classes: pure data, their constructor runs no user code."""
-    return (isinstance(callee, type) and issubclass(callee, tuple)
-            and hasattr(callee, '_fields') and '__init__' not in callee.__dict__
-            and getattr(callee.__new__, '__module__', '').startswith('namedtuple_'))
+is_namedtuple_class = pytypes.is_namedtuple_class
 
 
 def is_builtin_exception(callee):
