@@ -24,7 +24,7 @@ from janus import errors, guards
 from janus.config import config
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
-from janus.graphgen import effects, generator, hostcheck, rewrites
+from janus.graphgen import effects, generator, hostcheck, rewrites, rollback
 from janus.runtime import (control, heap, library_config, operators, scalars, shadow_heap,
                            trace_output)
 
@@ -50,6 +50,7 @@ class GraphEntry:
         self.assumed_sites = dict(ctx.plan.assumed)   # (code, site) -> sequence assumed
         self.has_mutations = ctx.has_mutations
         self.safe_error_ops = ctx.safe_error_ops or set()   # errors there leave state untouched
+        self.rollback = None   # rollback.Rollback: variables restored when a run fails after a change
         self.trace_seconds = trace_seconds
         self.runs = 0
         self.host = None   # hostcheck.HostProgram: checks and Python calls done before the run
@@ -65,6 +66,7 @@ class GraphEntry:
         return check(arguments)
 
     _check_sources = None
+    not_undoable = None   # why a failure after a state change cannot be undone (explain)
 
     def _compile_checks(self):
         """The source guards as one generated function (``guards.compile_checks``)."""
@@ -96,10 +98,11 @@ class GraphEntry:
             shadow_heap.set_call_arguments(None)
             if host is not None:
                 hostcheck.clear()
-        changed = self.has_mutations or run_id is not None
+        written = False   # a Python write applied (a rollback cannot undo it)
         try:   # every value is rebuilt before the first write: a failure there changed nothing
             if run_id is not None:
                 heap.commit(run_id)
+                written = True
             if not isinstance(outputs, (list, tuple)):
                 outputs = [outputs]
             memo = {}   # one rebuilt object per container the call made, returned or written
@@ -116,10 +119,13 @@ class GraphEntry:
             for (write, _), value in zip(self.writes, values):
                 if value is _NOT_TAKEN:
                     continue
+                # A failing setattr or item write applied nothing; a print or an
+                # extend may have applied part of itself.
+                written = written or write.partial
                 write.apply(value, arguments)
-                changed = True
+                written = True
         except Exception as e:
-            raise WriteBackFailed(e, changed) from e
+            raise WriteBackFailed(e, self.has_mutations or written, written) from e
         return result
 
     def describe_guards(self):
@@ -441,7 +447,7 @@ def _wait_for_everything_before(ops, mutating, first_change):
     # Stateful ops created after the first change get ordered after it by TF's
     # automatic control dependencies (added when the trace closes): waiting for
     # them, or for anything that uses them, would close a cycle.
-    late_stateful = [op for op in ops if op._id > first_change and op._is_stateful]
+    late_stateful = _late_stateful(ops, set(mutating), first_change)
     after_changes = _descendants(ops, list(mutating) + late_stateful) | set(late_stateful)
     before = [op for op in ops if op not in mutating and op not in after_changes]
     consumed = set()
@@ -453,6 +459,25 @@ def _wait_for_everything_before(ops, mutating, first_change):
         op._add_control_inputs([s for s in sinks if s not in op.control_inputs
                                 and s is not op])
     return {op.name for op in before}
+
+
+def _late_stateful(ops, mutating, first_change):
+    """The stateful ops created after the first change that TF's automatic control
+    dependencies may order after a change.  A read of variables no earlier op
+    changed is not (those order reads and writes per resource): the forward pass
+    after a learning-rate update or a dropout seed's advance runs before it,
+    so an error there leaves state untouched."""
+    changed, memo, unknown, late = set(), {}, False, []
+    for op in ops:   # in creation order
+        if op._id > first_change and op._is_stateful and (unknown or not rollback.reads_only(
+                op, changed)):
+            late.append(op)
+        if op in mutating and not unknown:
+            try:
+                changed.update(id(t) for t in rollback.changed_resources(op, memo))
+            except rollback.NotUndoable:
+                unknown = True   # every later stateful op counts as ordered after it
+    return late
 
 
 def _descendants(ops, roots):
@@ -561,7 +586,18 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     entry.evolving = frozenset(ctx.evolving)   # numbers it reads as constants and rewrites
     entry.uses_heap_ops = ctx.heap.run_id is not None
     entry.op_writes = list(ctx.heap.op_writes)
+    if config.restore_on_error and not distributed:
+        entry.rollback, entry.not_undoable = _rollback_plan(concrete, ctx)
     return entry
+
+
+def _rollback_plan(concrete, ctx):
+    """(Rollback or None, why not undoable or None): ``graphgen/rollback.py``."""
+    try:
+        return rollback.plan(concrete, ctx.safe_error_ops,
+                             getattr(concrete.graph, HOST_CHECKED, frozenset()))
+    except Exception as e:  # noqa: BLE001 - without one, an error after a change is the graph's
+        return None, 'janus could not work out what to restore: %s: %s' % (type(e).__name__, e)
 
 
 def _scalar_inputs(values, depth=0):

@@ -8,6 +8,7 @@ arguments, your Keras layers run their converted ``call`` behind Keras's
 ``__call__``, methods of outside containers are replayed through the shadow
 heap, ``print`` is deferred, and everything else is refused.
 """
+import collections.abc
 import functools
 import inspect
 import types
@@ -310,9 +311,40 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     # Replayed on the real object after a successful run (append/extend/insert/
     # update return None, so nothing in the trace depends on the object's new state).
     ctx = _writable_context('a %s (%s)' % (type(owner).__name__, callee.__name__))
+    _try_replay(owner, callee.__name__, args)
     ctx.heap.change(owner, callee.__name__, args)
     ctx.heap.writes.append(Write(WriteKind.CALL, source, callee.__name__, list(args), None))
     return None
+
+
+def _try_replay(owner, method, args):
+    """Runs ``method`` with ``args`` on an empty list or dict: what Python raises for
+    these arguments (``extend(3)``, ``insert('a', x)``, ``update([1])``) is raised
+    at trace time, so the call runs imperatively and raises at that line, never at
+    write-back after the graph changed state.  The item ``append``/``insert`` store
+    is not looked at; a graph tensor is not iterated in the trace (that would add
+    ops): ``extend`` needs it to have a first dimension."""
+    if method == 'append':
+        return
+    if method == 'insert':
+        args = list(args[:1]) + [None] * (len(args) - 1)
+    elif len(args) == 1 and isinstance(args[0], tf.Tensor) \
+            and not isinstance(args[0], guards.EagerTensor):
+        if method != 'extend' or not args[0].shape.rank:
+            raise Unsupported('janus does not convert %s.%s() of a graph tensor of %s'
+                              % (type(owner).__name__, method, 'unknown rank or a scalar'
+                                 if method == 'extend' else 'any shape'))
+        return
+    if any(isinstance(a, collections.abc.Iterator) for a in args):
+        return   # running it would consume what the write-back replays
+    scratch = {} if isinstance(owner, dict) else []
+    try:
+        getattr(scratch, method)(*args)
+    except Unsupported:
+        raise
+    except Exception as e:  # noqa: BLE001 - Python rejects these arguments
+        raise Unsupported('janus does not convert %s.%s() with these arguments: Python raises '
+                          '%s (%s)' % (type(owner).__name__, method, type(e).__name__, e)) from None
 
 
 def _call_library(ctx, callee, args, kwargs):

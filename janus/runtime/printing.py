@@ -23,6 +23,9 @@ def _deferred_print(ctx, args, kwargs):
     read in the graph there, and formatted after the run as eager formats it."""
     if set(kwargs) - {'sep', 'end', 'flush'}:
         raise Unsupported('janus converts print() with sep=/end=/flush= only')
+    if any(kwargs.get(k) is not None and type(kwargs[k]) is not str for k in ('sep', 'end')):
+        # Python raises TypeError; printed after the run, it would raise after state changed.
+        raise Unsupported('janus converts print() whose sep=/end= are strings or None only')
     ctx = _writable_context('standard output (print)')
     args = [_printable(ctx.contents(v)) for v in args]
     ctx.heap.writes.append(Write(WriteKind.PRINT, None, 'print', (list(args), dict(kwargs)), None))
