@@ -137,11 +137,16 @@ def _restored(rollback, saved):
 
 def _in_safe_op(node, safe_ops):
     """Whether the failing node is one of the graph's ops that run before any state
-    change, or a node inside one (``map/while/...`` runs in the body of ``map/while``)."""
+    change, or a node inside one of those that run other graphs (``map/while/...``
+    runs in the body of ``map/while``; a name scope is no such op: the gradient of
+    ``dense/MatMul`` is ``gradient_tape/dense/MatMul/MatMul``, whatever ``.../MatMul`` is)."""
     if node is None:
         return False
+    if node in safe_ops:
+        return True
+    calls = getattr(safe_ops, 'calls', ())
     parts = node.split('/')
-    return any('/'.join(parts[:n]) in safe_ops for n in range(len(parts), 0, -1))
+    return any('/'.join(parts[:n]) in calls for n in range(len(parts) - 1, 0, -1))
 
 
 def _failing_node(error):

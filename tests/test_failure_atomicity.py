@@ -282,6 +282,50 @@ def test_an_index_error_after_an_optimizer_step_keeps_eagers_weights():
     differential(make, calls, state=lambda s: (s[0].weights, s[1].iterations, list(s[2])))
 
 
+def test_an_update_whose_relaxed_shape_fails_after_another_update():
+    """The second update's value had its shape relaxed; at run time it does not fit
+    the variable, after the first update ran: restored, and eager's error."""
+    class Stats:
+        def __init__(self):
+            self.count = tf.Variable(0)
+            self.total = tf.Variable(tf.zeros([3]))
+
+        def add(self, x):
+            self.count.assign_add(1)
+            self.total.assign_add(x * 2.0)
+            return self.count.read_value()
+
+    def make():
+        stats = Stats()
+        return stats.add, stats
+    sizes = [3, 3, 3, 3, 4, 3, 4, 5, 3]
+    calls = [((tf.ones([n]),), {}) for n in sizes]
+    differential(make, calls, state=lambda k: (k.count, k.total))
+
+
+def test_an_error_in_the_forward_pass_after_a_learning_rate_update_changes_nothing():
+    """A learning rate assigned first, then a forward pass that fails for a smaller
+    batch (a row of the layer's output past the end): the forward pass reads no
+    changed variable, so it runs before the assignment and nothing needs to be kept."""
+    def make():
+        dense = keras.layers.Dense(2, kernel_initializer='ones')
+        opt = keras.optimizers.SGD(0.1)
+
+        def step(x, lr):
+            opt.learning_rate = lr
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.gather(dense(x), 2))   # the third row
+            grads = tape.gradient(loss, dense.trainable_variables)
+            opt.apply_gradients(zip(grads, dense.trainable_variables))
+            return loss
+        return step, (dense, opt)
+    sizes = [3, 3, 3, 3, 3, 2, 3, 2, 3]
+    calls = [((tf.ones([n, 3]), 0.1 * (i + 1)), {}) for i, n in enumerate(sizes)]
+    jf = differential(make, calls,
+                      state=lambda s: (s[0].weights, s[1].iterations, s[1].learning_rate))
+    assert all(e.rollback is None for e in jf.cache.entries())
+
+
 def test_an_optimizer_step_keeps_no_variables():
     """The rollback costs nothing where nothing after an update can fail: an
     optimizer step whose ops have fully known shapes keeps no variable."""

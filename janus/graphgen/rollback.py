@@ -226,9 +226,56 @@ def _infallible(op, depth=0):
         return True
     shaped = op.type in _SHAPE_CHECKED or op.type.startswith(_DENSE_APPLY_PREFIX)
     if not shaped and op.type in _FLOAT_ONLY:
-        operands = op.inputs[:1] if op.type == 'Mean' else op.inputs   # not its axes
+        operands = op.inputs[:1] if op.type in _REDUCTIONS else op.inputs   # not its axes
         shaped = all(t.dtype.is_floating or t.dtype.is_complex for t in operands)
-    return shaped and _shapes_known(op)
+    if not shaped:
+        return False
+    if op.type in ('ArgMax', 'ArgMin') and not op.inputs[0].shape.num_elements():
+        return False   # fails on an empty axis
+    return _shapes_known(op) or _shapes_suffice(op)
+
+
+# Elementwise on one floating-point operand (or a cast): any shape will do.
+_UNARY = frozenset(('Cast', 'Neg', 'Square', 'Sqrt', 'Rsqrt', 'Exp', 'Log', 'Log1p', 'Expm1',
+                    'Abs', 'Sign', 'Reciprocal', 'Inv', 'Tanh', 'Sigmoid', 'Relu', 'Relu6',
+                    'Elu', 'Selu', 'LeakyRelu', 'Softplus', 'IsNan', 'IsFinite', 'IsInf',
+                    'Floor', 'Ceil', 'Round', 'Rint', 'Sin', 'Cos'))
+_REDUCTIONS = frozenset(('Sum', 'Max', 'Min', 'Prod', 'All', 'Any', 'Mean'))
+
+
+def _shapes_suffice(op):
+    """Shapes partly unknown (a relaxed batch dimension), but every dimension the
+    op needs to agree is known: a unary op, a binary one with a scalar operand, a
+    reduction over constant axes, a MatMul or BiasAdd whose inner sizes match."""
+    inputs = list(op.inputs)
+    if op.type in _UNARY:
+        return op.type == 'Cast' or inputs[0].dtype.is_floating
+    if op.type in _REDUCTIONS:
+        return inputs[1].op.type == 'Const' and inputs[0].shape.rank is not None
+    if op.type == 'MatMul':
+        a, b = (t.shape for t in inputs)
+        if a.rank != 2 or b.rank != 2:
+            return False
+        inner_a = a[0] if op.get_attr('transpose_a') else a[1]
+        inner_b = b[1] if op.get_attr('transpose_b') else b[0]
+        return inner_a is not None and inner_a == inner_b
+    if op.type == 'BiasAdd':
+        value, bias = (t.shape for t in inputs)
+        if value.rank is None or bias.rank != 1 or value.rank < 2:
+            return False
+        channels = value[1] if op.get_attr('data_format') == b'NCHW' else value[-1]
+        return channels is not None and channels == bias[0]
+    if op.type in _BROADCASTING:
+        # Elementwise with a scalar: nothing to broadcast against.
+        return any(t.shape.rank == 0 for t in inputs) and all(
+            t.shape.rank is not None for t in inputs)
+    return False
+
+
+_BROADCASTING = frozenset((
+    'AddV2', 'Add', 'Sub', 'Mul', 'Maximum', 'Minimum', 'SquaredDifference', 'MulNoNan',
+    'DivNoNan', 'Less', 'LessEqual', 'Greater', 'GreaterEqual', 'Equal', 'NotEqual',
+    'LogicalAnd', 'LogicalOr')) | _FLOAT_ONLY - _REDUCTIONS
 
 
 def _shapes_known(op):
@@ -245,7 +292,9 @@ def _shapes_known(op):
                 shape = [d.size for d in data.shape_and_type[0].shape.dim]
                 values = [t for t in op.inputs if t.dtype != tf.resource]
                 # An assign's value (and an update's gradient) must match the variable.
-                if op.type.startswith('Assign') and values and values[-1].shape.as_list() != shape:
+                if op.type.startswith('Assign') and values and (
+                        not values[-1].shape.is_fully_defined()
+                        or values[-1].shape.as_list() != shape):
                     return False
         elif not tensor.shape.is_fully_defined():
             return False

@@ -458,7 +458,8 @@ def _wait_for_everything_before(ops, mutating, first_change):
     for op in mutating:
         op._add_control_inputs([s for s in sinks if s not in op.control_inputs
                                 and s is not op])
-    return {op.name for op in before}
+    return SafeOps((op.name for op in before),
+                   calls={op.name for op in before if effects.called_graphs(op)})
 
 
 def _late_stateful(ops, mutating, first_change):
@@ -478,6 +479,16 @@ def _late_stateful(ops, mutating, first_change):
             except rollback.NotUndoable:
                 unknown = True   # every later stateful op counts as ordered after it
     return late
+
+
+class SafeOps(frozenset):
+    """Names of the ops that run before any state change; ``calls``: those of them
+    that run other graphs (a node inside one is named below it: ``map/while/...``)."""
+
+    def __new__(cls, names=(), calls=()):
+        self = super().__new__(cls, names)
+        self.calls = frozenset(calls)
+        return self
 
 
 def _descendants(ops, roots):
