@@ -14,12 +14,16 @@ when the run fails after a change it assigns them back.  Nothing else changed
 (Python writes wait for the run to finish), so the call can then be re-run
 imperatively and the user sees eager's exception with eager's state.
 
-A graph gets none when every op that may run after a change cannot fail
-(``_infallible``: shape-checked arithmetic and variable updates with fully
-known shapes: an optimizer step), when it changes state that cannot be
-undone (a dataset iterator, ``tf.print``, a hash table, a call janus cannot
-look into: ``reason`` says which, and an error there still surfaces as the
-graph's own), or when ``config.restore_on_error`` is off.
+Only variables an op may update before some fallible op ran are kept (an
+optimizer step that waits for the gradients it applies is not).  A graph
+gets none when every op that may run after a change cannot fail
+(``_infallible``: forwarding, reads, arithmetic, matmuls, reductions and
+variable updates whose shapes are known where they must agree: an ordinary
+training step), when it changes state that cannot be undone (a dataset
+iterator, ``tf.print``, a hash table, a call janus cannot look into: the
+reason is kept for ``explain``, and an error there still surfaces as the
+graph's own), or when ``config.restore_on_error`` is off.  Invariant
+(asserted): a rollback restores variables only, by their resource handles.
 """
 import tensorflow as tf
 from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
@@ -32,6 +36,8 @@ class Rollback:
 
     def __init__(self, handles):
         self.handles = tuple(handles)
+        assert all(handle.dtype == tf.resource and isinstance(dtype, tf.DType)
+                   for handle, dtype in self.handles), self.handles
 
     def save(self):
         """The variables' values now (eager tensors holding their buffers)."""
