@@ -403,3 +403,24 @@ def test_a_rollback_restores_exactly_what_it_saved():
     v.assign_add([5.0, 5.0])
     keep.restore(saved)
     np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+
+
+def test_a_failed_write_back_after_an_update_is_undone_by_the_rollback(monkeypatch, capsys):
+    """janus's own failure after the graph updated a variable (here: rebuilding the
+    results) no longer needs a JanusError where the graph keeps its variables: they
+    are restored and the call runs as plain Python, once."""
+    from janus.graphgen import tracer
+    reader = Reader()
+    jf = janus.function(reader.read)
+    for _ in range(4):
+        jf()
+    assert jf.cache.entries()[0].rollback is not None
+
+    def fail(*args, **kwargs):
+        raise RuntimeError('injected')
+    monkeypatch.setattr(tracer, '_rebuild', fail)
+    capsys.readouterr()
+    assert float(jf().numpy()) == 15.0
+    assert capsys.readouterr().out == 'read number 5\n'
+    assert (reader.reads, int(reader.cursor.numpy())) == (5, 5)
+    assert 'injected' in janus.explain(jf)

@@ -151,30 +151,20 @@ def changed_resources(op, memo=None):
     called = effects.called_graphs(op)
     if called:
         offset = _BRANCH_OFFSET.get(op.type, 0)
-        return [_through_identity(op.inputs[offset + i]) for inner in called
+        return [through_identity(op.inputs[offset + i]) for inner in called
                 for i in _updated_inputs(inner, memo)]
     if op.type in effects.CALL_OPS:
         raise NotUndoable('the graph calls a function janus cannot look into (%s)' % op.name)
     if effects.effect(op) is not effects.Effect.CHANGE:
         return []
-    resources = [_through_identity(t) for t in op.inputs if t.dtype == tf.resource]
+    resources = [through_identity(t) for t in op.inputs if t.dtype == tf.resource]
     if not resources:
         raise NotUndoable('%s has an effect outside TF (%s)' % (op.type, op.name))
     return resources
 
 
-def reads_only(op, changed):
-    """Whether ``op`` only reads resources, none of them in ``changed`` (ids of
-    resource tensors): TF's automatic control dependencies order such a read
-    after no state change, whenever it was created."""
-    if effects.effect(op) is not effects.Effect.NONE or effects.called_graphs(op) \
-            or op.type in effects.CALL_OPS:
-        return False
-    resources = [_through_identity(t) for t in op.inputs if t.dtype == tf.resource]
-    return bool(resources) and all(id(t) not in changed for t in resources)
-
-
-def _through_identity(tensor):
+def through_identity(tensor):
+    """The tensor an ``Identity`` chain forwards (a resource handle's placeholder)."""
     while tensor.op.type == 'Identity' and tensor.op.inputs:
         tensor = tensor.op.inputs[0]
     return tensor

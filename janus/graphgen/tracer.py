@@ -19,6 +19,7 @@ import sys
 import time
 
 import tensorflow as tf
+from tensorflow.python.framework import auto_control_deps_utils as acd_utils
 
 from janus import errors, guards
 from janus.config import config
@@ -464,20 +465,21 @@ def _wait_for_everything_before(ops, mutating, first_change):
 
 def _late_stateful(ops, mutating, first_change):
     """The stateful ops created after the first change that TF's automatic control
-    dependencies may order after a change.  A read of variables no earlier op
-    changed is not (those order reads and writes per resource): the forward pass
-    after a learning-rate update or a dropout seed's advance runs before it,
-    so an error there leaves state untouched."""
-    changed, memo, unknown, late = set(), {}, False, []
+    dependencies may order after a change.  Those order each resource's reads
+    after its earlier writes and its writes after everything before (as
+    ``auto_control_deps_utils`` classifies an op's resource inputs), so a read
+    of variables no earlier op writes is not: the forward pass after a
+    learning-rate update or a dropout seed's advance runs before it, and an
+    error there leaves state untouched."""
+    written, late = set(), []   # ids of resource tensors written so far (through Identity)
     for op in ops:   # in creation order
-        if op._id > first_change and op._is_stateful and (unknown or not rollback.reads_only(
-                op, changed)):
+        reads, writes = acd_utils.get_read_write_resource_inputs(op)
+        if op._id > first_change and op._is_stateful and (
+                op in mutating or writes or not reads or effects.called_graphs(op)
+                or effects.effect(op) is not effects.Effect.NONE
+                or any(id(rollback.through_identity(t)) in written for t in reads)):
             late.append(op)
-        if op in mutating and not unknown:
-            try:
-                changed.update(id(t) for t in rollback.changed_resources(op, memo))
-            except rollback.NotUndoable:
-                unknown = True   # every later stateful op counts as ordered after it
+        written.update(id(rollback.through_identity(t)) for t in writes)
     return late
 
 
