@@ -17,7 +17,7 @@ imperatively and the user sees eager's exception with eager's state.
 Only variables an op may update before some fallible op ran are kept (an
 optimizer step that waits for the gradients it applies is not).  A graph
 gets none when every op that may run after a change cannot fail
-(``_infallible``: forwarding, reads, arithmetic, matmuls, reductions and
+(``infallible``: forwarding, reads, arithmetic, matmuls, reductions and
 variable updates whose shapes are known where they must agree: an ordinary
 training step), when it changes state that cannot be undone (a dataset
 iterator, ``tf.print``, a hash table, a call janus cannot look into: the
@@ -72,7 +72,7 @@ def plan(concrete, before, on_host=frozenset()):
         return None, None
     ops = graph.get_operations()
     fallible = [op for op in ops if op.name not in before and op not in on_host
-                and not _infallible(op)]
+                and not infallible(op)]
     if not fallible:
         return None, None
     waiting = _waiting_for_all(ops, fallible)
@@ -206,11 +206,11 @@ _FLOAT_ONLY = frozenset(('RealDiv', 'Div', 'FloorDiv', 'FloorMod', 'Pow', 'Xdivy
 _DENSE_APPLY_PREFIX = 'ResourceApply'
 
 
-def _infallible(op, depth=0):
+def infallible(op, depth=0):
     """Whether ``op`` cannot raise at run time (conservative: False when unsure)."""
     called = effects.called_graphs(op)
     if called:
-        return depth < 8 and all(_infallible(inner, depth + 1)
+        return depth < 8 and all(infallible(inner, depth + 1)
                                  for graph in called for inner in graph.get_operations())
     if op.type in _NEVER_FAIL:
         return True

@@ -464,23 +464,51 @@ def _wait_for_everything_before(ops, mutating, first_change):
 
 
 def _late_stateful(ops, mutating, first_change):
-    """The stateful ops created after the first change that TF's automatic control
-    dependencies may order after a change.  Those order each resource's reads
-    after its earlier writes and its writes after everything before (as
+    """The stateful ops created after the first change that run after it.
+
+    TF's automatic control dependencies order each resource's reads after its
+    earlier writes and its writes after everything before it (as
     ``auto_control_deps_utils`` classifies an op's resource inputs), so a read
-    of variables no earlier op writes is not: the forward pass after a
-    learning-rate update or a dropout seed's advance runs before it, and an
-    error there leaves state untouched."""
-    written, late = set(), []   # ids of resource tensors written so far (through Identity)
+    of variables no earlier op writes may run before the first change.  It
+    does where an op that may fail needs it (``rollback.infallible``): the
+    forward pass after a learning-rate update or a dropout seed's advance runs
+    first, and an error there leaves state untouched.  Other such reads stay
+    after it: waiting for them would only hold the updates back."""
+    written, late, free = set(), [], []   # written: ids of resource tensors (through Identity)
     for op in ops:   # in creation order
         reads, writes = acd_utils.get_read_write_resource_inputs(op)
-        if op._id > first_change and op._is_stateful and (
-                op in mutating or writes or not reads or effects.called_graphs(op)
-                or effects.effect(op) is not effects.Effect.NONE
-                or any(id(rollback.through_identity(t)) in written for t in reads)):
-            late.append(op)
+        if op._id > first_change and op._is_stateful:
+            if (op in mutating or writes or not reads or effects.called_graphs(op)
+                    or effects.effect(op) is not effects.Effect.NONE
+                    or any(id(rollback.through_identity(t)) in written for t in reads)):
+                late.append(op)
+            else:
+                free.append(op)
         written.update(id(rollback.through_identity(t)) for t in writes)
+    if free:
+        needed = _feeding_fallible(ops)
+        late.extend(op for op in free if op not in needed)
     return late
+
+
+def _feeding_fallible(ops):
+    """The ops some op that may fail at run time depends on (itself included)."""
+    consumers = {}
+    for op in ops:
+        for source in [t.op for t in op.inputs] + list(op.control_inputs):
+            consumers.setdefault(source, []).append(op)
+    found = set()
+    for op in reversed(ops):   # consumers first, mostly: fixpoint below for the rest
+        if not rollback.infallible(op) or any(c in found for c in consumers.get(op, ())):
+            found.add(op)
+    changed = True
+    while changed:
+        changed = False
+        for op in ops:
+            if op not in found and any(c in found for c in consumers.get(op, ())):
+                found.add(op)
+                changed = True
+    return found
 
 
 class SafeOps(frozenset):
