@@ -179,8 +179,7 @@ def _state_note(entry):
         return ''
     rollback = getattr(entry, 'rollback', None)
     if rollback is not None:
-        return (', defers state updates, keeps %d variables to restore if an op after an '
-                'update fails' % len(rollback))
+        return ', defers state updates, %d variables kept for a rollback' % len(rollback)
     if getattr(entry, 'not_undoable', None):
         return (', defers state updates; an op failing after one raises the graph\'s error (%s)'
                 % entry.not_undoable)

@@ -255,7 +255,7 @@ def test_an_op_failing_after_an_update_sees_eagers_writes_prints_and_state():
                       state=lambda r: (r.reads, int(r.cursor.numpy())))
     assert janus.stats(jf)['graph_calls'] >= 2
     report = janus.explain(jf)
-    assert 'keeps 1 variables to restore' in report
+    assert '1 variables kept for a rollback' in report
     assert 'after restoring the 1 variables it had updated' in report
 
 
