@@ -327,8 +327,11 @@ class JanusFunction:
         return result
 
     def _after_graph_error(self, entry, error, call):
-        self._event(EventKind.GRAPH_ERROR, '%s (%s); re-ran imperatively for eager\'s result or '
-                    'exception' % (type(error.error).__name__, str(error.error).strip()[:160]))
+        restored = (' after restoring the %d variables it had updated' % error.restored
+                    if error.restored else '')
+        self._event(EventKind.GRAPH_ERROR, '%s (%s); re-ran imperatively%s for eager\'s result '
+                    'or exception' % (type(error.error).__name__, str(error.error).strip()[:160],
+                                      restored))
         try:
             return self._run_profiled(call, count=False, claimed=False)
         finally:

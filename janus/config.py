@@ -39,6 +39,7 @@ class _Config:
         assumed_rebuilds=3,       # graphs dropped for assumed_break_rate that are rebuilt on the profile's newest majority outcome; beyond it that call shape runs imperatively
         host_checks=True,         # recompute checks and Python calls on relaxed numbers on the host before a graph runs (graphgen/hostcheck.py); False: they stay in the graph
         fast_replay=True,         # feed hoisted reads through janus's own guarded readers, not TF's capture machinery (graphgen/tracer.py)
+        restore_on_error=True,    # a graph with an op that may fail after a variable update keeps those variables' values before each run; a failure restores them and re-runs the call imperatively (eager's exception and state; graphgen/rollback.py); False: the graph's error is raised, state changed
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

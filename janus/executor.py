@@ -9,12 +9,17 @@ Needs a ``GraphEntry`` whose guards held for this call.  Outcomes:
 * any other TF error in an op that runs before every state change (the
   tracer makes state changes wait for those) or in a graph without state
   changes: the call is re-run imperatively, so the user sees eager's own
-  result or exception; an error in an op created after a state change
-  re-raises the graph's error (same exception type, graph's message),
-  because state may already have changed and must not change twice;
+  result or exception.  An error in an op that may run after a variable
+  update: the graph's ``Rollback`` (``graphgen/rollback.py``) kept those
+  variables' values before the run and assigns them back, then the call is
+  re-run the same way.  Only a graph whose changes cannot be undone (an
+  iterator read, ``tf.print``) or built with ``config.restore_on_error`` off
+  re-raises the graph's error (same exception type, graph's message), because
+  state may already have changed and must not change twice;
 * janus fails after the run (rebuilding the return value, writing back):
-  ``WriteBackFailed`` says whether anything changed yet; an earlier failure
-  of janus's own (flattening the arguments) raises before the graph ran.
+  ``WriteBackFailed`` says whether anything changed yet (a rollback undoes
+  the graph's updates when no Python write was applied yet); an earlier
+  failure of janus's own (flattening the arguments) raises before the graph ran.
 """
 import re
 
@@ -51,22 +56,26 @@ class AssertionBroke(Exception):
 
 
 class GraphError(Exception):
-    """The graph raised a TF error that eager execution should reproduce."""
+    """The graph raised a TF error that eager execution should reproduce.
+    ``restored``: how many variables the graph had updated were assigned back."""
 
-    def __init__(self, error):
+    def __init__(self, error, restored=0):
         super().__init__(str(error))
         self.error = error
+        self.restored = restored
 
 
 class WriteBackFailed(Exception):
     """janus failed after the graph ran, rebuilding the return value or writing the
     shadow heap back.  ``state_changed``: whether the graph or a write already
-    changed state (then the call must not be re-run: it would change it twice)."""
+    changed state (then the call must not be re-run: it would change it twice);
+    ``written``: whether a Python write was applied (no rollback undoes that)."""
 
-    def __init__(self, error, state_changed):
+    def __init__(self, error, state_changed, written=None):
         super().__init__('%s: %s' % (type(error).__name__, error))
         self.error = error
         self.state_changed = state_changed
+        self.written = state_changed if written is None else written
 
 
 class GraphInvalid(Exception):
@@ -84,17 +93,25 @@ _NOT_INSTANTIATED = ('nodes in a cycle', 'Graph has cycle')
 
 def run_graph(entry, arguments):
     """Runs ``entry``; raises AssertionBroke or GraphError for the caller to fall back."""
+    rollback = entry.rollback
+    saved = rollback.save() if rollback is not None else None   # before anything ran
     try:
         return entry.run(arguments)
     except tf.errors.OpError as e:
         if isinstance(e, tf.errors.InvalidArgumentError) and any(
                 text in str(e) for text in _NOT_INSTANTIATED):
             raise GraphInvalid(e) from None
-        raise _classify(entry, e) from None
+        raise _classify(entry, e, saved) from None
+    except WriteBackFailed as e:
+        if e.state_changed and not e.written and saved is not None and _restored(rollback,
+                                                                                   saved):
+            e.state_changed = False   # only the graph changed state: undone
+        raise
 
 
-def _classify(entry, error):
-    """What a graph's TF ``error`` means for the call (the exception to raise)."""
+def _classify(entry, error, saved=None):
+    """What a graph's TF ``error`` means for the call (the exception to raise);
+    ``saved``: the values ``entry.rollback`` kept before the run, if any."""
     try:
         assumption_id = ops.parse_assumption_failure(error)
         if assumption_id is not None and assumption_id in entry.assumptions:
@@ -102,17 +119,34 @@ def _classify(entry, error):
         safe = not entry.has_mutations or _in_safe_op(_failing_node(error), entry.safe_error_ops)
     except Exception:  # noqa: BLE001 - janus cannot tell: assume state may have changed
         safe = not entry.has_mutations
+    if not safe and saved is not None and _restored(entry.rollback, saved):
+        return GraphError(error, restored=len(saved))
     # Unsafe: state may have changed, re-running would change it twice.
     return GraphError(error) if safe else error
 
 
+def _restored(rollback, saved):
+    """Assigns the kept values back (the variables as they were before the run);
+    False when that failed (then state may have changed: no re-run)."""
+    try:
+        rollback.restore(saved)
+    except Exception:  # noqa: BLE001 - janus cannot undo the run: the graph's error stands
+        return False
+    return True
+
+
 def _in_safe_op(node, safe_ops):
     """Whether the failing node is one of the graph's ops that run before any state
-    change, or a node inside one (``map/while/...`` runs in the body of ``map/while``)."""
+    change, or a node inside one of those that run other graphs (``map/while/...``
+    runs in the body of ``map/while``; a name scope is no such op: the gradient of
+    ``dense/MatMul`` is ``gradient_tape/dense/MatMul/MatMul``, whatever ``.../MatMul`` is)."""
     if node is None:
         return False
+    if node in safe_ops:
+        return True
+    calls = getattr(safe_ops, 'calls', ())
     parts = node.split('/')
-    return any('/'.join(parts[:n]) in safe_ops for n in range(len(parts), 0, -1))
+    return any('/'.join(parts[:n]) in calls for n in range(len(parts) - 1, 0, -1))
 
 
 def _failing_node(error):

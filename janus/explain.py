@@ -173,12 +173,25 @@ def _explain_one(jf, verbose):
     return '\n'.join(_clip(line) for line in out)
 
 
+def _state_note(entry):
+    """How the graph treats state: deferred updates, and what a failure after one does."""
+    if not entry.has_mutations:
+        return ''
+    rollback = getattr(entry, 'rollback', None)
+    if rollback is not None:
+        return ', defers state updates, %d variables kept for a rollback' % len(rollback)
+    if getattr(entry, 'not_undoable', None):
+        return (', defers state updates; an op failing after one raises the graph\'s error (%s)'
+                % entry.not_undoable)
+    return ', defers state updates'
+
+
 def _explain_graph(jf, entry, number, newest=None):
     """A graph's guards, one per line, grouped by kind; then its assumptions and
     writes.  With ``newest``: only the guards ``newest`` does not have."""
     out = ['    graph #%d (runs %d, traced in %.0f ms%s):' % (
         number, entry.runs, entry.trace_seconds * 1e3,
-        ', defers state updates' if entry.has_mutations else '')]
+        _state_note(entry))]
     groups = _guard_groups(entry)
     if newest is not None:
         others = {(name, text) for name, texts in _guard_groups(newest).items() for text in texts}

@@ -21,12 +21,13 @@ import sys
 import time
 
 import tensorflow as tf
+from tensorflow.python.framework import auto_control_deps_utils as acd_utils
 
 from janus import errors, guards
 from janus.config import config
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
-from janus.graphgen import effects, generator, hostcheck, rewrites
+from janus.graphgen import effects, generator, hostcheck, rewrites, rollback
 from janus.runtime import (control, heap, library_config, library_state, operators, scalars,
                            shadow_heap, trace_output)
 
@@ -52,6 +53,7 @@ class GraphEntry:
         self.assumed_sites = dict(ctx.plan.assumed)   # (code, site) -> sequence assumed
         self.has_mutations = ctx.has_mutations
         self.safe_error_ops = ctx.safe_error_ops or set()   # errors there leave state untouched
+        self.rollback = None   # rollback.Rollback: variables restored when a run fails after a change
         self.trace_seconds = trace_seconds
         self.runs = 0
         # Sites assumed only because real control flow failed to build there, and how
@@ -71,6 +73,7 @@ class GraphEntry:
         return check(arguments)
 
     _check_sources = None
+    not_undoable = None   # why a failure after a state change cannot be undone (explain)
 
     def _compile_checks(self):
         """The source guards as one generated function (``guards.compile_checks``)."""
@@ -102,10 +105,11 @@ class GraphEntry:
             shadow_heap.set_call_arguments(None)
             if host is not None:
                 hostcheck.clear()
-        changed = self.has_mutations or run_id is not None
+        written = False   # a Python write applied (a rollback cannot undo it)
         try:   # every value is rebuilt before the first write: a failure there changed nothing
             if run_id is not None:
                 heap.commit(run_id)
+                written = True
             if not isinstance(outputs, (list, tuple)):
                 outputs = [outputs]
             memo = {}   # one rebuilt object per container the call made, returned or written
@@ -125,10 +129,13 @@ class GraphEntry:
             for (write, _), value, target in zip(self.writes, values, targets):
                 if value is _NOT_TAKEN:
                     continue
+                # A failing setattr or item write applied nothing; a print or an
+                # extend may have applied part of itself.
+                written = written or write.partial
                 write.apply(value, target)
-                changed = True
+                written = True
         except Exception as e:
-            raise WriteBackFailed(e, changed) from e
+            raise WriteBackFailed(e, self.has_mutations or written, written) from e
         return result
 
     def describe_guards(self):
@@ -481,7 +488,7 @@ def _wait_for_everything_before(ops, mutating, first_change):
     # Stateful ops created after the first change get ordered after it by TF's
     # automatic control dependencies (added when the trace closes): waiting for
     # them, or for anything that uses them, would close a cycle.
-    late_stateful = [op for op in ops if op._id > first_change and op._is_stateful]
+    late_stateful = _late_stateful(ops, set(mutating), first_change)
     after_changes = _descendants(ops, list(mutating) + late_stateful) | set(late_stateful)
     before = [op for op in ops if op not in mutating and op not in after_changes]
     consumed = set()
@@ -492,7 +499,66 @@ def _wait_for_everything_before(ops, mutating, first_change):
     for op in mutating:
         op._add_control_inputs([s for s in sinks if s not in op.control_inputs
                                 and s is not op])
-    return {op.name for op in before}
+    return SafeOps((op.name for op in before),
+                   calls={op.name for op in before if effects.called_graphs(op)})
+
+
+def _late_stateful(ops, mutating, first_change):
+    """The stateful ops created after the first change that run after it.
+
+    TF's automatic control dependencies order each resource's reads after its
+    earlier writes and its writes after everything before it (as
+    ``auto_control_deps_utils`` classifies an op's resource inputs), so a read
+    of variables no earlier op writes may run before the first change.  It
+    does where an op that may fail needs it (``rollback.infallible``): the
+    forward pass after a learning-rate update or a dropout seed's advance runs
+    first, and an error there leaves state untouched.  Other such reads stay
+    after it: waiting for them would only hold the updates back."""
+    written, late, free = set(), [], []   # written: ids of resource tensors (through Identity)
+    for op in ops:   # in creation order
+        reads, writes = acd_utils.get_read_write_resource_inputs(op)
+        if op._id > first_change and op._is_stateful:
+            if (op in mutating or writes or not reads or effects.called_graphs(op)
+                    or effects.effect(op) is not effects.Effect.NONE
+                    or any(id(rollback.through_identity(t)) in written for t in reads)):
+                late.append(op)
+            else:
+                free.append(op)
+        written.update(id(rollback.through_identity(t)) for t in writes)
+    if free:
+        needed = _feeding_fallible(ops)
+        late.extend(op for op in free if op not in needed)
+    return late
+
+
+def _feeding_fallible(ops):
+    """The ops some op that may fail at run time depends on (itself included)."""
+    consumers = {}
+    for op in ops:
+        for source in [t.op for t in op.inputs] + list(op.control_inputs):
+            consumers.setdefault(source, []).append(op)
+    found = set()
+    for op in reversed(ops):   # consumers first, mostly: fixpoint below for the rest
+        if not rollback.infallible(op) or any(c in found for c in consumers.get(op, ())):
+            found.add(op)
+    changed = True
+    while changed:
+        changed = False
+        for op in ops:
+            if op not in found and any(c in found for c in consumers.get(op, ())):
+                found.add(op)
+                changed = True
+    return found
+
+
+class SafeOps(frozenset):
+    """Names of the ops that run before any state change; ``calls``: those of them
+    that run other graphs (a node inside one is named below it: ``map/while/...``)."""
+
+    def __new__(cls, names=(), calls=()):
+        self = super().__new__(cls, names)
+        self.calls = frozenset(calls)
+        return self
 
 
 def _descendants(ops, roots):
@@ -613,7 +679,18 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     entry.evolving = frozenset(ctx.evolving)   # numbers it reads as constants and rewrites
     entry.uses_heap_ops = ctx.heap.run_id is not None
     entry.op_writes = list(ctx.heap.op_writes)
+    if config.restore_on_error and not distributed:
+        entry.rollback, entry.not_undoable = _rollback_plan(concrete, ctx)
     return entry
+
+
+def _rollback_plan(concrete, ctx):
+    """(Rollback or None, why not undoable or None): ``graphgen/rollback.py``."""
+    try:
+        return rollback.plan(concrete, ctx.safe_error_ops,
+                             getattr(concrete.graph, HOST_CHECKED, frozenset()))
+    except Exception as e:  # noqa: BLE001 - without one, an error after a change is the graph's
+        return None, 'janus could not work out what to restore: %s: %s' % (type(e).__name__, e)
 
 
 def _scalar_inputs(values, depth=0):

@@ -9,6 +9,7 @@ arguments, your Keras layers run their converted ``call`` behind Keras's
 heap, ``print`` is deferred, and everything else is refused.
 """
 import collections
+import collections.abc
 import functools
 import inspect
 import types
@@ -372,6 +373,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     # Replayed on the real object after a successful run (these methods return None,
     # so nothing in the trace depends on the object's new state).
     ctx = _writable_context('a %s (%s)' % (type(owner).__name__, name))
+    _try_replay(model, owner, name, args)
     ctx.heap.change(owner, name, args)
     ctx.heap.writes.append(Write(WriteKind.CALL, source, name, list(args), None))
     return None
@@ -428,6 +430,37 @@ def _replayable(model, name, args):
         raise Unsupported('janus converts adding Python constants (not NaN) to a set from '
                           'outside the call only')
     return args
+
+
+def _try_replay(model, owner, method, args):
+    """Runs ``method`` with ``args`` on an empty list or dict: what Python raises for
+    these arguments (``extend(3)``, ``insert('a', x)``, ``update([1])``) is raised
+    at trace time, so the call runs imperatively and raises at that line, never at
+    write-back after the graph changed state.  The item ``append``/``insert`` store
+    is not looked at; a graph tensor is not iterated in the trace (that would add
+    ops): ``extend`` needs it to have a first dimension."""
+    if method == 'append':
+        return
+    if method == 'insert':
+        args = list(args[:1]) + [None] * (len(args) - 1)
+    elif len(args) == 1 and isinstance(args[0], tf.Tensor) \
+            and not isinstance(args[0], guards.EagerTensor):
+        if method != 'extend' or not args[0].shape.rank:
+            raise Unsupported('janus does not convert %s.%s() of a graph tensor of %s'
+                              % (type(owner).__name__, method, 'unknown rank or a scalar'
+                                 if method == 'extend' else 'any shape'))
+        return
+    if any(isinstance(a, collections.abc.Iterator) for a in args):
+        return   # running it would consume what the write-back replays
+    scratch = {pytypes.Kind.DICT: dict, pytypes.Kind.SET: set,
+               pytypes.Kind.DEQUE: collections.deque}.get(model.kind, list)()
+    try:
+        getattr(scratch, method)(*args)
+    except Unsupported:
+        raise
+    except Exception as e:  # noqa: BLE001 - Python rejects these arguments
+        raise Unsupported('janus does not convert %s.%s() with these arguments: Python raises '
+                          '%s (%s)' % (type(owner).__name__, method, type(e).__name__, e)) from None
 
 
 def _call_library(ctx, callee, args, kwargs):

@@ -591,7 +591,7 @@ def _merge_values(t, f, output, refuse, lineage=frozenset()):
             return t
         if output is None:
             return t
-        return scalars.DynamicScalar(tf.reshape(output, []), kind,
+        return scalars.DynamicScalar(scalars.as_scalar(output), kind,
                                      scalars.lineage_of(t, f) | lineage)
     if not (_is_tensor(t) or _is_tensor(f) or scalars.is_dynamic(t) or scalars.is_dynamic(f)):
         if _same_python(t, f):
@@ -769,7 +769,7 @@ class _Exports:
         if scalars.is_dynamic(value):
             tensor = self.replace(value.tensor, memo)
             return value if tensor is value.tensor else scalars.DynamicScalar(
-                tf.reshape(tensor, []), value.type, value.lineage)
+                scalars.as_scalar(tensor), value.type, value.lineage)
         if isinstance(value, _Merged):
             memo[id(value)] = value
             out = memo[id(value)] = value.replaced(lambda v: self.replace(v, memo))

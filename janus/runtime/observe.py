@@ -588,40 +588,93 @@ def _holds_tensor(value, depth=0):
 
 
 def checked_text(text):
-    """``text`` (a LazyText) if formatting it cannot raise for any value its dynamic
-    numbers may have: it is formatted after the run, when state has changed already
-    (``'%d' % lr`` raises for an infinite ``lr``: refused, the call runs imperatively)."""
+    """``text`` (a LazyText) if formatting it cannot raise for any value its graph
+    values may have: it is formatted after the run, when state has changed already.
+    Each part holding a dynamic number or a graph tensor is formatted at trace time
+    on samples of what the run can give: extreme values of a number's type, and
+    tensors of the traced dtype and rank holding extreme values of that dtype
+    (``f'{loss:.3f}'`` of a vector, ``'{:d}'`` of a float, ``'%d' % lr`` of an
+    infinite ``lr``: refused, so the call runs imperatively and raises at that line)."""
     for part in text.parts:
-        if isinstance(part, str) or not scalars.holds_dynamic(part[0]):
+        if isinstance(part, str) or not (scalars.holds_dynamic(part[0])
+                                         or _holds_graph_value(part[0])):
             continue
-        for k in range(len(_SAMPLES[int])):
+        value, conversion, spec = part
+        if _is_graph_tensor(value) and value.shape.rank is None and conversion is None and spec:
+            raise Unsupported('janus does not convert formatting a tensor of unknown rank with '
+                              'a format spec (%r): it raises for all but a scalar' % spec)
+        for k in range(_SAMPLE_COUNT):
             try:
-                LazyText([part]).render([_sampled(part[0], k)])
+                LazyText([part]).render([_sampled(value, k)])
             except Unsupported:
                 raise
             except Exception as e:  # noqa: BLE001 - the format fails for some values
-                raise Unsupported('janus does not convert this formatting of a number from '
-                                  'outside the call: it would raise %s for some values, after '
-                                  'the graph changed state' % type(e).__name__) from None
+                raise Unsupported('janus does not convert this formatting of a graph value: it '
+                                  'would raise %s (%s) for some values it may have, after the '
+                                  'graph changed state' % (type(e).__name__, e)) from None
     return text
 
 
+_SAMPLE_COUNT = len(_SAMPLES[int])
+
+
+def _is_graph_tensor(value):
+    return isinstance(value, tf.Tensor) and not isinstance(value, guards.EagerTensor)
+
+
+def _holds_graph_value(value, depth=0):
+    if _is_graph_tensor(value) or isinstance(value, LazyText):
+        return True
+    if depth < 8 and (type(value) in (list, dict) or isinstance(value, tuple)):
+        items = value.values() if type(value) is dict else value
+        return any(_holds_graph_value(v, depth + 1) for v in items)
+    return False
+
+
 def _sampled(value, k, depth=0):
-    """``value`` with dynamic numbers replaced by sample ``k`` and graph tensors by
-    eager zeros of their dtype and shape (what formatting will see)."""
+    """``value`` with dynamic numbers replaced by sample ``k`` of their type and graph
+    tensors by eager tensors of their dtype and rank holding sample ``k`` of their
+    dtype (what formatting will see after the run)."""
     if type(value) is DynamicScalar:
         return _SAMPLES[value.type][k]
-    if isinstance(value, tf.Tensor) and not isinstance(value, guards.EagerTensor):
-        if not value.shape.is_fully_defined():
-            raise Unsupported('janus does not convert formatting a number from outside the '
-                              'call together with a tensor of unknown shape')
-        with tf.init_scope():
-            return tf.zeros(value.shape, value.dtype)
+    if _is_graph_tensor(value):
+        return _tensor_sample(value, k)
+    if isinstance(value, LazyText):
+        return value.render([_sampled(v, k, depth + 1) for v in value.values()])
     if depth < 8 and type(value) is dict:
         return {key: _sampled(v, k, depth + 1) for key, v in value.items()}
-    if depth < 8 and type(value) in (list, tuple):
-        return type(value)(_sampled(v, k, depth + 1) for v in value)
+    if depth < 8 and (type(value) in (list, tuple) or whitelist.is_namedtuple_class(type(value))):
+        items = [_sampled(v, k, depth + 1) for v in value]
+        return type(value)(*items) if whitelist.is_namedtuple_class(type(value)) \
+            else type(value)(items)
     return value
+
+
+def _tensor_sample(tensor, k):
+    """An eager tensor like ``tensor`` (its dtype; its rank, every dimension 1, since
+    formatting depends on the rank, not the size) holding sample ``k`` of its dtype."""
+    dtype = tensor.dtype.base_dtype
+    if not dtype.is_numpy_compatible:
+        raise Unsupported('janus does not convert formatting a %s tensor' % dtype.name)
+    rank = tensor.shape.rank or 0
+    with tf.init_scope():
+        return tf.fill([1] * rank, tf.constant(_dtype_samples(dtype)[k], dtype))
+
+
+def _dtype_samples(dtype):
+    """``_SAMPLE_COUNT`` values of ``dtype`` that formatting may treat differently."""
+    if dtype == tf.bool:
+        return _SAMPLES[bool]
+    if dtype == tf.string:
+        return (b'', b'x', b'\xff', b'0', b'-1', b'nan', b' ')
+    if dtype.is_floating:
+        return (0.0, 1.5, float('inf'), float('-inf'), float('nan'), -0.0, float(dtype.max))
+    if dtype.is_complex:
+        return (0j, 1.5 + 1j, complex('inf'), complex('nan'), -1j, 1.0, 0j)
+    if dtype.is_integer:
+        low, high = int(dtype.min), int(dtype.max)
+        return (0, 1, high, low, -1 if low < 0 else 2, 5, 10)
+    raise Unsupported('janus does not convert formatting a %s tensor' % dtype.name)
 
 
 def join_text(*parts):
@@ -637,4 +690,6 @@ def join_text(*parts):
 def text_of(callee, value, spec=None):
     """``str(t)`` / ``repr(t)`` / ``format(t, spec)`` of a value needing the run."""
     conversion = {str: 's', repr: 'r', format: None}[callee]
-    return LazyText([(value, conversion, spec or '')])
+    if isinstance(spec, LazyText):
+        spec.refuse()
+    return checked_text(LazyText([(value, conversion, spec or '')]))

@@ -116,15 +116,29 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
                 found, (types.FunctionType, staticmethod, classmethod)) \
                 and not callables.is_janus(found):   # a janus-decorated method binds like one
             if type(found).__name__ in ('member_descriptor', '_tuplegetter'):
+                if writing and type(found).__name__ == '_tuplegetter':
+                    _refuse_write(kind, name, 'a namedtuple field is read-only')
                 return  # a __slots__ entry or a namedtuple field: plain storage
             if whitelist.in_package(klass.__module__ or '', whitelist.LIBRARY_PREFIXES):
                 # Inherited from TF/Keras (Model.trainable_variables): library
                 # code, assumed free of side effects like any library call.
+                if writing and isinstance(found, property) and found.fset is None:
+                    _refuse_write(kind, name, 'a property without a setter')
                 return
             raise Unsupported('janus does not convert reads of the property or descriptor '
                               '%s.%s (it may run code with side effects)' % (kind.__name__, name))
         if found is not None:
-            return
+            break   # a plain class attribute: a write goes to the instance's dict
+    if writing and kind.__dictoffset__ == 0:
+        _refuse_write(kind, name, 'its objects have no __dict__ (__slots__), so they take no '
+                      'attribute the class does not declare')
+
+
+def _refuse_write(kind, name, why):
+    """A write Python rejects: refused at trace time, so the call runs imperatively
+    and raises at that line, before any later state change (never at write-back)."""
+    raise Unsupported('janus does not convert writing %s.%s: Python raises AttributeError '
+                      '(%s)' % (kind.__name__, name, why))
 
 
 def attr(obj, name):
@@ -350,6 +364,8 @@ def setitem(obj, key, value):
         raise Unsupported('janus converts item writes into outside lists and dicts only')
     if model.kind is pytypes.Kind.LIST and type(key) is not int:
         raise Unsupported('janus converts item writes into outside lists by int index only')
+    if model.kind is pytypes.Kind.LIST:
+        _check_list_index(ctx, obj, source, key)
     if id(obj) in ctx.heap.changed or (model.kind is pytypes.Kind.DICT and key not in obj
                                        and ctx.heap.read(obj, ('item', key)) is MISSING):
         # A new key changes the dict's structure; once changed, every item write is
@@ -362,6 +378,18 @@ def setitem(obj, key, value):
         shadow_heap.write_op(ctx, obj, source, ('item', key), value)
         return
     ctx.heap.write(obj, ('item', key), Write(WriteKind.ITEM, source, key, value, None))
+
+
+def _check_list_index(ctx, obj, source, key):
+    """An item write into an outside list is replayed after the run: its index must
+    be in range on every call the graph serves (the length is guarded).  The
+    call's own appends only grow the list, so an index within the length it had
+    before them stays valid; any other index is refused (IndexError eagerly)."""
+    if not -len(obj) <= key < len(obj):
+        raise Unsupported('janus does not convert writing item %d of a list of %d from '
+                          'outside the call (Python raises IndexError unless the call grew '
+                          'it first)' % (key, len(obj)))
+    ctx.add_guard(GuardKind.LEN_MATCH, source, (type(obj), len(obj)))
 
 
 def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`

@@ -24,6 +24,9 @@ def _deferred_print(ctx, args, kwargs):
     read in the graph there, and formatted after the run as eager formats it."""
     if set(kwargs) - {'sep', 'end', 'flush'}:
         raise Unsupported('janus converts print() with sep=/end=/flush= only')
+    if any(kwargs.get(k) is not None and type(kwargs[k]) is not str for k in ('sep', 'end')):
+        # Python raises TypeError; printed after the run, it would raise after state changed.
+        raise Unsupported('janus converts print() whose sep=/end= are strings or None only')
     ctx = _writable_context('standard output (print)')
     # An outside set (a Counter...) is printed as it is when the write-back reaches
     # this print: its order is Python's own, and the writes before it are applied.

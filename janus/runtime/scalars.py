@@ -135,7 +135,26 @@ def lift(value):
 
 def rewrap(like, tensor):
     """``tensor`` (the same dtype) as a dynamic scalar like ``like``: after tf.cond/while."""
-    return DynamicScalar(tf.reshape(tensor, []), like.type, like.lineage)
+    return DynamicScalar(as_scalar(tensor), like.type, like.lineage)
+
+
+KNOWN_SCALARS = '_janus_known_scalars'   # on a graph: names of as_scalar's Reshape ops
+
+
+def as_scalar(tensor):
+    """``tensor``, one element janus itself made (a number's graph value carried
+    through a tf.cond, a loop or a numpy_function), reshaped to a scalar.  Its
+    shape may be unknown statically, but the reshape cannot fail: it is
+    recorded on its graph (``graphgen/rollback.py`` relies on that)."""
+    out = tf.reshape(tensor, [])
+    graph = getattr(out, 'graph', None)
+    if graph is not None:
+        names = getattr(graph, KNOWN_SCALARS, None)
+        if names is None:
+            names = set()
+            setattr(graph, KNOWN_SCALARS, names)
+        names.add(out.op.name)
+    return out
 
 
 def condition(value):
@@ -169,7 +188,7 @@ def from_inputs(arguments):
     argument's graph input) made a DynamicScalar, in containers too."""
     def convert(value, source, depth=0):
         if type(value) is guards.ScalarInput:
-            return DynamicScalar(tf.reshape(value.tensor, []), value.type,
+            return DynamicScalar(as_scalar(value.tensor), value.type,
                                  {(guards.scalar_path_key(value.path), value.path)}, source)
         if depth < 16 and type(value) is list:   # keeps the one list object
             value[:] = [convert(v, guards.ItemSource(source, i), depth + 1)
@@ -829,7 +848,7 @@ def _python_call(fn, tensors, kind):
     functions = getattr(current(), 'host_functions', None)
     if functions is not None:   # graphgen/hostcheck.py may run it before the graph instead
         functions[out.op] = (run, DTYPES[kind])
-    return tf.reshape(out, [])
+    return as_scalar(out)
 
 
 _MATH_FLOAT = {math.sqrt, math.exp, math.log, math.log2, math.log10, math.cos, math.sin,

@@ -85,6 +85,12 @@ class Write:
         # of the trace's graph: it happens only when that is true (a branch's write).
         self.condition = condition
 
+    @property
+    def partial(self):
+        """Whether a failing replay may have applied part of itself (printed some
+        arguments, extended by some items)."""
+        return self.kind in (WriteKind.PRINT, WriteKind.CALL)
+
     def changed(self, value, condition):
         """The same write with another value and condition (out of a branch)."""
         return Write(self.kind, self.source, self.name, value, self.where, condition)
