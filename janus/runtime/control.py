@@ -781,7 +781,7 @@ class _Exports:
                 raise Unsupported('%s: janus does not convert writing a %s holding a value '
                                   'computed in a tensor-dependent branch'
                                   % (self.where, type(value).__name__))
-            memo[id(value)] = out
+            memo[id(value)] = current().made(out)   # rebuilt around the cond's outputs
             return out
         return value
 
@@ -905,6 +905,9 @@ def _outside_reader(obj, key, write, where):
                 found = obj.get('__builtins__', builtins)
                 value, source = obj[key], guards.GlobalSource(
                     obj, key, found if isinstance(found, dict) else vars(found))
+            elif write.source is not None:   # a cell of a function passed in: this call's
+                value = obj.cell_contents
+                source = guards.AttrSource(write.source, 'cell_contents')
             else:
                 value, source = obj.cell_contents, guards.CellSource(obj, key)
         except (AttributeError, KeyError, IndexError, ValueError):
@@ -1421,7 +1424,8 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
             if isinstance(init[i], TensorList):
                 value = TensorList(value, where)
             elif i in structures:
-                value = tf.nest.pack_sequence_as(init[i], list(value))
+                value = ctx.made_result(tf.nest.pack_sequence_as(init[i], list(value)),
+                                        deep=True)   # rebuilt around the loop's values
                 passed[i] = (value, list(tf.nest.flatten(value)))
             elif i in dynamic:
                 value = _with_lineage(scalars.rewrap(dynamic[i], value), lineage)
@@ -1593,7 +1597,7 @@ def _dry_run_appends(init, lists, body_fn, get_state, set_state):
     checkpoint = heap.checkpoint()
     probes = list(init)
     for i in lists:
-        probes[i] = list(init[i])
+        probes[i] = current().made(list(init[i]))   # a scratch copy of the call's own list
     grown = {}
     with func_graph.FuncGraph('janus_dry_run').as_default():
         set_state(tuple(probes))

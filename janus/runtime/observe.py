@@ -168,7 +168,9 @@ def truth(value):
         value.specialize('a Python-level truth test')
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
     source = ctx.source_of(value)
-    if source is not None and isinstance(value, _CONTAINERS):
+    if source is None:
+        ctx.provenance(value, 'a truth test')
+    elif isinstance(value, _CONTAINERS):
         if _changed(ctx, value):
             return bool(ctx.contents(value))   # its length is guarded by contents
         outcome = bool(value)
@@ -297,6 +299,7 @@ def _contains(ctx, container, key):
     _refuse_user_code(container, ('__contains__', '__iter__', '__getitem__'), '`in`')
     source = ctx.source_of(container)
     if source is None:
+        ctx.provenance(container, '`in`')
         return key in container
     if not isinstance(container, _CONTAINERS + (set, frozenset)):
         raise Unsupported('janus does not convert `in` on a %s from outside the call'
@@ -341,7 +344,8 @@ def binop(op, left, right):
     if _is_graph_value(left) or _is_graph_value(right):
         left, right = eager_converted(left, right), eager_converted(right, left)
     if user_dunder(left, forward) is None and user_dunder(right, reflected) is None:
-        return fn(left, right)
+        # A new object (``self.lists + [x]``), holding the outside items themselves.
+        return ctx.made_result(fn(left, right))
     if user_dunder(left, forward) is None and (_is_graph_value(left)
                                                or whitelist.is_library_object(left)):
         # A tensor's own operator would call the user's reflected method itself,
@@ -390,9 +394,12 @@ def inplace(op, target, value):
             return binop(op, target, value)   # raises Python's TypeError
         from janus.runtime import calls   # calls needs observe: imported when first used
         method = target.extend if type(target) is list else target.update
-        calls.call(method, _plain(ctx, value))
+        calls.call(method, value)   # the items themselves (calls gives a view)
         return target
     if source is None and type(target) in (list, dict):
+        ctx.provenance(target, '%s=' % _BINARY[op][4])   # the call's own: in place, plain
+        if op in ('Add', 'BitOr') and _outside_container(ctx, value):
+            return _INPLACE[op](target, ctx.view(value))   # the items themselves
         return _INPLACE[op](target, _plain(ctx, value))
     forward, reflected, in_place, fn, symbol = _BINARY[op]
     if user_dunder(target, in_place) is not None:
@@ -430,9 +437,10 @@ def unpack(value):
     _refuse_user_code(value, ('__iter__', '__getitem__', '__len__', 'keys'), 'unpacking')
     source = ctx.source_of(value)
     if source is None:
+        ctx.provenance(value, 'unpacking')
         return value
     if isinstance(value, _CONTAINERS):
-        return ctx.contents(value)
+        return ctx.view(value)   # the items themselves, each read guarded
     if whitelist.is_library_object(value):
         return value
     raise Unsupported('janus does not convert unpacking a %s from outside the call'

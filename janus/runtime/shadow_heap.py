@@ -94,8 +94,9 @@ class Write:
             print(*args, **kwargs)
         elif self.kind is WriteKind.GLOBAL:
             self.where[self.name] = value
-        elif self.kind is WriteKind.CELL:
-            self.where.cell_contents = value
+        elif self.kind is WriteKind.CELL:   # the cell itself, or the one its source names now
+            cell = self.where if self.source is None else self.source.value(arguments, {})
+            cell.cell_contents = value
         else:
             target = self.source.value(arguments, {})
             if self.kind is WriteKind.ATTR:
