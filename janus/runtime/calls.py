@@ -321,9 +321,10 @@ def _call_builtin_method(ctx, callee, args, kwargs):
         raise Unsupported('janus does not convert str.%s() of a graph value; use an f-string'
                           % callee.__name__)
     if callee.__name__ in ('extend', 'update') and len(args) == 1 and not kwargs \
-            and ctx.source_of(args[0]) is not None and isinstance(args[0], (list, tuple, dict)):
+            and isinstance(args[0], (list, tuple, dict)):
         # ``parts.extend(self.parts)``: the items themselves, each read guarded.
-        args = [ctx.view(args[0])]
+        args = [ctx.view(args[0]) if ctx.source_of(args[0]) is not None
+                else _items_of(ctx, callee, args[0])]
     elif callee.__name__ in _CONTENT_READING_METHODS:
         # ``'/'.join(self.names)``: the method reads the outside argument's items,
         # so it gets the guarded contents.
@@ -346,7 +347,8 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     # update return None, so nothing in the trace depends on the object's new state).
     ctx = _writable_context('a %s (%s)' % (type(owner).__name__, callee.__name__))
     ctx.heap.change(owner, callee.__name__, args)
-    ctx.heap.writes.append(Write(WriteKind.CALL, source, callee.__name__, list(args), None))
+    ctx.heap.writes.append(Write(WriteKind.CALL, source, callee.__name__, ctx.made(list(args)),
+                                 None))
     return None
 
 

@@ -1151,16 +1151,19 @@ def _check_outside(ctx, op, condition):
 def _hoist_beside_changes(ctx, graphs):
     """A tf.cond whose branches both change state (a variable update) and assert (a
     dynamic scalar's range check): every state change waits for every assertion,
-    so the cond would wait for itself.  Its assertions are checked again before
-    it, unconditionally (their conditions recomputed here from the branches'
-    inputs), and the copies inside do not count.  Only for a cond that reads a
-    resource (TF then orders it by that resource, not after the checks made
-    later in program order)."""
+    so the cond would wait for itself.  Likewise a cond that only reads a variable
+    the call changed before it (``v.assign_add(..)``, then ``print(v)`` on one
+    side): TF orders it after that change, which waits for its assertions.  Its
+    assertions are checked again before it, unconditionally (their conditions
+    recomputed here from the branches' inputs), and the copies inside do not
+    count.  Only for a cond that reads a resource (TF then orders it by that
+    resource, not after the checks made later in program order)."""
     found = [_branch_asserts(graph) for graph in graphs]
     if any(ops is None for ops in found) or not any(found):
         return
     if not any(effects.changes_state(op) for graph in graphs for op in graph.get_operations()
-               if op.type not in _ASSERT_OPS):
+               if op.type not in _ASSERT_OPS) \
+            and _first_state_change(tf.compat.v1.get_default_graph()) is None:
         return
     if not any(t.dtype == tf.resource for graph in graphs for t, _ in graph.captures):
         return

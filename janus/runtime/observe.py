@@ -151,9 +151,9 @@ def plain_deep(ctx, value, depth=0):
     if depth > 8 or ctx.source_of(value) is not None:
         return value
     if type(value) in (list, tuple):
-        return type(value)(plain_deep(ctx, v, depth + 1) for v in value)
+        return ctx.made(type(value)(plain_deep(ctx, v, depth + 1) for v in value))
     if type(value) is dict:
-        return {k: plain_deep(ctx, v, depth + 1) for k, v in value.items()}
+        return ctx.made({k: plain_deep(ctx, v, depth + 1) for k, v in value.items()})
     return value
 
 

@@ -315,6 +315,11 @@ class TraceContext:
             return not whitelist.in_package(value.__name__, whitelist.LIBRARY_PREFIXES)
         return True
 
+    def is_snapshot(self, value):
+        """Whether ``value`` is a copy standing for an outside container (``snapshot``)."""
+        found = self._snapshots.get(id(value))
+        return found is not None and found[0] is value
+
     def snapshot(self, copy, original):
         """Records ``copy`` as standing for the outside container ``original`` (made
         by the call, but never to be written or handed out in its place)."""
@@ -427,8 +432,13 @@ class TraceContext:
         if source is None or depth > 8 or not isinstance(value, (list, tuple, dict)):
             return value
         copy = self._contents_before_changes(source, value, depth)
-        for method, args in self.heap.pending.get(id(value), ()):
+        pending = self.heap.pending.get(id(value), ())
+        for method, args in pending:
             getattr(copy, method)(*args)   # this call's appends/updates, in program order
+        if pending:   # outside containers they added (``extend(self.more)``): their contents
+            deep = lambda v: self.contents(v, depth + 1)   # noqa: E731
+            copy = ({k: deep(v) for k, v in copy.items()} if type(copy) is dict
+                    else [deep(v) for v in copy])
         return self.snapshot(copy, value)
 
     def view(self, value):
