@@ -212,7 +212,10 @@ def _guard_library_args(ctx, callee, args, kwargs):
             return _converted_callback(ctx, value)
         if type(value) in (list, tuple) and depth == 0 and ctx.source_of(value) is None:
             ctx.provenance(value, what)
-            return type(value)(prepare(v, 1) for v in value)   # tf.switch_case's branches
+            items = [prepare(v, 1) for v in value]   # tf.switch_case's branches
+            if all(a is b for a, b in zip(items, value)):
+                return value   # the call's own list, as it is
+            return type(value)(items)
         if ctx.source_of(value) is None:
             ctx.provenance(value, what)
             if observe.has_user_dunders(value):
@@ -315,8 +318,8 @@ def _call_builtin_method(ctx, callee, args, kwargs):
         if _is_str_format(callee) and not observe._holds_tensor(list(args) + list(kwargs.values())):
             # Numbers from outside, tried out on extreme values (observe.checked_text);
             # a tensor's value could make the format raise after the run: refused.
-            plain = ([observe.plain_deep(ctx, v) for v in args],
-                     {k: observe.plain_deep(ctx, v) for k, v in kwargs.items()})
+            plain = (ctx.made([observe.plain_deep(ctx, v) for v in args]),
+                     ctx.made({k: observe.plain_deep(ctx, v) for k, v in kwargs.items()}))
             return observe.checked_text(observe.LazyText([(plain, 'format', owner)]))
         raise Unsupported('janus does not convert str.%s() of a graph value; use an f-string'
                           % callee.__name__)
@@ -339,7 +342,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
         seen = ctx.view(owner) if callee.__name__ in _HANDING_OUT else ctx.contents(owner)
         return getattr(seen, callee.__name__)(*args, **kwargs)
     if callee.__name__ == 'update' and kwargs and type(owner) is dict and len(args) <= 1:
-        args, kwargs = [dict(*args, **kwargs)], {}   # d.update(b=t): one mapping, same order
+        args, kwargs = [ctx.made(dict(*args, **kwargs))], {}   # d.update(b=t): one mapping, same order
     if callee.__name__ not in _REPLAYED_METHODS or kwargs:
         raise Unsupported('janus does not convert %s.%s() on a %s from outside the call'
                           % (type(owner).__name__, callee.__name__, type(owner).__name__))

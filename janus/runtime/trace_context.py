@@ -246,7 +246,7 @@ class TraceContext:
         if snapshot is not None and snapshot[0] is value:
             return snapshot[1]
         if id(value) in self._sources or not (self._needs_provenance(value)
-                                              or type(value) is tuple):
+                                              or isinstance(value, tuple)):
             return value
         known = id(value) in self._made
         if depth == 0 or deep:
@@ -263,10 +263,13 @@ class TraceContext:
                 restored = self._made_result(item, deep, depth + 1)
                 if restored is not item:
                     value[key] = restored
-        elif type(value) is tuple:
+        elif isinstance(value, tuple):
             items = [self._made_result(item, deep, depth + 1) for item in value]
             if any(a is not b for a, b in zip(items, value)):
-                return tuple(items)
+                if type(value) is tuple:
+                    return tuple(items)
+                if whitelist.is_namedtuple_class(type(value)):
+                    return type(value)(*items)
         return value
 
     def provenance(self, value, what):

@@ -37,6 +37,19 @@ class RegisterMade(common.Pass):
         node.body = _register_starred([node.target], node) + node.body
         return node
 
+    def visit_Lambda(self, node):
+        node = self.generic_visit(node)
+        kwarg = node.args.kwarg
+        if kwarg is not None:   # ``lambda **k: body`` → ``lambda **k: (k := made(k), body)[1]``
+            register = gast.NamedExpr(gast.Name(kwarg.id, gast.Store(), None, None),
+                                      common.runtime_call('made', [common.load(kwarg.id)]))
+            pair = gast.Tuple([register, node.body], gast.Load())
+            node.body = gast.Subscript(pair, common.const(1), gast.Load())
+            for sub in gast.walk(node.body):
+                if not hasattr(sub, 'lineno') or sub.lineno is None:
+                    gast.copy_location(sub, node)
+        return node
+
     def visit_FunctionDef(self, node):
         node = self.generic_visit(node)
         kwarg = node.args.kwarg
