@@ -30,6 +30,13 @@ def c(value):
     return tf.constant(value)
 
 
+@pytest.fixture(params=['hoisted', 'heap_ops'])
+def heap_path(request):
+    """Tests that read and write tensors in Python objects run on both paths."""
+    with janus.config.patch(heap_ops=request.param == 'heap_ops'):
+        yield request.param
+
+
 class Box:
     """A plain user object holding whatever a test puts in it."""
 
@@ -95,7 +102,7 @@ class Scaler:
         return x * self.s + self.w
 
 
-def test_bound_method_callback_reads_its_object_every_call(strict):
+def test_bound_method_callback_reads_its_object_every_call(strict, heap_path):
     """``m.act = scaler.apply``: a new callback, then its object changed in place."""
     def make():
         m = Box(act=Scaler(2.0, c([1.0, 1.0])).apply)
@@ -274,6 +281,27 @@ def test_class_attributes_through_dunder_class_read_back_through_the_instance(st
     converted(jf)
 
 
+class Tensors:
+    state = None
+
+    def step(self, x):
+        cls = type(self)
+        cls.state = cls.state * 0.5 + x
+        return cls.state + self.state
+
+
+def test_tensor_class_attribute_is_re_read_and_written_every_call(strict, heap_path):
+    def make():
+        cls = _fresh_class(Tensors, state=c([1.0, 1.0]))
+        return cls().step, cls
+
+    def reset(cls):
+        cls.state = c([-4.0, 8.0])
+
+    jf = run_both(make, plan(8, {5: reset}), state=lambda cls: cls.state)
+    converted(jf)
+
+
 class Global:
     calls = 0
 
@@ -330,7 +358,7 @@ class Tracker:
         self.stats = {'w': {'n': 0}, 'b': {'n': 0}}
 
 
-def test_inner_lists_reached_by_loops_zip_and_values_are_written(strict):
+def test_inner_lists_reached_by_loops_zip_and_values_are_written(strict, heap_path):
     def make():
         t = Tracker()
 

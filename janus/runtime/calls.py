@@ -342,7 +342,8 @@ def _call_builtin_method(ctx, callee, args, kwargs):
         seen = ctx.view(owner) if callee.__name__ in _HANDING_OUT else ctx.contents(owner)
         return getattr(seen, callee.__name__)(*args, **kwargs)
     if callee.__name__ == 'update' and kwargs and type(owner) is dict and len(args) <= 1:
-        args, kwargs = [ctx.made(dict(*args, **kwargs))], {}   # d.update(b=t): one mapping, same order
+        # d.update(b=t): one mapping, same order
+        args, kwargs = [ctx.made(dict(*args, **kwargs))], {}
     if callee.__name__ not in _REPLAYED_METHODS or kwargs:
         raise Unsupported('janus does not convert %s.%s() on a %s from outside the call'
                           % (type(owner).__name__, callee.__name__, type(owner).__name__))

@@ -18,7 +18,6 @@ import types
 import tensorflow as tf
 
 from janus import callables, guards
-from janus.errors import InvariantError
 from janus.guards import GuardKind
 from janus.runtime import scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Write, WriteKind

@@ -120,7 +120,7 @@ class TraceContext:
         self._sources = {}     # id(obj) -> Source, for objects from outside the call
         self._keep = []        # keeps those objects alive so ids stay unique
         self._made = {}        # id(obj) -> obj, for objects the call made (kept alive)
-        self._snapshots = {}   # id(copy) -> (copy, original): copies standing for outside containers
+        self._snapshots = {}   # id(copy) -> (copy, original): copies standing for outside ones
         self.assumptions = []
         self.assert_ops = []
         self.converted = {}    # code object -> Converted, for to_code/explain
@@ -398,10 +398,20 @@ class TraceContext:
         and written through ``method.__self__`` on every call (the ALIAS_MATCH
         guard keeps which other outside object it is)."""
         owner, where = method.__self__, guards.AttrSource(source, '__self__')
-        if self.source_of(owner) is not None:
-            self._remember(where, owner)   # ``self.helper``: the ALIAS_MATCH guard says it is self
-        else:
+        known = self.source_of(owner)
+        if known is None:
             self.guard_value(where, owner, hoist=False)
+        elif isinstance(source, guards.AttrSource) and known.uid() == source.base.uid() \
+                and source.name not in (getattr(owner, '__dict__', None) or ()):
+            # ``self.helper``, found on the class: bound to ``self`` as long as the object
+            # does not get an attribute of that name (``self.helper = other.helper``).
+            own = getattr(owner, '__dict__', None)
+            if own is not None:
+                self.add_guard(GuardKind.CONTAINS_MATCH, guards.AttrSource(source.base,
+                                                                           '__dict__'),
+                               (type(own), source.name, False))
+        else:
+            self._remember(where, owner)   # the ALIAS_MATCH guard says which object it is
 
     def guard_deep(self, value, depth=0):
         """Guards the length and every item of an outside container code will read."""
