@@ -541,3 +541,36 @@ def test_class_counter_in_a_tensor_dependent_branch_after_a_variable_update(stri
     jf = run_both(make, plan(8, args=lambda p, i: (c([signs[i], 0.5]),)),
                   state=lambda p: (p.cls.steps, p.v))
     converted(jf)
+
+
+def test_targets_unpacking_items_of_outside_containers_are_guarded(strict):
+    """Loop and comprehension targets, nested targets and starred ones unpack the
+    items themselves: each level's reads are guarded (a tensor swapped in one of the
+    tuples, or deep in a nested list, is read on the next call)."""
+    def make():
+        m = Box(pairs=[(c(1.0), 2.0), (c(3.0), 4.0)], rows=[[1.0, [c(5.0)]]])
+
+        def f(x):
+            out = x
+            for a, b in m.pairs:
+                out = out + a * b
+            for i, (a, b) in enumerate(m.pairs):
+                out = out + a * i + b
+            products = [a * b for a, b in m.pairs]
+            for a, b in m.pairs:
+                if b > 100.0:
+                    break
+                out = out + a
+            p, (q, [r]) = x, m.rows[0]
+            u, *w = m.pairs[0]
+            return out + tf.add_n(products) + p * q + r + w[0] + u
+        return f, m
+
+    def swap(m):
+        m.pairs[0] = (c(10.0), 2.0)
+
+    def deep(m):
+        m.rows[0][1][0] = c(-1.0)
+
+    jf = run_both(make, plan(10, {5: swap, 7: deep}, lambda m, i: (c(float(i)),)))
+    converted(jf)

@@ -424,9 +424,11 @@ def unary(op, value):
 
 # -- unpacking and spreading --------------------------------------------------------
 
-def unpack(value):
+def unpack(value, shape=None):
     """``a, b = value`` / ``f(*value)`` / ``[*value]`` / ``f(**value)``: an outside
-    container gives its guarded items (tensors re-read every run)."""
+    container gives its guarded items (tensors re-read every run).  ``shape``: the
+    target's nesting (``a, (b, c) = ...``: ``(None, (None, None))``, ``STARRED`` for a
+    starred name), so an item a nested target unpacks is unpacked here too."""
     ctx = current()
     if isinstance(value, LazyText):
         value.refuse()
@@ -438,13 +440,39 @@ def unpack(value):
     source = ctx.source_of(value)
     if source is None:
         ctx.provenance(value, 'unpacking')
+    elif isinstance(value, _CONTAINERS):
+        value = ctx.view(value)   # the items themselves, each read guarded
+    elif not whitelist.is_library_object(value):
+        raise Unsupported('janus does not convert unpacking a %s from outside the call'
+                          % type(value).__name__)
+    if shape is None or type(value) not in (list, tuple) or not any(shape):
         return value
-    if isinstance(value, _CONTAINERS):
-        return ctx.view(value)   # the items themselves, each read guarded
-    if whitelist.is_library_object(value):
-        return value
-    raise Unsupported('janus does not convert unpacking a %s from outside the call'
-                      % type(value).__name__)
+    return _unpack_nested(value, shape)
+
+
+STARRED = '*'
+
+
+def _unpack_nested(items, shape):
+    """``items`` with each one a nested target unpacks passed through ``unpack``; a
+    length that does not fit is left for Python to raise eager's ValueError."""
+    if STARRED in shape:
+        before = shape.index(STARRED)
+        after = len(shape) - before - 1
+        if len(items) < before + after:
+            return items
+        middle = len(items) - before - after
+        shape = shape[:before] + (None,) * middle + shape[before + 1:]
+    if len(items) != len(shape):
+        return items
+    return tuple(unpack(item, sub) if sub else item for item, sub in zip(items, shape))
+
+
+def each(items, shape):
+    """The items of a loop whose target unpacks (``for a, (b, c) in pairs``), each
+    through ``unpack`` (a Python-shaped loop or a comprehension)."""
+    for item in items:
+        yield unpack(item, shape)
 
 
 # -- text --------------------------------------------------------------------------

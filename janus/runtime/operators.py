@@ -474,5 +474,5 @@ from janus.runtime.control import (boolop, for_stmt, if_stmt, ifexp, not_, read,
                                    test, while_stmt)
 from janus.runtime import observe  # noqa: E402
 from janus.runtime.observe import (LazyText, binop, compare, compare_chain,  # noqa: E402,F401
-                                   format_value, inplace, join_text, not_value, truth, unary,
-                                   unpack)
+                                   each, format_value, inplace, join_text, not_value, truth,
+                                   unary, unpack)
