@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from janus import pytypes
 from janus.sources import (ArgSource, AttrSource, CellSource, DefaultSource,  # noqa: F401
-                           GlobalSource, ItemSource, ObjectSource, Source)
+                           GlobalSource, ItemSource, ObjectSource, Source, TypeSource)
 
 EagerTensor = type(tf.constant(0))
 PRIMITIVES = pytypes.CONSTANTS   # the table's constants (janus/pytypes.py)
@@ -144,7 +144,8 @@ def compile_checks(guards):
         if id(source) in names and not isinstance(source, leaf_kinds):
             return names[id(source)]
         kind = type(source)
-        base = read(source.base, out) if kind in (src.AttrSource, src.ItemSource) else None
+        base = read(source.base, out) if kind in (src.AttrSource, src.ItemSource,
+                                                  src.TypeSource) else None
         k = len(namespace)
         name = 'v%d' % k
         namespace[name] = None   # reserves the number
@@ -163,6 +164,8 @@ def compile_checks(guards):
         elif kind is src.ItemSource:
             namespace['n%d' % k] = source.key
             out.append('%s[n%d]' % (base, k))
+        elif kind is src.TypeSource:
+            out.append('type(%s)' % base)
         else:   # GlobalSource, DefaultSource
             namespace['s%d' % k] = source
             out.append('s%d.get(arguments, None)' % k)
@@ -174,7 +177,7 @@ def compile_checks(guards):
 
     def compilable(source):
         kind = type(source)
-        if kind in (src.AttrSource, src.ItemSource):
+        if kind in (src.AttrSource, src.ItemSource, src.TypeSource):
             return compilable(source.base)
         return kind in leaf_kinds or kind in (src.GlobalSource, src.DefaultSource)
 

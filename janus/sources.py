@@ -8,9 +8,9 @@ of one name, never share a key (guards and hoisted graph inputs are keyed by
 it).  ``repr`` is for people (explain, logs), never for identity.
 
 The invariant the trace keeps (DESIGN.md, "Outside values carry their
-source"): every object the traced code can reach that was not created by the
-call has a source in ``TraceContext``; an object without one was made by the
-call itself, so plain Python on it is what eager does.
+source"): every object the traced code can reach either has a source in
+``TraceContext`` or is registered there as made by the call; one with
+neither is never taken for the call's own (the trace refuses it).
 """
 import abc
 
@@ -166,3 +166,20 @@ class ItemSource(Source):
 
     def __repr__(self):
         return '%r[%r]' % (self.base, self.key)
+
+
+class TypeSource(Source):
+    """``type(obj)`` of the object at ``base`` (``cls = type(self)``, ``self.__class__``):
+    a class reached through an instance, re-read from that instance every call."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def get(self, arguments, memo):
+        return type(self.base.value(arguments, memo))
+
+    def uid(self):
+        return ('type', self.base.uid())
+
+    def __repr__(self):
+        return 'type(%r)' % (self.base,)

@@ -15,7 +15,7 @@ import gast
 
 from janus.errors import ConversionError
 from janus.graphgen.converters import (attributes, calls, common, control, declared, jumps,
-                                       names, observations, returns, unsupported)
+                                       literals, names, observations, returns, unsupported)
 from janus.pyct import mangling, parser, sites
 from janus.runtime.namespace import FunctionNamespace
 
@@ -23,6 +23,7 @@ from janus.runtime.namespace import FunctionNamespace
 PASSES = (
     declared.RouteDeclaredNames,
     unsupported.RejectUnsupported,
+    literals.RegisterMade,
     returns.LowerReturns,
     jumps.LowerJumps,
     control.RouteControl,

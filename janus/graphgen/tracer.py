@@ -311,6 +311,8 @@ def _template(value, outputs, ctx, memo):
                                         'known at run time (%s)' % value)
         return _Const(tf.TensorShape(value.as_list()))
     if type(value) in (list, dict) or isinstance(value, tuple):
+        if type(value) in (list, dict) and not ctx.is_snapshot(value):
+            ctx.provenance(value, 'a returned or stored %s' % type(value).__name__)
         if id(value) in memo:
             return memo[id(value)]
         shared = memo[id(value)] = _Shared(None)

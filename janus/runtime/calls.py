@@ -54,18 +54,22 @@ def call(__callee, /, *args, **kwargs):
             and type(args[1]) is str:
         return _attribute_builtin(ctx, callee, *args)
     if callee is type and len(args) == 1 and not kwargs:
-        return _type_of(ctx, args[0])
+        from janus.runtime import operators   # operators imports calls: resolved when first used
+        return operators.class_of(ctx, args[0])
     if any(callee is c for c in (float, int, bool)) and len(args) == 1 and not kwargs \
             and isinstance(args[0], tf.Tensor) and not isinstance(args[0], guards.EagerTensor):
         return scalars.from_tensor(callee, args[0])   # ``best = float(loss)``
     if _is_whitelisted_builtin(callee):
-        return _call_builtin(ctx, callee, args, kwargs)
+        return ctx.made_result(_call_builtin(ctx, callee, args, kwargs))
     if callee is print:
         return _deferred_print(ctx, args, kwargs)
     if whitelist.is_builtin_method(callee):
-        return _call_builtin_method(ctx, callee, args, kwargs)
+        return ctx.made_result(_call_builtin_method(ctx, callee, args, kwargs))
     if isinstance(callee, types.MethodType) and isinstance(callee.__func__, types.FunctionType) \
             and not whitelist.is_library(callee):
+        # ``self.helper(x)``, ``m.act(x)`` with ``m.act = scaler.apply``: the method's
+        # object has its source (``m.act.__self__``), read and written through it.
+        ctx.provenance(callee.__self__, 'calling %s' % _name(callee))
         return _inline(ctx, callee.__func__, (callee.__self__,) + args, kwargs)
     if isinstance(callee, types.FunctionType) and callee.__code__ in ctx.code_objects:
         return callee(*args, **kwargs)   # defined in converted code: converted already
@@ -73,10 +77,10 @@ def call(__callee, /, *args, **kwargs):
         return _inline(ctx, callee, args, kwargs)
     if (whitelist.is_library(callee) or whitelist.is_namedtuple_class(callee)
             or whitelist.is_builtin_exception(callee)):
-        return _call_library(ctx, callee, args, kwargs)
+        return ctx.made_result(_call_library(ctx, callee, args, kwargs), deep=True)
     call_method = getattr(type(callee), '__call__', None)
     if _is_keras_layer(callee):
-        return _call_keras_layer(ctx, callee, args, kwargs)
+        return ctx.made_result(_call_keras_layer(ctx, callee, args, kwargs), deep=True)
     if isinstance(call_method, types.FunctionType):
         return _inline(ctx, call_method, (callee,) + args, kwargs)
     raise Unsupported('janus does not convert calls to %s; only TF/Keras APIs, whitelisted '
@@ -196,15 +200,6 @@ def _attribute_builtin(ctx, callee, obj, name, *default):
     return True if callee is hasattr else value
 
 
-def _type_of(ctx, value):
-    """``type(value)``: a Python value's own type (outside objects' types are guarded
-    where they were read); a tensor's type differs in a graph (SymbolicTensor)."""
-    if isinstance(value, (tf.Tensor, tf.Variable)):
-        raise Unsupported('janus does not convert type() of a tensor (a graph tensor is '
-                          'not an EagerTensor); use isinstance(x, tf.Tensor)')
-    return type(value)
-
-
 def _is_whitelisted_builtin(callee):
     try:
         return callee in whitelist.BUILTINS
@@ -236,9 +231,12 @@ def _call_keras_layer(ctx, layer, args, kwargs):
     ctx.register_converted(call.__code__, converted)
 
     def converted_call(*call_args, **call_kwargs):
-        # What Keras passes (your arguments, ``training``/``mask`` where ``call`` takes
-        # them), bound as Python binds them: the converted function has no defaults.
-        bound = _bound(ctx, call, (layer,) + call_args, call_kwargs)
+        # What Keras hands your call (the inputs as you passed them, or its own copies),
+        # bound as Python binds them (``training``/``mask`` where ``call`` takes them):
+        # the converted function has no defaults.
+        call_args = [ctx.made_result(v, deep=True) for v in call_args]
+        call_kwargs = {k: ctx.made_result(v, deep=True) for k, v in call_kwargs.items()}
+        bound = _bound(ctx, call, (layer,) + tuple(call_args), call_kwargs)
         ctx.stack.append(converted)
         try:
             return converted.py_fn(*bound.args, **bound.kwargs)
@@ -248,19 +246,26 @@ def _call_keras_layer(ctx, layer, args, kwargs):
         return layer(*args, **kwargs)
 
 
-def _guard_library_args(ctx, args, kwargs):
+def _guard_library_args(ctx, callee, args, kwargs):
     """Checks and guards what library code gets; returns (args, kwargs) with outside
     containers replaced by copies whose tensors are re-read every run, and your own
     functions (``tf.map_fn(fn, x)``, ``tf.cond(p, f, g)``) replaced by their converted
     versions, run as a tensor-dependent region (a branch or loop body TF traces once)."""
+    what = 'an argument of %s' % (_name(callee) if callee is not None else 'a builtin')
+
     def prepare(value, depth=0):
         if isinstance(value, observe.LazyText):
             value.refuse()
         if _is_user_function(value):
             return _converted_callback(ctx, value)
         if type(value) in (list, tuple) and depth == 0 and ctx.source_of(value) is None:
-            return type(value)(prepare(v, 1) for v in value)   # tf.switch_case's branches
+            ctx.provenance(value, what)
+            items = [prepare(v, 1) for v in value]   # tf.switch_case's branches
+            if all(a is b for a, b in zip(items, value)):
+                return value   # the call's own list, as it is
+            return type(value)(items)
         if ctx.source_of(value) is None:
+            ctx.provenance(value, what)
             if observe.has_user_dunders(value):
                 raise Unsupported('janus does not pass your %s object to library code (it '
                                   'would run its special methods unconverted)'
@@ -292,6 +297,9 @@ def _converted_callback(ctx, fn):
             return fn(*args, **kwargs)   # called when the graph runs (tf.py_function): Python
         ctx.dynamic_depth += 1
         try:
+            # What library code hands in (``tf.map_fn``'s lists of slices): its own.
+            args = [ctx.made_result(v, deep=True) for v in args]
+            kwargs = {k: ctx.made_result(v, deep=True) for k, v in kwargs.items()}
             if getattr(fn, '__code__', None) in ctx.code_objects:
                 return fn(*args, **kwargs)   # defined in converted code: converted already
             return call(fn, *args, **kwargs)
@@ -322,7 +330,11 @@ def _call_builtin(ctx, callee, args, kwargs):
         return callee(items)
     if callee in whitelist.KEYED_BUILTINS and kwargs:
         raise Unsupported('janus does not convert %s() with key=/default=' % callee.__name__)
-    args, kwargs = _guard_library_args(ctx, args, kwargs)
+    if callee in _PASSING_ON and not kwargs:
+        # The items are handed on as they are (the loop or the unpacking that takes
+        # them guards what it reads): the items themselves, not copies.
+        return callee(*[_items_of(ctx, callee, v) for v in args])
+    args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
     return callee(*args, **kwargs)
 
 
@@ -330,12 +342,32 @@ def _call_builtin(ctx, callee, args, kwargs):
 # distinct constants: sorting them has no ties).
 _ORDER_FREE = (sorted, min, max, any, all, sum)
 
+# Builtins that hand their arguments' items on without looking at them.
+_PASSING_ON = (zip, enumerate, reversed, list, tuple)
+
+
+def _items_of(ctx, callee, value):
+    """An argument of a builtin in ``_PASSING_ON``: an outside container's view
+    (``TraceContext.view``; a set refuses), a container of the call's own as it is."""
+    source = ctx.source_of(value)
+    model = pytypes.model_of(value)
+    if source is not None and model is not None and model.container:
+        return ctx.view(value)
+    if source is None and not isinstance(value, observe.LazyText):
+        ctx.provenance(value, 'an argument of %s' % _name(callee))
+        return value
+    return _guard_library_args(ctx, callee, [value], {})[0][0]
+
 
 # Methods that read every item of their arguments (not keep the argument itself).
 _CONTENT_READING_METHODS = frozenset((
     'extend', 'extendleft', 'update', 'difference_update', 'join', 'format', 'format_map',
     'union', 'intersection', 'difference', 'symmetric_difference', 'issubset', 'issuperset',
     'isdisjoint', 'startswith', 'endswith'))
+
+
+# Read-only container methods that give items out without looking inside them.
+_HANDING_OUT = frozenset(('get', 'items', 'keys', 'values', 'copy', '__getitem__'))
 
 
 def _call_builtin_method(ctx, callee, args, kwargs):
@@ -346,26 +378,39 @@ def _call_builtin_method(ctx, callee, args, kwargs):
         if _is_str_format(callee) and not observe._holds_tensor(list(args) + list(kwargs.values())):
             # Numbers from outside, tried out on extreme values (observe.checked_text);
             # a tensor's value could make the format raise after the run: refused.
-            plain = ([observe.plain_deep(ctx, v) for v in args],
-                     {k: observe.plain_deep(ctx, v) for k, v in kwargs.items()})
+            plain = (ctx.made([observe.plain_deep(ctx, v) for v in args]),
+                     ctx.made({k: observe.plain_deep(ctx, v) for k, v in kwargs.items()}))
             return observe.checked_text(observe.LazyText([(plain, 'format', owner)]))
         raise Unsupported('janus does not convert str.%s() of a graph value; use an f-string'
                           % callee.__name__)
-    if callee.__name__ in _CONTENT_READING_METHODS:
-        # ``parts.extend(self.parts)``, ``'/'.join(self.names)``: the method reads the
-        # outside argument's items, so it gets the guarded contents.
+    if callee.__name__ in ('extend', 'update') and len(args) == 1 and not kwargs \
+            and isinstance(args[0], (list, tuple, dict)):
+        # ``parts.extend(self.parts)``: the items themselves, each read guarded.
+        args = [ctx.view(args[0]) if ctx.source_of(args[0]) is not None
+                else _items_of(ctx, callee, args[0])]
+    elif callee.__name__ in _CONTENT_READING_METHODS:
+        # ``'/'.join(self.names)``: the method reads the outside argument's items,
+        # so it gets the guarded contents.
         args = [observe.plain_deep(ctx, v) for v in args]
     if source is None:
-        return callee(*args, **kwargs)
+        ctx.provenance(owner, '%s.%s()' % (type(owner).__name__, callee.__name__))
+        return callee(*args, **kwargs)   # the call's own container: plain Python
     model, name = pytypes.model_of(owner), callee.__name__
     if name in model.reads:
         # On the contents as this point of the call sees them (an item written earlier
-        # in the call included), tensors re-read every run; a set's guarded whole.
-        contents = ctx.set_contents(owner) if model.kind is pytypes.Kind.SET \
-            else ctx.contents(owner)
+        # in the call included), tensors re-read every run; a set's guarded whole;
+        # methods that hand items out (``d.values()``, ``d.get(k)``) give the items
+        # themselves.
+        if model.kind is pytypes.Kind.SET:
+            contents = ctx.set_contents(owner)
+        elif name in _HANDING_OUT:
+            contents = ctx.view(owner)
+        else:
+            contents = ctx.contents(owner)
         return getattr(contents, name)(*args, **kwargs)
     if name == 'update' and kwargs and model.kind is pytypes.Kind.DICT and len(args) <= 1:
-        args, kwargs = [dict(*args, **kwargs)], {}   # d.update(b=t): one mapping, same order
+        # d.update(b=t): one mapping, same order
+        args, kwargs = [ctx.made(dict(*args, **kwargs))], {}
     if name not in model.changes or kwargs:
         raise Unsupported('janus does not convert %s.%s() on a %s from outside the call'
                           % (type(owner).__name__, name, type(owner).__name__))
@@ -375,7 +420,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     ctx = _writable_context('a %s (%s)' % (type(owner).__name__, name))
     _try_replay(model, owner, name, args)
     ctx.heap.change(owner, name, args)
-    ctx.heap.writes.append(Write(WriteKind.CALL, source, name, list(args), None))
+    ctx.heap.writes.append(Write(WriteKind.CALL, source, name, ctx.made(list(args)), None))
     return None
 
 
@@ -468,7 +513,7 @@ def _call_library(ctx, callee, args, kwargs):
     shape = _checked_shape_in(list(args) + list(kwargs.values()))
     if shape is not None:
         shape._refuse()   # library code would read its unknown dimensions as None
-    args, kwargs = _guard_library_args(ctx, args, kwargs)
+    args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
     args, kwargs = scalars.eager_zeros(callee, args, kwargs)
     if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
         return _call_with_tensor_lists(callee, args, kwargs)

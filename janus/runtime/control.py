@@ -803,7 +803,7 @@ class _Exports:
                 raise Unsupported('%s: janus does not convert writing a %s holding a value '
                                   'computed in a tensor-dependent branch'
                                   % (self.where, type(value).__name__))
-            memo[id(value)] = out
+            memo[id(value)] = current().made(out)   # rebuilt around the cond's outputs
             return out
         return value
 
@@ -930,6 +930,9 @@ def _outside_reader(obj, key, write, where):
                 found = obj.get('__builtins__', builtins)
                 value, source = obj[key], guards.GlobalSource(
                     obj, key, found if isinstance(found, dict) else vars(found))
+            elif write.source is not None:   # a cell of a function passed in: this call's
+                value = obj.cell_contents
+                source = guards.AttrSource(write.source, 'cell_contents')
             else:
                 value, source = obj.cell_contents, guards.CellSource(obj, key)
         except (AttributeError, KeyError, IndexError, ValueError):
@@ -1173,16 +1176,19 @@ def _check_outside(ctx, op, condition):
 def _hoist_beside_changes(ctx, graphs):
     """A tf.cond whose branches both change state (a variable update) and assert (a
     dynamic scalar's range check): every state change waits for every assertion,
-    so the cond would wait for itself.  Its assertions are checked again before
-    it, unconditionally (their conditions recomputed here from the branches'
-    inputs), and the copies inside do not count.  Only for a cond that reads a
-    resource (TF then orders it by that resource, not after the checks made
-    later in program order)."""
+    so the cond would wait for itself.  Likewise a cond that only reads a variable
+    the call changed before it (``v.assign_add(..)``, then ``print(v)`` on one
+    side): TF orders it after that change, which waits for its assertions.  Its
+    assertions are checked again before it, unconditionally (their conditions
+    recomputed here from the branches' inputs), and the copies inside do not
+    count.  Only for a cond that reads a resource (TF then orders it by that
+    resource, not after the checks made later in program order)."""
     found = [_branch_asserts(graph) for graph in graphs]
     if any(ops is None for ops in found) or not any(found):
         return
     if not any(effects.changes_state(op) for graph in graphs for op in graph.get_operations()
-               if op.type not in _ASSERT_OPS):
+               if op.type not in _ASSERT_OPS) \
+            and _first_state_change(tf.compat.v1.get_default_graph()) is None:
         return
     if not any(t.dtype == tf.resource for graph in graphs for t, _ in graph.captures):
         return
@@ -1446,7 +1452,8 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
             if isinstance(init[i], TensorList):
                 value = TensorList(value, where)
             elif i in structures:
-                value = tf.nest.pack_sequence_as(init[i], list(value))
+                value = ctx.made_result(tf.nest.pack_sequence_as(init[i], list(value)),
+                                        deep=True)   # rebuilt around the loop's values
                 passed[i] = (value, list(tf.nest.flatten(value)))
             elif i in dynamic:
                 value = _with_lineage(scalars.rewrap(dynamic[i], value), lineage)
@@ -1618,7 +1625,7 @@ def _dry_run_appends(init, lists, body_fn, get_state, set_state):
     checkpoint = heap.checkpoint()
     probes = list(init)
     for i in lists:
-        probes[i] = list(init[i])
+        probes[i] = current().made(list(init[i]))   # a scratch copy of the call's own list
     grown = {}
     with func_graph.FuncGraph('janus_dry_run').as_default():
         set_state(tuple(probes))

@@ -179,9 +179,9 @@ def plain_deep(ctx, value, depth=0):
     if depth > 8 or ctx.source_of(value) is not None:
         return value
     if type(value) in (list, tuple):
-        return type(value)(plain_deep(ctx, v, depth + 1) for v in value)
+        return ctx.made(type(value)(plain_deep(ctx, v, depth + 1) for v in value))
     if type(value) is dict:
-        return {k: plain_deep(ctx, v, depth + 1) for k, v in value.items()}
+        return ctx.made({k: plain_deep(ctx, v, depth + 1) for k, v in value.items()})
     return value
 
 
@@ -197,6 +197,7 @@ def truth(value):
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
     source = ctx.source_of(value)
     if source is None:
+        ctx.provenance(value, 'a truth test')
         return bool(value)
     if _outside_container(ctx, value):
         if _changed(ctx, value):
@@ -336,6 +337,7 @@ def _contains(ctx, container, key):
         return scalars.contains(key, list(items), key.lineage | scalars.lineage_deep(items))
     _refuse_user_code(container, ('__contains__', '__iter__', '__getitem__'), '`in`')
     if source is None:
+        ctx.provenance(container, '`in`')
         return key in container
     if not pytypes.observes(container, 'in'):
         raise Unsupported('janus does not convert `in` on a %s from outside the call'
@@ -391,7 +393,8 @@ def binop(op, left, right):
         if ctx.source_of(value) is not None and user_dunder(value, name) is None:
             refuse_opaque(value, (name,), "the operator '%s' on" % symbol)
     if user_dunder(left, forward) is None and user_dunder(right, reflected) is None:
-        return fn(left, right)
+        # A new object (``self.lists + [x]``), holding the outside items themselves.
+        return ctx.made_result(fn(left, right))
     if user_dunder(left, forward) is None and (_is_graph_value(left)
                                                or whitelist.is_library_object(left)):
         # A tensor's own operator would call the user's reflected method itself,
@@ -438,13 +441,19 @@ def inplace(op, target, value):
     source = ctx.source_of(target)
     model = pytypes.model_of(target)
     if source is None and model is not None and model.container:
+        ctx.provenance(target, '%s=' % _BINARY[op][4])   # the call's own: in place, plain
+        if op in ('Add', 'BitOr') and _outside_container(ctx, value):
+            return _INPLACE[op](target, ctx.view(value))   # the items themselves
         return _INPLACE[op](target, _plain(ctx, value))   # made by the call: Python's own
     method = pytypes.INPLACE.get((model.kind, op)) if model is not None else None
     if method is not None and (model.kind is not pytypes.Kind.SET
                                or isinstance(value, (set, frozenset))) \
             and callable(getattr(type(target), method, None)):
         from janus.runtime import calls   # calls needs observe: imported when first used
-        calls.call(getattr(target, method), _plain(ctx, value))
+        # The items themselves for a list or dict (calls gives a view).
+        plain = value if model.kind in (pytypes.Kind.LIST, pytypes.Kind.DICT) \
+            else _plain(ctx, value)
+        calls.call(getattr(target, method), plain)
         return target
     if method is not None:
         return binop(op, target, value)   # raises Python's TypeError (a set |= a list)
@@ -471,9 +480,11 @@ def unary(op, value):
 
 # -- unpacking and spreading --------------------------------------------------------
 
-def unpack(value):
+def unpack(value, shape=None):
     """``a, b = value`` / ``f(*value)`` / ``[*value]`` / ``f(**value)``: an outside
-    container gives its guarded items (tensors re-read every run)."""
+    container gives its guarded items (tensors re-read every run).  ``shape``: the
+    target's nesting (``a, (b, c) = ...``: ``(None, (None, None))``, ``STARRED`` for a
+    starred name), so an item a nested target unpacks is unpacked here too."""
     ctx = current()
     if isinstance(value, LazyText):
         value.refuse()
@@ -484,13 +495,42 @@ def unpack(value):
     _refuse_user_code(value, ('__iter__', '__getitem__', '__len__', 'keys'), 'unpacking')
     source = ctx.source_of(value)
     if source is None:
+        ctx.provenance(value, 'unpacking')
+    elif _outside_container(ctx, value):
+        value = ctx.view(value)   # the items themselves, each read guarded (a set refuses)
+    elif not whitelist.is_library_object(value):
+        raise Unsupported('janus does not convert unpacking a %s from outside the call'
+                          % type(value).__name__)
+    if shape is None or type(value) not in (list, tuple) or not any(shape):
         return value
-    if _outside_container(ctx, value):
-        return ctx.contents(value)   # an outside set refuses: its order
-    if whitelist.is_library_object(value):
+    if shape is None or type(value) not in (list, tuple) or not any(shape):
         return value
-    raise Unsupported('janus does not convert unpacking a %s from outside the call'
-                      % type(value).__name__)
+    return _unpack_nested(value, shape)
+
+
+STARRED = '*'
+
+
+def _unpack_nested(items, shape):
+    """``items`` with each one a nested target unpacks passed through ``unpack``; a
+    length that does not fit is left for Python to raise eager's ValueError."""
+    if STARRED in shape:
+        before = shape.index(STARRED)
+        after = len(shape) - before - 1
+        if len(items) < before + after:
+            return items
+        middle = len(items) - before - after
+        shape = shape[:before] + (None,) * middle + shape[before + 1:]
+    if len(items) != len(shape):
+        return items
+    return tuple(unpack(item, sub) if sub else item for item, sub in zip(items, shape))
+
+
+def each(items, shape):
+    """The items of a loop whose target unpacks (``for a, (b, c) in pairs``), each
+    through ``unpack`` (a Python-shaped loop or a comprehension)."""
+    for item in items:
+        yield unpack(item, shape)
 
 
 # -- text --------------------------------------------------------------------------

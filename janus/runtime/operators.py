@@ -86,8 +86,12 @@ def store(ns, name, value):
     """``global x; x = v`` / ``nonlocal x; x = v``: a write to the shadow heap."""
     ctx = _writable_context('the variable %s' % name)
     if name in ns.cells:
-        write = Write(WriteKind.CELL, None, name, value, ns.cells[name])
-        source = ns.cell_sources.get(name) or guards.CellSource(ns.cells[name], name)
+        source = ns.cell_sources.get(name)
+        # A cell of a function passed in (a new closure every step) is written in the
+        # closure of that call's function, found through its source; else the cell itself.
+        write = Write(WriteKind.CELL, source.base if source is not None else None, name, value,
+                      ns.cells[name])
+        source = source or guards.CellSource(ns.cells[name], name)
     else:
         write = Write(WriteKind.GLOBAL, None, name, value, ns.globals)
         source = guards.GlobalSource(ns.globals, name, ns.builtins)
@@ -141,6 +145,12 @@ def _refuse_write(kind, name, why):
                       '(%s)' % (kind.__name__, name, why))
 
 
+def made(value):
+    """A literal or comprehension of converted code (``[]``, ``{k: v}``, ``[f(x) for
+    x in xs]``), or a function's own ``*args``/``**kwargs``: an object the call made."""
+    return current().made(value)
+
+
 def attr(obj, name):
     ctx = current()
     if type(obj) is Chosen:
@@ -164,8 +174,16 @@ def attr(obj, name):
         return written
     if isinstance(obj, enum.Enum) and name in ('name', 'value'):
         return getattr(obj, name)   # fixed by the member, which is guarded by identity
+    if name == '__class__' and _plain_class_attribute(obj):
+        return class_of(ctx, obj)
     source = ctx.source_of(obj)
-    if source is None or pytypes.is_own_method(obj, name):
+    if source is None:
+        ctx.provenance(obj, 'reading .%s' % name)   # the call's own object: plain Python
+        value = getattr(obj, name)
+        if whitelist.is_library_object(obj):
+            return ctx.made_result(value, deep=True)   # what library code gives out
+        return value
+    if pytypes.is_own_method(obj, name):
         # A modelled container's methods are its type's (its type is guarded); what
         # they read or change is handled where they are called (calls.py).
         return getattr(obj, name)
@@ -175,10 +193,17 @@ def attr(obj, name):
         # A data attribute of the container type (a deque's maxlen): guarded by value.
         ctx.attributes_used.setdefault(id(obj), set()).add(name)
         return ctx.guard_value(guards.AttrSource(source, name), getattr(obj, name))
-    library = whitelist.is_library_object(obj) or isinstance(obj, (type, types.ModuleType))
+    library = whitelist.is_library_object(obj) or isinstance(obj, types.ModuleType) or (
+        isinstance(obj, type) and not is_plain_class(obj))
     if not library:
-        _check_plain_attribute(obj, name)
+        if isinstance(obj, type):
+            _check_class_attribute(obj, name)
+        else:
+            _check_plain_attribute(obj, name)
         ctx.attributes_used.setdefault(id(obj), set()).add(name)
+        written = _class_attribute_written(ctx, obj, source, name)
+        if written is not MISSING:
+            return written
     value = getattr(obj, name)
     # Library objects' tensors are their own business (captured by identity);
     # a tensor in the user's object is re-read on every run.
@@ -218,21 +243,112 @@ def _tensor_attribute(tensor, name):
     return EagerOnly(name)
 
 
+def class_of(ctx, value):
+    """``type(value)`` / ``value.__class__``: an outside object's class is an outside
+    object too (``cls = type(self); cls.steps += 1``), read through ``type(...)`` of
+    the object's source on every call; a graph tensor's type differs (refused)."""
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        raise Unsupported('janus does not convert type() of a tensor (a graph tensor is '
+                          'not an EagerTensor); use isinstance(x, tf.Tensor)')
+    kind = type(value)
+    source = ctx.source_of(value)
+    if source is not None and ctx.source_of(kind) is None:
+        # The object's own guards fix its type (TYPE_MATCH, ID_MATCH, or its signature
+        # node): the class needs no guard of its own, only the source.
+        ctx.remember(guards.TypeSource(source), kind)
+    return kind
+
+
+def is_plain_class(cls):
+    """A class of the user's whose attributes are plain storage: ``type`` (or a
+    metaclass that does not change attribute access, ``ABCMeta``) as its metaclass,
+    read and written through the shadow heap like an instance's attributes."""
+    meta = type(cls)
+    return (isinstance(cls, type) and cls.__module__ != 'builtins'
+            and not whitelist.is_library(cls)
+            and meta.__getattribute__ is type.__getattribute__
+            and meta.__setattr__ is type.__setattr__ and meta.__delattr__ is type.__delattr__
+            and not hasattr(meta, '__getattr__'))
+
+
+def _plain_class_attribute(obj):
+    """Whether ``obj.__class__`` is ``type(obj)`` (no class of it redefines it)."""
+    for klass in type(obj).__mro__:
+        if '__class__' in vars(klass):
+            return klass is object
+    return False
+
+
+def _check_class_attribute(cls, name, writing=False):
+    """A read (or write) of a plain class's attribute runs no code of the user's: the
+    metaclass's and the class's own descriptors are functions, static and class
+    methods or builtin ones (a property read off the class is the property)."""
+    for klass in type(cls).__mro__:
+        found = vars(klass).get(name)
+        if found is not None and hasattr(type(found), '__set__' if writing else '__get__') \
+                and klass.__module__ != 'builtins':
+            raise Unsupported('janus does not convert %s the attribute %s.%s (a descriptor of '
+                              'its metaclass)' % ('writing' if writing else 'reading',
+                                                  cls.__name__, name))
+    if writing:
+        return
+    for klass in cls.__mro__:
+        found = vars(klass).get(name)
+        if found is None:
+            continue
+        if hasattr(type(found), '__get__') and not isinstance(
+                found, (types.FunctionType, staticmethod, classmethod)) \
+                and type(found).__module__ != 'builtins' and not callables.is_janus(found):
+            raise Unsupported('janus does not convert reads of the descriptor %s.%s (it may '
+                              'run code with side effects)' % (cls.__name__, name))
+        return
+
+
+def _class_attribute_written(ctx, obj, source, name):
+    """A class attribute this call wrote earlier (``type(self).steps = ...``), as read
+    through an instance or a subclass that does not define the name itself (guarded
+    to stay so); MISSING when none was written."""
+    if isinstance(obj, type):
+        own, classes = vars(obj), obj.__mro__
+    else:
+        own, classes = getattr(obj, '__dict__', None), type(obj).__mro__
+    if own is None or name in own:
+        return MISSING
+    for klass in classes:
+        written = ctx.heap.read(klass, name) if klass is not obj else MISSING
+        if written is not MISSING:
+            ctx.add_guard(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
+                          (type(own), name, False))
+            return written
+        if name in vars(klass):
+            return MISSING
+    return MISSING
+
+
 def setattr_(obj, name, value):
     """``obj.name = value``: outside objects are written through the shadow heap."""
     ctx = _writable_context('%s.%s' % (type(obj).__name__, name))
     source = ctx.source_of(obj)
     if source is None:
-        _assert_made_by_call(obj)
+        ctx.provenance(obj, 'writing .%s' % name)   # the call's own object, or refused
+        if whitelist.is_library_object(obj) or isinstance(obj, types.ModuleType) \
+                or is_plain_class(obj):
+            raise Unsupported('janus does not convert setting attributes of a %s it did not '
+                              'read from outside the call' % type(obj).__name__)
         _writable_context('%s.%s' % (type(obj).__name__, name), shadowed=False)
         setattr(obj, name, value)   # an object made by this call: plain Python
         return
-    if whitelist.is_library_object(obj) or isinstance(obj, (type, types.ModuleType)):
+    plain_class = is_plain_class(obj)
+    if whitelist.is_library_object(obj) or isinstance(obj, types.ModuleType) or (
+            isinstance(obj, type) and not plain_class):
         if _is_learning_rate_setting(obj, name, value):
             return _set_learning_rate(ctx, obj, source, value)
         raise Unsupported('janus does not convert setting attributes of %s objects'
                           % type(obj).__name__)
-    _check_plain_attribute(obj, name, writing=True, value=value)
+    if plain_class:
+        _check_class_attribute(obj, name, writing=True)
+    else:
+        _check_plain_attribute(obj, name, writing=True, value=value)
     ctx.attributes_used.setdefault(id(obj), set()).add(name)
     ctx.note_number_write(guards.AttrSource(source, name), value)
     if _via_heap_op(value):
@@ -276,16 +392,6 @@ def _set_learning_rate(ctx, obj, source, value):
     obj.learning_rate = value
 
 
-def _assert_made_by_call(obj):
-    """The sources invariant (DESIGN.md): an object without a source was made by
-    this call.  Converted code cannot construct instances of your classes (such
-    calls are refused), so one without a source lost it on the way: a janus bug,
-    which must not turn into a write to your object at trace time."""
-    if not (whitelist.is_library_object(obj) or isinstance(obj, (type, types.ModuleType))):
-        raise InvariantError('internal: a %s object reached the trace without a source '
-                             '(janus lost track of where it came from)' % type(obj).__name__)
-
-
 def _via_heap_op(value):
     from janus.config import config
     return config.heap_ops and isinstance(value, tf.Tensor)
@@ -305,21 +411,25 @@ def item(obj, key):
     ctx = current()
     source = ctx.source_of(obj)
     if source is None:
+        ctx.provenance(obj, 'a subscript')   # the call's own container: plain Python
         if observe.user_dunder(obj, '__getitem__') is not None:
             raise Unsupported('janus does not convert subscripts of a %s, whose class defines '
                               '__getitem__' % type(obj).__name__)
-        return obj[key]
+        value = obj[key]
+        return ctx.made(value) if type(key) is slice else value
     if not pytypes.has_items(obj):
         raise Unsupported('janus does not convert subscripts of %s objects from outside '
                           'the call' % type(obj).__name__)
     if id(obj) in ctx.heap.changed:
-        return ctx.contents(obj)[key]   # as changed so far in this call, guarded
+        # As changed so far in this call; the items themselves (a slice: a new list).
+        value = ctx.view(obj)[key]
+        return ctx.made(value) if type(key) is slice else value
     key = _list_index(ctx, obj, source, key)
     written = ctx.heap.read(obj, ('item', key)) if _hashable(key) else MISSING
     if written is not MISSING:
         return written
     if type(key) is slice:
-        return ctx.contents(obj)[key]
+        return ctx.made(ctx.view(obj)[key])   # a new list of the items themselves
     value = obj[key]
     return ctx.guard_value(guards.ItemSource(source, key), value)
 
@@ -353,6 +463,7 @@ def setitem(obj, key, value):
     ctx = current()
     source = ctx.source_of(obj)
     if source is None:
+        ctx.provenance(obj, 'an item write')   # the call's own container: plain Python
         if observe.user_dunder(obj, '__setitem__') is not None:
             raise Unsupported('janus does not convert item writes into a %s, whose class '
                               'defines __setitem__' % type(obj).__name__)
@@ -399,7 +510,8 @@ def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
         return builtins_iter(control.unrolled_items(ns, site, iterable, allow_dynamic=False))
     ctx = current()
     source = ctx.source_of(iterable)
-    if source is None:  # made by this call: iterating it is plain Python
+    if source is None:
+        ctx.provenance(iterable, 'a loop')   # made by this call: iterating it is plain Python
         if observe.user_dunder(iterable, '__iter__') or observe.user_dunder(iterable,
                                                                               '__getitem__'):
             raise Unsupported('janus does not convert a loop over a %s, whose class defines '
@@ -407,11 +519,11 @@ def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
         return builtins_iter(iterable)
     model = pytypes.model_of(iterable)
     if pytypes.has_items(iterable) and model.kind is not pytypes.Kind.DICT \
-            or pytypes.is_set(iterable):   # a set refuses: its order
-        return builtins_iter(ctx.contents(iterable))
+            or pytypes.is_set(iterable):   # a set refuses (its order); a deque is a copy
+        return builtins_iter(ctx.view(iterable))   # the items themselves, guarded
     if pytypes.has_items(iterable):
         if ctx.heap.differs(iterable):
-            return builtins_iter(list(ctx.contents(iterable)))   # keys as changed so far
+            return builtins_iter(list(ctx.view(iterable)))   # keys as changed so far
         ctx.add_guard(GuardKind.KEYS_MATCH, source, list(iterable))
         return builtins_iter(list(iterable))
     raise Unsupported('janus does not convert a loop over a %s from outside the call'
@@ -444,5 +556,5 @@ from janus.runtime.control import (boolop, for_stmt, if_stmt, ifexp, not_, read,
                                    test, while_stmt)
 from janus.runtime import observe  # noqa: E402
 from janus.runtime.observe import (LazyText, binop, compare, compare_chain,  # noqa: E402,F401
-                                   format_value, inplace, join_text, not_value, truth, unary,
-                                   unpack)
+                                   each, format_value, inplace, join_text, not_value, truth,
+                                   unary, unpack)

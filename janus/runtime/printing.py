@@ -14,7 +14,8 @@ import tensorflow as tf
 from janus import pytypes
 from janus.runtime import observe, whitelist
 from janus.runtime.shadow_heap import Write, WriteKind
-from janus.runtime.trace_context import Unsupported, writable_context as _writable_context
+from janus.runtime.trace_context import (Unsupported, current,
+                                         writable_context as _writable_context)
 
 
 def _deferred_print(ctx, args, kwargs):
@@ -31,7 +32,8 @@ def _deferred_print(ctx, args, kwargs):
     # An outside set (a Counter...) is printed as it is when the write-back reaches
     # this print: its order is Python's own, and the writes before it are applied.
     args = [_printable(ctx.contents(v) if pytypes.has_items(v) else v) for v in args]
-    ctx.heap.writes.append(Write(WriteKind.PRINT, None, 'print', (list(args), dict(kwargs)), None))
+    record = (ctx.made(list(args)), ctx.made(dict(kwargs)))   # janus's own record of the call
+    ctx.heap.writes.append(Write(WriteKind.PRINT, None, 'print', record, None))
     return None
 
 
@@ -116,13 +118,13 @@ def _printable(value, depth=0):
         if all(items[k] is v for k, v in value.items()):
             return value
         if type(value) is dict:
-            return items
+            return current().made(items)
     else:
         items = [_printable(v, depth + 1) for v in value]
         if all(a is b for a, b in zip(items, value)):
             return value
     if type(value) is list:
-        return items
+        return current().made(items)   # a copy with the variables' values, the call's own
     if type(value) is tuple:
         return tuple(items)
     if whitelist.is_namedtuple_class(type(value)):

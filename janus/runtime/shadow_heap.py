@@ -106,8 +106,10 @@ class Write:
         ``m.front.data`` goes to the old ``m.back``, as eagerly."""
         if self.kind is WriteKind.PRINT:
             return None
-        if self.kind in (WriteKind.GLOBAL, WriteKind.CELL):
+        if self.kind is WriteKind.GLOBAL or (self.kind is WriteKind.CELL and self.source is None):
             return self.where
+        # An object's, or a cell found through its source (a closure passed in: the
+        # current call's cell, not the one the trace saw).
         return self.source.value(arguments, memo)
 
     def apply(self, value, target):

@@ -2,9 +2,11 @@
 
 Needs nothing run before it.  ``tracer.py`` makes a ``TraceContext`` per
 trace and enters it (``enter_trace``) for the thread that traces; every
-runtime operator finds it with ``current()``.  The sources invariant lives
+runtime operator finds it with ``current()``.  The provenance invariant lives
 here (DESIGN.md): every object the trace obtained from outside the call is
-mapped to its ``Source``; one without a source was made by the call.
+mapped to its ``Source``, every object the call made is registered as made
+(``made``), and ``provenance`` refuses an object that is neither: no code
+path concludes "made by the call" from a missing source.
 """
 import collections
 import enum
@@ -154,6 +156,8 @@ class TraceContext:
         self._guard_keys = set()
         self._sources = {}     # id(obj) -> Source, for objects from outside the call
         self._keep = []        # keeps those objects alive so ids stay unique
+        self._made = {}        # id(obj) -> obj, for objects the call made (kept alive)
+        self._snapshots = {}   # id(copy) -> (copy, original): copies standing for outside ones
         self.assumptions = []
         self.assert_ops = []
         self.converted = {}    # code object -> Converted, for to_code/explain
@@ -198,7 +202,9 @@ class TraceContext:
         self._remember(source, value)
         if type(value) in (list, dict) or isinstance(value, tuple):
             self._stand_in(source, value)
-        if isinstance(value, types.MethodType):   # obj.method passed: obj is outside too
+        if isinstance(value, types.MethodType) or (type(value) is types.BuiltinMethodType
+                                                   and _bound_to_object(value)):
+            # obj.method / lst.append passed: obj is outside too
             self._register_argument(guards.AttrSource(source, '__self__'), value.__self__,
                                     visiting)
             return
@@ -219,6 +225,10 @@ class TraceContext:
         real = source.value(self.call_arguments, {})
         if real is not value:
             self._stand_ins.setdefault(id(real), (real, value))
+
+    def remember(self, source, value):
+        """Records where an outside object lives (its guards are the caller's)."""
+        self._remember(source, value)
 
     def _remember(self, source, value):
         stand_in = self._stand_ins.get(id(value))
@@ -318,6 +328,119 @@ class TraceContext:
             return None
         return self._sources.get(id(value))
 
+    # -- provenance: sourced, or made by the call, never inferred ----------
+    def made(self, value):
+        """Registers ``value`` as made by this call (a literal, a comprehension, a
+        builtin's or library call's result, a copy); returns it."""
+        if id(value) not in self._made and self._needs_provenance(value) \
+                and id(value) not in self._sources:
+            self._made[id(value)] = value
+        return value
+
+    def is_made(self, value):
+        return id(value) in self._made
+
+    def made_result(self, value, deep=False):
+        """A result of a modelled operation (a builtin, a container method, an
+        operator; ``deep``: library code, which builds nested containers of its own)
+        as converted code gets it: copies standing for outside containers replaced by
+        those containers (eager hands out the objects themselves), and the new object
+        (with ``deep``, every new object in it) registered as made by the call.  Items
+        a builtin only passed on keep the provenance they had."""
+        return self._made_result(value, deep, 0)
+
+    def _made_result(self, value, deep, depth):
+        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
+            return value
+        snapshot = self._snapshots.get(id(value))
+        if snapshot is not None and snapshot[0] is value:
+            return snapshot[1]
+        if id(value) in self._sources or not (self._needs_provenance(value)
+                                              or isinstance(value, tuple)):
+            return value
+        known = id(value) in self._made
+        if depth == 0 or deep:
+            self.made(value)
+        if depth > 8 or known:
+            return value
+        if type(value) is list:
+            for i, item in enumerate(value):
+                restored = self._made_result(item, deep, depth + 1)
+                if restored is not item:
+                    value[i] = restored
+        elif type(value) is dict:
+            for key, item in value.items():
+                restored = self._made_result(item, deep, depth + 1)
+                if restored is not item:
+                    value[key] = restored
+        elif isinstance(value, tuple):
+            items = [self._made_result(item, deep, depth + 1) for item in value]
+            if any(a is not b for a, b in zip(items, value)):
+                if type(value) is tuple:
+                    return tuple(items)
+                if whitelist.is_namedtuple_class(type(value)):
+                    return type(value)(*items)
+        return value
+
+    def provenance(self, value, what):
+        """The ``Source`` of an outside object, or None for an object the call made
+        (or a value whose identity no write can reach: a number, a tensor, a tuple,
+        a library object).  Anything else reached the trace without either: an
+        ``InvariantError`` (the call runs imperatively), never a guess."""
+        source = self.source_of(value)
+        if source is not None:
+            return source
+        snapshot = self._snapshots.get(id(value))
+        if snapshot is not None and snapshot[0] is value:
+            raise InvariantError('internal: %s: a copy of an outside %s reached the converted '
+                                 'code in its place' % (what, type(value).__name__))
+        if id(value) in self._made or not self._needs_provenance(value):
+            return None
+        raise InvariantError('internal: %s: a %s object reached the trace with neither a '
+                             'source nor a record that the call made it (janus lost track '
+                             'of where it came from)' % (what, type(value).__name__))
+
+    def _needs_provenance(self, value):
+        """Whether the trace must know where ``value`` came from: whether a write to it,
+        or a read of it, could differ between an outside object and the call's own.
+        Not for immutable values (numbers, strings, tensors, tuples, which the trace
+        follows item by item), janus's own objects, library objects (identity and the
+        library's own business, paper 4.3.1), builtin functions and types, and code
+        this call defined (its code objects)."""
+        kind = type(value)
+        if kind in guards.PRIMITIVES or kind in _VALUE_TYPES or isinstance(value, tuple) \
+                or isinstance(value, (tf.Tensor, tf.Variable)) or kind is self.scalar_type:
+            return False
+        module = getattr(kind, '__module__', '') or ''
+        if module.startswith('janus.') or whitelist.is_library_object(value):
+            return False
+        if kind in (types.FunctionType, types.GeneratorType):
+            code = getattr(value, '__code__', None) or getattr(value, 'gi_code', None)
+            return code not in self.code_objects and not whitelist.is_library(value)
+        if kind is types.BuiltinFunctionType:
+            owner = value.__self__
+            return not (owner is None or isinstance(owner, types.ModuleType))
+        if kind is types.MethodType:
+            return False   # its __self__ is checked where it is called
+        if isinstance(value, type):
+            return not (value.__module__ == 'builtins' or whitelist.is_library(value))
+        if isinstance(value, types.ModuleType):
+            return not whitelist.in_package(value.__name__, whitelist.LIBRARY_PREFIXES)
+        return True
+
+    def is_snapshot(self, value):
+        """Whether ``value`` is a copy standing for an outside container (``snapshot``)."""
+        found = self._snapshots.get(id(value))
+        return found is not None and found[0] is value
+
+    def snapshot(self, copy, original):
+        """Records ``copy`` as standing for the outside container ``original`` (made
+        by the call, but never to be written or handed out in its place)."""
+        if copy is not original:
+            self._snapshots[id(copy)] = (copy, original)
+            self._keep.append(copy)
+        return copy
+
     def add_guard(self, kind, source, expected):
         observation = _OBSERVATIONS.get(kind)
         if observation is not None:   # default-deny by the type table (DESIGN.md)
@@ -372,6 +495,7 @@ class TraceContext:
                               'tf.Variable or pass a tensor' % (source,))
         if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
             self.add_guard(GuardKind.METHOD_MATCH, source, value.__func__)
+            self._guard_owner(source, value)
             return value
         if kind in (list, dict) or isinstance(value, tuple):
             self.add_guard(GuardKind.TYPE_MATCH, source, kind)   # contents: guard_deep, lazily
@@ -386,7 +510,30 @@ class TraceContext:
         else:
             self.add_guard(GuardKind.TYPE_MATCH, source, kind)
         self._remember(source, value)
+        if kind is types.BuiltinMethodType and _bound_to_object(value):
+            self._guard_owner(source, value)   # ``self.record = self.history.append``
         return value
+
+    def _guard_owner(self, source, method):
+        """A method read from outside (``m.act = scaler.apply`` as a callback, a
+        builtin method of a list): its ``__self__`` is an outside object too, read
+        and written through ``method.__self__`` on every call (the ALIAS_MATCH
+        guard keeps which other outside object it is)."""
+        owner, where = method.__self__, guards.AttrSource(source, '__self__')
+        known = self.source_of(owner)
+        if known is None:
+            self.guard_value(where, owner, hoist=False)
+        elif isinstance(source, guards.AttrSource) and known.uid() == source.base.uid() \
+                and source.name not in (getattr(owner, '__dict__', None) or ()):
+            # ``self.helper``, found on the class: bound to ``self`` as long as the object
+            # does not get an attribute of that name (``self.helper = other.helper``).
+            own = getattr(owner, '__dict__', None)
+            if own is not None:
+                self.add_guard(GuardKind.CONTAINS_MATCH, guards.AttrSource(source.base,
+                                                                           '__dict__'),
+                               (type(own), source.name, False))
+        else:
+            self._remember(where, owner)   # the ALIAS_MATCH guard says which object it is
 
     def guard_deep(self, value, depth=0):
         """Guards the length and every item of an outside container code will read
@@ -460,9 +607,49 @@ class TraceContext:
                                   % type(value).__name__)
             return value
         copy = self._contents_before_changes(source, value, depth)
+        pending = self.heap.pending.get(id(value), ())
+        for method, args in pending:
+            getattr(copy, method)(*args)   # this call's appends/updates, in program order
+        if pending:   # outside containers they added (``extend(self.more)``): their contents
+            deep = lambda v: self.contents(v, depth + 1)   # noqa: E731
+            if type(copy) is dict:
+                copy = {k: deep(v) for k, v in copy.items()}
+            elif type(copy) is collections.deque:
+                copy = collections.deque([deep(v) for v in copy], copy.maxlen)
+            else:
+                copy = [deep(v) for v in copy]
+        return self.snapshot(copy, value)
+
+    def view(self, value):
+        """An outside container's items as this point of the call sees them, one level
+        deep, for code that hands the items on (loops, unpacking, ``zip``,
+        ``enumerate``, ``d.values()``, ``d.get(k)``): a copy of the container (its
+        length or keys guarded, this call's changes applied) whose items are the
+        guarded reads of each item: a tensor re-read every run, a number guarded, and
+        a container or any other object the very object, with its ``ItemSource``, so
+        writes through it reach the real one (eager hands out the items themselves)."""
+        source = self.source_of(value)
+        if source is None:
+            return value
+        model = pytypes.model_of(value)
+        if model is None or not pytypes.has_items(value) or model.kind is pytypes.Kind.DEQUE:
+            return self.contents(value)   # refused, itself, or (a deque) a guarded copy
+        if self._guard_flat_constants(source, value):
+            copy = list(value) if type(value) is list else (
+                dict(value) if type(value) is dict else value)
+        elif model.kind is pytypes.Kind.DICT:
+            self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
+            copy = {k: self._item_now(value, source, k, v) for k, v in value.items()}
+        else:
+            self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+            items = [self._item_now(value, source, i, v) for i, v in enumerate(value)]
+            if type(value) is tuple or not isinstance(value, tuple):
+                copy = tuple(items) if type(value) is tuple else items
+            else:
+                copy = type(value)(*items)   # a namedtuple
         for method, args in self.heap.pending.get(id(value), ()):
             getattr(copy, method)(*args)   # this call's appends/updates, in program order
-        return copy
+        return self.snapshot(copy, value)
 
     def _contents_before_changes(self, source, value, depth):
         if self._guard_flat_constants(source, value):
@@ -571,6 +758,16 @@ class TraceContext:
         if tf.compat.v1.get_default_graph() is self.top_graph:
             self.assert_ops.append(op)
         return gated
+
+
+# Immutable values of builtin types whose identity no write can reach.
+_VALUE_TYPES = (frozenset, range, slice, type(Ellipsis), type(NotImplemented))
+
+
+def _bound_to_object(method):
+    """A builtin method bound to an object (``lst.append``), not a module's function."""
+    owner = getattr(method, '__self__', None)
+    return owner is not None and not isinstance(owner, types.ModuleType)
 
 
 def captured_by_identity(value):

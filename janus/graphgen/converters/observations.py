@@ -27,6 +27,26 @@ def _is_unpacking_target(target):
     return isinstance(target, (gast.Tuple, gast.List))
 
 
+def _shape(target):
+    """A target's nesting for ``__jr.unpack``: None for a name, '*' for a starred one,
+    a tuple per tuple/list level (``a, (b, c)`` → ``(None, (None, None))``)."""
+    if isinstance(target, gast.Starred):
+        return '*'
+    if _is_unpacking_target(target):
+        return tuple(_shape(t) for t in target.elts)
+    return None
+
+
+def _nested(shape):
+    return any(isinstance(sub, tuple) for sub in shape)
+
+
+def _unpack_args(value, target):
+    """``unpack``'s arguments: the shape only where a nested target needs it."""
+    shape = _shape(target)
+    return [value, common.const(shape)] if _nested(shape) else [value]
+
+
 class RouteObservations(common.Pass):
 
     def visit_Compare(self, node):
@@ -58,13 +78,29 @@ class RouteObservations(common.Pass):
 
     def visit_Assign(self, node):
         node = self.generic_visit(node)
-        if any(_is_unpacking_target(t) for t in node.targets):
-            node.value = common.runtime_call('unpack', [node.value], like=node.value)
+        targets = [t for t in node.targets if _is_unpacking_target(t)]
+        if targets:
+            args = _unpack_args(node.value, targets[0]) if len(node.targets) == 1 \
+                else [node.value]
+            node.value = common.runtime_call('unpack', args, like=node.value)
         return node
+
+    def visit_For(self, node):
+        # A loop that keeps its Python shape (``return``/``break`` in it): its target
+        # unpacks each item through the runtime (functionalized loops bind it by an
+        # assignment, above).
+        node = self.generic_visit(node)
+        return self._unpacked_items(node)
 
     def visit_comprehension(self, node):
         node = self.generic_visit(node)
         node.ifs = [common.runtime_call('truth', [test], like=test) for test in node.ifs]
+        return self._unpacked_items(node)
+
+    def _unpacked_items(self, node):
+        if _is_unpacking_target(node.target):
+            node.iter = common.runtime_call('each', [node.iter, common.const(_shape(node.target))],
+                                            like=node.iter)
         return node
 
     def visit_Starred(self, node):
