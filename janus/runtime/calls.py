@@ -432,7 +432,8 @@ def _call_chosen_method(ctx, method, args, kwargs):
     chosen = method.chosen
     refuse_unmerged(*args, *kwargs.values())
     if method.name == 'update' and len(args) <= 1:
-        args, kwargs = [dict(*args, **kwargs)], {}   # d.update(b=t): one mapping, same order
+        # d.update(b=t): one mapping, same order
+        args, kwargs = [ctx.made(dict(*args, **kwargs))], {}
     if kwargs or tf.compat.v1.get_default_graph() is not chosen.graph:
         chosen.refuse()
     if method.name in _CONTENT_READING_METHODS:
@@ -448,7 +449,7 @@ def _call_chosen_method(ctx, method, args, kwargs):
                         'does not read it again in the same call (appending more is fine)'
                         % (chosen.where, ctx.source_of(owner), method.name))
         ctx.heap.writes.append(Write(WriteKind.CALL, ctx.source_of(owner), method.name,
-                                     list(args), None, condition))
+                                     ctx.made(list(args)), None, condition))
     return None
 
 
