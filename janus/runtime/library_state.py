@@ -145,7 +145,9 @@ def _record(ctx, layer, record, method, args):
         ctx = trace_context.writable_context('the losses of %s' % _name(layer))
     except trace_context.Unsupported as e:
         _refuse(ctx, str(e))
-    ctx.heap.writes.append(Write(WriteKind.CALL, record.target, method, args, None))
+    # janus's own record of the call (the arguments list and the losses list in it).
+    args = [ctx.made(list(arg)) if type(arg) is list else arg for arg in args]
+    ctx.heap.writes.append(Write(WriteKind.CALL, record.target, method, ctx.made(args), None))
 
 
 def _refuse(ctx, reason):
