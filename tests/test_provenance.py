@@ -574,3 +574,20 @@ def test_targets_unpacking_items_of_outside_containers_are_guarded(strict):
 
     jf = run_both(make, plan(10, {5: swap, 7: deep}, lambda m, i: (c(float(i)),)))
     converted(jf)
+
+
+def test_numpy_scalars_a_library_call_returns_need_no_provenance(strict):
+    """``tf.get_static_value(t) == 2`` makes a NumPy bool: immutable, like a number,
+    so the truth test needs no record of where it came from (it was refused as an
+    object without provenance; fuzzer seed m2, program 166)."""
+    def make():
+        m = Box(hits=0)
+
+        def f(x):
+            if tf.get_static_value(tf.constant(2)) == 2:
+                m.hits += 1
+            return x + float(m.hits)
+        return f, m
+
+    jf = run_both(make, plan(8), state=lambda m: m.hits)
+    converted(jf)

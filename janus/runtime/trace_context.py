@@ -13,6 +13,7 @@ import enum
 import threading
 import types
 
+import numpy as np
 import tensorflow as tf
 
 from janus import guards, pytypes
@@ -409,7 +410,8 @@ class TraceContext:
         this call defined (its code objects)."""
         kind = type(value)
         if kind in guards.PRIMITIVES or kind in _VALUE_TYPES or isinstance(value, tuple) \
-                or isinstance(value, (tf.Tensor, tf.Variable)) or kind is self.scalar_type:
+                or isinstance(value, (tf.Tensor, tf.Variable, np.generic)) \
+                or kind is self.scalar_type:   # np.generic: a NumPy scalar is immutable
             return False
         module = getattr(kind, '__module__', '') or ''
         if module.startswith('janus.') or whitelist.is_library_object(value):
