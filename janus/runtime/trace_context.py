@@ -13,6 +13,7 @@ import enum
 import threading
 import types
 
+import numpy as np
 import tensorflow as tf
 
 from janus import guards, pytypes
@@ -408,7 +409,7 @@ class TraceContext:
         library's own business, paper 4.3.1), builtin functions and types, and code
         this call defined (its code objects)."""
         kind = type(value)
-        if kind in guards.PRIMITIVES or kind in _VALUE_TYPES or isinstance(value, tuple) \
+        if kind in guards.PRIMITIVES or _is_value(value) or isinstance(value, tuple) \
                 or isinstance(value, (tf.Tensor, tf.Variable)) or kind is self.scalar_type:
             return False
         module = getattr(kind, '__module__', '') or ''
@@ -760,8 +761,14 @@ class TraceContext:
         return gated
 
 
-# Immutable values of builtin types whose identity no write can reach.
+# Immutable values whose identity no write can reach: builtin ones, and NumPy's
+# scalars (``tf.get_static_value(t) == 2`` gives an ``np.bool_``).
 _VALUE_TYPES = (frozenset, range, slice, type(Ellipsis), type(NotImplemented))
+
+
+def _is_value(value):
+    return type(value) in _VALUE_TYPES or (isinstance(value, np.generic)
+                                           and not isinstance(value, np.void))
 
 
 def _bound_to_object(method):
