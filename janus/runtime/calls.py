@@ -45,7 +45,7 @@ def call(__callee, /, *args, **kwargs):
             return handled
     answer = whitelist.trace_time_only(callee)
     if answer is not None:
-        return _as_eagerly(callee, answer, args, kwargs)
+        return ctx.made_result(_as_eagerly(callee, answer, args, kwargs), deep=True)
     if whitelist.is_blocklisted(callee):
         raise Unsupported('janus does not convert calls to %s: it reads or changes TF\'s '
                           'global state, which a graph would do once, when traced'

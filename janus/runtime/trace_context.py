@@ -409,9 +409,8 @@ class TraceContext:
         library's own business, paper 4.3.1), builtin functions and types, and code
         this call defined (its code objects)."""
         kind = type(value)
-        if kind in guards.PRIMITIVES or kind in _VALUE_TYPES or isinstance(value, tuple) \
-                or isinstance(value, (tf.Tensor, tf.Variable, np.generic)) \
-                or kind is self.scalar_type:   # np.generic: a NumPy scalar is immutable
+        if kind in guards.PRIMITIVES or _is_value(value) or isinstance(value, tuple) \
+                or isinstance(value, (tf.Tensor, tf.Variable)) or kind is self.scalar_type:
             return False
         module = getattr(kind, '__module__', '') or ''
         if module.startswith('janus.') or whitelist.is_library_object(value):
@@ -762,8 +761,14 @@ class TraceContext:
         return gated
 
 
-# Immutable values of builtin types whose identity no write can reach.
+# Immutable values whose identity no write can reach: builtin ones, and NumPy's
+# scalars (``tf.get_static_value(t) == 2`` gives an ``np.bool_``).
 _VALUE_TYPES = (frozenset, range, slice, type(Ellipsis), type(NotImplemented))
+
+
+def _is_value(value):
+    return type(value) in _VALUE_TYPES or (isinstance(value, np.generic)
+                                           and not isinstance(value, np.void))
 
 
 def _bound_to_object(method):
