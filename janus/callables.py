@@ -120,9 +120,13 @@ def source_code(fn, target):
 
 def copy_identity(wrapper, fn):
     """``functools.update_wrapper`` where it is safe: for objects (a Keras model) it
-    would copy their ``__dict__`` into the wrapper, so those only get ``__wrapped__``."""
+    would copy their ``__dict__`` into the wrapper, so those only get ``__wrapped__``.
+    A function's own attributes never replace the wrapper's (``step.state = ...``
+    would have replaced a janus function's state record)."""
     if isinstance(fn, types.FunctionType):
-        functools.update_wrapper(wrapper, fn)
+        functools.update_wrapper(wrapper, fn, updated=())
+        for name, value in vars(fn).items():
+            vars(wrapper).setdefault(name, value)
     elif isinstance(fn, (types.MethodType, functools.partial, types.BuiltinFunctionType)):
         functools.update_wrapper(wrapper, fn, updated=())
     else:

@@ -459,6 +459,9 @@ _IMPERATIVE_ADVICE = [
     (r'internal error|numbered the sites|janus failed',
      NOTHING + 'a janus bug, not your code; the call ran as plain Python (please report '
                'it with the traceback janus.explain shows)'),
+    (r'is not the code Python runs',
+     FIX + 'reload the module (or run the definition again) after changing its file: '
+           'janus converts what the file holds, and it no longer holds this code'),
     (r'no source|does not parse on its own|cannot tell which lambda|does not start with its def',
      FIX + 'define the function with def in a .py file (janus converts what it can read '
            'the source of)'),

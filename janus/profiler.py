@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from janus import callables, guards
 from janus.graphgen.converters import common
-from janus.pyct import anno, mangling, parser, sites
+from janus.pyct import anno, mangling, parser, recompile, sites
 from janus.runtime import layers, whitelist
 
 # Placeholders compiled into the copy as string constants, then replaced in its
@@ -394,7 +394,7 @@ def instrument(fn, recorder):
         recorder.profile.site_info[(code, site.id)] = site
     tree = _as_copy(tree)
     tree = _Instrument().visit(tree)
-    inner = _compile_copy(tree, code.co_freevars, filename)
+    inner = _compile_copy(tree, code.co_freevars, filename, recompile.future_flags(code))
     inner = _constant_hooks(inner, {_RECORDER: recorder, _CODE: code})
     inner = _named_like(inner, code)
     _check_same_names(inner, code)
@@ -460,14 +460,15 @@ def _as_copy(tree):
     return tree
 
 
-def _compile_copy(tree, freevars, filename):
-    """The code object of ``tree`` compiled inside a factory taking ``freevars``."""
+def _compile_copy(tree, freevars, filename, flags):
+    """The code object of ``tree`` compiled inside a factory taking ``freevars``, with
+    the original's ``__future__`` features (``flags``)."""
     factory_args = gast.arguments([gast.Name(n, gast.Param(), None, None) for n in freevars],
                                   [], None, [], [], None, [])
     factory = gast.FunctionDef('__janus_profile_factory', factory_args,
                                [tree, gast.Return(common.load(tree.name))], [], None, None, [])
     module = gast.gast_to_ast(gast.Module([gast.copy_location(factory, tree)], []))
     ast.fix_missing_locations(module)
-    compiled = compile(module, filename, 'exec')
+    compiled = compile(module, filename, 'exec', flags=flags, dont_inherit=True)
     factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
     return next(c for c in factory_code.co_consts if isinstance(c, types.CodeType))

@@ -4,9 +4,13 @@ Needs nothing run before it.  ``convert(fn)`` returns a ``Converted``: a
 Python function with the same parameters whose every call, attribute,
 subscript, free-name read, loop iterable, context manager and assert goes
 through ``janus.runtime.operators``.  Tracing that function (``tracer.py``)
-yields the specialized graph.  Conversions are cached per function object;
-a failure raises ``ConversionError`` naming the user's line.
+yields the specialized graph.  Conversions are cached per code object, by
+identity and weakly (``_ByCode``); each function gets its own ``Converted``
+around it (its globals and cells: two modules' functions with one text, or
+two closures of one ``def``, share a conversion, never each other's
+objects).  A failure raises ``ConversionError`` naming the user's line.
 """
+import dataclasses
 import types
 import weakref
 
@@ -16,7 +20,7 @@ import gast
 from janus.errors import ConversionError
 from janus.graphgen.converters import (attributes, calls, common, control, declared, jumps,
                                        literals, names, observations, returns, unsupported)
-from janus.pyct import mangling, parser, sites
+from janus.pyct import mangling, parser, recompile, sites
 from janus.runtime.namespace import FunctionNamespace
 
 # The pipeline, in order.  Each pass is one module under converters/.
@@ -35,21 +39,48 @@ PASSES = (
 
 
 class Converted:
-    """A converted function and what explain/to_code show of it."""
+    """A converted function and what explain/to_code show of it: ``fn``'s own (its
+    globals, its cells) around the conversion of its code object (``_Compiled``)."""
 
-    def __init__(self, fn, make, source, filename, sites_by_id, code_objects):
+    def __init__(self, fn, compiled):
         self.fn = fn
-        self.make = make
+        # The factory's globals are fn's module, so any name this converter missed
+        # still means what it means in the user's code, and functions the converted
+        # code defines are fn's module's (__globals__, __module__), as eagerly.
+        self.make = types.FunctionType(compiled.factory_code, fn.__globals__, '__janus_factory')
         self.py_fn = self.bind(FunctionNamespace(fn))
-        self.filename = filename
-        self.sites = sites_by_id
-        self.code_objects = code_objects
-        self.source = source
+        self.filename = compiled.filename
+        self.sites = compiled.sites
+        self.code_objects = compiled.code_objects
+        self.source = compiled.source
 
     def bind(self, namespace):
         """The converted function, reading free names from ``namespace``."""
         from janus.runtime import operators
         return self.make(operators, namespace)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Compiled:
+    """The conversion of one code object: nothing of any one function made from it."""
+    factory_code: types.CodeType   # takes (runtime, namespace), returns the converted def
+    source: str                    # the converted source (janus.to_code)
+    filename: str
+    sites: dict                    # site id -> sites.Site
+    code_objects: frozenset        # the converted code and the code nested in it
+
+
+@dataclasses.dataclass(frozen=True)
+class _Failed:
+    """A code object that does not convert: the error's parts (not the raised error,
+    whose traceback would keep the function and its frames alive)."""
+    reason: str
+    filename: str
+    lineno: int
+    source_line: str
+
+    def error(self):
+        return ConversionError(self.reason, self.filename, self.lineno, self.source_line)
 
 
 class _PassContext:
@@ -64,41 +95,63 @@ class _PassContext:
         return parser.source_line(self.source_lines, self.first_lineno, lineno)
 
 
-_cache = weakref.WeakKeyDictionary()
-_by_code = {}   # code object -> (make, source, filename, sites, code objects) or ConversionError
+class _ByCode:
+    """code object -> value, by the code object's identity, held weakly.
+
+    Code objects compare equal by value: two modules' functions with the same
+    text on the same lines have *equal* code objects (the file name is not
+    compared), so a dict keyed by them handed one module's conversion (its
+    file name, its globals) to the other.  An id is unique only while its
+    object lives: an entry goes when its code object is freed (the weakref's
+    callback), before the id can name another code object."""
+
+    def __init__(self):
+        self._entries = {}   # id(code) -> (weakref to code, value)
+
+    def get(self, code):
+        entry = self._entries.get(id(code))
+        if entry is None or entry[0]() is not code:   # an id alone is never trusted
+            return None
+        return entry[1]
+
+    def put(self, code, value):
+        key = id(code)
+        entries = self._entries
+
+        def forget(ref):
+            if entries.get(key, (None,))[0] is ref:
+                del entries[key]
+        entries[key] = (weakref.ref(code, forget), value)
+
+    def __len__(self):
+        return len(self._entries)
+
+
+_by_code = _ByCode()   # code object -> _Compiled or _Failed
 
 
 def convert(fn):
-    """Converts ``fn`` (a plain Python function); cached, raises ConversionError."""
-    code, hit = _cache.get(fn, (None, None))
-    if code is not fn.__code__:
-        hit = None   # never converted, or its __code__ was rebound since
-    if isinstance(hit, ConversionError):
-        raise hit
-    if hit is not None:
-        return hit
-    try:
-        result = _convert(fn)
-    except ConversionError as e:
-        _cache[fn] = (fn.__code__, e)
-        raise
-    _cache[fn] = (fn.__code__, result)
-    return result
+    """Converts ``fn`` (a plain Python function); raises ConversionError.
+
+    The ``Converted`` is ``fn``'s own (its globals, its closure cells) around
+    the conversion of its code object, made once (a lambda made anew every
+    step is converted once)."""
+    return Converted(fn, _convert(fn))
 
 
 def _convert(fn):
-    """Converts ``fn``; the expensive part is shared by functions of one code object
-    (a lambda made anew every step is converted once)."""
+    """The ``_Compiled`` conversion of ``fn``'s code object (cached); raises
+    ConversionError."""
     compiled = _by_code.get(fn.__code__)
     if compiled is None:
         try:
             compiled = _convert_code(fn)
         except ConversionError as e:
-            compiled = e
-        _by_code[fn.__code__] = compiled
-    if isinstance(compiled, ConversionError):
-        raise compiled
-    return Converted(fn, *compiled)
+            compiled = _Failed(e.reason, e.filename, e.lineno, e.source_line)
+        _by_code.put(fn.__code__, compiled)
+    if isinstance(compiled, _Failed):
+        raise compiled.error()
+    return compiled
 
 
 def _convert_code(fn):
@@ -117,8 +170,9 @@ def _convert_code(fn):
     tree = _as_function_def(tree)
     for pass_cls in PASSES:
         tree = pass_cls(ctx).visit(tree)
-    make, code_objects = _compile(fn, tree, filename)
-    return make, _unparse(tree), filename, site_map, code_objects
+    factory_code = _compile(fn, tree, filename)
+    return _Compiled(factory_code, _unparse(tree), filename, site_map,
+                     frozenset(_all_code_objects(factory_code)))
 
 
 def _as_function_def(tree):
@@ -137,7 +191,8 @@ def _as_function_def(tree):
 
 
 def _compile(fn, tree, filename):
-    """Compiles ``tree`` inside a factory taking the runtime and namespace."""
+    """The code of a factory taking the runtime and namespace that returns ``tree``
+    compiled (with ``fn``'s ``__future__`` features)."""
     factory_args = gast.arguments([gast.Name(n, gast.Param(), None, None) for n in common.RESERVED],
                                   [], None, [], [], None, [])
     factory = gast.FunctionDef('__janus_factory', factory_args,
@@ -147,12 +202,9 @@ def _compile(fn, tree, filename):
     module = gast.gast_to_ast(gast.Module([factory], []))
     import ast
     ast.fix_missing_locations(module)
-    code = compile(module, filename, 'exec')
-    factory_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
-    # The factory's globals are the user's module, so any name this converter
-    # missed still means what it means in the user's code.
-    make = types.FunctionType(factory_code, fn.__globals__, '__janus_factory')
-    return make, _all_code_objects(factory_code)
+    code = compile(module, filename, 'exec', flags=recompile.future_flags(fn.__code__),
+                   dont_inherit=True)
+    return next(c for c in code.co_consts if isinstance(c, types.CodeType))
 
 
 def _all_code_objects(code):

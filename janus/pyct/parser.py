@@ -3,6 +3,19 @@
 Nothing must run before this module.  Line numbers in the returned tree are
 the lines of the user's file, so code compiled from it reports user lines.
 
+The definition is found in a parse of its whole file (cached per file, the
+text compared, so an edited file parses again): a ``def`` by its name and
+first line, a lambda by its position.  Its columns and string literals are
+the file's (a dedented excerpt would strip the indentation eager code keeps
+in a method's multi-line string literal).
+The source is read for the function's code object, never for what
+``__wrapped__`` names (``inspect.getsourcelines`` follows it: a
+``functools.wraps`` wrapper would be converted as the function it wraps).
+``parse_function`` returns a definition only if it compiles to that code
+object (``recompile.mismatch``): a file rewritten or edited after the
+definition, or source text shared by other code under one file name, gives
+no source rather than another function's.
+
 A lambda is found by its exact position, not only by its line: Python 3.11
 code objects carry the column span of every instruction
 (``code.co_positions()``), so of two lambdas on one line (``opt.minimize(lambda:
@@ -10,105 +23,166 @@ a, lambda: b)``, two ``sorted(key=lambda ...)``) the one whose body holds the
 code's instructions is the lambda that made ``fn``.
 """
 import ast
+import dataclasses
 import inspect
+import textwrap
 import types
 
 import gast
 
+from janus.pyct import recompile
+
 
 class NoSource(Exception):
-    """The function has no retrievable source (builtin, exec, interactive)."""
+    """The function has no retrievable source (builtin, exec, interactive), or the
+    source its file holds now is not the code Python runs."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _ParsedFile:
+    """One parse of a source file: its text, module and the names its module-level
+    imports bind (they decide how Python compiled ``name.method()`` calls)."""
+    text: str
+    module: ast.Module
+    imported: frozenset
 
 
 def function_source(fn):
-    """Returns (source, filename, first_lineno) of ``fn``'s definition, as in the file
-    (indented as there: dedenting would change multi-line strings and columns)."""
+    """Returns (source, filename, first_lineno) of ``fn``'s definition: the block at its
+    code's first line, dedented (``inspect.getsourcelines`` without following
+    ``__wrapped__``)."""
     try:
-        lines, first_lineno = inspect.getsourcelines(fn)
+        lines, start = inspect.findsource(fn)
         filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
     except (OSError, TypeError) as e:
         raise NoSource('no source for %s: %s' % (getattr(fn, '__qualname__', fn), e))
-    return ''.join(lines), filename, first_lineno
-
-
-# An indented definition parses as the block of this line: every string, column and
-# line of it stays as in the file (the line numbers shift by one, undone below).
-_BLOCK_HEADER = 'if 1:\n'
-
-
-def _parse_excerpt(source):
-    """(module, lines added in front) for ``source``, indented or not."""
-    if source[:1] in (' ', '\t'):
-        return ast.parse(_BLOCK_HEADER + source), 1
-    return ast.parse(source), 0
+    return textwrap.dedent(''.join(inspect.getblock(lines[start:]))), filename, start + 1
 
 
 def parse_function(fn):
     """Returns (gast FunctionDef or Lambda, filename, source_lines).
 
     The node's line numbers are those of the user's file, and
-    ``source_lines[0]`` is the node's first line.
+    ``source_lines[0]`` is the node's first line.  Raises NoSource unless the
+    node compiles to ``fn``'s code object.
     """
-    if fn.__code__.co_name == '<lambda>':
-        found = _lambda_in_file(fn)
-        if found is not None:
-            return found
-    source, filename, first_lineno = function_source(fn)
+    found = _in_file(fn)
+    if found is None:   # the file does not parse as a whole: the definition alone
+        candidates, imported = [_in_block(fn)], None
+    else:
+        candidates, imported = found
+    problem = 'it is not at line %d' % fn.__code__.co_firstlineno
+    for tree, filename, source_lines in candidates:
+        problem = recompile.mismatch(tree, fn, imported)
+        if problem is None:
+            return tree, filename, source_lines
+    raise NoSource('the source of %s in its file is not the code Python runs (%s): the file '
+                   'was rewritten or edited after the definition'
+                   % (fn.__qualname__, problem))
+
+
+# filename -> _ParsedFile: functions of one file (a lambda made anew every step) are
+# found in one parse of it.
+_files = {}
+
+
+def _parsed_file(filename, lines):
+    """The cached parse of ``lines`` (the text of ``filename``), or None if it does not parse."""
+    text = ''.join(lines)
+    cached = _files.get(filename)
+    if cached is not None and cached.text == text:
+        return cached
     try:
-        module, added = _parse_excerpt(source)
-    except SyntaxError as e:
-        raise NoSource('source of %s does not parse on its own (%s)'
-                       % (fn.__qualname__, e.msg))
-    body = module.body[0].body if added else module.body
-    node = _find_definition(body, fn, first_lineno - added)
-    ast.increment_lineno(node, first_lineno - 1 - added)
-    tree = gast.ast_to_gast(node)
-    return tree, filename, source.splitlines()[node.lineno - first_lineno:]
+        module = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    if len(_files) > 32:
+        _files.clear()
+    parsed = _files[filename] = _ParsedFile(text, module, _imported_names(module))
+    return parsed
 
 
-def _find_definition(body, fn, first_lineno):
-    """The definition of ``fn`` among the parsed statements ``body`` (whose line 1 is
-    the file's line ``first_lineno``; columns are the file's)."""
-    code = fn.__code__
-    if code.co_name == '<lambda>':
-        nodes = (n for statement in body for n in ast.walk(statement))
-        return _pick_lambda(nodes, code, first_lineno - 1, 0)
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
-            return node
-    raise NoSource('source of %s does not start with its def' % fn.__qualname__)
+def _imported_names(module):
+    """Names bound by import statements in module scope (not in a def or class body)."""
+    names, pending = set(), list(module.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(alias.asname or alias.name.split('.')[0]
+                         for alias in node.names if alias.name != '*')
+        pending.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)
+                       or isinstance(child, (ast.excepthandler, ast.match_case)))
+    return frozenset(names)
 
 
-# filename -> (its text, its parsed module): a lambda made anew every step is parsed
-# against one parse of its file (the text is compared, so an edited file parses again).
-_modules = {}
-
-
-def _lambda_in_file(fn):
-    """(tree, filename, source_lines) of the lambda ``fn`` found in a parse of its whole
-    file, or None when the file cannot be read or parsed (the caller falls back to
-    ``inspect.getsourcelines``).  A whole-file parse also finds a lambda that starts
+def _in_file(fn):
+    """([(tree, filename, source_lines)] of the definitions in ``fn``'s whole file that
+    may be ``fn``'s, the names the file's imports bind), or None when the file cannot
+    be read or parsed as a whole.  A whole-file parse also finds a lambda that starts
     in the middle of a statement (``opt.minimize(\\n    lambda: ..., vars)``)."""
     try:
         lines, _ = inspect.findsource(fn)
         filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
     except (OSError, TypeError):
         return None
-    text = ''.join(lines)
-    cached = _modules.get(filename)
-    if cached is not None and cached[0] == text:
-        module = cached[1]
+    parsed = _parsed_file(filename, lines)
+    if parsed is None:
+        return None
+    code = fn.__code__
+    if code.co_name == '<lambda>':
+        nodes = [_pick_lambda(ast.walk(parsed.module), code, 0, 0)]
     else:
-        try:
-            module = ast.parse(text)
-        except (SyntaxError, ValueError):
-            return None
-        if len(_modules) > 32:
-            _modules.clear()
-        _modules[filename] = (text, module)
-    node = _pick_lambda(ast.walk(module), fn.__code__, 0, 0)
-    tree = gast.ast_to_gast(node)   # a new tree: the cached module stays as parsed
-    return tree, filename, [line.rstrip('\n') for line in lines[node.lineno - 1:node.end_lineno]]
+        nodes = [node for node in ast.walk(parsed.module)
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.name == code.co_name and _first_line(node) == code.co_firstlineno]
+    # new trees: the cached module stays as parsed
+    return [(gast.ast_to_gast(node), filename,
+             [line.rstrip('\n') for line in lines[node.lineno - 1:node.end_lineno]])
+            for node in nodes], parsed.imported
+
+
+def _first_line(node):
+    """A def's code object's first line: its first decorator's, else the def's."""
+    return min([d.lineno for d in node.decorator_list] + [node.lineno])
+
+
+def _in_block(fn):
+    """(tree, filename, source_lines) of ``fn`` parsed from its definition's block alone."""
+    source, filename, first_lineno = function_source(fn)
+    try:
+        module = ast.parse(source)
+    except SyntaxError as e:
+        raise NoSource('source of %s does not parse on its own (%s)'
+                       % (fn.__qualname__, e.msg))
+    node = _find_definition(module, fn, source, first_lineno)
+    ast.increment_lineno(node, first_lineno - 1)
+    tree = gast.ast_to_gast(node)
+    return tree, filename, source.splitlines()[node.lineno - first_lineno:]
+
+
+def _find_definition(module, fn, source, first_lineno):
+    code = fn.__code__
+    if code.co_name == '<lambda>':
+        # ``source`` was dedented: its columns are the file's less the common indent.
+        first = next((line for line in source.splitlines() if line.strip()), '')
+        indent = _indent_of(fn, first_lineno) - (len(first) - len(first.lstrip()))
+        return _pick_lambda(ast.walk(module), code, first_lineno - 1, indent)
+    for node in module.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
+            return node
+    raise NoSource('source of %s does not start with its def' % fn.__qualname__)
+
+
+def _indent_of(fn, lineno):
+    """The indent, in characters, of line ``lineno`` of ``fn``'s file (0 if unknown)."""
+    try:
+        lines, _ = inspect.findsource(fn)
+    except (OSError, TypeError):
+        return 0
+    line = lines[lineno - 1] if 0 < lineno <= len(lines) else ''
+    return len(line) - len(line.lstrip())
 
 
 def _pick_lambda(nodes, code, line_offset, col_offset):

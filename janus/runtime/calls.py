@@ -582,7 +582,7 @@ def _move_leading_axis(stacked, axis, where):
 
 def _inline(ctx, fn, args, kwargs):
     """Inlines a user Python callee by tracing its converted version."""
-    if fn.__code__ in [c.fn.__code__ for c in ctx.stack]:
+    if any(c.fn.__code__ is fn.__code__ for c in ctx.stack):   # equal code: another module's
         raise Unsupported('janus does not convert recursive calls (%s); the function runs '
                           'imperatively' % fn.__qualname__)
     converted = ctx.convert(fn)
