@@ -474,7 +474,30 @@ def defer_state_updates(graph, assert_ops):
                 'janus cannot check it before the change' % op.type)
     for op in mutating:
         op._add_control_inputs([a for a in asserting if a not in op.control_inputs])
+    _order_checks_by_rule_alone(graph, asserting)
     return before
+
+
+def _order_checks_by_rule_alone(graph, asserting):
+    """Takes the checks out of TF's chain of stateful ops without a resource.
+
+    TF's automatic control dependencies (added when the trace closes) order
+    every stateful op without a resource input after the previous one in
+    program order: a check (a ``Janus>Assert``, a loop's trip-count gate, a
+    tf.cond that asserts) made after a tf.cond whose test read a changed
+    variable would run after that cond, hence after the change, which the
+    rule above makes wait for the check: a cycle TF refuses at run time.  A
+    check changes nothing, so only the rule above orders it: it runs
+    independently (before the function returns, beside everything else).  A
+    check with a resource input stays ordered by that resource (what it reads
+    must follow the writes before it; such a check after a change is refused).
+    """
+    manager = getattr(graph, 'experimental_acd_manager', None)
+    if manager is None:
+        return
+    for op in asserting:
+        if op.graph is graph and not any(t.dtype == tf.resource for t in op.inputs):
+            manager.run_independently(op)
 
 
 def _wait_for_everything_before(ops, mutating, first_change):
