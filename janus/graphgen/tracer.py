@@ -679,6 +679,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
                                    sys.exc_info()[2])) from e
     finally:
         library_state.restore(ctx)   # Keras's changes at trace time are replayed per run
+    _assert_acyclic(concrete.graph)
     leak = library_state.leaked(ctx, ctx._keep)
     if leak is not None:
         raise _failed(ctx, ConversionError(
@@ -707,6 +708,31 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     if config.restore_on_error and not distributed:
         entry.rollback, entry.not_undoable = _rollback_plan(concrete, ctx)
     return entry
+
+
+def _assert_acyclic(graph):
+    """Invariant (DESIGN.md, deferred state updates): the graph janus hands to TF,
+    its automatic control dependencies included, has no cycle.  TF would refuse
+    it only when it runs; a cycle here is janus's bug, met at trace time (the
+    call shape runs imperatively, the event says so)."""
+    ops = graph.get_operations()
+    waiting = {op: len(op.inputs) + len(op.control_inputs) for op in ops}
+    consumers = {}
+    for op in ops:
+        for source in [t.op for t in op.inputs] + list(op.control_inputs):
+            consumers.setdefault(source, []).append(op)
+    ready = [op for op, n in waiting.items() if n == 0]
+    done = 0
+    while ready:
+        op = ready.pop()
+        done += 1
+        for consumer in consumers.get(op, ()):
+            waiting[consumer] -= 1
+            if waiting[consumer] == 0:
+                ready.append(consumer)
+    stuck = sorted(op.name for op, n in waiting.items() if n > 0)
+    assert done == len(ops), ('janus built a graph with a cycle (ops on or after it: %s)'
+                              % ', '.join(stuck[:8]))
 
 
 def _rollback_plan(concrete, ctx):
