@@ -1478,6 +1478,8 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
 
     def enter(values):
         values = list(values)
+        for value in values:
+            ctx.note_looped(value)
         local, held = values[:n_local], values[n_local:n_local + n_held]
         set_state(full_state(local))
         heap.restore(start)
@@ -1520,6 +1522,7 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         for (k, obj, key, write), first in zip(carried, starts):
             value = heap.read(obj, key)
             out.append(_loop_value(first, value, where, _location(write, key)))
+        _check_loop_identity(ctx, out, where)
         for (k, _, _, _), flag in zip(carried, flags):
             record = region.keys.get(k)
             if record is None:
@@ -1544,6 +1547,8 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
     if not isinstance(final, (list, tuple)):
         final = (final,)
     final = list(final)
+    for value in final:
+        ctx.note_looped(value)
     heap.restore(start)
     set_state(full_state(final[:n_local]))
     held, flags = final[n_local:n_local + n_held], final[n_local + n_held:]
@@ -1556,6 +1561,18 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         # Written back only when some iteration rebound it (else it keeps its object).
         heap.writes.append(write.changed(value, flag))
         heap.note(obj, key, write, flag)
+
+
+def _check_loop_identity(ctx, values, where):
+    """A loop body that leaves an outside tensor (an argument, ``self.last``) in a
+    variable it carries: eagerly the variable then *is* that tensor, and ``is``
+    after the call finds it; the loop's result is a new tensor.  Refused."""
+    for value in values:
+        if _is_tensor(value) and ctx.holds_input_tensor(value):
+            raise Unsupported('%s: janus does not convert keeping a tensor from outside the '
+                              'call (an argument, an attribute) in a variable a '
+                              'tensor-dependent loop carries: the loop would give a copy, '
+                              'not that tensor' % where)
 
 
 def _is_tensor_structure(value):

@@ -169,6 +169,7 @@ class TraceContext:
         self._input_tensors = {}    # the same for every graph input, hoisted in a branch too
         self._stand_ins = {}   # id(a real argument container) -> the trace's rebuilt one
         self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
+        self._looped = {}   # id(a tf.while_loop's variable or result) -> it
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
         self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
@@ -287,6 +288,26 @@ class TraceContext:
         found = self._merged.get(id(tensor))
         return found[1:] if found is not None and found[0] is tensor else None
 
+    def note_looped(self, tensor):
+        """``tensor`` is a tf.while_loop's variable (in its body) or result: eagerly it
+        is whichever tensor the last iteration left, maybe one from before the loop;
+        ``is`` on it cannot be answered when tracing (``same_tensor`` refuses)."""
+        if isinstance(tensor, tf.Tensor):
+            self._looped[id(tensor)] = tensor
+
+    def is_looped(self, tensor):
+        found = self._looped.get(id(tensor))
+        return found is not None and found is tensor
+
+    def holds_input_tensor(self, tensor, depth=0):
+        """Whether ``tensor`` is (or a tf.cond may choose) a graph input: an outside
+        eager tensor whose identity a graph's fresh result would lose."""
+        if self.is_input_tensor(tensor):
+            return True
+        sides = self.merged_sides(tensor)
+        return sides is not None and depth < 32 and any(
+            self.holds_input_tensor(side, depth + 1) for side in sides[1:])
+
     def same_tensor(self, left, right):
         """``left is right`` for two tensors, as eager code finds it.  Two graph inputs
         (an argument, a hoisted ``self.last_x``) are one eager tensor or two: the
@@ -310,6 +331,10 @@ class TraceContext:
                     return self.scalar_type(tf.reshape(condition, []), bool)
                 raise Unsupported('janus does not convert `is` between tensors chosen by '
                                   'nested tensor-dependent ifs')
+        if self.is_looped(left) or self.is_looped(right):
+            raise Unsupported('janus does not convert `is` on a tensor a tensor-dependent '
+                              'loop carries or gives (which tensor it is is known only when '
+                              'the loop runs)')
         if not (self.is_input_tensor(left) and self.is_input_tensor(right)):
             return False
         sources = [self._input_tensors[id(tensor)][0] for tensor in (left, right)]
