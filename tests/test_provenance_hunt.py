@@ -10,7 +10,7 @@ PYTEST_DONT_REWRITE: programs under test use `assert`.
 import tensorflow as tf
 
 import janus
-from test_outside_values import c, plan, run_both  # noqa: F401
+from test_outside_values import Box, c, plan, run_both  # noqa: F401
 
 
 # ---------------------------------------------------------------------------
@@ -70,3 +70,69 @@ def test_identity_of_a_loop_result_against_its_start():
                        10),
                   state=lambda m: (m.same,))
     assert janus.stats(jf)['calls'] == 10
+
+
+# ---------------------------------------------------------------------------
+# Class attributes written through `type(self)`, read through a subclass
+# ---------------------------------------------------------------------------
+
+class Stepper:
+    count = 0
+    lr = 1.0
+
+    def step(self, x):
+        if tf.reduce_sum(x) > 3.0:
+            type(self).count = type(self).count + 1
+            self.__class__.lr = self.lr * 0.5
+        return x * self.lr + float(self.count)
+
+
+def _classes():
+    base = type('Base', (Stepper,), {})
+    sub = type('Sub', (base,), {})
+    program = Box(base=base, sub=sub, objs=[base(), sub()])
+    return (lambda x: program.objs[0].step(x) + program.objs[1].step(x)), program
+
+
+def _class_state(p):
+    return [(vars(k).get('count'), vars(k).get('lr')) for k in (p.base, p.sub)]
+
+
+def test_subclass_attribute_deleted_mid_way_reads_the_base_written_before():
+    def forget(p):
+        del p.sub.count                  # the subclass now inherits Base.count
+
+    jf = run_both(_classes,
+                  plan(lambda p, i: ((c([float(i % 5), 1.0]),), {}), 13,
+                       {6: forget, 9: lambda p: setattr(p.base, 'lr', 4.0)}),
+                  state=_class_state)
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
+class Counted:
+    n = 0
+
+    @classmethod
+    def bump(cls, v):
+        cls.n = cls.n + 1
+        return v * float(cls.n)
+
+    def step(self, x):
+        return self.bump(x)
+
+
+def test_classmethod_counter_through_a_subclass_and_the_base(strict):
+    def make():
+        base = type('Base', (Counted,), {'n': 0})
+        sub = type('Sub', (base,), {})
+        program = Box(base=base, sub=sub, objs=[sub(), base()])
+        return (lambda x: program.objs[0].step(x) + program.objs[1].step(x)
+                + program.sub.bump(x)), program
+
+    def forget(p):
+        del p.sub.n
+
+    jf = run_both(make, plan(lambda p, i: ((c([float(i), 1.0]),), {}), 12,
+                             {5: lambda p: setattr(p.base, 'n', 50), 8: forget}),
+                  state=lambda p: [vars(k).get('n') for k in (p.base, p.sub)])
+    assert janus.stats(jf)['graph_calls'] > 0

@@ -102,6 +102,13 @@ _OBSERVATIONS = {GuardKind.TRUTH_MATCH: 'truth', GuardKind.LEN_MATCH: 'len',
                  GuardKind.CONTAINS_MATCH: 'in'}
 
 
+def _class_namespace(kind, source, expected):
+    """``name in cls.__dict__`` (a mappingproxy): which class of an MRO defines an
+    attribute, the one observation janus makes of a class's namespace."""
+    return (kind is GuardKind.CONTAINS_MATCH and expected[0] is types.MappingProxyType
+            and isinstance(source, guards.AttrSource) and source.name == '__dict__')
+
+
 class AssumptionKind(enum.StrEnum):
     """What an in-graph ``Janus>Assert`` checks."""
     BRANCH = 'BRANCH'                # a test's outcome (relaxed when it breaks)
@@ -470,7 +477,8 @@ class TraceContext:
         observation = _OBSERVATIONS.get(kind)
         if observation is not None:   # default-deny by the type table (DESIGN.md)
             model = pytypes.model_of_type(expected[0])
-            if model is None or observation not in model.observes:
+            if (model is None or observation not in model.observes) \
+                    and not _class_namespace(kind, source, expected):
                 raise InvariantError('internal: a %s guard on a %s, whose %s janus does not '
                                      'model' % (kind.value, expected[0].__name__, observation))
         key = (kind, source.uid())
