@@ -72,6 +72,30 @@ def test_identity_of_a_loop_result_against_its_start():
     assert janus.stats(jf)['calls'] == 10
 
 
+class Flipper:
+    """Swaps two tensors it keeps, once per round of a tensor-dependent loop."""
+
+    def __init__(self):
+        self.a = tf.constant([1.0])
+        self.b = tf.constant([2.0])
+        self.first = (self.a, self.b)
+
+    def flip(self, x, rounds):
+        i = 0
+        while i < rounds:
+            i += 1
+            self.a, self.b = self.b, self.a
+        return self.a + x
+
+
+def test_tensors_swapped_in_a_dynamic_loop_stay_the_same_tensors():
+    jf = run_both(lambda: (Flipper.flip, Flipper()),
+                  plan(lambda m, i: ((m, c([1.0]), [1, 2, 0, 3][i % 4]), {}), 12),
+                  state=lambda m: (m.a, m.b),
+                  same=lambda m, r: (m.a is m.first[0], m.b is m.first[1]))
+    assert janus.stats(jf)['calls'] == 12
+
+
 # ---------------------------------------------------------------------------
 # Class attributes written through `type(self)`, read through a subclass
 # ---------------------------------------------------------------------------

@@ -1495,6 +1495,7 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         return _condition(_in_dynamic_region(test_fn))
 
     def body(*values):
+        given = values
         flags = enter(values)
         checkpoint = heap.checkpoint()
         region = heap.open_region()
@@ -1522,7 +1523,7 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         for (k, obj, key, write), first in zip(carried, starts):
             value = heap.read(obj, key)
             out.append(_loop_value(first, value, where, _location(write, key)))
-        _check_loop_identity(ctx, out, where)
+        _check_loop_identity(ctx, out, given, first_values, where)
         for (k, _, _, _), flag in zip(carried, flags):
             record = region.keys.get(k)
             if record is None:
@@ -1563,16 +1564,35 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         heap.note(obj, key, write, flag)
 
 
-def _check_loop_identity(ctx, values, where):
+def _check_loop_identity(ctx, values, given, first, where):
     """A loop body that leaves an outside tensor (an argument, ``self.last``) in a
-    variable it carries: eagerly the variable then *is* that tensor, and ``is``
-    after the call finds it; the loop's result is a new tensor.  Refused."""
-    for value in values:
-        if _is_tensor(value) and ctx.holds_input_tensor(value):
-            raise Unsupported('%s: janus does not convert keeping a tensor from outside the '
-                              'call (an argument, an attribute) in a variable a '
-                              'tensor-dependent loop carries: the loop would give a copy, '
-                              'not that tensor' % where)
+    variable it carries, or moves one carried variable's outside tensor into another
+    (``self.a, self.b = self.b, self.a``): eagerly the variable then *is* that tensor,
+    and ``is`` after the call finds it; the loop's result is a new tensor.  Refused.
+    ``given``: the body's loop variables; ``first``: their values as the loop starts."""
+    outside = {id(value): k for k, value in enumerate(given)
+               if _is_tensor(value) and k < len(first) and _is_tensor(first[k])
+               and ctx.holds_input_tensor(first[k])}
+    for j, value in enumerate(values):
+        for side in _possible_tensors(ctx, value):
+            k = outside.get(id(side))
+            moved = k is not None and k != j and given[k] is side
+            if ctx.is_input_tensor(side) or moved:
+                raise Unsupported('%s: janus does not convert keeping a tensor from outside '
+                                  'the call (an argument, an attribute) in a variable a '
+                                  'tensor-dependent loop carries: the loop would give a '
+                                  'copy, not that tensor' % where)
+
+
+def _possible_tensors(ctx, value, depth=0):
+    """``value`` and, through tf.cond merges, every tensor it may be when the graph runs."""
+    if not _is_tensor(value):
+        return
+    yield value
+    sides = ctx.merged_sides(value)
+    if sides is not None and depth < 32:
+        for side in sides[1:]:
+            yield from _possible_tensors(ctx, side, depth + 1)
 
 
 def _is_tensor_structure(value):
