@@ -96,6 +96,29 @@ def test_tensors_swapped_in_a_dynamic_loop_stay_the_same_tensors():
     assert janus.stats(jf)['calls'] == 12
 
 
+class CondFlipper:
+    """Swaps two tensors it keeps when the input is large (a tensor-dependent if)."""
+
+    def __init__(self):
+        self.a = tf.constant([1.0])
+        self.b = tf.constant([2.0])
+        self.first = (self.a, self.b)
+
+    def flip(self, x):
+        if tf.reduce_sum(x) > 1.0:
+            self.a, self.b = self.b, self.a
+        same = self.a is self.first[0]
+        return self.a + x + (1.0 if same else 0.0)
+
+
+def test_tensors_swapped_in_a_tensor_if_stay_the_same_tensors(strict):
+    jf = run_both(lambda: (CondFlipper.flip, CondFlipper()),
+                  plan(lambda m, i: ((m, c([float(i % 3)])), {}), 12),
+                  state=lambda m: (m.a, m.b),
+                  same=lambda m, r: (m.a is m.first[0], m.b is m.first[1]))
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
 # ---------------------------------------------------------------------------
 # Class attributes written through `type(self)`, read through a subclass
 # ---------------------------------------------------------------------------
