@@ -119,6 +119,31 @@ def test_tensors_swapped_in_a_tensor_if_stay_the_same_tensors(strict):
     assert janus.stats(jf)['graph_calls'] > 0
 
 
+class Keeper:
+    """Keeps (and returns) tensors it holds, only on one side of a tensor-dependent if."""
+
+    def __init__(self):
+        self.a = tf.constant([1.0])
+        self.b = tf.constant([2.0])
+        self.kept = []
+
+    def pick(self, x):
+        if tf.reduce_sum(x) > 1.0:
+            y = self.a
+            self.kept.append(self.b)
+        else:
+            y = x
+        return y
+
+
+def test_outside_tensors_kept_or_returned_from_a_branch_are_those_tensors(strict):
+    jf = run_both(lambda: (Keeper.pick, Keeper()),
+                  plan(lambda m, i: ((m, c([float(i % 3)])), {}), 12),
+                  state=lambda m: (m.kept,),
+                  same=lambda m, r: (r is m.a, [t is m.b for t in m.kept]))
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
 # ---------------------------------------------------------------------------
 # Class attributes written through `type(self)`, read through a subclass
 # ---------------------------------------------------------------------------
