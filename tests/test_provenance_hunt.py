@@ -72,6 +72,48 @@ def test_identity_of_a_loop_result_against_its_start():
     assert janus.stats(jf)['calls'] == 10
 
 
+class LoopBest:
+    """Keeps the input tensor through a tensor-dependent loop, then stores it."""
+
+    def __init__(self):
+        self.best = None
+        self.hits = 0
+        self.ts = [tf.constant(0.5), tf.constant(1.5)]
+
+    def step(self, t, rounds):
+        best = t * 0.0
+        i = 0
+        while i < rounds:
+            i += 1
+            best = t
+        if self.best is not None and self.best is t:
+            self.hits += 1
+        self.best = best
+        return t * 2.0
+
+
+def test_an_input_kept_by_a_dynamic_loop_then_stored_is_that_tensor():
+    jf = run_both(lambda: (LoopBest.step, LoopBest()),
+                  plan(lambda m, i: ((m, m.ts[(i // 2) % 2], i % 4), {}), 12),
+                  state=lambda m: (m.hits,),
+                  same=lambda m, r: (m.best is m.ts[0], m.best is m.ts[1]))
+    assert janus.stats(jf)['calls'] == 12
+
+
+def fib(a, b, n):
+    i = 0
+    while i < n:
+        i += 1
+        a, b = b, a + b
+    return a
+
+
+def test_a_loop_passing_arguments_between_locals_still_converts(strict):
+    jf = run_both(lambda: (fib, None),
+                  plan(lambda p, i: ((c(1.0), c(1.0), i % 4), {}), 10))
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
 class Flipper:
     """Swaps two tensors it keeps, once per round of a tensor-dependent loop."""
 

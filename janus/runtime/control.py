@@ -1494,6 +1494,8 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         enter(values)
         return _condition(_in_dynamic_region(test_fn))
 
+    kept_outside = set()   # locals the body may leave holding an outside tensor
+
     def body(*values):
         given = values
         flags = enter(values)
@@ -1523,7 +1525,8 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         for (k, obj, key, write), first in zip(carried, starts):
             value = heap.read(obj, key)
             out.append(_loop_value(first, value, where, _location(write, key)))
-        _check_loop_identity(ctx, out, given, first_values, where)
+        kept_outside.update(_check_loop_identity(ctx, out, given, first_values, n_local,
+                                                 where))
         for (k, _, _, _), flag in zip(carried, flags):
             record = region.keys.get(k)
             if record is None:
@@ -1548,8 +1551,8 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
     if not isinstance(final, (list, tuple)):
         final = (final,)
     final = list(final)
-    for value in final:
-        ctx.note_looped(value)
+    for j, value in enumerate(final):
+        ctx.note_looped(value, maybe_outside=j in kept_outside)
     heap.restore(start)
     set_state(full_state(final[:n_local]))
     held, flags = final[n_local:n_local + n_held], final[n_local + n_held:]
@@ -1564,24 +1567,29 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         heap.note(obj, key, write, flag)
 
 
-def _check_loop_identity(ctx, values, given, first, where):
-    """A loop body that leaves an outside tensor (an argument, ``self.last``) in a
-    variable it carries, or moves one carried variable's outside tensor into another
-    (``self.a, self.b = self.b, self.a``): eagerly the variable then *is* that tensor,
-    and ``is`` after the call finds it; the loop's result is a new tensor.  Refused.
+def _check_loop_identity(ctx, values, given, first, n_local, where):
+    """Which carried variables the body may leave holding an outside tensor (an
+    argument, ``self.last``), directly or moved from another variable that started
+    as one (``a, b = b, a``): eagerly the variable then *is* that tensor, and ``is``
+    after the call finds it, but the loop gives a new tensor.  An outside location
+    (``self.a``, written back) is refused here; a local's indices are returned, and
+    its result may not be written to outside state (``TraceContext.note_looped``).
     ``given``: the body's loop variables; ``first``: their values as the loop starts."""
     outside = {id(value): k for k, value in enumerate(given)
                if _is_tensor(value) and k < len(first) and _is_tensor(first[k])
                and ctx.holds_input_tensor(first[k])}
+    kept = set()
     for j, value in enumerate(values):
         for side in _possible_tensors(ctx, value):
             k = outside.get(id(side))
-            moved = k is not None and k != j and given[k] is side
-            if ctx.is_input_tensor(side) or moved:
-                raise Unsupported('%s: janus does not convert keeping a tensor from outside '
-                                  'the call (an argument, an attribute) in a variable a '
-                                  'tensor-dependent loop carries: the loop would give a '
-                                  'copy, not that tensor' % where)
+            if ctx.is_input_tensor(side) or (k is not None and k != j and given[k] is side):
+                if j >= n_local:
+                    raise Unsupported('%s: janus does not convert keeping a tensor from '
+                                      'outside the call (an argument, an attribute) in an '
+                                      'outside location a tensor-dependent loop rebinds: the '
+                                      'loop would give a copy, not that tensor' % where)
+                kept.add(j)
+    return kept
 
 
 def _possible_tensors(ctx, value, depth=0):

@@ -295,16 +295,37 @@ class TraceContext:
         found = self._merged.get(id(tensor))
         return found[1:] if found is not None and found[0] is tensor else None
 
-    def note_looped(self, tensor):
+    def note_looped(self, tensor, maybe_outside=False):
         """``tensor`` is a tf.while_loop's variable (in its body) or result: eagerly it
         is whichever tensor the last iteration left, maybe one from before the loop;
-        ``is`` on it cannot be answered when tracing (``same_tensor`` refuses)."""
+        ``is`` on it cannot be answered when tracing (``same_tensor`` refuses).
+        ``maybe_outside``: a result eager may have as an outside tensor itself (the
+        body kept an argument in it): writing it to outside state is refused
+        (``check_written_identity``), since the graph gives a copy."""
         if isinstance(tensor, tf.Tensor):
-            self._looped[id(tensor)] = tensor
+            self._looped[id(tensor)] = (tensor, maybe_outside)
 
     def is_looped(self, tensor):
         found = self._looped.get(id(tensor))
-        return found is not None and found is tensor
+        return found is not None and found[0] is tensor
+
+    def check_written_identity(self, value, depth=0):
+        """Refuses writing (to outside state) a loop result that eager may hold as an
+        outside tensor: a later ``is`` would find a copy where eager finds that one."""
+        if depth > 8:
+            return
+        if isinstance(value, tf.Tensor):
+            found = self._looped.get(id(value))
+            if found is not None and found[0] is value and found[1]:
+                raise Unsupported('janus does not convert storing a tensor a tensor-dependent '
+                                  'loop may have left as a tensor from outside the call (an '
+                                  'argument): the graph gives a copy, not that tensor')
+            sides = self.merged_sides(value)
+            for side in (sides[1:] if sides is not None else ()):
+                self.check_written_identity(side, depth + 1)
+        elif type(value) in (list, tuple, dict):
+            for item in (value.values() if type(value) is dict else value):
+                self.check_written_identity(item, depth + 1)
 
     def holds_input_tensor(self, tensor, depth=0):
         """Whether ``tensor`` is (or a tf.cond may choose) a graph input: an outside
