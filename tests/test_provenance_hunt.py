@@ -186,6 +186,36 @@ def test_outside_tensors_kept_or_returned_from_a_branch_are_those_tensors(strict
     assert janus.stats(jf)['graph_calls'] > 0
 
 
+class NestedPick:
+    """Keeps one of its tensors chosen by two nested tensor-dependent ifs."""
+
+    def __init__(self):
+        self.a = tf.constant([1.0])
+        self.b = tf.constant([2.0])
+        self.keep = None
+
+    def pick(self, x):
+        if tf.reduce_sum(x) > 0.5:
+            if tf.reduce_sum(x) > 1.5:
+                y = self.a
+            else:
+                y = self.b
+            self.inner = y
+        else:
+            y = x
+        self.keep = y
+        return x + 0.0
+
+
+def test_a_tensor_chosen_by_nested_ifs_and_stored_is_the_chosen_tensor():
+    jf = run_both(lambda: (NestedPick.pick, NestedPick()),
+                  plan(lambda m, i: ((m, c([float(i % 3)])), {}), 12),
+                  state=lambda m: (m.keep,),
+                  same=lambda m, r: (m.keep is m.a, m.keep is m.b,
+                                     getattr(m, 'inner', None) is m.a))
+    assert janus.stats(jf)['calls'] == 12
+
+
 # ---------------------------------------------------------------------------
 # Class attributes written through `type(self)`, read through a subclass
 # ---------------------------------------------------------------------------

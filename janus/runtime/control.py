@@ -763,7 +763,10 @@ class _Exports:
         memo = {} if memo is None else memo
         if isinstance(value, tf.Tensor):
             index = self._index.get(id(value)) if _graph_of(value) is self.graph else None
-            return value if index is None else self.outputs[index]
+            if index is None:
+                return value
+            current().note_exported(value, self.outputs[index])
+            return self.outputs[index]
         if id(value) in memo:
             return memo[id(value)]
         if scalars.is_dynamic(value):

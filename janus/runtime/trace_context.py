@@ -176,7 +176,8 @@ class TraceContext:
         self._input_tensors = {}    # the same for every graph input, hoisted in a branch too
         self._stand_ins = {}   # id(a real argument container) -> the trace's rebuilt one
         self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
-        self._looped = {}   # id(a tf.while_loop's variable or result) -> it
+        self._looped = {}   # id(a tf.while_loop's variable or result) -> (it, maybe outside)
+        self._copies = {}   # id(a tf.cond output for a branch's choice of outside tensors) -> it
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
         self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
@@ -305,6 +306,13 @@ class TraceContext:
         if isinstance(tensor, tf.Tensor):
             self._looped[id(tensor)] = (tensor, maybe_outside)
 
+    def note_exported(self, inner, output):
+        """``output``, a tf.cond's output, stands for ``inner``, a tensor of one branch:
+        where ``inner`` is a choice among outside tensors (nested ifs), eager's value is
+        one of them and ``output`` a copy (``check_written_identity`` refuses it)."""
+        if self.merged_sides(inner) is not None and self.holds_input_tensor(inner):
+            self._copies[id(output)] = output
+
     def is_looped(self, tensor):
         found = self._looped.get(id(tensor))
         return found is not None and found[0] is tensor
@@ -320,8 +328,18 @@ class TraceContext:
                 raise Unsupported('janus does not convert storing a tensor a tensor-dependent '
                                   'loop may have left as a tensor from outside the call (an '
                                   'argument): the graph gives a copy, not that tensor')
+            found = self._copies.get(id(value))
+            if found is not None and found is value:
+                raise Unsupported('janus does not convert storing a tensor that nested '
+                                  'tensor-dependent ifs chose among tensors from outside the '
+                                  'call: the graph gives a copy, not the chosen tensor')
             sides = self.merged_sides(value)
             for side in (sides[1:] if sides is not None else ()):
+                if side.graph is not self.top_graph and self.holds_input_tensor(side):
+                    raise Unsupported('janus does not convert storing a tensor that nested '
+                                      'tensor-dependent ifs chose among tensors from outside '
+                                      'the call: the graph gives a copy, not the chosen '
+                                      'tensor')
                 self.check_written_identity(side, depth + 1)
         elif type(value) in (list, tuple, dict):
             for item in (value.values() if type(value) is dict else value):
