@@ -342,6 +342,7 @@ def _write_templates(writes, outputs, ctx, memo):
     write's template is a ``_Conditional`` (each condition tensor output once)."""
     conditions, templates = {}, []
     for write in writes:
+        ctx.check_written_identity(write.value)
         template = _template(write.value, outputs, ctx, memo)
         if write.condition is not None:
             key = id(write.condition)

@@ -763,7 +763,10 @@ class _Exports:
         memo = {} if memo is None else memo
         if isinstance(value, tf.Tensor):
             index = self._index.get(id(value)) if _graph_of(value) is self.graph else None
-            return value if index is None else self.outputs[index]
+            if index is None:
+                return value
+            current().note_exported(value, self.outputs[index])
+            return self.outputs[index]
         if id(value) in memo:
             return memo[id(value)]
         if scalars.is_dynamic(value):
@@ -1478,6 +1481,8 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
 
     def enter(values):
         values = list(values)
+        for value in values:
+            ctx.note_looped(value)
         local, held = values[:n_local], values[n_local:n_local + n_held]
         set_state(full_state(local))
         heap.restore(start)
@@ -1492,7 +1497,10 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         enter(values)
         return _condition(_in_dynamic_region(test_fn))
 
+    kept_outside = set()   # locals the body may leave holding an outside tensor
+
     def body(*values):
+        given = values
         flags = enter(values)
         checkpoint = heap.checkpoint()
         region = heap.open_region()
@@ -1520,6 +1528,8 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         for (k, obj, key, write), first in zip(carried, starts):
             value = heap.read(obj, key)
             out.append(_loop_value(first, value, where, _location(write, key)))
+        kept_outside.update(_check_loop_identity(ctx, out, given, first_values, n_local,
+                                                 where))
         for (k, _, _, _), flag in zip(carried, flags):
             record = region.keys.get(k)
             if record is None:
@@ -1544,6 +1554,8 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
     if not isinstance(final, (list, tuple)):
         final = (final,)
     final = list(final)
+    for j, value in enumerate(final):
+        ctx.note_looped(value, maybe_outside=j in kept_outside)
     heap.restore(start)
     set_state(full_state(final[:n_local]))
     held, flags = final[n_local:n_local + n_held], final[n_local + n_held:]
@@ -1556,6 +1568,42 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         # Written back only when some iteration rebound it (else it keeps its object).
         heap.writes.append(write.changed(value, flag))
         heap.note(obj, key, write, flag)
+
+
+def _check_loop_identity(ctx, values, given, first, n_local, where):
+    """Which carried variables the body may leave holding an outside tensor (an
+    argument, ``self.last``), directly or moved from another variable that started
+    as one (``a, b = b, a``): eagerly the variable then *is* that tensor, and ``is``
+    after the call finds it, but the loop gives a new tensor.  An outside location
+    (``self.a``, written back) is refused here; a local's indices are returned, and
+    its result may not be written to outside state (``TraceContext.note_looped``).
+    ``given``: the body's loop variables; ``first``: their values as the loop starts."""
+    outside = {id(value): k for k, value in enumerate(given)
+               if _is_tensor(value) and k < len(first) and _is_tensor(first[k])
+               and ctx.holds_input_tensor(first[k])}
+    kept = set()
+    for j, value in enumerate(values):
+        for side in _possible_tensors(ctx, value):
+            k = outside.get(id(side))
+            if ctx.is_input_tensor(side) or (k is not None and k != j and given[k] is side):
+                if j >= n_local:
+                    raise Unsupported('%s: janus does not convert keeping a tensor from '
+                                      'outside the call (an argument, an attribute) in an '
+                                      'outside location a tensor-dependent loop rebinds: the '
+                                      'loop would give a copy, not that tensor' % where)
+                kept.add(j)
+    return kept
+
+
+def _possible_tensors(ctx, value, depth=0):
+    """``value`` and, through tf.cond merges, every tensor it may be when the graph runs."""
+    if not _is_tensor(value):
+        return
+    yield value
+    sides = ctx.merged_sides(value)
+    if sides is not None and depth < 32:
+        for side in sides[1:]:
+            yield from _possible_tensors(ctx, side, depth + 1)
 
 
 def _is_tensor_structure(value):

@@ -306,21 +306,27 @@ def _check_class_attribute(cls, name, writing=False):
 
 def _class_attribute_written(ctx, obj, source, name):
     """A class attribute this call wrote earlier (``type(self).steps = ...``), as read
-    through an instance or a subclass that does not define the name itself (guarded
-    to stay so); MISSING when none was written."""
+    through an instance or a subclass; MISSING when none was written.  Eagerly the read
+    finds the first namespace in the MRO that has the name, after the write: every
+    namespace up to that one is guarded to keep (or lack) the name, so a graph traced
+    while a subclass had its own ``steps`` is not run after the caller deleted it."""
     if isinstance(obj, type):
         own, classes = vars(obj), obj.__mro__
     else:
         own, classes = getattr(obj, '__dict__', None), type(obj).__mro__
-    if own is None or name in own:
+    others = [klass for klass in classes if klass is not obj]
+    if own is None or all(ctx.heap.read(klass, name) is MISSING for klass in others):
         return MISSING
-    for klass in classes:
-        written = ctx.heap.read(klass, name) if klass is not obj else MISSING
+    chain = [(guards.AttrSource(source, '__dict__'), own, None)] + [
+        (guards.AttrSource(guards.ObjectSource(klass), '__dict__'), vars(klass), klass)
+        for klass in others]
+    for where, namespace, klass in chain:
+        written = ctx.heap.read(klass, name) if klass is not None else MISSING
         if written is not MISSING:
-            ctx.add_guard(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
-                          (type(own), name, False))
             return written
-        if name in vars(klass):
+        found = name in namespace
+        ctx.add_guard(GuardKind.CONTAINS_MATCH, where, (type(namespace), name, found))
+        if found:
             return MISSING
     return MISSING
 

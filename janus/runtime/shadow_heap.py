@@ -288,8 +288,9 @@ def hoist_tensor(ctx, source, value):
         return source.value(_call_arguments(), {})
     hoisted = ctx.top_graph.capture_call_time_value(read_now, spec, key=('janus', key))
     _register_reader(ctx, ('janus', key), read_now)
-    ctx.register_tensor(source, hoisted,
-                        passed_through=tf.compat.v1.get_default_graph() is ctx.top_graph)
+    # A call-time input of the top graph wherever it is read (a branch captures it):
+    # stored or returned as is, it comes back as the very tensor read.
+    ctx.register_tensor(source, hoisted)
     return hoisted
 
 

@@ -103,6 +103,13 @@ _OBSERVATIONS = {GuardKind.TRUTH_MATCH: 'truth', GuardKind.LEN_MATCH: 'len',
                  GuardKind.CONTAINS_MATCH: 'in'}
 
 
+def _class_namespace(kind, source, expected):
+    """``name in cls.__dict__`` (a mappingproxy): which class of an MRO defines an
+    attribute, the one observation janus makes of a class's namespace."""
+    return (kind is GuardKind.CONTAINS_MATCH and expected[0] is types.MappingProxyType
+            and isinstance(source, guards.AttrSource) and source.name == '__dict__')
+
+
 class AssumptionKind(enum.StrEnum):
     """What an in-graph ``Janus>Assert`` checks."""
     BRANCH = 'BRANCH'                # a test's outcome (relaxed when it breaks)
@@ -170,6 +177,8 @@ class TraceContext:
         self._input_tensors = {}    # the same for every graph input, hoisted in a branch too
         self._stand_ins = {}   # id(a real argument container) -> the trace's rebuilt one
         self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
+        self._looped = {}   # id(a tf.while_loop's variable or result) -> (it, maybe outside)
+        self._copies = {}   # id(a tf.cond output for a branch's choice of outside tensors) -> it
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
         self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
@@ -288,6 +297,64 @@ class TraceContext:
         found = self._merged.get(id(tensor))
         return found[1:] if found is not None and found[0] is tensor else None
 
+    def note_looped(self, tensor, maybe_outside=False):
+        """``tensor`` is a tf.while_loop's variable (in its body) or result: eagerly it
+        is whichever tensor the last iteration left, maybe one from before the loop;
+        ``is`` on it cannot be answered when tracing (``same_tensor`` refuses).
+        ``maybe_outside``: a result eager may have as an outside tensor itself (the
+        body kept an argument in it): writing it to outside state is refused
+        (``check_written_identity``), since the graph gives a copy."""
+        if isinstance(tensor, tf.Tensor):
+            self._looped[id(tensor)] = (tensor, maybe_outside)
+
+    def note_exported(self, inner, output):
+        """``output``, a tf.cond's output, stands for ``inner``, a tensor of one branch:
+        where ``inner`` is a choice among outside tensors (nested ifs), eager's value is
+        one of them and ``output`` a copy (``check_written_identity`` refuses it)."""
+        if self.merged_sides(inner) is not None and self.holds_input_tensor(inner):
+            self._copies[id(output)] = output
+
+    def is_looped(self, tensor):
+        found = self._looped.get(id(tensor))
+        return found is not None and found[0] is tensor
+
+    def check_written_identity(self, value, depth=0):
+        """Refuses writing (to outside state) a loop result that eager may hold as an
+        outside tensor: a later ``is`` would find a copy where eager finds that one."""
+        if depth > 8:
+            return
+        if isinstance(value, tf.Tensor):
+            found = self._looped.get(id(value))
+            if found is not None and found[0] is value and found[1]:
+                raise Unsupported('janus does not convert storing a tensor a tensor-dependent '
+                                  'loop may have left as a tensor from outside the call (an '
+                                  'argument): the graph gives a copy, not that tensor')
+            found = self._copies.get(id(value))
+            if found is not None and found is value:
+                raise Unsupported('janus does not convert storing a tensor that nested '
+                                  'tensor-dependent ifs chose among tensors from outside the '
+                                  'call: the graph gives a copy, not the chosen tensor')
+            sides = self.merged_sides(value)
+            for side in (sides[1:] if sides is not None else ()):
+                if side.graph is not self.top_graph and self.holds_input_tensor(side):
+                    raise Unsupported('janus does not convert storing a tensor that nested '
+                                      'tensor-dependent ifs chose among tensors from outside '
+                                      'the call: the graph gives a copy, not the chosen '
+                                      'tensor')
+                self.check_written_identity(side, depth + 1)
+        elif type(value) in (list, tuple, dict):
+            for item in (value.values() if type(value) is dict else value):
+                self.check_written_identity(item, depth + 1)
+
+    def holds_input_tensor(self, tensor, depth=0):
+        """Whether ``tensor`` is (or a tf.cond may choose) a graph input: an outside
+        eager tensor whose identity a graph's fresh result would lose."""
+        if self.is_input_tensor(tensor):
+            return True
+        sides = self.merged_sides(tensor)
+        return sides is not None and depth < 32 and any(
+            self.holds_input_tensor(side, depth + 1) for side in sides[1:])
+
     def same_tensor(self, left, right):
         """``left is right`` for two tensors, as eager code finds it.  Two graph inputs
         (an argument, a hoisted ``self.last_x``) are one eager tensor or two: the
@@ -311,6 +378,10 @@ class TraceContext:
                     return self.scalar_type(tf.reshape(condition, []), bool)
                 raise Unsupported('janus does not convert `is` between tensors chosen by '
                                   'nested tensor-dependent ifs')
+        if self.is_looped(left) or self.is_looped(right):
+            raise Unsupported('janus does not convert `is` on a tensor a tensor-dependent '
+                              'loop carries or gives (which tensor it is is known only when '
+                              'the loop runs)')
         if not (self.is_input_tensor(left) and self.is_input_tensor(right)):
             return False
         sources = [self._input_tensors[id(tensor)][0] for tensor in (left, right)]
@@ -446,7 +517,8 @@ class TraceContext:
         observation = _OBSERVATIONS.get(kind)
         if observation is not None:   # default-deny by the type table (DESIGN.md)
             model = pytypes.model_of_type(expected[0])
-            if model is None or observation not in model.observes:
+            if (model is None or observation not in model.observes) \
+                    and not _class_namespace(kind, source, expected):
                 raise InvariantError('internal: a %s guard on a %s, whose %s janus does not '
                                      'model' % (kind.value, expected[0].__name__, observation))
         key = (kind, source.uid())
