@@ -40,3 +40,31 @@ def test_numpy_scalar_from_static_value_in_a_truth_test():
     calls = [((c([1.0, 2.0]),), {})] * 4 + [((c([1.0]),), {})] + [((c([1.0, 2.0]),), {})] * 3
     jf = differential(make, calls, state=lambda o: (o.steps, o.log))
     assert janus.stats(jf)['graph_calls'] > 0
+
+
+# -- a local a tensor-dependent if left unmerged, formatted with !r --------------------
+
+class Logger:
+    def __init__(self):
+        self.lines = []
+
+    def step(self, x, every):
+        note = ''
+        for _ in range(2):
+            if every % 2 == 0:           # a relaxed number: a tf.cond once it changes
+                note = 'half={}'.format(every // 2)
+                x = x * 1.5
+        self.lines.append(f'{every}:{note!r}')   # eagerly repr of the str; never janus's
+        return x
+
+
+def test_an_unmerged_local_formatted_with_repr_is_refused_not_shown():
+    """`f'{note!r}'` of a local the two sides of a tf.cond left unmerged formatted
+    janus's placeholder object into the text (fuzzer seed soak17, program 1460)."""
+    def make():
+        obj = Logger()
+        return obj.step, obj
+    calls = [((c([1.0, 2.0]), 0),), ((c([1.0, 2.0]), 2),), ((c([1.0, 2.0]), 4),),
+             ((c([1.0, 2.0]), 1),), ((c([1.0, 2.0]), 6),), ((c([1.0, 2.0]), 3),),
+             ((c([1.0, 2.0]), 8),), ((c([1.0, 2.0]), 5),)]
+    differential(make, [(args, {}) for (args,) in calls], state=lambda o: list(o.lines))

@@ -599,6 +599,7 @@ def _needs_run_values(value, depth=0):
 def format_value(value, conversion, spec):
     """One ``{value!c:spec}`` of an f-string."""
     ctx = current()
+    refuse_unmerged(value, spec)   # ``{msg!r}`` would show janus's placeholder
     if not isinstance(value, (LazyText, DynamicScalar)):   # rendered after the run
         _refuse_user_code(value, ('__format__', '__str__', '__repr__'), 'formatting')
         value = plain_deep(ctx, value)
@@ -730,6 +731,7 @@ def join_text(*parts):
 def text_of(callee, value, spec=None):
     """``str(t)`` / ``repr(t)`` / ``format(t, spec)`` of a value needing the run."""
     conversion = {str: 's', repr: 'r', format: None}[callee]
+    refuse_unmerged(value, spec)
     if isinstance(spec, LazyText):
         spec.refuse()
     return checked_text(LazyText([(value, conversion, spec or '')]))
