@@ -459,6 +459,9 @@ _IMPERATIVE_ADVICE = [
     (r'internal error|numbered the sites|janus failed',
      NOTHING + 'a janus bug, not your code; the call ran as plain Python (please report '
                'it with the traceback janus.explain shows)'),
+    (r'may fail after a state change janus cannot undo',
+     FIX + 'draw from the iterator (or print with tf.print) before the janus function and '
+           'pass the value in, or keep the Python writes after the op that can fail'),
     (r'is not the code Python runs',
      FIX + 'reload the module (or run the definition again) after changing its file: '
            'janus converts what the file holds, and it no longer holds this code'),

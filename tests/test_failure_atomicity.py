@@ -259,6 +259,37 @@ def test_an_op_failing_after_an_update_sees_eagers_writes_prints_and_state():
     assert 'after restoring the 1 variables it had updated' in report
 
 
+
+class StreamReader:
+    """A reader drawing from a dataset iterator every call: a change no rollback undoes."""
+
+    def __init__(self):
+        self.reads = 0
+        self.cursor = tf.Variable(0)
+        self.buffer = tf.constant([10.0, 11.0, 12.0, 13.0, 14.0, 15.0])
+        self.stream = iter(tf.data.Dataset.range(1000).map(lambda i: tf.cast(i, tf.float32)))
+
+    def read(self):
+        offset = self.stream.get_next()
+        self.reads += 1
+        print('read number', self.reads)
+        self.cursor.assign_add(1)
+        return tf.gather(self.buffer, self.cursor) + offset
+
+
+def test_an_op_failing_after_a_draw_no_rollback_undoes_runs_imperatively():
+    """Fuzzer seed soak17, program 547: after an iterator draw a rollback cannot undo,
+    the gather past the end raised the graph's error with the counter and the print
+    before it lost; such a call shape now runs imperatively (eager's state, eager's
+    exception), where no Python write precedes the fallible op it still converts."""
+    def make():
+        reader = StreamReader()
+        return reader.read, reader
+    jf = differential(make, [((), {})] * 9,
+                      state=lambda r: (r.reads, int(r.cursor.numpy())))
+    assert janus.stats(jf)['graph_calls'] == 0
+    assert 'cannot undo' in janus.explain(jf)
+
 def test_an_index_error_after_an_optimizer_step_keeps_eagers_weights():
     """A small Keras model's SGD step, then a lookup at the optimizer's step count
     (past the end of the table on the sixth step): the weights and the step count

@@ -708,6 +708,13 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     entry.op_writes = list(ctx.heap.op_writes)
     if config.restore_on_error and not distributed:
         entry.rollback, entry.not_undoable = _rollback_plan(concrete, ctx)
+        if entry.not_undoable is not None and entry.writes:
+            # An op may fail after a change janus cannot undo (an iterator draw, a
+            # print op), and the Python writes and prints before it wait for the run's
+            # end: eager's state at that error could be neither restored nor shown.
+            raise ConversionError('an op of this call may fail after a state change janus '
+                                  'cannot undo (%s), with Python writes before it'
+                                  % entry.not_undoable)
     return entry
 
 
