@@ -591,3 +591,26 @@ def test_numpy_scalars_a_library_call_returns_need_no_provenance(strict):
 
     jf = run_both(make, plan(8), state=lambda m: m.hits)
     converted(jf)
+
+
+def test_appends_to_a_list_argument_inside_a_dynamic_loop_reach_the_list():
+    """A list argument whose length changed is passed as itself, and a new count
+    makes the loop a tf.while_loop: the body's appends grew a carried copy and were
+    lost (fuzzer seed final17, program 1011).  An outside list grown in a dynamic
+    loop is refused; with the count from a relaxed number, the loop unrolls."""
+    def make():
+        def collect(x, history, steps):
+            taken = 0
+            while taken < steps:
+                taken += 1
+                history.append(x)
+            return x
+        program = Box(first=[c(0.0)], second=[c(0.0)])
+        return collect, program
+
+    def args(p, i):
+        history, steps = (p.first, 3) if i < 4 or i == 6 else (p.second, 5 + i % 2)
+        return (c(1.0), history, steps)
+    run_both(make, plan(8, args=args),
+             state=lambda p: ([t.numpy().tolist() for t in p.first],
+                              [t.numpy().tolist() for t in p.second]))

@@ -1430,7 +1430,7 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
     heap = ctx.heap
     outer = tf.compat.v1.get_default_graph()
     init = list(original)
-    _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where)
+    _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where, lineage)
     # Lists/tuples of tensors the body rebinds (an LSTM cell's [h, c]) are
     # carried leaf by leaf and rebuilt with the same structure each iteration.
     structures = {i for i, v in enumerate(init) if _is_tensor_structure(v)}
@@ -1642,8 +1642,13 @@ def _relaxed_invariant(value):
     return tf.TensorShape([None] * rank) if rank is not None else tf.TensorShape(None)
 
 
-def _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where):
-    """Local lists the loop grows become TensorLists (TensorArrays) in ``init``."""
+def _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where, lineage=frozenset()):
+    """Local lists the loop grows become TensorLists (TensorArrays) in ``init``.
+
+    Only the call's own: an outside list (an argument, passed as itself or
+    rebuilt, an attribute's list) grown in the loop would grow a copy, its
+    appends lost; that is refused, or with the loop's count from relaxed
+    numbers, traced again with them constant (the loop unrolls)."""
     lists = [i for i, v in enumerate(init) if type(v) is list]
     if not lists:
         return
@@ -1652,6 +1657,11 @@ def _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where):
         items, grown = init[i], appended.get(i, [])
         if not grown:
             continue  # unchanged by the loop: stays a Python list (checked after the body)
+        if current().source_of(items) is not None:
+            _refuse_values('%s: janus does not convert appending to a list from outside the '
+                           'call inside a tensor-dependent loop (each iteration would need a '
+                           'record of its own); collect the values in a local list and '
+                           'extend it after the loop' % where, extra=lineage)
         if not all(_is_tensor(v) for v in items + grown):
             raise Unsupported('%s: a list grown in a tensor-dependent loop must hold tensors'
                               % where)
