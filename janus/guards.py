@@ -131,7 +131,7 @@ def compile_checks(guards):
     guards compared inline, the others through their own predicate.  A guard of
     another kind (ALIAS_MATCH) and every guard after it run as they are, with a
     memo holding what was read before; so does a guard on a source of another kind
-    (a ``library_config.VersionSource``)."""
+    (a ``sources.CounterSource``)."""
     from janus import sources as src
     namespace = {'_Miss': Miss}
     lines = ['def check(arguments):']

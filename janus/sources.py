@@ -37,6 +37,23 @@ class Source(abc.ABC):
         """A hashable name unique to the location (not to the text of ``repr``)."""
 
 
+
+class CounterSource(Source):
+    """A process-wide version counter kept as ``module.<name>`` (Keras layer settings,
+    losses added): read from the module on every check, named by ``label``."""
+
+    def __init__(self, module, name, label):
+        self.module, self.name, self.label = module, name, label
+
+    def get(self, arguments, memo):
+        return getattr(self.module, self.name)
+
+    def uid(self):
+        return (self.label,)
+
+    def __repr__(self):
+        return self.label
+
 class ArgSource(Source):
     """A parameter of the janus function, by name."""
 

@@ -26,6 +26,7 @@ import types
 from janus import guards, sources
 
 version = 0
+_VERSION = sources.CounterSource(sys.modules[__name__], 'version', 'keras layer settings version')
 _lock = threading.Lock()
 _installed = False
 
@@ -126,17 +127,6 @@ class Snapshot:
         return 'settings of %d layers as at version %d' % (len(self.layers), self.version)
 
 
-class VersionSource(sources.Source):
-    """The process-wide configuration version of Keras layers."""
-
-    def get(self, arguments, memo):
-        return version
-
-    def uid(self):
-        return ('keras layer settings',)
-
-    def __repr__(self):
-        return 'keras layer settings version'
 
 
 def guard_for(objects, handled=None):
@@ -157,5 +147,5 @@ def guard_for(objects, handled=None):
     if not layers:
         return None
     skips = [frozenset(handled.get(id(layer), ())) for layer in layers]
-    return guards.SourceGuard(guards.GuardKind.LIBRARY_CONFIG, VersionSource(),
+    return guards.SourceGuard(guards.GuardKind.LIBRARY_CONFIG, _VERSION,
                               Snapshot(layers, skips))

@@ -38,6 +38,7 @@ from janus.runtime.shadow_heap import Write, WriteKind
 _lock = threading.Lock()
 _installed = False
 version = 0   # bumped whenever a loss is added outside a trace (eagerly, or replayed)
+_VERSION = sources.CounterSource(sys.modules[__name__], 'version', 'keras losses added')
 
 
 def _bump():
@@ -162,17 +163,6 @@ def _name(layer):
     return 'Keras layer %r' % getattr(layer, 'name', type(layer).__name__)
 
 
-class VersionSource(sources.Source):
-    """The process-wide count of losses added outside traces."""
-
-    def get(self, arguments, memo):
-        return version
-
-    def uid(self):
-        return ('keras layer losses',)
-
-    def __repr__(self):
-        return 'keras losses added'
 
 
 class EmptyLosses:
@@ -201,7 +191,7 @@ def guard_for(ctx):
     empty = [record.losses for record in ctx.library_preimages.values() if not record.before]
     if not empty:
         return None
-    return guards.SourceGuard(guards.GuardKind.LIBRARY_CONFIG, VersionSource(),
+    return guards.SourceGuard(guards.GuardKind.LIBRARY_CONFIG, _VERSION,
                               EmptyLosses(empty))
 
 
