@@ -26,9 +26,10 @@ graph's own), or when ``config.restore_on_error`` is off.  Invariant
 (asserted): a rollback restores variables only, by their resource handles.
 """
 import tensorflow as tf
-from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
+from tensorflow.python.ops import gen_resource_variable_ops
 
-from janus.runtime import effects, scalars
+from janus.runtime import effects
+from janus.runtime.fallible import infallible
 
 
 class Rollback:
@@ -168,130 +169,3 @@ def through_identity(tensor):
     while tensor.op.type == 'Identity' and tensor.op.inputs:
         tensor = tensor.op.inputs[0]
     return tensor
-
-
-# -- ops that cannot fail at run time ------------------------------------------
-
-# Always: they forward, read or make a value.
-_NEVER_FAIL = frozenset((
-    'Identity', 'IdentityN', 'NoOp', 'Const', 'Placeholder', 'ReadVariableOp', 'StopGradient',
-    'Snapshot', 'VarIsInitializedOp', 'VariableShape', 'Shape', 'Size', 'Rank', 'ZerosLike',
-    'OnesLike',
-))
-
-# When every input and output shape is fully known (TF checked them while
-# building, and attributes or constant operands fixed the rest): ops that have
-# no error path on any value.  Not slicing or gathering (an index is a value).
-_SHAPE_CHECKED = frozenset((
-    'Cast', 'AddV2', 'Add', 'Sub', 'Mul', 'Neg', 'Square', 'Sqrt', 'Rsqrt', 'Exp', 'Log',
-    'Log1p', 'Expm1', 'Maximum', 'Minimum', 'Abs', 'Sign', 'Reciprocal', 'Inv', 'Tanh',
-    'Sigmoid', 'Relu', 'Relu6', 'Elu', 'Selu', 'LeakyRelu', 'Softplus', 'SquaredDifference',
-    'MulNoNan', 'DivNoNan', 'Less', 'LessEqual', 'Greater', 'GreaterEqual', 'Equal',
-    'NotEqual', 'Select', 'SelectV2', 'LogicalAnd', 'LogicalOr', 'LogicalNot', 'AddN',
-    'ClipByValue', 'IsNan', 'IsFinite', 'IsInf', 'Floor', 'Ceil', 'Round', 'Rint', 'Sin',
-    'Cos', 'ReluGrad', 'Relu6Grad', 'EluGrad', 'SeluGrad', 'LeakyReluGrad', 'TanhGrad',
-    'SigmoidGrad', 'SqrtGrad', 'RsqrtGrad', 'SoftplusGrad', 'Reshape', 'ExpandDims',
-    'Squeeze', 'Pack', 'MatMul', 'BatchMatMulV2', 'BiasAdd', 'BiasAddGrad', 'Softmax',
-    'LogSoftmax', 'Sum', 'Max', 'Min', 'Prod', 'All', 'Any', 'ArgMax', 'ArgMin',
-    'AssignVariableOp', 'AssignAddVariableOp', 'AssignSubVariableOp',
-))
-
-# Elementwise, but failing on some integer values (division by zero, a
-# negative integer power, the mean of nothing): shape-checked only for
-# floating-point operands.
-_FLOAT_ONLY = frozenset(('RealDiv', 'Div', 'FloorDiv', 'FloorMod', 'Pow', 'Xdivy', 'Xlogy',
-                         'Mean'))
-
-# A dense optimizer update: checks only that its operands' shapes agree.
-_DENSE_APPLY_PREFIX = 'ResourceApply'
-
-
-def infallible(op, depth=0):
-    """Whether ``op`` cannot raise at run time (conservative: False when unsure)."""
-    called = effects.called_graphs(op)
-    if called:
-        return depth < 8 and all(infallible(inner, depth + 1)
-                                 for graph in called for inner in graph.get_operations())
-    if op.type in _NEVER_FAIL:
-        return True
-    if op.type == 'Reshape' and op.name in getattr(op.graph, scalars.KNOWN_SCALARS, ()):
-        return True   # janus's own: one element made a scalar
-    if op.type in ('Janus>Assert', 'Janus>CheckedIdentity'):
-        # Every state change waits for every check (tracer.defer_state_updates); a
-        # branch's copy of a check made before the branch (control.py) fails after it.
-        return True
-    shaped = op.type in _SHAPE_CHECKED or op.type.startswith(_DENSE_APPLY_PREFIX)
-    if not shaped and op.type in _FLOAT_ONLY:
-        operands = op.inputs[:1] if op.type in _REDUCTIONS else op.inputs   # not its axes
-        shaped = all(t.dtype.is_floating or t.dtype.is_complex for t in operands)
-    if not shaped:
-        return False
-    if op.type in ('ArgMax', 'ArgMin') and not op.inputs[0].shape.num_elements():
-        return False   # fails on an empty axis
-    return _shapes_known(op) or _shapes_suffice(op)
-
-
-# Elementwise on one floating-point operand (or a cast): any shape will do.
-_UNARY = frozenset(('Cast', 'Neg', 'Square', 'Sqrt', 'Rsqrt', 'Exp', 'Log', 'Log1p', 'Expm1',
-                    'Abs', 'Sign', 'Reciprocal', 'Inv', 'Tanh', 'Sigmoid', 'Relu', 'Relu6',
-                    'Elu', 'Selu', 'LeakyRelu', 'Softplus', 'IsNan', 'IsFinite', 'IsInf',
-                    'Floor', 'Ceil', 'Round', 'Rint', 'Sin', 'Cos'))
-_REDUCTIONS = frozenset(('Sum', 'Max', 'Min', 'Prod', 'All', 'Any', 'Mean'))
-
-
-def _shapes_suffice(op):
-    """Shapes partly unknown (a relaxed batch dimension), but every dimension the
-    op needs to agree is known: a unary op, a binary one with a scalar operand, a
-    reduction over constant axes, a MatMul or BiasAdd whose inner sizes match."""
-    inputs = list(op.inputs)
-    if op.type in _UNARY:
-        return op.type == 'Cast' or inputs[0].dtype.is_floating
-    if op.type in _REDUCTIONS:
-        return inputs[1].op.type == 'Const' and inputs[0].shape.rank is not None
-    if op.type == 'MatMul':
-        a, b = (t.shape for t in inputs)
-        if a.rank != 2 or b.rank != 2:
-            return False
-        inner_a = a[0] if op.get_attr('transpose_a') else a[1]
-        inner_b = b[1] if op.get_attr('transpose_b') else b[0]
-        return inner_a is not None and inner_a == inner_b
-    if op.type == 'BiasAdd':
-        value, bias = (t.shape for t in inputs)
-        if value.rank is None or bias.rank != 1 or value.rank < 2:
-            return False
-        channels = value[1] if op.get_attr('data_format') == b'NCHW' else value[-1]
-        return channels is not None and channels == bias[0]
-    if op.type in _BROADCASTING:
-        # Elementwise with a scalar: nothing to broadcast against.
-        return any(t.shape.rank == 0 for t in inputs) and all(
-            t.shape.rank is not None for t in inputs)
-    return False
-
-
-_BROADCASTING = frozenset((
-    'AddV2', 'Add', 'Sub', 'Mul', 'Maximum', 'Minimum', 'SquaredDifference', 'MulNoNan',
-    'DivNoNan', 'Less', 'LessEqual', 'Greater', 'GreaterEqual', 'Equal', 'NotEqual',
-    'LogicalAnd', 'LogicalOr')) | _FLOAT_ONLY - _REDUCTIONS
-
-
-def _shapes_known(op):
-    """Every input and output shape fully known, variables' own shapes included."""
-    for tensor in list(op.inputs) + list(op.outputs):
-        if tensor.dtype == tf.resource:
-            data = resource_variable_ops.get_resource_handle_data(tensor)
-            if data is None or not data.is_set or not data.shape_and_type:
-                return False
-            if any(d.size < 0 for d in data.shape_and_type[0].shape.dim) or \
-                    data.shape_and_type[0].shape.unknown_rank:
-                return False
-            if op.type.startswith(('Assign', _DENSE_APPLY_PREFIX)):
-                shape = [d.size for d in data.shape_and_type[0].shape.dim]
-                values = [t for t in op.inputs if t.dtype != tf.resource]
-                # An assign's value (and an update's gradient) must match the variable.
-                if op.type.startswith('Assign') and values and (
-                        not values[-1].shape.is_fully_defined()
-                        or values[-1].shape.as_list() != shape):
-                    return False
-        elif not tensor.shape.is_fully_defined():
-            return False
-    return True

@@ -28,7 +28,7 @@ from janus.config import config
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
 from janus.graphgen import effects, generator, hostcheck, rewrites, rollback
-from janus.runtime import (control, heap, library_config, library_state, operators, scalars,
+from janus.runtime import (control, fallible, heap, library_config, library_state, operators, scalars,
                            shadow_heap, trace_output)
 
 
@@ -536,7 +536,7 @@ def _late_stateful(ops, mutating, first_change):
     earlier writes and its writes after everything before it (as
     ``auto_control_deps_utils`` classifies an op's resource inputs), so a read
     of variables no earlier op writes may run before the first change.  It
-    does where an op that may fail needs it (``rollback.infallible``): the
+    does where an op that may fail needs it (``fallible.infallible``): the
     forward pass after a learning-rate update or a dropout seed's advance runs
     first, and an error there leaves state untouched.  Other such reads stay
     after it: waiting for them would only hold the updates back."""
@@ -565,7 +565,7 @@ def _feeding_fallible(ops):
             consumers.setdefault(source, []).append(op)
     found = set()
     for op in reversed(ops):   # consumers first, mostly: fixpoint below for the rest
-        if not rollback.infallible(op) or any(c in found for c in consumers.get(op, ())):
+        if not fallible.infallible(op) or any(c in found for c in consumers.get(op, ())):
             found.add(op)
     changed = True
     while changed:
@@ -665,6 +665,8 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
         ctx.safe_error_ops = defer_state_updates(graph, [op for op in ctx.assert_ops
                                                          if op not in checked])
         ctx.has_mutations = ctx.safe_error_ops is not None
+        # An op that may fail runs even when nothing uses its result, as eagerly.
+        fallible.keep_unused(graph, outputs, skip=checked | unneeded)
         return outputs
 
     body.__name__ = 'janus_' + fn.__name__

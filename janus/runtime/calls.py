@@ -10,6 +10,7 @@ heap, ``print`` is deferred, and everything else is refused.
 """
 import collections
 import collections.abc
+import contextlib
 import functools
 import inspect
 import types
@@ -19,7 +20,7 @@ from tensorflow.python.framework import tensor_util
 
 from janus import callables, guards, pytypes
 from janus.guards import GuardKind
-from janus.runtime import control, layers, observe, scalars, whitelist
+from janus.runtime import control, fallible, layers, observe, scalars, whitelist
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -516,11 +517,25 @@ def _call_library(ctx, callee, args, kwargs):
         shape._refuse()   # library code would read its unknown dimensions as None
     args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
     args, kwargs = scalars.eager_zeros(callee, args, kwargs)
-    if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
-        return _call_with_tensor_lists(callee, args, kwargs)
-    if _is_user_tf_function(callee):
-        _refuse_retracing(callee, args, kwargs)
-    return callee(*args, **kwargs)
+    with (fallible.made_by_the_user() if _adds_users_ops(callee)
+          else contextlib.nullcontext()):
+        if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
+            return _call_with_tensor_lists(callee, args, kwargs)
+        if _is_user_tf_function(callee):
+            _refuse_retracing(callee, args, kwargs)
+        return callee(*args, **kwargs)
+
+
+def _adds_users_ops(callee):
+    """Whether the ops a library call adds are ones eager runs as the user's, even
+    unused (kept running, ``fallible.py``).  Not janus's own values' methods (a
+    TensorList's append), nor a backward pass: an unused gradient (of an input
+    nobody asked for, a whole convolution) fails only where the forward op it
+    differentiates failed first."""
+    if whitelist.is_janus_runtime(callee):
+        return False
+    return not (isinstance(getattr(callee, '__self__', None), tf.GradientTape)
+                or callee is tf.gradients)
 
 
 def _is_user_tf_function(callee):

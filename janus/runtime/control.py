@@ -27,7 +27,7 @@ from janus import guards
 from janus.config import config
 from janus.decisions import DYNAMIC
 from janus.errors import ConversionDeferred, ConversionError
-from janus.runtime import effects, scalars
+from janus.runtime import effects, fallible, scalars
 from janus.runtime.shadow_heap import MISSING, Deferred, WriteKind
 from janus.runtime.trace_context import (AssumptionKind, Chosen, Unsupported, UnmergedLocal,
                                          current, refuse_unmerged)
@@ -389,6 +389,24 @@ class _BranchRaised(Exception):
         self.branch, self.error = branch, error
 
 
+def _kept_running(outputs):
+    """``outputs`` of a tf.cond branch or tf.while_loop body being built, after
+    making the ops there that may fail but that no output needs run anyway (as
+    eagerly; TF would prune them from the branch's function)."""
+    fallible.keep_unused(tf.compat.v1.get_default_graph(), tf.nest.flatten(outputs))
+    return outputs
+
+
+@contextlib.contextmanager
+def _kept_ops_run():
+    """Around building a tf.cond / tf.while_loop: the ops ``_kept_running`` kept
+    in its branches or body run (the op runs as a call, ``fallible.py``)."""
+    graph = tf.compat.v1.get_default_graph()
+    start = len(graph.get_operations())
+    yield
+    fallible.run_unlowered_where_kept(graph.get_operations()[start:])
+
+
 def _in_dynamic_region(fn, *args):
     ctx = current()
     ctx.dynamic_depth += 1
@@ -462,7 +480,8 @@ def _cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
                                                         type(value).__name__))
             seen[branch] = value
             truth_out = truths[branch] if truths[branch] is not None else tf.constant(False)
-            return (tf.constant(0) if truth_only else _as_output(value)), truth_out
+            return _kept_running(((tf.constant(0) if truth_only else _as_output(value)),
+                                  truth_out))
         return run
 
     def mergeable():
@@ -472,14 +491,17 @@ def _cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
         except _CannotMerge:
             return False
     try:
-        result, truth_result = tf.cond(pred, wrap(true_thunk, True), wrap(false_thunk, False))
+        with _kept_ops_run():
+            result, truth_result = tf.cond(pred, wrap(true_thunk, True),
+                                           wrap(false_thunk, False))
     except (ValueError, TypeError):
         if len(seen) == 2 and not mergeable():
             if truths[True] is not None and truths[False] is not None:
                 # The values cannot meet in one output (a dtype clash): only the truths.
                 del ctx.assumptions[assumptions:]
-                _, truth_result = tf.cond(pred, wrap(true_thunk, True, True),
-                                          wrap(false_thunk, False, True))
+                with _kept_ops_run():
+                    _, truth_result = tf.cond(pred, wrap(true_thunk, True, True),
+                                              wrap(false_thunk, False, True))
                 _check_one_sided_variables(ns, site, variables)
                 return TestValue(truth_result, where, lineage)
             _merge_values(seen[True], seen[False], None, _refusal(where, 'the value', lineage),
@@ -1062,12 +1084,13 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
                 used[tag] = other
                 mine = tuple(found[tag].exports.tensors)
                 stand_ins = tuple(_dummy(spec, where) for spec in other)
-                return (tuple(tf.constant(0) if i in apart else _as_output(v)
-                              for i, v in enumerate(seen[tag])),
-                        mine if tag else stand_ins, stand_ins if tag else mine)
+                return _kept_running((tuple(tf.constant(0) if i in apart else _as_output(v)
+                                            for i, v in enumerate(seen[tag])),
+                                      mine if tag else stand_ins, stand_ins if tag else mine))
             return run
         try:
-            outputs = tf.cond(pred, branch(true_fn, True), branch(false_fn, False))
+            with _kept_ops_run():
+                outputs = tf.cond(pred, branch(true_fn, True), branch(false_fn, False))
         except _BranchRaised as raised:
             # `if t: raise ...`: assume the raising branch is not taken; if it is,
             # the call re-runs imperatively and raises the real exception there.
@@ -1495,7 +1518,7 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
 
     def cond(*values):
         enter(values)
-        return _condition(_in_dynamic_region(test_fn))
+        return _kept_running(_condition(_in_dynamic_region(test_fn)))
 
     kept_outside = set()   # locals the body may leave holding an outside tensor
 
@@ -1539,18 +1562,21 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
             else:
                 out.append(tf.logical_or(flag, record[3]))
         heap.restore(checkpoint)
-        return tuple(out)
+        return _kept_running(tuple(out))
 
     first_values = loop_values(init) + tuple(
         _loop_value(s, s, where, _location(r[3], r[2])) for s, r in zip(starts, carried)) + \
         tuple(tf.constant(False) for _ in carried)
     try:
-        final = tf.while_loop(cond, body, first_values)
+        with _kept_ops_run():
+            final = tf.while_loop(cond, body, first_values)
     except ValueError as e:
         if 'shape' not in str(e):
             raise
-        final = tf.while_loop(cond, body, first_values, shape_invariants=tf.nest.map_structure(
-            _relaxed_invariant, first_values))
+        with _kept_ops_run():
+            final = tf.while_loop(cond, body, first_values,
+                                  shape_invariants=tf.nest.map_structure(_relaxed_invariant,
+                                                                         first_values))
     if not isinstance(final, (list, tuple)):
         final = (final,)
     final = list(final)

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from janus import guards, pytypes
 from janus.guards import GuardKind
-from janus.runtime import scalars, whitelist
+from janus.runtime import fallible, scalars, whitelist
 from janus.runtime.scalars import DynamicScalar
 from janus.runtime.trace_context import Unsupported, current, refuse_opaque, refuse_unmerged
 
@@ -372,7 +372,8 @@ def binop(op, left, right):
     ctx = current()
     forward, reflected, _, fn, symbol = _BINARY[op]
     if _is_graph_value(left) and _is_graph_value(right):
-        return fn(left, right)
+        with fallible.made_by_the_user():   # ``a @ b`` of mismatched shapes raises unused
+            return fn(left, right)
     if op == 'Mod' and isinstance(left, (str, bytes)):
         right = plain_deep(ctx, _plain(ctx, right))   # '%s' % (self.names,) reads the items
         if _needs_run_values(right):

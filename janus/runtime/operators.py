@@ -20,7 +20,7 @@ import tensorflow as tf
 from janus import callables, guards, pytypes
 from janus.errors import InvariantError
 from janus.guards import GuardKind
-from janus.runtime import scalars, shadow_heap, whitelist
+from janus.runtime import fallible, scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
 from janus.runtime.trace_context import (Assumption, AssumptionKind, Chosen,  # noqa: F401
@@ -412,7 +412,8 @@ def _refuse_user_key(key):
 
 def item(obj, key):
     if isinstance(obj, (tf.Tensor, tf.Variable)):
-        return obj[key]  # a slicing op; the object itself is guarded by identity or spec
+        with fallible.made_by_the_user():   # x[5] raises eagerly even if unused
+            return obj[key]  # a slicing op; the object itself is guarded by identity or spec
     _refuse_user_key(key)
     ctx = current()
     source = ctx.source_of(obj)

@@ -38,7 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from janus import guards
-from janus.runtime import shadow_heap
+from janus.runtime import fallible, shadow_heap
 from janus.runtime.trace_context import AssumptionKind, Unsupported, current
 
 INT_BOUND = guards.SCALAR_INT_BOUND   # every dynamic int stays strictly within +-this
@@ -138,22 +138,14 @@ def rewrap(like, tensor):
     return DynamicScalar(as_scalar(tensor), like.type, like.lineage)
 
 
-KNOWN_SCALARS = '_janus_known_scalars'   # on a graph: names of as_scalar's Reshape ops
-
-
 def as_scalar(tensor):
     """``tensor``, one element janus itself made (a number's graph value carried
     through a tf.cond, a loop or a numpy_function), reshaped to a scalar.  Its
     shape may be unknown statically, but the reshape cannot fail: it is
-    recorded on its graph (``graphgen/rollback.py`` relies on that)."""
+    recorded as such (``fallible.py``; rollback plans rely on that)."""
     out = tf.reshape(tensor, [])
-    graph = getattr(out, 'graph', None)
-    if graph is not None:
-        names = getattr(graph, KNOWN_SCALARS, None)
-        if names is None:
-            names = set()
-            setattr(graph, KNOWN_SCALARS, names)
-        names.add(out.op.name)
+    if getattr(out, 'graph', None) is not None:
+        fallible.cannot_fail(out.op)
     return out
 
 
@@ -844,7 +836,8 @@ def _python_call(fn, tensors, kind):
             raise FloatingPointError('janus: a result of %s near the subnormal range'
                                      % getattr(fn, '__name__', 'a math function'))
         return np.asarray(result, dtype=DTYPES[kind].as_numpy_dtype)
-    out = tf.numpy_function(run, tensors, DTYPES[kind], stateful=False)
+    with fallible.made_by_janus():
+        out = tf.numpy_function(run, tensors, DTYPES[kind], stateful=False)
     functions = getattr(current(), 'host_functions', None)
     if functions is not None:   # graphgen/hostcheck.py may run it before the graph instead
         functions[out.op] = (run, DTYPES[kind])

@@ -110,6 +110,11 @@ def is_library(callee):
     return in_package(module, LIBRARY_PREFIXES) and not in_package(module, LIBRARY_BLOCKLIST)
 
 
+def is_janus_runtime(callee):
+    """A function or method of janus's own runtime (a TensorList's ``append``)."""
+    return in_package(module_of(callee), JANUS_RUNTIME)
+
+
 def is_library_object(value):
     return in_package(getattr(type(value), '__module__', '') or '', LIBRARY_PREFIXES)
 
