@@ -84,6 +84,128 @@ def test_an_unused_gather_in_a_tensor_dependent_loop_raises_as_eagerly():
     assert janus.stats(jf)['graph_calls'] > 0
 
 
+class Counter:
+    def __init__(self):
+        self.calls = 0
+
+
+def _counted(body):
+    """make() for ``differential``: ``body(counter, *args)`` with a fresh counter."""
+    def make():
+        counter = Counter()
+        return (lambda *args: body(counter, *args)), counter
+    return make
+
+
+def _vector_and_index(rows):
+    return [(lambda sign=sign, k=k: ((tf.constant([1.0, 2.0, 3.0]) * sign, tf.constant(k)), {}))
+            for sign, k in rows]
+
+
+_ROWS = [(1.0, 0), (-1.0, 1), (1.0, 2), (-1.0, 1), (1.0, 4), (-1.0, 0), (1.0, 5), (1.0, 2),
+         (-1.0, 1), (1.0, 4), (1.0, 0)]
+
+
+def test_a_branch_that_only_peeks_still_raises():
+    # Nothing uses the tf.cond janus builds: TF would prune it whole.
+    def step(counter, x, k):
+        if tf.reduce_sum(x) > 0:
+            peek = tf.gather(x, k)
+        counter.calls += 1
+        return x * 2.0
+    jf = differential(_counted(step), _vector_and_index(_ROWS), state=lambda c: c.calls)
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
+def test_a_conditional_expression_that_only_peeks_still_raises():
+    def step(counter, x, k):
+        counter.calls += 1
+        peek = x[k] if tf.reduce_sum(x) > 0 else x[0]
+        return x * 2.0
+    jf = differential(_counted(step), _vector_and_index(_ROWS), state=lambda c: c.calls)
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
+def test_a_loop_that_only_peeks_still_raises():
+    def step(counter, x, n):
+        for i in tf.range(n):
+            peek = tf.gather(x, i)
+        counter.calls += 1
+        return tf.reduce_sum(x)
+    calls = [(lambda n=n: ((tf.constant([1.0, 2.0, 3.0]), tf.constant(n)), {}))
+             for n in [1, 2, 3, 2, 4, 1, 3, 5, 2, 3, 1]]
+    jf = differential(_counted(step), calls, state=lambda c: c.calls)
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
+_SHAPES = [(3, 3), (4, 4), (5, 5), (3, 3), (4, 2), (6, 6), (3, 5), (4, 4), (2, 2), (5, 3)]
+
+
+def _two_vectors():
+    return [(lambda a=a, b=b: ((tf.ones([a]), tf.ones([b])), {})) for a, b in _SHAPES]
+
+
+def test_unused_comparisons_and_builtin_sums_of_mismatched_shapes_raise():
+    def step(counter, x, y):
+        counter.calls += 1
+        mask = x < y
+        total = sum([x, y])
+        return tf.reduce_sum(x) + tf.reduce_sum(y)
+    jf = differential(_counted(step), _two_vectors(), state=lambda c: c.calls)
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
+def test_an_unused_integer_division_by_zero_raises():
+    def step(counter, a, b):
+        counter.calls += 1
+        ratio = a // b
+        return a + b
+    calls = [(lambda d=d: ((tf.constant([4, 6]), tf.constant([2, d])), {}))
+             for d in [1, 2, 3, 0, 1, 2, 0, 3, 1]]
+    jf = differential(_counted(step), calls, state=lambda c: c.calls)
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
+def test_unused_ops_in_functions_tf_traces_for_the_user_raise():
+    # tf.map_fn's loop body and a user's own tf.cond branch: TF traces them.
+    def row(e, k):
+        peek = tf.gather(e, k)
+        return e * 2.0
+
+    def step(counter, x, k):
+        counter.calls += 1
+        doubled = tf.map_fn(lambda e: row(e, k), x)
+        return tf.cond(tf.reduce_sum(x) > 0, lambda: row(x, k), lambda: x - 1.0) + doubled
+    calls = [(lambda k=k: ((tf.ones([3, 3]), tf.constant(k)), {}))
+             for k in [0, 1, 2, 1, 3, 0, 5, 2, 1, 4, 0]]
+    jf = differential(_counted(step), calls, state=lambda c: c.calls)
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
+class Peek(tf.keras.layers.Layer):
+    """A layer whose look-up runs past the end every few calls."""
+
+    def __init__(self):
+        super().__init__(name='peek')
+        self.seen = tf.Variable(0, trainable=False)
+
+    def call(self, inputs):
+        self.seen.assign_add(1)
+        look = tf.gather(inputs, self.seen % 7, axis=1)
+        return inputs * 2.0 + tf.reduce_sum(look)
+
+
+def test_a_keras_layers_error_after_a_graph_failed_names_its_arguments_as_eagerly():
+    # The re-run's error lists `inputs=...` (the layer's own signature), not the
+    # (*args, **kwargs) of the dispatcher janus installs while it runs the layer.
+    def make():
+        layer = Peek()
+        return layer, layer
+    calls = [(lambda: ((tf.ones([2, 5]),), {})) for _ in range(12)]
+    jf = differential(make, calls, state=lambda layer: int(layer.seen.numpy()))
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
 def test_only_the_users_unused_ops_that_may_fail_are_kept():
     from tensorflow.python.framework import func_graph
     from janus.runtime import fallible

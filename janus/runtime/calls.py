@@ -16,7 +16,7 @@ import inspect
 import types
 
 import tensorflow as tf
-from tensorflow.python.framework import tensor_util
+from tensorflow.python.framework import func_graph, tensor_util
 
 from janus import callables, guards, pytypes
 from janus.guards import GuardKind
@@ -61,7 +61,8 @@ def call(__callee, /, *args, **kwargs):
             and isinstance(args[0], tf.Tensor) and not isinstance(args[0], guards.EagerTensor):
         return scalars.from_tensor(callee, args[0])   # ``best = float(loss)``
     if _is_whitelisted_builtin(callee):
-        return ctx.made_result(_call_builtin(ctx, callee, args, kwargs))
+        with fallible.made_by_the_user():   # ``sum([a, b])`` of tensors: the user's adds
+            return ctx.made_result(_call_builtin(ctx, callee, args, kwargs))
     if callee is print:
         return _deferred_print(ctx, args, kwargs)
     if whitelist.is_builtin_method(callee):
@@ -292,6 +293,8 @@ def _is_user_function(value):
 def _converted_callback(ctx, fn):
     """``fn`` as library code may call it during the trace: converted, and inside a
     region TF traces once but may run many times (so writes there are refused)."""
+    outer = tf.compat.v1.get_default_graph()
+
     @functools.wraps(fn)
     def callback(*args, **kwargs):
         if current_or_none() is not ctx:
@@ -302,11 +305,22 @@ def _converted_callback(ctx, fn):
             args = [ctx.made_result(v, deep=True) for v in args]
             kwargs = {k: ctx.made_result(v, deep=True) for k, v in kwargs.items()}
             if getattr(fn, '__code__', None) in ctx.code_objects:
-                return fn(*args, **kwargs)   # defined in converted code: converted already
-            return call(fn, *args, **kwargs)
+                result = fn(*args, **kwargs)   # defined in converted code: converted already
+            else:
+                result = call(fn, *args, **kwargs)
         finally:
             ctx.dynamic_depth -= 1
+        _keep_unused_in_body(outer, result)
+        return result
     return callback
+
+
+def _keep_unused_in_body(outer, result):
+    """A callback TF traced into a body of its own (``tf.map_fn``'s loop, a user's
+    ``tf.cond`` branch): the user's ops there that may fail run even if unused."""
+    graph = tf.compat.v1.get_default_graph()
+    if graph is not outer and isinstance(graph, func_graph.FuncGraph):
+        fallible.keep_unused(graph, tf.nest.flatten(result))
 
 
 def _call_builtin(ctx, callee, args, kwargs):

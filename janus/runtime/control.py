@@ -397,16 +397,6 @@ def _kept_running(outputs):
     return outputs
 
 
-@contextlib.contextmanager
-def _kept_ops_run():
-    """Around building a tf.cond / tf.while_loop: the ops ``_kept_running`` kept
-    in its branches or body run (the op runs as a call, ``fallible.py``)."""
-    graph = tf.compat.v1.get_default_graph()
-    start = len(graph.get_operations())
-    yield
-    fallible.run_unlowered_where_kept(graph.get_operations()[start:])
-
-
 def _in_dynamic_region(fn, *args):
     ctx = current()
     ctx.dynamic_depth += 1
@@ -491,17 +481,14 @@ def _cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
         except _CannotMerge:
             return False
     try:
-        with _kept_ops_run():
-            result, truth_result = tf.cond(pred, wrap(true_thunk, True),
-                                           wrap(false_thunk, False))
+        result, truth_result = tf.cond(pred, wrap(true_thunk, True), wrap(false_thunk, False))
     except (ValueError, TypeError):
         if len(seen) == 2 and not mergeable():
             if truths[True] is not None and truths[False] is not None:
                 # The values cannot meet in one output (a dtype clash): only the truths.
                 del ctx.assumptions[assumptions:]
-                with _kept_ops_run():
-                    _, truth_result = tf.cond(pred, wrap(true_thunk, True, True),
-                                              wrap(false_thunk, False, True))
+                _, truth_result = tf.cond(pred, wrap(true_thunk, True, True),
+                                          wrap(false_thunk, False, True))
                 _check_one_sided_variables(ns, site, variables)
                 return TestValue(truth_result, where, lineage)
             _merge_values(seen[True], seen[False], None, _refusal(where, 'the value', lineage),
@@ -1089,8 +1076,7 @@ def _dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
                                       mine if tag else stand_ins, stand_ins if tag else mine))
             return run
         try:
-            with _kept_ops_run():
-                outputs = tf.cond(pred, branch(true_fn, True), branch(false_fn, False))
+            outputs = tf.cond(pred, branch(true_fn, True), branch(false_fn, False))
         except _BranchRaised as raised:
             # `if t: raise ...`: assume the raising branch is not taken; if it is,
             # the call re-runs imperatively and raises the real exception there.
@@ -1568,15 +1554,12 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         _loop_value(s, s, where, _location(r[3], r[2])) for s, r in zip(starts, carried)) + \
         tuple(tf.constant(False) for _ in carried)
     try:
-        with _kept_ops_run():
-            final = tf.while_loop(cond, body, first_values)
+        final = tf.while_loop(cond, body, first_values)
     except ValueError as e:
         if 'shape' not in str(e):
             raise
-        with _kept_ops_run():
-            final = tf.while_loop(cond, body, first_values,
-                                  shape_invariants=tf.nest.map_structure(_relaxed_invariant,
-                                                                         first_values))
+        final = tf.while_loop(cond, body, first_values, shape_invariants=tf.nest.map_structure(
+            _relaxed_invariant, first_values))
     if not isinstance(final, (list, tuple)):
         final = (final,)
     final = list(final)

@@ -58,13 +58,25 @@ def _spans(graph, name):
 
 
 def _users(graph, ops):
-    """The ops of ``ops`` (``graph.get_operations()``) the user asked for."""
+    """The ops of ``ops`` (``graph.get_operations()``) the user asked for: those
+    made in a user's call, and control flow whose bodies hold such ops (a
+    tf.cond janus built for ``if t: peek = x[k]``, the loop of a ``tf.map_fn``)."""
     positions = set()
     for start, end in getattr(graph, USER_OPS, ()):
         positions.update(range(start, end))
     for start, end in getattr(graph, JANUS_OPS, ()):
         positions.difference_update(range(start, end))
-    return {ops[i] for i in positions if i < len(ops)}
+    found = {ops[i] for i in positions if i < len(ops)}
+    found.update(op for op in ops if op.type in _CONTROL_FLOW and any(
+        _holds_users_ops(g) for g in effects.called_graphs(op)))
+    return found
+
+
+def _holds_users_ops(graph, depth=0):
+    if getattr(graph, USER_OPS, None):
+        return True
+    return depth < 8 and any(_holds_users_ops(inner, depth + 1) for op in graph.get_operations()
+                             if op.type in _CONTROL_FLOW for inner in effects.called_graphs(op))
 
 
 def keep_unused(graph, outputs, skip=frozenset()):
@@ -72,8 +84,11 @@ def keep_unused(graph, outputs, skip=frozenset()):
     fail and that nothing the graph gives needs one of its control outputs, and
     returns how many.  Eagerly such an op runs and raises (``acc + tf.gather(x,
     i)`` whose sum nobody uses); TF would prune it from the function, so the
-    call would return normally and its Python writes would be made.  ``outputs``: the graph's output tensors;
-    ``skip``: ops janus made redundant (checks the host runs)."""
+    call would return normally and its Python writes would be made.
+    ``outputs``: the graph's output tensors; ``skip``: ops janus made redundant
+    (checks the host runs).  Called when ``graph``'s body is complete and
+    before it becomes a function (the end of a trace, of a tf.cond branch, of a
+    loop body): control flow in it that keeps such ops runs as a call."""
     needed = set()
     stack = [t.op for t in outputs if hasattr(t, 'op')] + list(graph.control_outputs)
     while stack:
@@ -91,25 +106,23 @@ def keep_unused(graph, outputs, skip=frozenset()):
             and not op._is_stateful   # stateful ops run anyway (automatic control deps)
             and not infallible(op)]
     graph.control_outputs.extend(kept)
+    _run_unlowered(op for op in ops if op.type in _CONTROL_FLOW and (
+        op in kept or any(getattr(g, KEPT, False) for g in effects.called_graphs(op))))
     if kept:
         setattr(graph, KEPT, True)
     return len(kept)
 
 
-KEPT = '_janus_kept_fallible'   # on a tf.cond branch / loop body graph: keep_unused kept ops
+KEPT = '_janus_kept_fallible'   # on a graph: keep_unused kept some of its ops
 
 
-def run_unlowered_where_kept(ops):
-    """Marks each tf.cond / tf.while_loop op in ``ops`` whose branches or body
-    keep unused ops that may fail (``keep_unused``) to run as a function call.
-    TF lowers such ops to switch/merge and then keeps only what their data
-    outputs need, dropping a body's control outputs; run as a call, the body's
-    control outputs run.  Must be called before the graph holding ``ops``
-    becomes a function."""
+def _run_unlowered(ops):
+    """Marks tf.cond / tf.while_loop ops to run as function calls.  TF lowers them
+    to switch/merge and then keeps only what their data outputs need: the body's
+    control outputs, and the whole op when nothing uses its outputs, would be
+    pruned.  Run as a call, its body's control outputs run."""
     for op in ops:
-        if op.type in _CONTROL_FLOW and any(getattr(g, KEPT, False)
-                                            for g in effects.called_graphs(op)):
-            op._set_attr('_lower_using_switch_merge', attr_value_pb2.AttrValue(b=False))
+        op._set_attr('_lower_using_switch_merge', attr_value_pb2.AttrValue(b=False))
 
 
 _CONTROL_FLOW = frozenset(('If', 'StatelessIf', 'While', 'StatelessWhile', 'Case',

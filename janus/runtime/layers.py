@@ -12,6 +12,7 @@ tracer (converted).  ``refuse_lazy_build`` keeps a trace from building a
 Keras optimizer.
 """
 import contextlib
+import inspect
 import threading
 import types
 
@@ -126,6 +127,12 @@ class _Dispatch:
             if stack:
                 return stack[-1](*args, **kwargs)
             return self.own_call(layer)(*args, **kwargs)
+        # Keras reads ``inspect.signature(layer.call)`` (its error messages list the
+        # arguments by name): the layer's own, not the dispatcher's (*args, **kwargs).
+        try:
+            call.__signature__ = inspect.signature(self.own_call(layer))
+        except (TypeError, ValueError, AttributeError):
+            pass
         return call
 
     def own_call(self, layer):

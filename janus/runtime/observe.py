@@ -257,11 +257,15 @@ def compare(op, left, right):
             same = ctx.same_tensor(left, right)   # graph inputs: the eager tensors they stand for
             return same if op == 'Is' else not_value(same)
         return _COMPARE[op][1](left, right)   # identities of outside objects: ALIAS_MATCH
+    if _is_graph_value(left) or _is_graph_value(right):
+        with fallible.made_by_the_user():   # ``x < y`` of mismatched shapes raises unused
+            if type(left) is DynamicScalar or type(right) is DynamicScalar:
+                return scalars.compare(op, _plain(ctx, left), _plain(ctx, right),
+                                       scalars.lineage_of(left, right))
+            return _COMPARE[op][1](eager_converted(left, right), eager_converted(right, left))
     if type(left) is DynamicScalar or type(right) is DynamicScalar:
         return scalars.compare(op, _plain(ctx, left), _plain(ctx, right),
                                scalars.lineage_of(left, right))
-    if _is_graph_value(left) or _is_graph_value(right):
-        return _COMPARE[op][1](eager_converted(left, right), eager_converted(right, left))
     dunder = _COMPARE[op][0]
     names = (dunder, '__eq__', '__ne__', '__lt__', '__le__', '__gt__', '__ge__')
     for value in (left, right):
@@ -370,10 +374,16 @@ def _holds_nan(key):
 
 def binop(op, left, right):
     ctx = current()
+    if _is_graph_value(left) or _is_graph_value(right):
+        with fallible.made_by_the_user():   # ``a @ b`` of mismatched shapes raises unused
+            return _binop(ctx, op, left, right)
+    return _binop(ctx, op, left, right)
+
+
+def _binop(ctx, op, left, right):
     forward, reflected, _, fn, symbol = _BINARY[op]
     if _is_graph_value(left) and _is_graph_value(right):
-        with fallible.made_by_the_user():   # ``a @ b`` of mismatched shapes raises unused
-            return fn(left, right)
+        return fn(left, right)
     if op == 'Mod' and isinstance(left, (str, bytes)):
         right = plain_deep(ctx, _plain(ctx, right))   # '%s' % (self.names,) reads the items
         if _needs_run_values(right):
