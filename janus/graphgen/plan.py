@@ -8,7 +8,7 @@ site's outcomes only when every profiled call showed the very same sequence,
 the sequence is no longer than ``config.max_unroll``, and the site never broke
 an assumption before (the lattice is fixed → dynamic, one way only).
 
-Two refinements, both decided by the runtime (``runtime/control.py``) through
+Two refinements, both decided by the runtime (``runtime/control/``) through
 ``prefers_dynamic`` / ``cannot_build``:
 
 * A test computed from a relaxed Python number (a counter, a schedule: it

@@ -28,8 +28,8 @@ from janus.config import config
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
 from janus.graphgen import effects, generator, hostcheck, rewrites, rollback
-from janus.runtime import (control, fallible, heap, library_config, library_state, operators, scalars,
-                           shadow_heap, trace_output)
+from janus.runtime import (control, fallible, graph_analysis, heap, library_config, library_state,
+                           operators, ops, scalars, shadow_heap, trace_output)
 
 
 
@@ -413,7 +413,7 @@ def _contents(op, memo):
     memo[op] = (False, False)
     # An assertion a tf.cond branch also checks before the cond (``control.py``
     # hoists it there) is that outer check's duplicate: not an assertion here.
-    asserts = op.type in ('Janus>Assert', 'Janus>CheckedIdentity') and op.name not in getattr(
+    asserts = op.type in ops.CHECK_OPS and op.name not in getattr(
         op.graph, control.HOISTED, ())
     called = effects.called_graphs(op)
     # An op that runs other graphs is judged by what they contain, not by its
@@ -620,7 +620,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     ctx = operators.TraceContext(fn, bound.arguments, plan, generator.convert)
     ctx.read_dynamic_scalar = scalars.read
     ctx.scalar_type = scalars.DynamicScalar
-    ctx.state_dependency = control._depends_on_state_change
+    ctx.state_dependency = graph_analysis.depends_on_state_change
     ctx.shapes = heap_shapes
     if distributed:
         ctx.soft_conditions = []   # checked together by runtime.distributed.agree

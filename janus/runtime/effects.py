@@ -16,7 +16,7 @@ Ops that run other graphs (``If``, ``While``, calls) are judged by what they
 contain (``changes_state``; the tracer has its own walk that also finds
 assertions).  Shared by the tracer (``graphgen/effects.py`` re-exports it) and
 the runtime, which makes a test that depends on a state change made earlier
-in the same call real control flow (``runtime/control.py``).
+in the same call real control flow (``runtime/control/``).
 """
 import enum
 

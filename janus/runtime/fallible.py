@@ -1,7 +1,7 @@
 """Which TF ops may fail at run time, and keeping those a graph would prune.
 
 Used at trace time by the tracer (its top graph, ``graphgen/tracer.py``;
-rollback plans, ``graphgen/rollback.py``) and by ``runtime/control.py`` (the
+rollback plans, ``graphgen/rollback.py``) and by ``runtime/control/`` (the
 bodies of the tf.cond / tf.while_loop it builds).  Reads finished ops only.
 """
 import contextlib
@@ -11,6 +11,7 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import resource_variable_ops
 
 from janus.runtime import effects
+from janus.runtime.ops import CHECK_OPS
 
 
 USER_OPS = '_janus_user_ops'   # on a graph being traced: [start, end) spans of the user's ops
@@ -189,7 +190,7 @@ def infallible(op, depth=0):
         return True
     if op.name in getattr(op.graph, KNOWN_TO_SUCCEED, ()):
         return True   # janus's own (one element made a scalar, scalars.as_scalar)
-    if op.type in ('Janus>Assert', 'Janus>CheckedIdentity'):
+    if op.type in CHECK_OPS:
         # Every state change waits for every check (tracer.defer_state_updates); a
         # branch's copy of a check made before the branch (control.py) fails after it.
         return True

@@ -192,7 +192,7 @@ def truth(value):
     ctx = current()
     if isinstance(value, LazyText):
         value.refuse()
-    if type(value) is DynamicScalar:   # tests on it are tensor tests (runtime/control.py)
+    if type(value) is DynamicScalar:   # tests on it are tensor tests (runtime/control/)
         value.specialize('a Python-level truth test')
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
     source = ctx.source_of(value)

@@ -19,6 +19,9 @@ import tensorflow as tf
 
 from janus.errors import JanusOpsError
 
+# janus's own checks: stateful (so nothing prunes them), but they change nothing.
+CHECK_OPS = ('Janus>Assert', 'Janus>CheckedIdentity')
+
 OP_TYPE = 'Janus>Assert'
 LIBRARY_NAME = '_janus_ops.so'
 BUILD_INFO_NAME = '_build_info.txt'

@@ -4,7 +4,7 @@ Needs a ``TraceContext`` (``trace_context``).  Arguments are captured as the
 program sees them at that point (a variable's value is read in the graph
 there), written to the shadow heap's write log, and printed after the run.
 A ``print`` inside a tensor-dependent branch prints only when the run took
-that path (a conditional write, ``runtime/control.py``); inside a
+that path (a conditional write, ``runtime/control/``); inside a
 tensor-dependent loop it is refused (each iteration would need its own).
 """
 import enum

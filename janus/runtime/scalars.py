@@ -23,7 +23,7 @@ A ``DynamicScalar`` keeps Python's semantics exactly or it is not used:
   schedules compute eager's numbers to the last bit;
 * written back, returned or printed it is a plain ``int``/``float``/``bool``;
 * a test on it (``if self.step % 10 == 0``) is a tensor test: speculated and
-  asserted, or real ``tf.cond``/``tf.while_loop`` (``runtime/control.py``).
+  asserted, or real ``tf.cond``/``tf.while_loop`` (``runtime/control/``).
 
 Any other use (a shape, an index, a dict key, library code, ``range``) needs
 the value itself: ``specialize`` raises ``NeedsValue`` naming the sources the

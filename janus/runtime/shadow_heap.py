@@ -14,7 +14,7 @@ write attributes, items, globals and closure cells.
   after the run finished — which means every ``Janus>Assert`` passed — so a
   run that fails an assumption changed no Python object (all-or-nothing).
 * Inside a tensor-dependent branch (``tf.cond``) or loop (``tf.while_loop``,
-  ``runtime/control.py``) writes are recorded in a *region*: a write made in
+  ``runtime/control/``) writes are recorded in a *region*: a write made in
   a branch carries the condition under which it happens (a bool the graph
   returns), and the write-back applies only the writes of the path taken.
   After the ``if``, a location written on either side reads as a
@@ -197,7 +197,7 @@ class TraceHeap:
         self.op_writes = {}    # (id(obj), key) -> True where a Janus>PySet* op wrote it
         self.run_id = None     # the run id input (heap_ops mode), made on first use
         self.handles = {}      # source.uid() -> handle input (heap_ops mode)
-        self.regions = []      # open write regions (runtime/control.py), innermost last
+        self.regions = []      # open write regions (runtime/control/), innermost last
         self.scanned = {}      # id(graph) -> (graph, ops scanned, first state change id)
 
     def change(self, obj, method, args):
@@ -231,7 +231,7 @@ class TraceHeap:
         if self.regions:
             self.regions[-1].keys[(id(obj), key)] = (obj, key, write, condition)
 
-    # -- regions (runtime/control.py) ---------------------------------------
+    # -- regions (runtime/control/) ---------------------------------------
     def checkpoint(self):
         return Checkpoint(self)
 
@@ -378,7 +378,7 @@ def write_op(ctx, obj, source, key, value):
     from janus.runtime import heap
     if ctx.dynamic_depth:
         # Inside a tensor-dependent branch or loop: a shadow write like any other (it
-        # carries its path's condition; runtime/control.py), written back after the
+        # carries its path's condition; runtime/control/), written back after the
         # run and so after the ops' commit, as program order has it.
         if key[0] == 'attr':
             ctx.heap.write(obj, key[1], Write(WriteKind.ATTR, source, key[1], value, None))

@@ -36,7 +36,7 @@ class UnmergedLocal:
     one graph value: bound on one side only (``if step % 10 == 0: acc = ...``;
     eagerly unbound on the other path), or Python values that differ (a list of
     gradients rebound in the branch).  Unused after the ``if``, it costs nothing;
-    any use refuses (``control._merge`` makes it; ``operators``, ``calls`` and
+    any use refuses (``control.values.merge`` makes it; ``operators``, ``calls`` and
     ``observe`` refuse it), as the merge itself used to."""
 
     def __init__(self, where, detail, lineage=frozenset()):
@@ -188,7 +188,7 @@ class TraceContext:
         self.read_dynamic_scalar = lambda ctx, source, value: None
         self.scalar_type = None   # scalars.DynamicScalar, handed in the same way
         # tensor -> the op through which it depends on an earlier state change, or None:
-        # control._depends_on_state_change, handed in by the tracer likewise.
+        # graph_analysis.depends_on_state_change, handed in by the tracer likewise.
         self.state_dependency = lambda tensor: None
 
     # -- sources ---------------------------------------------------------
@@ -900,7 +900,7 @@ def writable_context(what, shadowed=True):
     """The context, for a write.
 
     A write through the shadow heap (``shadowed``) inside tensor-dependent
-    branches and loops is recorded in their regions (``runtime/control.py``:
+    branches and loops is recorded in their regions (``runtime/control/``:
     a branch's writes happen only on the path taken; a loop carries what it
     rebinds) — allowed only when every enclosing tensor-dependent region is
     one of those.  A function handed to TF (``tf.map_fn``), a conditional

@@ -1,0 +1,176 @@
+"""Tensor-dependent ``if`` statements and expressions as real tf.cond.
+
+``dynamic_if`` runs both branches into a tf.cond, merging the locals they
+rebind (``values.py``) and their writes to Python state (``branch_writes.py``),
+with the assertions they make hoisted (``hoisting.py``); ``cond_values`` does
+the same for an expression (``x if t else y``, ``and``/``or``).  Needs a
+``TraceContext``; called from ``statements.py``.
+"""
+import tensorflow as tf
+
+from janus.errors import ConversionError
+from janus.runtime.control.branch_writes import BranchEffects, join
+from janus.runtime.control.common import (BranchRaised, TestValue, condition_tensor, describe_site,
+                                          in_dynamic_region, is_tensor, kept_running, lineage_of,
+                                          number_type, snapshot_of, taping, truth_output,
+                                          variables_read)
+from janus.runtime.control.hoisting import hoist_assertions, hoist_beside_changes, mark_hoisted
+from janus.runtime.control.values import (CannotMerge, as_output, cannot_merge, dummy, merge,
+                                          merge_values, noted, outputs_apart, refusal)
+from janus.runtime.graph_analysis import depends_on_state_change
+from janus.runtime.trace_context import AssumptionKind, Unsupported, current
+
+
+def cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
+    """tf.cond of two expressions; both must give tensors, or numbers (a dynamic
+    scalar): a Python value cannot depend on a tensor.  Values of different kinds
+    whose truth is known (``self.step > 3 and loss < 1.0``) give a ``TestValue``."""
+    ctx = current()
+    variables, seen, truths = {}, {}, {}
+    where = describe_site(ns, site)
+    assumptions = len(ctx.assumptions)
+
+    def wrap(thunk, branch, truth_only=False):
+        def run():
+            value = in_dynamic_region(thunk)
+            variables[branch] = variables_read()
+            truths[branch] = truth_output(value)
+            if not (is_tensor(value) or number_type(value) is not None
+                    or truths[branch] is not None):
+                raise Unsupported('%s: in a tensor-dependent conditional, the %s branch gives a '
+                                  '%s, not a tensor' % (where, 'true' if branch else 'false',
+                                                        type(value).__name__))
+            seen[branch] = value
+            truth_out = truths[branch] if truths[branch] is not None else tf.constant(False)
+            return kept_running(((tf.constant(0) if truth_only else as_output(value)),
+                                  truth_out))
+        return run
+
+    def mergeable():
+        try:
+            merge_values(seen[True], seen[False], None, cannot_merge, lineage)
+            return True
+        except CannotMerge:
+            return False
+    try:
+        result, truth_result = tf.cond(pred, wrap(true_thunk, True), wrap(false_thunk, False))
+    except (ValueError, TypeError):
+        if len(seen) == 2 and not mergeable():
+            if truths[True] is not None and truths[False] is not None:
+                # The values cannot meet in one output (a dtype clash): only the truths.
+                del ctx.assumptions[assumptions:]
+                _, truth_result = tf.cond(pred, wrap(true_thunk, True, True),
+                                          wrap(false_thunk, False, True))
+                _check_one_sided_variables(ns, site, variables)
+                return TestValue(truth_result, where, lineage)
+            merge_values(seen[True], seen[False], None, refusal(where, 'the value', lineage),
+                          lineage)
+        raise
+    _check_one_sided_variables(ns, site, variables)
+    if not mergeable() and truths[True] is not None and truths[False] is not None:
+        return TestValue(truth_result, where, lineage)
+    return noted(pred, seen[True], seen[False], merge_values(
+        seen[True], seen[False], result, refusal(where, 'the value', lineage), lineage))
+
+
+def _check_one_sided_variables(ns, site, variables):
+    """Eagerly, a variable used only by the branch not taken gets a None gradient
+    (optimizers skip it); through tf.cond it gets zeros (momentum, Adam and weight
+    decay still move it).  Under a GradientTape that is not the same program."""
+    values = list(variables.values())
+    if taping() and len(values) == 2 and values[0] != values[1]:
+        raise Unsupported('%s: under a GradientTape, the two sides of a tensor-dependent '
+                          'conditional read different variables; their gradients would be '
+                          'zeros, not None' % describe_site(ns, site))
+
+
+def dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
+    ctx = current()
+    heap = ctx.heap
+    init = get_state()
+    before = [snapshot_of(v) for v in init]
+    where = describe_site(ns, site)
+    pred = condition_tensor(test_value)
+    lineage = lineage_of(test_value)
+    base = heap.checkpoint()
+    hoisted = None
+    if depends_on_state_change(pred) is not None:
+        hoisted = hoist_assertions(ctx, init, set_state, base, [true_fn, false_fn])
+    assumptions = len(ctx.assumptions)
+    known = {}   # tag -> specs of what that branch exports (from an earlier attempt)
+    apart = set()   # positions of locals the two sides give as different kinds of value
+    for _ in range(4):
+        seen, variables, found, used = {}, {}, {}, {}
+
+        def branch(fn, tag):
+            def run():
+                set_state(init)
+                heap.restore(base)
+                region = heap.open_region()
+                try:
+                    in_dynamic_region(fn)
+                    variables[tag] = variables_read()
+                except ConversionError:   # janus's own (Unsupported, deferred): not the user's
+                    raise
+                except Exception as e:  # the branch raises: handled below as an assumption
+                    raise BranchRaised(tag, e)
+                finally:
+                    heap.close_region(region)
+                if [snapshot_of(v) for v in init] != before:
+                    raise Unsupported('%s: a tensor-dependent branch changes a Python list or '
+                                      'dict in place; janus keeps Python values Python' % where)
+                seen[tag] = get_state()
+                found[tag] = BranchEffects(heap, base, region, where)
+                # The other side's exports as stand-ins: known once it was traced (tf.cond
+                # traces the true side first), else from an earlier attempt.
+                other = found[not tag].exports.specs() if (not tag) in found else known.get(
+                    not tag, [])
+                used[tag] = other
+                mine = tuple(found[tag].exports.tensors)
+                stand_ins = tuple(dummy(spec, where) for spec in other)
+                return kept_running((tuple(tf.constant(0) if i in apart else as_output(v)
+                                            for i, v in enumerate(seen[tag])),
+                                      mine if tag else stand_ins, stand_ins if tag else mine))
+            return run
+        try:
+            outputs = tf.cond(pred, branch(true_fn, True), branch(false_fn, False))
+        except BranchRaised as raised:
+            # `if t: raise ...`: assume the raising branch is not taken; if it is,
+            # the call re-runs imperatively and raises the real exception there.
+            set_state(init)
+            heap.restore(base)
+            del ctx.assumptions[assumptions:]
+            other = not raised.branch
+            condition = pred if other else tf.logical_not(pred)
+            ctx.assume((ns.fn.__code__, site), AssumptionKind.RAISE, condition,
+                       'the branch that raises %s is not taken' % type(raised.error).__name__)
+            return (true_fn if other else false_fn)()
+        except (ValueError, TypeError, AssertionError):
+            set_state(init)
+            heap.restore(base)
+            if len(found) == 2 and any(used[tag] != found[not tag].exports.specs()
+                                       for tag in (True, False)):
+                known = {tag: found[tag].exports.specs() for tag in (True, False)}
+                del ctx.assumptions[assumptions:]
+                continue   # trace again, each side knowing what the other exports
+            if len(seen) == 2 and outputs_apart(seen) - apart:
+                apart |= outputs_apart(seen)
+                del ctx.assumptions[assumptions:]
+                continue   # trace again, those locals not carried out (UnmergedLocal)
+            raise
+        break
+    else:
+        raise Unsupported('%s: janus could not match what the two sides of a tensor-dependent '
+                          'if write' % where)
+    heap.restore(base)
+    _check_one_sided_variables(ns, site, variables)
+    graphs = [found[True].exports.graph, found[False].exports.graph]
+    if hoisted is not None:
+        mark_hoisted(graphs, hoisted)
+    else:
+        hoist_beside_changes(ctx, graphs)
+    state, true_exports, false_exports = outputs
+    found[True].exports.outputs = list(true_exports)
+    found[False].exports.outputs = list(false_exports)
+    set_state(merge(ns, site, seen, state, pred, lineage))
+    join(ctx, base, pred, found, where, lineage)

@@ -1,0 +1,433 @@
+"""Tensor-dependent ``while`` and ``for`` loops as real tf.while_loop.
+
+The loop carries the locals its body rebinds and the Python locations it
+writes (written back after the loop), numbers it counts with as dynamic
+scalars, and the call's own lists it grows as TensorArrays (``TensorList``).
+Needs a ``TraceContext``; called from ``statements.py``.
+"""
+import tensorflow as tf
+
+from janus.runtime import scalars
+from janus.runtime.control.branch_writes import location, outside_reader
+from janus.runtime.control.common import (TensorList, UNDEFINED, condition_tensor, describe_site,
+                                          in_dynamic_region, is_tensor, kept_running, kind_of,
+                                          liftable, number_type, refuse_values, snapshot_of,
+                                          variables_read)
+from janus.runtime.graph_analysis import first_state_change, has_checks
+from janus.runtime.shadow_heap import MISSING, WriteKind
+from janus.runtime.trace_context import Unsupported, current, refuse_unmerged
+
+
+# -- tf.while_loop -----------------------------------------------------------------------
+
+class _Widen(Exception):
+    """A loop body rebinds more than the loop carries: trace the loop again, carrying
+    ``numbers`` (indices of Python-number locals) and ``keys`` (heap locations)."""
+
+    def __init__(self, numbers, keys):
+        super().__init__('widen the loop')
+        self.numbers, self.keys = set(numbers), dict(keys)
+
+
+_LOOP_WRITES = (WriteKind.ATTR, WriteKind.ITEM, WriteKind.GLOBAL, WriteKind.CELL)
+
+
+def dynamic_while(ns, site, test_fn, body_fn, get_state, set_state, lineage=frozenset()):
+    """A tf.while_loop.  Locals the body rebinds are loop variables (tensors, lists of
+    them, numbers as dynamic scalars), and so are the outside locations it rebinds
+    (``self.total = self.total + x``, a global, a cell, an item): their final values
+    are written back after the run, when the loop rebound them at all.  Other
+    writes (print, appending to an outside list) stay refused: each iteration's
+    would need a record of its own."""
+    ctx = current()
+    original = tuple(get_state())
+    where = describe_site(ns, site)
+    if any(v is UNDEFINED for v in original):
+        raise Unsupported('%s: a variable the tensor-dependent loop carries is not defined '
+                          'before the loop' % where)
+    base = ctx.heap.checkpoint()
+    assumptions = len(ctx.assumptions)
+    numbers, keys = set(), {}
+    for _ in range(8):
+        try:
+            return _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original,
+                               numbers, keys, lineage)
+        except _Widen as widen:
+            ctx.heap.restore(base)
+            set_state(original)
+            del ctx.assumptions[assumptions:]
+            if widen.numbers <= numbers and set(widen.keys) <= set(keys):
+                raise Unsupported('%s: janus could not settle what the tensor-dependent loop '
+                                  'carries' % where) from None
+            numbers |= widen.numbers
+            keys.update(widen.keys)
+    raise Unsupported('%s: janus could not settle what the tensor-dependent loop carries'
+                      % where)
+
+
+def _loop_start(heap, k, obj, key, write, where):
+    """A rebound location's value as the loop starts: a tensor or a dynamic scalar."""
+    value = heap.read(obj, key)
+    if value is MISSING:
+        value = outside_reader(obj, key, write, where)()
+    if is_tensor(value) or scalars.is_dynamic(value):
+        return value
+    if liftable(value):
+        return scalars.lift(value)
+    raise Unsupported('%s: %s is %s before the tensor-dependent loop that rebinds it; janus '
+                      'carries only tensors and numbers through such a loop'
+                      % (where, location(write, key), kind_of(value)))
+
+
+def _check_loop_checks(outer, where, reads_variables):
+    """A loop body that checks (a Janus>Assert: a dynamic scalar's range, a branch it
+    assumes) and reads a variable, after a state change earlier in the call: TF
+    orders the loop after the change (it reads the resource), and the deferred-
+    update rule orders every change after every check, so the graph would hold a
+    cycle.  Refused (the loop's outcome may be assumed instead, ``_or_assume``)."""
+    if not reads_variables or first_state_change(outer) is None:
+        return
+    if has_checks(tf.compat.v1.get_default_graph()):
+        raise Unsupported('%s: a tensor-dependent loop that reads a variable and makes '
+                          'checks, after a state change made earlier in the same call: its '
+                          'checks could not precede the change' % where)
+
+
+def _loop_value(start, value, where, name):
+    """What the loop carries for a rebound value that started as ``start``."""
+    refuse_unmerged(start, value)
+    if is_tensor(start):
+        if not is_tensor(value) or value.dtype != start.dtype:
+            raise Unsupported('%s: %s changes from %s to %s inside the tensor-dependent loop'
+                              % (where, name, kind_of(start), kind_of(value)))
+        return value
+    kind = start.type
+    if scalars.is_dynamic(value) and value.type is kind:
+        return value.tensor
+    if type(value) is kind and liftable(value):
+        return scalars.lift(value).tensor
+    refuse_values('%s: %s changes from %s to %s inside the tensor-dependent loop'
+                   % (where, name, kind_of(start), kind_of(value)), start, value)
+
+
+def _check_loop_writes(heap, checkpoint, where):
+    """Inside a tf.while_loop body only rebinding a location is converted (carried)."""
+    writes = heap.writes[len(checkpoint.writes):]
+    if any(write.kind is WriteKind.PRINT for write in writes):
+        raise Unsupported('%s: janus does not convert print() inside a tensor-dependent loop '
+                          '(each iteration would need a record of its own)' % where)
+    changed = [cid for cid in heap.changed if cid not in checkpoint.changed
+               or len(dict.get(heap.pending, cid, ())) != len(dict.get(checkpoint.pending,
+                                                                        cid, ()))]
+    if changed or any(write.kind not in _LOOP_WRITES for write in writes):
+        # Relaxed numbers among what is stored: the trace is redone with them constant
+        # (the loop may then unroll), as for any use that needs their value.
+        refuse_values('%s: janus does not convert appending to an outside list or dict '
+                       '(append/extend/insert/update/a new key) inside a tensor-dependent '
+                       'loop (each iteration would need a record of its own); collect the '
+                       'values in a local list and extend it after the loop' % where,
+                       extra=scalars.lineage_deep([write.value for write in writes]))
+
+
+def _with_lineage(value, lineage):
+    """A dynamic scalar that also depends on ``lineage`` (how often a loop ran)."""
+    if not lineage or not scalars.is_dynamic(value) or lineage <= value.lineage:
+        return value
+    return scalars.DynamicScalar(value.tensor, value.type, value.lineage | lineage)
+
+
+def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, numbers, keys,
+                lineage):
+    heap = ctx.heap
+    outer = tf.compat.v1.get_default_graph()
+    init = list(original)
+    _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where, lineage)
+    # Lists/tuples of tensors the body rebinds (an LSTM cell's [h, c]) are
+    # carried leaf by leaf and rebuilt with the same structure each iteration.
+    structures = {i for i, v in enumerate(init) if _is_tensor_structure(v)}
+    for i in structures:   # an outside list (self.state): its tensors re-read every run
+        init[i] = ctx.contents(init[i])
+    # Numbers the body changes: dynamic scalars (a Python number lifted to one).
+    dynamic = {i: v if scalars.is_dynamic(v) else scalars.lift(v) for i, v in enumerate(init)
+               if scalars.is_dynamic(v) or i in numbers}
+    loop_index = [i for i, v in enumerate(init)
+                  if is_tensor(v) or isinstance(v, TensorList) or i in structures
+                  or i in dynamic]
+    fixed = {i: snapshot_of(v) for i, v in enumerate(init) if i not in loop_index}
+    carried = [(k,) + keys[k] for k in keys]   # (k, obj, key, write)
+    starts = [_loop_start(heap, *record, where) for record in carried]
+    start = heap.checkpoint()
+    passed = {}
+    n_local, n_held = len(loop_index), len(carried)
+
+    def full_state(values):
+        state = list(init)
+        for i, value in zip(loop_index, values):
+            if isinstance(init[i], TensorList):
+                value = TensorList(value, where)
+            elif i in structures:
+                value = ctx.made_result(tf.nest.pack_sequence_as(init[i], list(value)),
+                                        deep=True)   # rebuilt around the loop's values
+                passed[i] = (value, list(tf.nest.flatten(value)))
+            elif i in dynamic:
+                value = _with_lineage(scalars.rewrap(dynamic[i], value), lineage)
+            state[i] = value
+        return tuple(state)
+
+    def loop_values(state):
+        values = []
+        for i in loop_index:
+            value = state[i]
+            if isinstance(init[i], TensorList):
+                if not isinstance(value, TensorList):
+                    raise Unsupported('%s: a list grown in the loop is replaced by a %s'
+                                      % (where, type(value).__name__))
+                value = value.array
+            elif i in structures:
+                value = _structure_leaves(init[i], value, passed.get(i), where)
+            elif i in dynamic:
+                value = _loop_value(dynamic[i], value, where, 'a variable')
+            values.append(value)
+        return tuple(values)
+
+    def enter(values):
+        values = list(values)
+        for value in values:
+            ctx.note_looped(value)
+        local, held = values[:n_local], values[n_local:n_local + n_held]
+        set_state(full_state(local))
+        heap.restore(start)
+        for (k, _, key, _), first, value in zip(carried, starts, held):
+            heap.overlay[k] = scalars.rewrap(first, value) if scalars.is_dynamic(first)\
+                else value
+            if isinstance(key, tuple) and key[0] == 'item':
+                heap.items_written.add(k[0])
+        return values[n_local + n_held:]
+
+    def cond(*values):
+        enter(values)
+        return kept_running(condition_tensor(in_dynamic_region(test_fn)))
+
+    kept_outside = set()   # locals the body may leave holding an outside tensor
+
+    def body(*values):
+        given = values
+        flags = enter(values)
+        checkpoint = heap.checkpoint()
+        region = heap.open_region()
+        try:
+            in_dynamic_region(body_fn)
+        finally:
+            heap.close_region(region)
+        ctx.last_loop_reads_variables = bool(variables_read())
+        _check_loop_writes(heap, checkpoint, where)
+        _check_loop_checks(outer, where, ctx.last_loop_reads_variables)
+        state = get_state()
+        widen = set()
+        for i, snapshot in fixed.items():
+            if snapshot_of(state[i]) != snapshot:
+                if liftable(init[i]) and number_type(state[i]) is type(init[i]):
+                    widen.add(i)   # a Python number the loop counts with: carry it
+                    continue
+                raise Unsupported('%s: a Python value (%s) changes inside a tensor-dependent '
+                                  'loop; janus keeps Python values Python'
+                                  % (where, kind_of(init[i])))
+        more = {k: record[:3] for k, record in region.keys.items() if k not in keys}
+        if widen or more:
+            raise _Widen(widen, more)
+        out = list(loop_values(state))
+        for (k, obj, key, write), first in zip(carried, starts):
+            value = heap.read(obj, key)
+            out.append(_loop_value(first, value, where, location(write, key)))
+        kept_outside.update(_check_loop_identity(ctx, out, given, first_values, n_local,
+                                                 where))
+        for (k, _, _, _), flag in zip(carried, flags):
+            record = region.keys.get(k)
+            if record is None:
+                out.append(flag)
+            elif record[3] is None:
+                out.append(tf.constant(True))
+            else:
+                out.append(tf.logical_or(flag, record[3]))
+        heap.restore(checkpoint)
+        return kept_running(tuple(out))
+
+    first_values = loop_values(init) + tuple(
+        _loop_value(s, s, where, location(r[3], r[2])) for s, r in zip(starts, carried)) +\
+        tuple(tf.constant(False) for _ in carried)
+    try:
+        final = tf.while_loop(cond, body, first_values)
+    except ValueError as e:
+        if 'shape' not in str(e):
+            raise
+        final = tf.while_loop(cond, body, first_values, shape_invariants=tf.nest.map_structure(
+            _relaxed_invariant, first_values))
+    if not isinstance(final, (list, tuple)):
+        final = (final,)
+    final = list(final)
+    for j, value in enumerate(final):
+        ctx.note_looped(value, maybe_outside=j in kept_outside)
+    heap.restore(start)
+    set_state(full_state(final[:n_local]))
+    held, flags = final[n_local:n_local + n_held], final[n_local + n_held:]
+    for (k, obj, key, write), first, value, flag in zip(carried, starts, held, flags):
+        if scalars.is_dynamic(first):
+            value = _with_lineage(scalars.rewrap(first, value), lineage)
+        heap.overlay[k] = value
+        if isinstance(key, tuple) and key[0] == 'item':
+            heap.items_written.add(k[0])
+        # Written back only when some iteration rebound it (else it keeps its object).
+        heap.writes.append(write.changed(value, flag))
+        heap.note(obj, key, write, flag)
+
+
+def _check_loop_identity(ctx, values, given, first, n_local, where):
+    """Which carried variables the body may leave holding an outside tensor (an
+    argument, ``self.last``), directly or moved from another variable that started
+    as one (``a, b = b, a``): eagerly the variable then *is* that tensor, and ``is``
+    after the call finds it, but the loop gives a new tensor.  An outside location
+    (``self.a``, written back) is refused here; a local's indices are returned, and
+    its result may not be written to outside state (``TraceContext.note_looped``).
+    ``given``: the body's loop variables; ``first``: their values as the loop starts."""
+    outside = {id(value): k for k, value in enumerate(given)
+               if is_tensor(value) and k < len(first) and is_tensor(first[k])
+               and ctx.holds_input_tensor(first[k])}
+    kept = set()
+    for j, value in enumerate(values):
+        for side in _possible_tensors(ctx, value):
+            k = outside.get(id(side))
+            if ctx.is_input_tensor(side) or (k is not None and k != j and given[k] is side):
+                if j >= n_local:
+                    raise Unsupported('%s: janus does not convert keeping a tensor from '
+                                      'outside the call (an argument, an attribute) in an '
+                                      'outside location a tensor-dependent loop rebinds: the '
+                                      'loop would give a copy, not that tensor' % where)
+                kept.add(j)
+    return kept
+
+
+def _possible_tensors(ctx, value, depth=0):
+    """``value`` and, through tf.cond merges, every tensor it may be when the graph runs."""
+    if not is_tensor(value):
+        return
+    yield value
+    sides = ctx.merged_sides(value)
+    if sides is not None and depth < 32:
+        for side in sides[1:]:
+            yield from _possible_tensors(ctx, side, depth + 1)
+
+
+def _is_tensor_structure(value):
+    if not (type(value) is list or isinstance(value, tuple)) or not value:
+        return False
+    return all(is_tensor(leaf) for leaf in tf.nest.flatten(value))
+
+
+def _structure_leaves(template, value, passed, where):
+    """The tensors of a carried list/tuple after one iteration, as a list.
+
+    The body may rebind it to a new one of the same structure; changing the
+    one it was given in place is refused, because other names may share that
+    Python list in eager code."""
+    if type(value) is not type(template) or not _is_tensor_structure(value):
+        raise Unsupported('%s: a %s of tensors carried by a tensor-dependent loop becomes %s'
+                          % (where, type(template).__name__, kind_of(value)))
+    try:
+        tf.nest.assert_same_structure(template, value)
+    except (ValueError, TypeError):
+        raise Unsupported('%s: a %s of tensors carried by a tensor-dependent loop changes its '
+                          'structure' % (where, type(template).__name__)) from None
+    leaves = list(tf.nest.flatten(value))
+    if passed is not None and value is passed[0] and any(
+            a is not b for a, b in zip(leaves, passed[1])):
+        raise Unsupported('%s: a %s of tensors is changed in place inside a tensor-dependent '
+                          'loop; janus only carries ones the loop rebinds'
+                          % (where, type(template).__name__))
+    return leaves
+
+
+def _relaxed_invariant(value):
+    if isinstance(value, tf.TensorArray):
+        return tf.TensorShape(None)
+    rank = value.shape.rank
+    return tf.TensorShape([None] * rank) if rank is not None else tf.TensorShape(None)
+
+
+def _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where, lineage=frozenset()):
+    """Local lists the loop grows become TensorLists (TensorArrays) in ``init``.
+
+    Only the call's own: an outside list (an argument, passed as itself or
+    rebuilt, an attribute's list) grown in the loop would grow a copy, its
+    appends lost; that is refused, or with the loop's count from relaxed
+    numbers, traced again with them constant (the loop unrolls)."""
+    lists = [i for i, v in enumerate(init) if type(v) is list]
+    if not lists:
+        return
+    appended = _dry_run_appends(init, lists, body_fn, get_state, set_state)
+    for i in lists:
+        items, grown = init[i], appended.get(i, [])
+        if not grown:
+            continue  # unchanged by the loop: stays a Python list (checked after the body)
+        if current().source_of(items) is not None:
+            refuse_values('%s: janus does not convert appending to a list from outside the '
+                           'call inside a tensor-dependent loop (each iteration would need a '
+                           'record of its own); collect the values in a local list and '
+                           'extend it after the loop' % where, extra=lineage)
+        if not all(is_tensor(v) for v in items + grown):
+            raise Unsupported('%s: a list grown in a tensor-dependent loop must hold tensors'
+                              % where)
+        dtype = grown[0].dtype
+        shape = grown[0].shape
+        for value in items + grown:
+            shape = shape.most_specific_compatible_shape(value.shape)
+        array = tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=shape)
+        for k, value in enumerate(items):
+            array = array.write(k, value)
+        init[i] = TensorList(array, where)
+
+
+def _dry_run_appends(init, lists, body_fn, get_state, set_state):
+    """Traces the body once in a scratch graph to see what it appends to each list
+    (what it writes to Python state there is forgotten)."""
+    from tensorflow.python.framework import func_graph
+    heap = current().heap
+    checkpoint = heap.checkpoint()
+    probes = list(init)
+    for i in lists:
+        probes[i] = current().made(list(init[i]))   # a scratch copy of the call's own list
+    grown = {}
+    with func_graph.FuncGraph('janus_dry_run').as_default():
+        set_state(tuple(probes))
+        region = heap.open_region()
+        try:
+            in_dynamic_region(body_fn)
+            after = get_state()
+            for i in lists:
+                # Grown: appended in place, or rebound to the old items plus more
+                # (``out = out + [h]``); a list of new items is rebound, not grown.
+                if after[i] is probes[i] or (type(after[i]) is list and all(
+                        a is b for a, b in zip(after[i], init[i]))):
+                    grown[i] = list(after[i])[len(init[i]):]
+        finally:
+            heap.close_region(region)
+            heap.restore(checkpoint)
+            set_state(tuple(init))
+    return grown
+
+
+def dynamic_for(ns, site, iterable, body_fn, get_state, set_state):
+    box = {'i': tf.constant(0)}
+    count = tf.shape(iterable)[0]
+
+    def get():
+        return tuple(get_state()) + (box['i'],)
+
+    def put(values):
+        set_state(tuple(values[:-1]))
+        box['i'] = values[-1]
+
+    def step():
+        body_fn(tf.gather(iterable, box['i']))
+        box['i'] = box['i'] + 1
+
+    dynamic_while(ns, site, lambda: box['i'] < count, step, get, put)

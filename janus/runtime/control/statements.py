@@ -1,0 +1,219 @@
+"""The control-flow statements converted code calls (``__jr.if_stmt`` and friends),
+and the decision each makes.
+
+Every test or loop is decided per evaluation: a Python value runs as plain
+Python (its inputs are guarded); a tensor (or a dynamic scalar,
+``scalars.py``) whose outcome the plan assumes runs only the assumed path and
+adds a ``Janus>Assert`` of the assumption; any other tensor builds real
+control flow (``cond.py``, ``loops.py``).  Needs a ``TraceContext`` carrying a
+``Plan``.
+"""
+import contextlib
+
+import tensorflow as tf
+
+from janus.config import config
+from janus.decisions import DYNAMIC
+from janus.errors import ConversionDeferred, ConversionError
+from janus.runtime import scalars
+from janus.runtime.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
+                                          is_test_tensor, lineage_of, python_truth, static_truth,
+                                          taping, tensor_flags, truth)
+from janus.runtime.control.cond import cond_values, dynamic_if
+from janus.runtime.control.loops import dynamic_for, dynamic_while
+from janus.runtime.graph_analysis import depends_on_state_change
+from janus.runtime.trace_context import AssumptionKind, Unsupported, current
+
+
+def not_(value):
+    """``not value`` in a test: a tensor's negation stays a tensor (a dynamic
+    scalar's a dynamic bool)."""
+    if scalars.is_dynamic(value):
+        return scalars.unary('Not', value)
+    if isinstance(value, TestValue):
+        return TestValue(tf.logical_not(value.tensor), value.where, value.lineage)
+    return tf.logical_not(truth(value)) if is_tensor(value) else not python_truth(value)
+
+
+def _decide_test(ns, site, value, what, can_build=True):
+    """(outcome, assumed): the branch to take for a tensor test, or (DYNAMIC, False).
+
+    A test that depends on a state change made earlier in the same call is never
+    assumed: its Janus>Assert would have to run before the change (the deferred-
+    update rule, ``graphgen/tracer.py``), so it becomes real control flow.  Nor
+    is a test computed from a relaxed number (``self.step % 10 == 0``): the
+    number changes every call, so the assumption would break at the first call
+    that takes the other path (``graphgen/plan.py``); ``can_build``: the caller
+    can build real control flow at all."""
+    ctx = current()
+    key = (ns.fn.__code__, site)
+    outcome = ctx.decide(key)
+    condition = condition_tensor(value)
+    static = static_truth(condition)
+    if static is not None:
+        return static, False
+    if outcome is DYNAMIC:
+        return DYNAMIC, False
+    if depends_on_state_change(condition) is not None:
+        ctx.plan.assumed.pop(key, None)   # not assumed after all (explain)
+        return DYNAMIC, False
+    if can_build and ctx.plan.prefers_dynamic(key, varies=bool(lineage_of(value))):
+        return DYNAMIC, False
+    condition = condition if outcome else tf.logical_not(condition)
+    ctx.assume(key, AssumptionKind.BRANCH, condition, '%s is %s' % (what, outcome))
+    return outcome, True
+
+
+# -- spec-form statements (they keep return/break/continue) -------------------
+
+def test(ns, site, value):
+    if not is_test_tensor(value):
+        return python_truth(value)
+    outcome, _ = _decide_test(ns, site, value, 'condition', can_build=False)
+    if outcome is DYNAMIC:
+        change = depends_on_state_change(condition_tensor(value))
+        if change is not None:   # never assumed: its check would precede the change
+            raise Unsupported('a tensor-dependent condition that depends on a state change '
+                              'made earlier in the same call (%s), in a statement with '
+                              'return/break/continue inside: janus cannot make it a '
+                              'tf.cond/tf.while_loop yet' % change.type)
+        with _or_assume(ns, site):   # else assumed, as the profile shows it most often
+            raise Unsupported('a tensor-dependent condition whose outcome varied between '
+                              'calls, in a statement with return/break/continue inside: janus '
+                              'cannot make it a tf.cond/tf.while_loop yet')
+    return outcome
+
+
+def unrolled_items(ns, site, iterable, allow_dynamic):
+    """The slices of a tensor a loop runs over, when their number is known or assumed."""
+    ctx = current()
+    if iterable.shape.rank == 0:
+        raise TypeError('iteration over a 0-d tensor')
+    outcome = ctx.decide((ns.fn.__code__, site)) if site is not None else DYNAMIC
+    length = iterable.shape[0] if iterable.shape.rank is not None else None
+    if length is not None and length <= config.max_unroll:
+        return tf.unstack(iterable, num=length) if length else []
+    soft = ctx.soft_conditions is not None   # a distributed step: no unchecked slicing
+    if length is None and outcome is not DYNAMIC and outcome <= config.max_unroll and not soft\
+            and depends_on_state_change(iterable) is None:
+        # Slices only once the count is known good: a data dependency on the check.
+        iterable = ctx.assume((ns.fn.__code__, site), AssumptionKind.TRIP_COUNT,
+                              tf.equal(tf.shape(iterable)[0], outcome),
+                              'the loop runs %d times' % outcome, gate=iterable)
+        return tf.unstack(iterable, num=outcome) if outcome else []
+    if allow_dynamic:
+        return None
+    raise Unsupported('a loop over a tensor whose length varied between calls (or exceeds '
+                      'janus.config.max_unroll=%d), with return/break/continue inside: janus '
+                      'cannot make it a tf.while_loop yet' % config.max_unroll)
+
+
+# -- functionalized statements ---------------------------------------------------
+
+def if_stmt(ns, site, test_value, true_fn, false_fn, get_state, set_state, names=()):
+    if not is_test_tensor(test_value):
+        return (true_fn if python_truth(test_value) else false_fn)()
+    outcome, _ = _decide_test(ns, site, test_value, 'condition')
+    if outcome is not DYNAMIC:
+        return (true_fn if outcome else false_fn)()
+    flagged_get = lambda: tensor_flags(get_state(), names)  # noqa: E731
+    with _or_assume(ns, site):
+        return dynamic_if(ns, site, test_value, true_fn, false_fn, flagged_get, set_state)
+
+
+def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
+    while True:
+        value = test_fn()
+        if not is_test_tensor(value):
+            if not python_truth(value):
+                return
+            body_fn()
+            continue
+        outcome, _ = _decide_test(ns, site, value, 'loop condition')
+        if outcome is DYNAMIC:
+            flagged_get = lambda: tensor_flags(get_state(), names)  # noqa: E731
+            with _or_assume(ns, site):
+                dynamic_while(ns, site, test_fn, body_fn, flagged_get, set_state,
+                               lineage_of(value))
+            return _at_least_once(ns, site, condition_tensor(value))
+        if not outcome:
+            return
+        body_fn()
+
+
+def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=()):
+    from janus.runtime import operators
+    if not is_tensor(iterable):
+        for item in operators.iter(ns, None, iterable):
+            body_fn(item)
+        return
+    items = unrolled_items(ns, site, iterable, allow_dynamic=True)
+    if items is not None:
+        for item in items:
+            body_fn(item)
+        return
+    dynamic_for(ns, site, iterable, body_fn, lambda: tensor_flags(get_state(), names),
+                 set_state)
+    _at_least_once(ns, site, tf.shape(iterable)[0] > 0)
+
+
+def ifexp(ns, site, test_value, body, orelse):
+    if not is_test_tensor(test_value):
+        return body() if python_truth(test_value) else orelse()
+    outcome, _ = _decide_test(ns, site, test_value, 'condition')
+    if outcome is not DYNAMIC:
+        return body() if outcome else orelse()
+    with _or_assume(ns, site):
+        return cond_values(ns, site, condition_tensor(test_value), body, orelse,
+                            lineage_of(test_value))
+
+
+def boolop(ns, site, is_and, *thunks):
+    return _boolop_from(ns, site, is_and, thunks, 0, thunks[0]())
+
+
+def _boolop_from(ns, site, is_and, thunks, index, value):
+    if index == len(thunks) - 1:
+        return value
+    go_on = lambda: _boolop_from(ns, site, is_and, thunks, index + 1, thunks[index + 1]())  # noqa: E731
+    if not is_test_tensor(value):
+        return go_on() if python_truth(value) == is_and else value
+    outcome, _ = _decide_test(ns, site, value, 'operand %d of %s' % (index, 'and' if is_and else 'or'))
+    if outcome is not DYNAMIC:
+        return go_on() if outcome == is_and else value
+    stop = lambda: value  # noqa: E731
+    with _or_assume(ns, site):
+        return cond_values(ns, site, condition_tensor(value), go_on if is_and else stop,
+                            stop if is_and else go_on, lineage_of(value))
+
+
+# -- dynamic control flow ----------------------------------------------------------
+
+@contextlib.contextmanager
+def _or_assume(ns, site):
+    """Real control flow at ``site`` that fails to build, where the site's outcome
+    could be assumed instead (``Plan.cannot_build``), ends the trace with
+    ``CannotBuild``: the janus function traces again assuming it there."""
+    try:
+        yield
+    except ConversionDeferred:
+        raise   # this call only (a Keras optimizer not built yet): the next trace builds it
+    except ConversionError as e:
+        key = (ns.fn.__code__, site)
+        if current().dynamic_depth == 0 and current().plan.cannot_build(
+                key, str(e), value_needed=isinstance(e, scalars.NeedsValue)):
+            raise CannotBuild(key, e) from e
+        raise
+
+
+def _at_least_once(ns, site, first_test):
+    """Under a GradientTape, a tf.while_loop that reads variables gives them zero
+    gradients when it runs no iteration, where eager code gives None: assume it
+    runs at least once (the paper's trip-count assumption, its weakest form)."""
+    ctx = current()
+    if not (taping() and ctx.last_loop_reads_variables):
+        return
+    # Not a speculation to relax (the loop is already dynamic): a call with no
+    # iteration just runs imperatively, and the graph stays.
+    ctx.assume((ns.fn.__code__, site), AssumptionKind.NONEMPTY_LOOP, first_test,
+               'the loop runs at least once (eager gradients would be None otherwise)')
