@@ -223,3 +223,31 @@ def test_only_the_users_unused_ops_that_may_fail_are_kept():
         assert fallible.keep_unused(graph, [y, used]) == 1
         assert graph.control_outputs == [bad.op]
         assert janus_own.op not in graph.control_outputs and inner.op not in graph.control_outputs
+
+
+def test_a_failure_before_a_dead_branch_restores_the_update_after_it():
+    # The cond's result is dead, so grappler drops the gather from its inputs and
+    # the step counter's update no longer waits for the gather: the rollback must
+    # keep the counter too (fuzzer seed s22b, program 393).
+    class Reader:
+        def __init__(self):
+            self.cursor = tf.Variable(0)
+            self.steps = tf.Variable(0, dtype=tf.int64)
+
+    def make():
+        reader = Reader()
+
+        def step(x):
+            total = x * 1.0
+            reader.cursor.assign_add(1)
+            total = total + tf.gather(x, reader.cursor % 4)
+            if reader.steps % 3 == 0:
+                total = total + tf.cast(reader.steps, total.dtype)
+            reader.steps.assign_add(1)
+        return step, reader
+
+    def state(reader):
+        return int(reader.cursor.numpy()), int(reader.steps.numpy())
+    calls = [(lambda: ((tf.constant([0.25, 0.5, 0.25]),), {})) for _ in range(9)]
+    jf = differential(make, calls, state=state)
+    assert janus.stats(jf)['graph_calls'] > 0

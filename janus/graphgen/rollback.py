@@ -85,10 +85,20 @@ def plan(concrete, before, on_host=frozenset()):
 
 
 def _waiting_for_all(ops, fallible):
-    """The ops that run only after every op in ``fallible`` finished."""
+    """The ops that run only after every op in ``fallible`` finished.
+
+    Only through edges that survive grappler: a control edge, or a data edge
+    into an op that computes from the value.  A tf.cond or a call may lose an
+    input whose output nobody uses once grappler specializes its function
+    (``acc + tf.gather(...)`` fed to a branch whose result is dead: the update
+    after the cond then runs before the gather fails), and a shape op on a
+    static shape is folded to a constant."""
     consumers = {}
     for op in ops:
-        for source in [t.op for t in op.inputs] + list(op.control_inputs):
+        sources = list(op.control_inputs)
+        if op.type not in _MAY_DROP_INPUTS:
+            sources += [t.op for t in op.inputs]
+        for source in sources:
             consumers.setdefault(source, []).append(op)
     waiting = None
     for root in fallible:
@@ -102,6 +112,13 @@ def _waiting_for_all(ops, fallible):
         if not waiting:
             break
     return waiting
+
+
+# Ops whose data inputs grappler may drop: function calls and control flow
+# (specialized to the outputs used) and shape ops (folded where shapes are static).
+_MAY_DROP_INPUTS = frozenset(effects.CALL_OPS) | frozenset((
+    'If', 'StatelessIf', 'While', 'StatelessWhile', 'Case', 'StatelessCase', 'Shape', 'ShapeN',
+    'Size', 'Rank'))
 
 
 def updated_variables(graph, skip=frozenset()):
