@@ -227,7 +227,7 @@ def markdown(table, ablation, header):
                   '+SPCN with one inter-op thread, in one process, +PARL over the eager run of '
                   'its own process):', '',
                   '| Model | ' + ' | '.join(stages) + ' |', '|' + '---|' * (len(stages) + 1)]
-        for model, by_stage in ablation.items():
+        for by_stage in ablation.values():
             cells = ['%s (%.2fx)%s' % (fmt(by_stage[s]['throughput']), speedup(by_stage, s),
                                        ' imperative' if by_stage[s]['converts'] is False else '')
                      for s in stages]
@@ -282,7 +282,7 @@ def plot(table, ablation, path):
     if ablation:
         ax = axes[0][1]
         stages = ABLATION_COLUMNS
-        for k, (model, by_stage) in enumerate(ablation.items()):
+        for k, by_stage in enumerate(ablation.values()):
             ax.bar([i + (k - 0.5) * 0.4 for i in range(len(stages))],
                    [speedup(by_stage, s) for s in stages], 0.4, label=by_stage['IMP']['model'])
         ax.set_xticks(range(len(stages)), stages)

@@ -35,7 +35,7 @@ import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 import janus  # noqa: E402
-from janus.graphgen import rollback, tracer  # noqa: E402
+from janus.graphgen import tracer  # noqa: E402
 
 
 def make_step(kind, weights):

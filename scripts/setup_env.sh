@@ -9,7 +9,8 @@
 # Exports VENV_PYTHON. Set PYTHON to pick the interpreter that creates .venv.
 
 JANUS_REQUIREMENTS=(tensorflow-cpu==2.21.0 gast astunparse numpy pytest
-                    'setuptools>=64' wheel gymnasium)   # gymnasium: CartPole for examples/a3c.py
+                    'setuptools>=64' wheel gymnasium   # gymnasium: CartPole for examples/a3c.py
+                    ruff==0.17.6)                      # the linter .ci/run runs (pyproject.toml)
 VENV_DIR="${VENV_DIR:-.venv}"
 VENV_PYTHON="$VENV_DIR/bin/python"
 export VENV_PYTHON

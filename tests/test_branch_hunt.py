@@ -6,7 +6,6 @@ import contextlib
 import io
 import time
 
-import numpy as np
 import pytest
 import tensorflow as tf
 

@@ -6,7 +6,6 @@ the counters and which kind of graph was built (unrolled or tf.cond/while).
 
 PYTEST_DONT_REWRITE: programs under test use `assert`.
 """
-import pytest
 import tensorflow as tf
 
 import janus

@@ -211,6 +211,9 @@ def test_every_readme_command_names_what_exists():
                 target = word.split('[')[0]
                 if target.startswith('.') and not os.path.isdir(os.path.join(ROOT, target)):
                     problems.append('%s: no directory %s' % (command, target))
+        elif program == '.venv/bin/ruff':
+            if words[1:] != ['check', '.'] or 'ruff' not in open(os.path.join(ROOT, '.ci/run')).read():
+                problems.append('%s: not the linter command .ci/run runs' % command)
         elif program.startswith('VENV_PYTHON='):
             if not _exists(words[2]):
                 problems.append('%s: no file %s' % (command, words[2]))

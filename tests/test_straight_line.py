@@ -1,7 +1,6 @@
 """Straight-line code converts, means what it means eagerly, and is counted right."""
 import collections
 
-import pytest
 import tensorflow as tf
 
 import janus

@@ -25,7 +25,7 @@ import pytest
 import tensorflow as tf
 
 import janus
-from conftest import assert_same, differential
+from conftest import differential
 from janus.runtime import library_state
 
 

@@ -162,7 +162,8 @@ def _convert_code(fn):
     try:
         tree, filename, source_lines = parser.parse_function(fn)
     except parser.NoSource as e:
-        raise ConversionError(str(e), fn.__code__.co_filename, fn.__code__.co_firstlineno)
+        raise ConversionError(str(e), fn.__code__.co_filename,
+                              fn.__code__.co_firstlineno) from e
     tree = mangling.mangle(tree, mangling.owner_class(fn))   # self.__x as in the class body
     first_lineno = tree.lineno
     ctx = _PassContext(filename, source_lines, first_lineno)

@@ -675,7 +675,8 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
             concrete = tf.function(body, autograph=False).get_concrete_function(
                 *signature.input_specs())
     except ConversionError as e:
-        raise _failed(ctx, _locate(_value_needed(ctx, e), ctx, converted, sys.exc_info()[2]))
+        raise _failed(ctx, _locate(_value_needed(ctx, e), ctx, converted,
+                                   sys.exc_info()[2])) from e
     except Exception as e:  # any trace-time error: the call runs imperatively
         error = ConversionError('%s: %s' % (type(e).__name__, e))
         raise _failed(ctx, _locate(_value_needed(ctx, error), ctx, converted,

@@ -55,7 +55,7 @@ def function_source(fn):
         lines, start = inspect.findsource(fn)
         filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
     except (OSError, TypeError) as e:
-        raise NoSource('no source for %s: %s' % (getattr(fn, '__qualname__', fn), e))
+        raise NoSource('no source for %s: %s' % (getattr(fn, '__qualname__', fn), e)) from e
     return textwrap.dedent(''.join(inspect.getblock(lines[start:]))), filename, start + 1
 
 
@@ -155,7 +155,7 @@ def _in_block(fn):
         module = ast.parse(source)
     except SyntaxError as e:
         raise NoSource('source of %s does not parse on its own (%s)'
-                       % (fn.__qualname__, e.msg))
+                       % (fn.__qualname__, e.msg)) from e
     node = _find_definition(module, fn, source, first_lineno)
     ast.increment_lineno(node, first_lineno - 1)
     tree = gast.ast_to_gast(node)

@@ -18,7 +18,6 @@ import types
 import tensorflow as tf
 
 from janus import callables, guards, pytypes
-from janus.errors import InvariantError
 from janus.guards import GuardKind
 from janus.runtime import fallible, scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Write, WriteKind
@@ -54,7 +53,7 @@ def load(ns, name):
         try:
             value = cell.cell_contents
         except ValueError:
-            raise NameError("free variable '%s' referenced before assignment" % name)
+            raise NameError("free variable '%s' referenced before assignment" % name) from None
         source = ns.cell_sources.get(name) or guards.CellSource(cell, name)
     elif name in ns.globals:
         value = ns.globals[name]
@@ -544,15 +543,14 @@ def enter(manager):
                       % type(manager).__name__)
 
 
-def assert_(test, lineno, message_thunk):
+def assert_(condition, lineno, message_thunk):
     """``assert``: a tensor condition becomes a ``Janus>Assert`` in the graph."""
-    if not isinstance(test, tf.Tensor):
-        if not observe.truth(test):
+    if not isinstance(condition, tf.Tensor):
+        if not observe.truth(condition):
             raise AssertionError(message_thunk())
         return
-    from janus.runtime.control import truth
-    current().assume(None, AssumptionKind.ASSERT, truth(test), 'assert statement holds',
-                     lineno=lineno)
+    current().assume(None, AssumptionKind.ASSERT, control.truth(condition),
+                     'assert statement holds', lineno=lineno)
 
 
 # Calls, control flow and observations live in modules of their own; converted

@@ -92,7 +92,7 @@ class Divergence:
         the state root (module-level name) for state and identity divergences."""
         root = ''
         if self.kind in ('state', 'identity') and self.where not in ('outcome', 'stdout'):
-            root = re.split(r'[.\[]', self.where, 1)[0]
+            root = re.split(r'[.\[]', self.where, maxsplit=1)[0]
         return (self.kind, self.detail, root)
 
     def describe(self):

@@ -84,61 +84,91 @@ def _check_one_sided_variables(ns, site, variables):
                           'zeros, not None' % describe_site(ns, site))
 
 
+class _Attempt:
+    """One try at tracing both sides of a tf.cond: what each side left in the
+    locals (``seen``), read (``variables``), wrote (``found``) and took as the
+    other side's exports (``used``).  ``dynamic_if`` tries again, knowing more,
+    when the sides' exports or kinds of locals did not match."""
+
+    def __init__(self, frame, known, apart):
+        self.frame, self.known, self.apart = frame, known, apart
+        self.seen, self.variables, self.found, self.used = {}, {}, {}, {}
+
+    def branch(self, fn, tag):
+        """The tf.cond branch function of side ``tag`` running ``fn``."""
+        def run():
+            return self._run(fn, tag)
+        return run
+
+    def _run(self, fn, tag):
+        frame = self.frame
+        frame.set_state(frame.init)
+        frame.heap.restore(frame.base)
+        region = frame.heap.open_region()
+        try:
+            in_dynamic_region(fn)
+            self.variables[tag] = variables_read()
+        except ConversionError:   # janus's own (Unsupported, deferred): not the user's
+            raise
+        except Exception as e:  # the branch raises: handled by dynamic_if as an assumption
+            raise BranchRaised(tag, e) from e
+        finally:
+            frame.heap.close_region(region)
+        if [snapshot_of(v) for v in frame.init] != frame.before:
+            raise Unsupported('%s: a tensor-dependent branch changes a Python list or '
+                              'dict in place; janus keeps Python values Python' % frame.where)
+        self.seen[tag] = frame.get_state()
+        self.found[tag] = BranchEffects(frame.heap, frame.base, region, frame.where)
+        # The other side's exports as stand-ins: known once it was traced (tf.cond
+        # traces the true side first), else from an earlier attempt.
+        other = self.found[not tag].exports.specs() if (not tag) in self.found \
+            else self.known.get(not tag, [])
+        self.used[tag] = other
+        mine = tuple(self.found[tag].exports.tensors)
+        stand_ins = tuple(dummy(spec, frame.where) for spec in other)
+        return kept_running((tuple(tf.constant(0) if i in self.apart else as_output(v)
+                                   for i, v in enumerate(self.seen[tag])),
+                             mine if tag else stand_ins, stand_ins if tag else mine))
+
+    def exports_mismatch(self):
+        return len(self.found) == 2 and any(
+            self.used[tag] != self.found[not tag].exports.specs() for tag in (True, False))
+
+
+class _IfFrame:
+    """What every attempt at a tensor-dependent ``if`` starts from."""
+
+    def __init__(self, ctx, get_state, set_state, where):
+        self.heap, self.get_state, self.set_state, self.where = ctx.heap, get_state, set_state, where
+        self.init = get_state()
+        self.before = [snapshot_of(v) for v in self.init]
+        self.base = ctx.heap.checkpoint()
+
+    def reset(self):
+        self.set_state(self.init)
+        self.heap.restore(self.base)
+
+
 def dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
     ctx = current()
-    heap = ctx.heap
-    init = get_state()
-    before = [snapshot_of(v) for v in init]
     where = describe_site(ns, site)
+    frame = _IfFrame(ctx, get_state, set_state, where)
     pred = condition_tensor(test_value)
     lineage = lineage_of(test_value)
-    base = heap.checkpoint()
     hoisted = None
     if depends_on_state_change(pred) is not None:
-        hoisted = hoist_assertions(ctx, init, set_state, base, [true_fn, false_fn])
+        hoisted = hoist_assertions(ctx, frame.init, set_state, frame.base, [true_fn, false_fn])
     assumptions = len(ctx.assumptions)
     known = {}   # tag -> specs of what that branch exports (from an earlier attempt)
     apart = set()   # positions of locals the two sides give as different kinds of value
     for _ in range(4):
-        seen, variables, found, used = {}, {}, {}, {}
-
-        def branch(fn, tag):
-            def run():
-                set_state(init)
-                heap.restore(base)
-                region = heap.open_region()
-                try:
-                    in_dynamic_region(fn)
-                    variables[tag] = variables_read()
-                except ConversionError:   # janus's own (Unsupported, deferred): not the user's
-                    raise
-                except Exception as e:  # the branch raises: handled below as an assumption
-                    raise BranchRaised(tag, e)
-                finally:
-                    heap.close_region(region)
-                if [snapshot_of(v) for v in init] != before:
-                    raise Unsupported('%s: a tensor-dependent branch changes a Python list or '
-                                      'dict in place; janus keeps Python values Python' % where)
-                seen[tag] = get_state()
-                found[tag] = BranchEffects(heap, base, region, where)
-                # The other side's exports as stand-ins: known once it was traced (tf.cond
-                # traces the true side first), else from an earlier attempt.
-                other = found[not tag].exports.specs() if (not tag) in found else known.get(
-                    not tag, [])
-                used[tag] = other
-                mine = tuple(found[tag].exports.tensors)
-                stand_ins = tuple(dummy(spec, where) for spec in other)
-                return kept_running((tuple(tf.constant(0) if i in apart else as_output(v)
-                                            for i, v in enumerate(seen[tag])),
-                                      mine if tag else stand_ins, stand_ins if tag else mine))
-            return run
+        attempt = _Attempt(frame, known, apart)
         try:
-            outputs = tf.cond(pred, branch(true_fn, True), branch(false_fn, False))
+            outputs = tf.cond(pred, attempt.branch(true_fn, True), attempt.branch(false_fn, False))
         except BranchRaised as raised:
             # `if t: raise ...`: assume the raising branch is not taken; if it is,
             # the call re-runs imperatively and raises the real exception there.
-            set_state(init)
-            heap.restore(base)
+            frame.reset()
             del ctx.assumptions[assumptions:]
             other = not raised.branch
             condition = pred if other else tf.logical_not(pred)
@@ -146,15 +176,13 @@ def dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
                        'the branch that raises %s is not taken' % type(raised.error).__name__)
             return (true_fn if other else false_fn)()
         except (ValueError, TypeError, AssertionError):
-            set_state(init)
-            heap.restore(base)
-            if len(found) == 2 and any(used[tag] != found[not tag].exports.specs()
-                                       for tag in (True, False)):
-                known = {tag: found[tag].exports.specs() for tag in (True, False)}
+            frame.reset()
+            if attempt.exports_mismatch():
+                known = {tag: attempt.found[tag].exports.specs() for tag in (True, False)}
                 del ctx.assumptions[assumptions:]
                 continue   # trace again, each side knowing what the other exports
-            if len(seen) == 2 and outputs_apart(seen) - apart:
-                apart |= outputs_apart(seen)
+            if len(attempt.seen) == 2 and outputs_apart(attempt.seen) - apart:
+                apart |= outputs_apart(attempt.seen)
                 del ctx.assumptions[assumptions:]
                 continue   # trace again, those locals not carried out (UnmergedLocal)
             raise
@@ -162,15 +190,22 @@ def dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
     else:
         raise Unsupported('%s: janus could not match what the two sides of a tensor-dependent '
                           'if write' % where)
-    heap.restore(base)
-    _check_one_sided_variables(ns, site, variables)
+    frame.heap.restore(frame.base)
+    _check_one_sided_variables(ns, site, attempt.variables)
+    _join_branches(ctx, attempt, outputs, hoisted)
+    set_state(merge(ns, site, attempt.seen, outputs[0], pred, lineage))
+    join(ctx, frame.base, pred, attempt.found, where, lineage)
+
+
+def _join_branches(ctx, attempt, outputs, hoisted):
+    """The branches' graphs after the tf.cond: their assertions hoisted or marked,
+    their exports given the cond's outputs."""
+    found = attempt.found
     graphs = [found[True].exports.graph, found[False].exports.graph]
     if hoisted is not None:
         mark_hoisted(graphs, hoisted)
     else:
         hoist_beside_changes(ctx, graphs)
-    state, true_exports, false_exports = outputs
+    _, true_exports, false_exports = outputs
     found[True].exports.outputs = list(true_exports)
     found[False].exports.outputs = list(false_exports)
-    set_state(merge(ns, site, seen, state, pred, lineage))
-    join(ctx, base, pred, found, where, lineage)

@@ -236,7 +236,7 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
         if widen or more:
             raise _Widen(widen, more)
         out = list(loop_values(state))
-        for (k, obj, key, write), first in zip(carried, starts):
+        for (_, obj, key, write), first in zip(carried, starts):
             value = heap.read(obj, key)
             out.append(_loop_value(first, value, where, location(write, key)))
         kept_outside.update(_check_loop_identity(ctx, out, given, first_values, n_local,
