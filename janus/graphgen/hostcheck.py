@@ -300,8 +300,8 @@ def build(ctx, graph, flat_inputs, outputs):
     Returns (program or None, the neutralized Janus>Assert ops, the region's ops no
     longer needed in the graph); ``outputs`` (the graph's return list) is updated
     in place where it held a Python call's result."""
-    leaves = getattr(ctx, 'host_leaves', None)
-    if not config.host_checks or leaves is None or getattr(ctx, 'soft_conditions', None) is not None:
+    leaves = ctx.host_leaves
+    if not config.host_checks or leaves is None or ctx.soft_conditions is not None:
         return None, set(), set()
     try:
         found = _region(ctx, graph, flat_inputs, leaves)
@@ -350,7 +350,7 @@ def build(ctx, graph, flat_inputs, outputs):
 def _region(ctx, graph, flat_inputs, leaves):
     """The host region of ``graph``: its ops, values, checks and Python calls; None when
     there is nothing to move."""
-    functions = getattr(ctx, 'host_functions', {})
+    functions = (ctx.host_functions or {})
     flat_index = {t.name: i for i, t in enumerate(flat_inputs)}
     assumptions = {a.id: a for a in ctx.assumptions}
     slots, dynamic = {}, set()   # tensor name -> slot; slots that depend on a leaf

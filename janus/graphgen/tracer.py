@@ -45,7 +45,7 @@ class GraphEntry:
         self.bound_template = bound_template
         self.concrete = concrete
         self._call_graph = _graph_caller(
-            concrete, getattr(ctx, 'call_time_readers', None) if config.fast_replay else None)
+            concrete, ctx.call_time_readers if config.fast_replay else None)
         self.output_template = output_template
         self.source_guards = ctx.guards
         self.assumptions = {a.id: a for a in ctx.assumptions}
@@ -616,6 +616,47 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     across traces so a changing shape there is relaxed like an argument's.
     """
     started = time.perf_counter()
+    ctx = _new_context(fn, converted, bound, plan, heap_shapes, distributed)
+    holder = {}
+    body = _graph_body(ctx, converted, bound, signature, holder)
+    body.__name__ = 'janus_' + fn.__name__
+    try:
+        with tf.variable_creator_scope(_refuse_variable_creation), trace_output.refused():
+            concrete = tf.function(body, autograph=False).get_concrete_function(
+                *signature.input_specs())
+    except ConversionError as e:
+        raise _failed(ctx, _locate(_value_needed(ctx, e), ctx, converted,
+                                   sys.exc_info()[2])) from e
+    except Exception as e:  # any trace-time error: the call runs imperatively
+        error = ConversionError('%s: %s' % (type(e).__name__, e))
+        raise _failed(ctx, _locate(_value_needed(ctx, error), ctx, converted,
+                                   sys.exc_info()[2])) from e
+    finally:
+        library_state.restore(ctx)   # Keras's changes at trace time are replayed per run
+    _assert_acyclic(concrete.graph)
+    _check_library_left_nothing(ctx)
+    _add_guards_taken_after_the_trace(ctx, bound)
+    entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
+                       time.perf_counter() - started)
+    entry.writes = holder['writes']
+    entry.host = holder['host']
+    entry.evolving = frozenset(ctx.evolving)   # numbers it reads as constants and rewrites
+    entry.uses_heap_ops = ctx.heap.run_id is not None
+    entry.op_writes = list(ctx.heap.op_writes)
+    if config.restore_on_error and not distributed:
+        entry.rollback, entry.not_undoable = _rollback_plan(concrete, ctx)
+        if entry.not_undoable is not None and entry.writes:
+            # An op may fail after a change janus cannot undo (an iterator draw, a
+            # print op), and the Python writes and prints before it wait for the run's
+            # end: eager's state at that error could be neither restored nor shown.
+            raise ConversionError('an op of this call may fail after a state change janus '
+                                  'cannot undo (%s), with Python writes before it'
+                                  % entry.not_undoable)
+    return entry
+
+
+def _new_context(fn, converted, bound, plan, heap_shapes, distributed):
+    """The ``TraceContext`` of one trace, with what the tracer hands it."""
     plan.reset()
     ctx = operators.TraceContext(fn, bound.arguments, plan, generator.convert)
     ctx.read_dynamic_scalar = scalars.read
@@ -625,17 +666,20 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     if distributed:
         ctx.soft_conditions = []   # checked together by runtime.distributed.agree
     ctx.register_converted(fn.__code__, converted)
-    ctx.has_mutations = False
-    ctx.safe_error_ops = None
-    ctx.refusals = []   # refusals library code may have swallowed (trace_output, CheckedShape)
-    ctx.host_leaves = {}      # placeholder name -> how the host reads it (hostcheck.py)
-    ctx.host_functions = {}   # numpy_function op -> (its Python function, dtype)
-    ctx.call_time_readers = {}   # call-time capture key -> janus's closure (_captured_reader)
-    ctx.library_preimages = {}   # lists Keras changed at trace time -> contents before (library_state)
+    ctx.refusals = []
+    ctx.host_leaves = {}
+    ctx.host_functions = {}
+    ctx.call_time_readers = {}
     library_config.install()
     library_state.install()
-    holder = {}
+    return ctx
 
+
+def _graph_body(ctx, converted, bound, signature, holder):
+    """The Python function ``tf.function`` traces: the converted function on the
+    graph's inputs, then its outputs, write-back templates, host checks, the
+    order of checks and state changes, and the unused ops kept running.
+    Fills ``holder`` ('template', 'writes', 'host')."""
     def body(*flat_inputs):
         ctx.top_graph = tf.compat.v1.get_default_graph()
         placeholders = signature.placeholders(flat_inputs)
@@ -656,34 +700,27 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
         if ctx.soft_conditions:
             raise operators.Unsupported('a distributed step made assumptions after its '
                                         'agreement (janus.runtime.distributed.agree)')
-        outputs, memo = [], {}
-        holder['template'] = _template(result, outputs, ctx, memo)
-        holder['writes'] = _write_templates(ctx.heap.writes, outputs, ctx, memo)
-        graph = tf.compat.v1.get_default_graph()
-        holder['host'], checked, unneeded = hostcheck.build(ctx, graph, flat_inputs, outputs)
-        setattr(graph, HOST_CHECKED, frozenset(checked | unneeded))
-        ctx.safe_error_ops = defer_state_updates(graph, [op for op in ctx.assert_ops
-                                                         if op not in checked])
-        ctx.has_mutations = ctx.safe_error_ops is not None
-        # An op that may fail runs even when nothing uses its result, as eagerly.
-        fallible.keep_unused(graph, outputs, skip=checked | unneeded)
-        return outputs
+        return _close_graph(ctx, result, flat_inputs, holder)
+    return body
 
-    body.__name__ = 'janus_' + fn.__name__
-    try:
-        with tf.variable_creator_scope(_refuse_variable_creation), trace_output.refused():
-            concrete = tf.function(body, autograph=False).get_concrete_function(
-                *signature.input_specs())
-    except ConversionError as e:
-        raise _failed(ctx, _locate(_value_needed(ctx, e), ctx, converted,
-                                   sys.exc_info()[2])) from e
-    except Exception as e:  # any trace-time error: the call runs imperatively
-        error = ConversionError('%s: %s' % (type(e).__name__, e))
-        raise _failed(ctx, _locate(_value_needed(ctx, error), ctx, converted,
-                                   sys.exc_info()[2])) from e
-    finally:
-        library_state.restore(ctx)   # Keras's changes at trace time are replayed per run
-    _assert_acyclic(concrete.graph)
+
+def _close_graph(ctx, result, flat_inputs, holder):
+    outputs, memo = [], {}
+    holder['template'] = _template(result, outputs, ctx, memo)
+    holder['writes'] = _write_templates(ctx.heap.writes, outputs, ctx, memo)
+    graph = tf.compat.v1.get_default_graph()
+    holder['host'], checked, unneeded = hostcheck.build(ctx, graph, flat_inputs, outputs)
+    setattr(graph, HOST_CHECKED, frozenset(checked | unneeded))
+    ctx.safe_error_ops = defer_state_updates(graph, [op for op in ctx.assert_ops
+                                                     if op not in checked])
+    ctx.has_mutations = ctx.safe_error_ops is not None
+    # An op that may fail runs even when nothing uses its result, as eagerly.
+    fallible.keep_unused(graph, outputs, skip=checked | unneeded)
+    return outputs
+
+
+def _check_library_left_nothing(ctx):
+    """Library code may keep a graph tensor, or swallow janus's refusal: not converted."""
     leak = library_state.leaked(ctx, ctx._keep)
     if leak is not None:
         raise _failed(ctx, ConversionError(
@@ -692,6 +729,9 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     if ctx.needs_value:   # library code swallowed the refusal: the trace is not used
         raise _value_needed(ctx, ConversionError('library code used a number from outside '
                                                  'the call'))
+
+
+def _add_guards_taken_after_the_trace(ctx, bound):
     alias = ctx.alias_guard(bound.arguments)
     if alias is not None:
         ctx.guards.append(alias)
@@ -702,23 +742,6 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
     losses_guard = library_state.guard_for(ctx)
     if losses_guard is not None:
         ctx.guards.append(losses_guard)
-    entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
-                       time.perf_counter() - started)
-    entry.writes = holder['writes']
-    entry.host = holder['host']
-    entry.evolving = frozenset(ctx.evolving)   # numbers it reads as constants and rewrites
-    entry.uses_heap_ops = ctx.heap.run_id is not None
-    entry.op_writes = list(ctx.heap.op_writes)
-    if config.restore_on_error and not distributed:
-        entry.rollback, entry.not_undoable = _rollback_plan(concrete, ctx)
-        if entry.not_undoable is not None and entry.writes:
-            # An op may fail after a change janus cannot undo (an iterator draw, a
-            # print op), and the Python writes and prints before it wait for the run's
-            # end: eager's state at that error could be neither restored nor shown.
-            raise ConversionError('an op of this call may fail after a state change janus '
-                                  'cannot undo (%s), with Python writes before it'
-                                  % entry.not_undoable)
-    return entry
 
 
 def _assert_acyclic(graph):

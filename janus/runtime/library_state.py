@@ -153,7 +153,7 @@ def _record(ctx, layer, record, method, args):
 
 def _refuse(ctx, reason):
     """Raises Unsupported, remembered on the trace (Keras code may swallow it)."""
-    refusals = getattr(ctx, 'refusals', None)
+    refusals = ctx.refusals
     if refusals is not None:
         refusals.append(reason)
     raise trace_context.Unsupported(reason)

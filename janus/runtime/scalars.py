@@ -838,7 +838,7 @@ def _python_call(fn, tensors, kind):
         return np.asarray(result, dtype=DTYPES[kind].as_numpy_dtype)
     with fallible.made_by_janus():
         out = tf.numpy_function(run, tensors, DTYPES[kind], stateful=False)
-    functions = getattr(current(), 'host_functions', None)
+    functions = current().host_functions
     if functions is not None:   # graphgen/hostcheck.py may run it before the graph instead
         functions[out.op] = (run, DTYPES[kind])
     return as_scalar(out)

@@ -308,7 +308,7 @@ def hoist_scalar(ctx, source, kind):
     placeholder = ctx.top_graph.capture_call_time_value(read_now, tf.TensorSpec([], dtype),
                                                         key=key)
     _register_reader(ctx, key, read_now)
-    leaves = getattr(ctx, 'host_leaves', None)
+    leaves = ctx.host_leaves
     if leaves is not None:   # graphgen/hostcheck.py computes checks on it before the run
         leaves[placeholder.name] = ('source', source, kind)
     return placeholder
@@ -338,7 +338,7 @@ def _register_reader(ctx, key, read_now):
     """``read_now`` gives a value its guard checks (an eager tensor of the capture's dtype
     and a compatible shape): a run may call it without TF's re-check of the result
     (``tracer._captured_reader``).  The first closure of a key is the one TF keeps."""
-    readers = getattr(ctx, 'call_time_readers', None)
+    readers = ctx.call_time_readers
     if readers is not None:
         readers.setdefault(key, read_now)
 

@@ -37,7 +37,7 @@ class CheckedShape(tf.TensorShape):
         reason = ('the code observes the dimensions of %s, which are only known at run time '
                   'in a graph with relaxed shapes' % self._plain)
         ctx = current_or_none()
-        if ctx is not None and getattr(ctx, 'refusals', None) is not None:
+        if ctx is not None and ctx.refusals is not None:
             ctx.refusals.append(reason)
         raise Unsupported(reason)
 

@@ -160,6 +160,14 @@ class TraceContext:
         self.last_loop_reads_variables = False   # set while tracing a tf.while_loop body
         self.soft_conditions = None   # a list in distributed steps: assumptions agreed on, see distributed.py
         self.shapes = None      # relaxed shapes of hoisted heap reads, kept across traces
+        # Set by the tracer for a graph it builds (None: a context of no trace, as in tests).
+        self.refusals = None   # refusals library code may have swallowed (trace_output, CheckedShape)
+        self.host_leaves = None      # placeholder name -> how the host reads it (hostcheck.py)
+        self.host_functions = None   # numpy_function op -> (its Python function, dtype)
+        self.call_time_readers = None   # call-time capture key -> janus's reader (tracer.py)
+        self.library_preimages = {}   # lists Keras changed at trace time -> contents before
+        self.has_mutations = False     # the graph changes state (tracer.defer_state_updates)
+        self.safe_error_ops = None     # ops that run before any state change (tracer.py)
         self.guards = []
         self._guard_keys = set()
         self._sources = {}     # id(obj) -> Source, for objects from outside the call

@@ -36,7 +36,7 @@ class _TracingStdout:
             return self._stream.write(text)
         reason = ('code janus runs as is while tracing wrote %r to standard output: it would '
                   'print once per graph, not once per call' % _short(text))
-        refusals = getattr(ctx, 'refusals', None)
+        refusals = ctx.refusals
         if refusals is not None:
             refusals.append(reason)
         raise operators.Unsupported(reason)

@@ -5,6 +5,8 @@ writes (written back after the loop), numbers it counts with as dynamic
 scalars, and the call's own lists it grows as TensorArrays (``TensorList``).
 Needs a ``TraceContext``; called from ``statements.py``.
 """
+import dataclasses
+
 import tensorflow as tf
 
 from janus.runtime import scalars
@@ -136,149 +138,199 @@ def _with_lineage(value, lineage):
     return scalars.DynamicScalar(value.tensor, value.type, value.lineage | lineage)
 
 
+@dataclasses.dataclass(frozen=True)
+class LoopCarry:
+    """The layout of what a tf.while_loop carries: the locals the body rebinds,
+    then the Python locations it rebinds (``held``), then one flag per location,
+    "rebound in some iteration" (zero iterations leave the object untouched)."""
+    n_local: int
+    n_held: int
+
+    def split(self, values):
+        """(locals, held, flags) of a tuple the loop carries."""
+        values = list(values)
+        held_end = self.n_local + self.n_held
+        return values[:self.n_local], values[self.n_local:held_end], values[held_end:]
+
+
 def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, numbers, keys,
                 lineage):
-    heap = ctx.heap
-    outer = tf.compat.v1.get_default_graph()
-    init = list(original)
-    _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where, lineage)
-    # Lists/tuples of tensors the body rebinds (an LSTM cell's [h, c]) are
-    # carried leaf by leaf and rebuilt with the same structure each iteration.
-    structures = {i for i, v in enumerate(init) if _is_tensor_structure(v)}
-    for i in structures:   # an outside list (self.state): its tensors re-read every run
-        init[i] = ctx.contents(init[i])
-    # Numbers the body changes: dynamic scalars (a Python number lifted to one).
-    dynamic = {i: v if scalars.is_dynamic(v) else scalars.lift(v) for i, v in enumerate(init)
-               if scalars.is_dynamic(v) or i in numbers}
-    loop_index = [i for i, v in enumerate(init)
-                  if is_tensor(v) or isinstance(v, TensorList) or i in structures
-                  or i in dynamic]
-    fixed = {i: snapshot_of(v) for i, v in enumerate(init) if i not in loop_index}
-    carried = [(k,) + keys[k] for k in keys]   # (k, obj, key, write)
-    starts = [_loop_start(heap, *record, where) for record in carried]
-    start = heap.checkpoint()
-    passed = {}
-    n_local, n_held = len(loop_index), len(carried)
+    builder = _WhileLoop(ctx, where, test_fn, body_fn, get_state, set_state, original, numbers,
+                         keys, lineage)
+    builder.build()
 
-    def full_state(values):
-        state = list(init)
-        for i, value in zip(loop_index, values):
-            if isinstance(init[i], TensorList):
-                value = TensorList(value, where)
-            elif i in structures:
-                value = ctx.made_result(tf.nest.pack_sequence_as(init[i], list(value)),
-                                        deep=True)   # rebuilt around the loop's values
-                passed[i] = (value, list(tf.nest.flatten(value)))
-            elif i in dynamic:
-                value = _with_lineage(scalars.rewrap(dynamic[i], value), lineage)
+
+class _WhileLoop:
+    """One tensor-dependent loop built as a tf.while_loop (``_while_loop``)."""
+
+    def __init__(self, ctx, where, test_fn, body_fn, get_state, set_state, original, numbers,
+                 keys, lineage):
+        self.ctx, self.where, self.lineage = ctx, where, lineage
+        self.test_fn, self.body_fn = test_fn, body_fn
+        self.get_state, self.set_state, self.keys = get_state, set_state, keys
+        self.heap = ctx.heap
+        self.outer = tf.compat.v1.get_default_graph()
+        init = self.init = list(original)
+        _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where, lineage)
+        # Lists/tuples of tensors the body rebinds (an LSTM cell's [h, c]) are
+        # carried leaf by leaf and rebuilt with the same structure each iteration.
+        self.structures = {i for i, v in enumerate(init) if _is_tensor_structure(v)}
+        for i in self.structures:   # an outside list (self.state): its tensors re-read every run
+            init[i] = ctx.contents(init[i])
+        # Numbers the body changes: dynamic scalars (a Python number lifted to one).
+        self.dynamic = {i: v if scalars.is_dynamic(v) else scalars.lift(v)
+                        for i, v in enumerate(init) if scalars.is_dynamic(v) or i in numbers}
+        self.loop_index = [i for i, v in enumerate(init)
+                           if is_tensor(v) or isinstance(v, TensorList)
+                           or i in self.structures or i in self.dynamic]
+        self.fixed = {i: snapshot_of(v) for i, v in enumerate(init) if i not in self.loop_index}
+        self.carried = [(k,) + keys[k] for k in keys]   # (k, obj, key, write)
+        self.starts = [_loop_start(self.heap, *record, where) for record in self.carried]
+        self.start = self.heap.checkpoint()
+        self.passed = {}
+        self.carry = LoopCarry(len(self.loop_index), len(self.carried))
+        self.kept_outside = set()   # locals the body may leave holding an outside tensor
+        self.first_values = None
+
+    def full_state(self, values):
+        """The function's locals, given the loop's values of those it carries."""
+        state = list(self.init)
+        for i, value in zip(self.loop_index, values):
+            if isinstance(self.init[i], TensorList):
+                value = TensorList(value, self.where)
+            elif i in self.structures:
+                value = self.ctx.made_result(tf.nest.pack_sequence_as(self.init[i], list(value)),
+                                             deep=True)   # rebuilt around the loop's values
+                self.passed[i] = (value, list(tf.nest.flatten(value)))
+            elif i in self.dynamic:
+                value = _with_lineage(scalars.rewrap(self.dynamic[i], value), self.lineage)
             state[i] = value
         return tuple(state)
 
-    def loop_values(state):
+    def loop_values(self, state):
+        """The loop's values of the locals it carries, from the function's locals."""
         values = []
-        for i in loop_index:
+        for i in self.loop_index:
             value = state[i]
-            if isinstance(init[i], TensorList):
+            if isinstance(self.init[i], TensorList):
                 if not isinstance(value, TensorList):
                     raise Unsupported('%s: a list grown in the loop is replaced by a %s'
-                                      % (where, type(value).__name__))
+                                      % (self.where, type(value).__name__))
                 value = value.array
-            elif i in structures:
-                value = _structure_leaves(init[i], value, passed.get(i), where)
-            elif i in dynamic:
-                value = _loop_value(dynamic[i], value, where, 'a variable')
+            elif i in self.structures:
+                value = _structure_leaves(self.init[i], value, self.passed.get(i), self.where)
+            elif i in self.dynamic:
+                value = _loop_value(self.dynamic[i], value, self.where, 'a variable')
             values.append(value)
         return tuple(values)
 
-    def enter(values):
-        values = list(values)
+    def enter(self, values):
+        """Binds the loop's values (locals and held locations); returns the flags."""
         for value in values:
-            ctx.note_looped(value)
-        local, held = values[:n_local], values[n_local:n_local + n_held]
-        set_state(full_state(local))
-        heap.restore(start)
-        for (k, _, key, _), first, value in zip(carried, starts, held):
-            heap.overlay[k] = scalars.rewrap(first, value) if scalars.is_dynamic(first)\
+            self.ctx.note_looped(value)
+        local, held, flags = self.carry.split(values)
+        self.set_state(self.full_state(local))
+        self.heap.restore(self.start)
+        self._hold(held)
+        return flags
+
+    def _hold(self, held):
+        heap = self.heap
+        for (k, _, key, _), first, value in zip(self.carried, self.starts, held):
+            heap.overlay[k] = scalars.rewrap(first, value) if scalars.is_dynamic(first) \
                 else value
             if isinstance(key, tuple) and key[0] == 'item':
                 heap.items_written.add(k[0])
-        return values[n_local + n_held:]
 
-    def cond(*values):
-        enter(values)
-        return kept_running(condition_tensor(in_dynamic_region(test_fn)))
+    def cond(self, *values):
+        self.enter(values)
+        return kept_running(condition_tensor(in_dynamic_region(self.test_fn)))
 
-    kept_outside = set()   # locals the body may leave holding an outside tensor
-
-    def body(*values):
-        given = values
-        flags = enter(values)
+    def body(self, *values):
+        heap, ctx, where = self.heap, self.ctx, self.where
+        flags = self.enter(values)
         checkpoint = heap.checkpoint()
         region = heap.open_region()
         try:
-            in_dynamic_region(body_fn)
+            in_dynamic_region(self.body_fn)
         finally:
             heap.close_region(region)
         ctx.last_loop_reads_variables = bool(variables_read())
         _check_loop_writes(heap, checkpoint, where)
-        _check_loop_checks(outer, where, ctx.last_loop_reads_variables)
-        state = get_state()
+        _check_loop_checks(self.outer, where, ctx.last_loop_reads_variables)
+        state = self.get_state()
+        self._check_fixed(state, region)
+        out = list(self.loop_values(state))
+        for (_, obj, key, write), first in zip(self.carried, self.starts):
+            value = heap.read(obj, key)
+            out.append(_loop_value(first, value, where, location(write, key)))
+        self.kept_outside.update(_check_loop_identity(ctx, out, values, self.first_values,
+                                                      self.carry.n_local, where))
+        out.extend(self._rebound_flags(region, flags))
+        heap.restore(checkpoint)
+        return kept_running(tuple(out))
+
+    def _check_fixed(self, state, region):
+        """Locals the loop does not carry must not change; numbers it counts with and
+        locations it newly rebinds make the loop be traced again, carrying them."""
         widen = set()
-        for i, snapshot in fixed.items():
+        for i, snapshot in self.fixed.items():
             if snapshot_of(state[i]) != snapshot:
-                if liftable(init[i]) and number_type(state[i]) is type(init[i]):
+                if liftable(self.init[i]) and number_type(state[i]) is type(self.init[i]):
                     widen.add(i)   # a Python number the loop counts with: carry it
                     continue
                 raise Unsupported('%s: a Python value (%s) changes inside a tensor-dependent '
                                   'loop; janus keeps Python values Python'
-                                  % (where, kind_of(init[i])))
-        more = {k: record[:3] for k, record in region.keys.items() if k not in keys}
+                                  % (self.where, kind_of(self.init[i])))
+        more = {k: record[:3] for k, record in region.keys.items() if k not in self.keys}
         if widen or more:
             raise _Widen(widen, more)
-        out = list(loop_values(state))
-        for (_, obj, key, write), first in zip(carried, starts):
-            value = heap.read(obj, key)
-            out.append(_loop_value(first, value, where, location(write, key)))
-        kept_outside.update(_check_loop_identity(ctx, out, given, first_values, n_local,
-                                                 where))
-        for (k, _, _, _), flag in zip(carried, flags):
+
+    def _rebound_flags(self, region, flags):
+        for (k, _, _, _), flag in zip(self.carried, flags):
             record = region.keys.get(k)
             if record is None:
-                out.append(flag)
+                yield flag
             elif record[3] is None:
-                out.append(tf.constant(True))
+                yield tf.constant(True)
             else:
-                out.append(tf.logical_or(flag, record[3]))
-        heap.restore(checkpoint)
-        return kept_running(tuple(out))
+                yield tf.logical_or(flag, record[3])
 
-    first_values = loop_values(init) + tuple(
-        _loop_value(s, s, where, location(r[3], r[2])) for s, r in zip(starts, carried)) +\
-        tuple(tf.constant(False) for _ in carried)
-    try:
-        final = tf.while_loop(cond, body, first_values)
-    except ValueError as e:
-        if 'shape' not in str(e):
-            raise
-        final = tf.while_loop(cond, body, first_values, shape_invariants=tf.nest.map_structure(
-            _relaxed_invariant, first_values))
-    if not isinstance(final, (list, tuple)):
-        final = (final,)
-    final = list(final)
-    for j, value in enumerate(final):
-        ctx.note_looped(value, maybe_outside=j in kept_outside)
-    heap.restore(start)
-    set_state(full_state(final[:n_local]))
-    held, flags = final[n_local:n_local + n_held], final[n_local + n_held:]
-    for (k, obj, key, write), first, value, flag in zip(carried, starts, held, flags):
-        if scalars.is_dynamic(first):
-            value = _with_lineage(scalars.rewrap(first, value), lineage)
-        heap.overlay[k] = value
-        if isinstance(key, tuple) and key[0] == 'item':
-            heap.items_written.add(k[0])
-        # Written back only when some iteration rebound it (else it keeps its object).
-        heap.writes.append(write.changed(value, flag))
-        heap.note(obj, key, write, flag)
+    def build(self):
+        self.first_values = self.loop_values(self.init) + tuple(
+            _loop_value(s, s, self.where, location(r[3], r[2]))
+            for s, r in zip(self.starts, self.carried)) + \
+            tuple(tf.constant(False) for _ in self.carried)
+        try:
+            final = tf.while_loop(self.cond, self.body, self.first_values)
+        except ValueError as e:
+            if 'shape' not in str(e):
+                raise
+            final = tf.while_loop(self.cond, self.body, self.first_values,
+                                  shape_invariants=tf.nest.map_structure(
+                                      _relaxed_invariant, self.first_values))
+        if not isinstance(final, (list, tuple)):
+            final = (final,)
+        self._finish(list(final))
+
+    def _finish(self, final):
+        """After the loop: its locals bound, each held location written back."""
+        heap = self.heap
+        for j, value in enumerate(final):
+            self.ctx.note_looped(value, maybe_outside=j in self.kept_outside)
+        heap.restore(self.start)
+        local, held, flags = self.carry.split(final)
+        self.set_state(self.full_state(local))
+        for (k, obj, key, write), first, value, flag in zip(self.carried, self.starts, held,
+                                                            flags):
+            if scalars.is_dynamic(first):
+                value = _with_lineage(scalars.rewrap(first, value), self.lineage)
+            heap.overlay[k] = value
+            if isinstance(key, tuple) and key[0] == 'item':
+                heap.items_written.add(k[0])
+            # Written back only when some iteration rebound it (else it keeps its object).
+            heap.writes.append(write.changed(value, flag))
+            heap.note(obj, key, write, flag)
 
 
 def _check_loop_identity(ctx, values, given, first, n_local, where):
