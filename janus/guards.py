@@ -3,9 +3,10 @@
 Needs nothing but TensorFlow and the type table (``pytypes``).  Two families
 live here:
 
-* the *argument signature* (``signature_of``): a tree mirroring the call's
-  arguments whose nodes check type, dtype, shape and Python values of each
-  argument and flatten its tensors into graph inputs;
+* the *argument signature* (``Signature``, its nodes from ``node_for``): a
+  tree mirroring the call's arguments whose nodes check type, dtype, shape
+  and Python values of each argument and flatten its tensors into graph
+  inputs;
 * *source guards* (``SourceGuard``): checks on values the traced code read
   from outside its arguments (globals, closure cells, attributes, items),
   each re-evaluated from its ``Source`` at call time.

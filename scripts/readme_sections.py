@@ -146,6 +146,8 @@ def layout_rows():
     rows = [('README.md', 'This page.'),
             ('DESIGN.md', first_sentence(_read('DESIGN.md').split('\n', 1)[0].lstrip('# '))
              .capitalize() + ': the decisions behind each part, and why.'),
+            ('ARCHITECTURE.md', 'The life of a call (replay, generate, fallback) as ordered lists '
+             'of functions, a glossary, and where things live.'),
             ('LICENSE', 'Apache License 2.0.'),
             ('setup.py', _docstring('setup.py')),
             ('pyproject.toml', _header_comment('pyproject.toml', '#')),

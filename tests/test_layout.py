@@ -28,8 +28,26 @@ def _imports(path):
 
 
 def test_runtime_does_not_import_the_generator():
-    offenders = [(path.name, module) for path in sorted(RUNTIME.glob('*.py'))
+    offenders = [(str(path.relative_to(RUNTIME)), module) for path in sorted(RUNTIME.rglob('*.py'))
                  for module in _imports(path) if module.startswith('janus.graphgen')]
+    assert offenders == []
+
+
+# runtime/control/: each module imports only those before it (its __init__ lists them).
+CONTROL_ORDER = ('common', 'values', 'branch_writes', 'hoisting', 'cond', 'loops', 'statements')
+
+
+def test_control_modules_import_only_those_before_them():
+    control = RUNTIME / 'control'
+    assert sorted(p.stem for p in control.glob('*.py') if p.stem != '__init__') == \
+        sorted(CONTROL_ORDER)
+    offenders = []
+    for rank, name in enumerate(CONTROL_ORDER):
+        for module in _imports(control / (name + '.py')):
+            if module.startswith('janus.runtime.control.'):
+                imported = module.rsplit('.', 1)[1]
+                if CONTROL_ORDER.index(imported) >= rank:
+                    offenders.append((name, imported))
     assert offenders == []
 
 

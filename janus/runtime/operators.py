@@ -8,7 +8,7 @@ value read from outside the call came from, adding the guard that keeps the
 graph valid for the next call, or (b) refuses, with ``Unsupported``, what a
 graph cannot reproduce faithfully, so the call runs imperatively instead.
 The other operators live by job and are re-exported here: calls
-(``calls.py``), control flow (``control.py``), observations of values
+(``calls.py``), control flow (``control/``), observations of values
 (``observe.py``), static shapes (``shapes.py``), ``print`` (``printing.py``).
 """
 import enum

@@ -4,7 +4,8 @@
 Each is recorded in a shadow-heap region and carries the condition of its
 path: the write-back applies only the taken path's writes, in program order,
 and a location written on either side reads, after the ``if``, as the merge
-of both sides (``Merged``).  Needs a ``TraceContext`` with its shadow heap.
+of both sides (``_Merged``, a ``shadow_heap.Deferred``).  Needs a
+``TraceContext`` with its shadow heap.
 """
 import builtins
 
