@@ -116,7 +116,7 @@ LIFETIME_ATTRIBUTES = frozenset((
     '_logged_reasons', '__wrapped__') + functools.WRAPPER_ASSIGNMENTS)
 
 
-class JanusFunction:
+class JanusFunction(callables.JanusCallable):
     """A callable run through janus; behaves like the callable itself.
 
     Its per-definition state (profile, graph cache, failed conversions, relaxed
@@ -716,7 +716,7 @@ def _has_relaxed_dims(signature):
     return any(spec.shape.rank is None or None in spec.shape.as_list() for spec in specs)
 
 
-class BoundJanusMethod:
+class BoundJanusMethod(callables.JanusCallable):
     """``obj.method`` for a janus-decorated method: shares the function's cache."""
 
     def __init__(self, janus_fn, obj):

@@ -45,10 +45,20 @@ def runs_later(fn):
     return code is not None and bool(code.co_flags & _DEFERRED_CODE)
 
 
+class JanusCallable:
+    """Base of janus's own callables, a janus function and a bound janus method:
+    ``__janus_function__`` is the janus function (the callable itself, or the one
+    a bound method calls with its ``__self__`` first)."""
+
+
 def is_janus(value):
     """A janus function or a bound janus method (they run janus's own state machine)."""
-    from janus import api
-    return isinstance(value, (api.JanusFunction, api.BoundJanusMethod))
+    return isinstance(value, JanusCallable)
+
+
+def is_janus_function(value):
+    """A janus function itself (not a bound janus method)."""
+    return isinstance(value, JanusCallable) and value.__janus_function__ is value
 
 
 def resolve(fn):
@@ -79,9 +89,8 @@ def through_janus(callee, args, kwargs):
     """
     if not is_janus(callee):
         return callee, args, kwargs
-    from janus import api
     jf = callee.__janus_function__
-    if isinstance(callee, api.BoundJanusMethod):
+    if jf is not callee:   # a bound janus method
         args = (callee.__self__,) + tuple(args)
     target = jf.target
     if target.function is None:

@@ -68,11 +68,10 @@ def _functions_of(fn):
 
 
 def _janus_methods(cls):
-    from janus import api
     seen, out = set(), []
     for klass in getattr(cls, '__mro__', ()):
         for name, value in vars(klass).items():
-            if isinstance(value, api.JanusFunction) and name not in seen:
+            if callables.is_janus_function(value) and name not in seen:
                 seen.add(name)
                 out.append(value)
     return out

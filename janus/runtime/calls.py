@@ -27,7 +27,7 @@ from janus.runtime.shadow_heap import Write, WriteKind
 from janus.runtime.shapes import _checked_shape_in
 from janus.runtime.trace_context import (ChosenMethod, Unsupported,
                                          captured_by_identity as _captured_by_identity,
-                                         current, current_or_none, refuse_unmerged,
+                                         current, current_or_none, need, refuse_unmerged,
                                          writable_context as _writable_context)
 
 
@@ -115,7 +115,7 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
             return result
     elif whitelist.is_library(callee) and scalars.library_call_allows(callee, args, kwargs):
         return _NOT_HANDLED
-    scalars.need(lineage, 'calling %s with a number from outside the call' % _name(callee))
+    need(lineage, 'calling %s with a number from outside the call' % _name(callee))
 
 
 def _stores_numbers(callee, args, kwargs):
@@ -454,7 +454,7 @@ def _call_chosen_method(ctx, method, args, kwargs):
     if method.name in _CONTENT_READING_METHODS:
         args = [observe.plain_deep(ctx, v) for v in args]
     if scalars.lineage_deep(list(args)):
-        scalars.need(scalars.lineage_deep(list(args)), 'storing a number into one of two '
+        need(scalars.lineage_deep(list(args)), 'storing a number into one of two '
                      'containers chosen by a tensor-dependent if')
     ctx = _writable_context('a %s (%s)' % (type(chosen.candidates[0][0]).__name__, method.name))
     for owner, condition in chosen.candidates:

@@ -22,7 +22,8 @@ from janus import guards, pytypes
 from janus.guards import GuardKind
 from janus.runtime import fallible, scalars, whitelist
 from janus.runtime.scalars import DynamicScalar
-from janus.runtime.trace_context import Unsupported, current, refuse_opaque, refuse_unmerged
+from janus.runtime.trace_context import (Unsupported, current, need, refuse_opaque,
+                                         refuse_unmerged)
 
 _BINARY = {
     'Add': ('__add__', '__radd__', '__iadd__', operator.add, '+'),
@@ -252,7 +253,7 @@ def compare(op, left, right):
         return found if op == 'In' else not found
     if op in ('Is', 'IsNot'):
         if type(left) is DynamicScalar or type(right) is DynamicScalar:
-            scalars.need(scalars.lineage_of(left, right), 'an identity test on a number')
+            need(scalars.lineage_of(left, right), 'an identity test on a number')
         if isinstance(left, tf.Tensor) and isinstance(right, tf.Tensor):
             same = ctx.same_tensor(left, right)   # graph inputs: the eager tensors they stand for
             return same if op == 'Is' else not_value(same)

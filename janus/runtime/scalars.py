@@ -39,36 +39,13 @@ import tensorflow as tf
 
 from janus import guards
 from janus.runtime import fallible, shadow_heap
-from janus.runtime.trace_context import AssumptionKind, Unsupported, current
+from janus.runtime.trace_context import AssumptionKind, Unsupported, current, need
 
 INT_BOUND = guards.SCALAR_INT_BOUND   # every dynamic int stays strictly within +-this
 EXACT_FLOAT_INT = 2 ** 53  # ints up to this convert to float64 exactly
 TINY = guards.SCALAR_TINY  # |floats| below this (but nonzero) may meet TF's flush-to-zero
 DTYPES = {int: tf.int64, float: tf.float64, bool: tf.bool}
 _NUMBER = (int, float, bool)
-
-
-class NeedsValue(Unsupported):
-    """A dynamic scalar reached a use that needs its value (a shape, an index,
-    library code): the trace is redone with ``lineage`` specialized by value
-    (the tracer raises ``errors.ScalarValueNeeded`` with the user's line)."""
-
-    def __init__(self, lineage, what):
-        self.lineage = frozenset(lineage)
-        super().__init__(describe_need(self.lineage, what))
-
-
-def need(lineage, what):
-    """Raises NeedsValue, first noting ``lineage`` on the trace: seen even if library
-    code swallows the exception."""
-    ctx = current()
-    ctx.needs_value = ctx.needs_value | frozenset(lineage)
-    raise NeedsValue(lineage, what)
-
-
-def describe_need(lineage, what):
-    names = sorted(name for _, name in lineage)
-    return '%s needs the value of %s' % (what, ', '.join(names) or 'a Python number')
 
 
 class DynamicScalar:

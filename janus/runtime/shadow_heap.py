@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from janus import guards
+from janus.errors import Unsupported
 
 _call_time = threading.local()
 
@@ -143,7 +144,6 @@ class _Pending(dict):
 
     def get(self, key, default=None):
         if key in self.poisoned:
-            from janus.runtime.trace_context import Unsupported
             raise Unsupported(self.poisoned[key])
         return super().get(key, default)
 
@@ -205,7 +205,6 @@ class TraceHeap:
         same call see the container as changed (``TraceContext.contents``)."""
         if method == '__setitem__' and type(obj) is list and id(obj) in self.pending.poisoned:
             # Whether the index exists depends on the path an earlier branch took.
-            from janus.runtime.trace_context import Unsupported
             raise Unsupported(self.pending.poisoned[id(obj)])
         self.changed.add(id(obj))
         self.objects[id(obj)] = obj

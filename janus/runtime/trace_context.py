@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from janus import guards, pytypes
 from janus.decisions import DYNAMIC
-from janus.errors import ConversionError, InvariantError
+from janus.errors import InvariantError, Unsupported
 from janus.pyct import sites
 from janus.guards import GuardKind
 from janus.runtime import shadow_heap, whitelist
@@ -27,8 +27,27 @@ from janus.runtime.shadow_heap import MISSING
 _local = threading.local()
 
 
-class Unsupported(ConversionError):
-    """Raised at trace time; the tracer adds the user's source line."""
+class NeedsValue(Unsupported):
+    """A dynamic scalar reached a use that needs its value (a shape, an index,
+    library code): the trace is redone with ``lineage`` specialized by value
+    (the tracer raises ``errors.ScalarValueNeeded`` with the user's line)."""
+
+    def __init__(self, lineage, what):
+        self.lineage = frozenset(lineage)
+        super().__init__(describe_need(self.lineage, what))
+
+
+def need(lineage, what):
+    """Raises NeedsValue, first noting ``lineage`` on the trace: seen even if library
+    code swallows the exception."""
+    ctx = current()
+    ctx.needs_value = ctx.needs_value | frozenset(lineage)
+    raise NeedsValue(lineage, what)
+
+
+def describe_need(lineage, what):
+    names = sorted(name for _, name in lineage)
+    return '%s needs the value of %s' % (what, ', '.join(names) or 'a Python number')
 
 
 class UnmergedLocal:
@@ -50,8 +69,7 @@ class UnmergedLocal:
         raise Unsupported(message)
 
     def _need(self, message):
-        from janus.runtime import scalars   # scalars builds on this module
-        scalars.need(self.lineage, message)
+        need(self.lineage, message)
 
     __bool__ = __len__ = __iter__ = __getitem__ = __setitem__ = __contains__ = __str__ = \
         __format__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = \

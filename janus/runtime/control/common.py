@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from janus.runtime import fallible, scalars
 from janus.runtime.shadow_heap import Deferred
-from janus.runtime.trace_context import Unsupported, current
+from janus.runtime.trace_context import NeedsValue, Unsupported, current
 
 
 class Undefined:
@@ -237,12 +237,12 @@ def lineage_of(value):
 def refuse_values(message, *values, extra=frozenset()):
     """Refuses what ``values`` would need; when a dynamic scalar is among them (or
     decided the test, ``extra``), the trace is redone with the numbers it came from
-    constant (``scalars.NeedsValue``) rather than given up: a test on constants is
+    constant (``NeedsValue``) rather than given up: a test on constants is
     plain Python, with nothing to merge."""
     lineage = scalars.lineage_of(*values) | frozenset(extra)
     if lineage:
         current().needs_value |= lineage
-        raise scalars.NeedsValue(lineage, message)
+        raise NeedsValue(lineage, message)
     raise Unsupported(message)
 
 

@@ -22,7 +22,7 @@ from janus.runtime.control.common import (CannotBuild, TestValue, condition_tens
 from janus.runtime.control.cond import cond_values, dynamic_if
 from janus.runtime.control.loops import dynamic_for, dynamic_while
 from janus.runtime.graph_analysis import depends_on_state_change
-from janus.runtime.trace_context import AssumptionKind, Unsupported, current
+from janus.runtime.trace_context import AssumptionKind, NeedsValue, Unsupported, current
 
 
 def not_(value):
@@ -201,7 +201,7 @@ def _or_assume(ns, site):
     except ConversionError as e:
         key = (ns.fn.__code__, site)
         if current().dynamic_depth == 0 and current().plan.cannot_build(
-                key, str(e), value_needed=isinstance(e, scalars.NeedsValue)):
+                key, str(e), value_needed=isinstance(e, NeedsValue)):
             raise CannotBuild(key, e) from e
         raise
 
