@@ -39,10 +39,10 @@ class ConversionError(JanusError):
         return text + ')'
 
 
-
 class Unsupported(ConversionError):
     """Raised at trace time by what janus does not convert; the tracer adds the
     user's source line."""
+
 
 class ConversionDeferred(ConversionError):
     """A conversion refused for now only: a later call may convert (a Keras optimizer

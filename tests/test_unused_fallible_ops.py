@@ -218,7 +218,7 @@ def test_only_the_users_unused_ops_that_may_fail_are_kept():
             _ = tf.tanh(x)                            # unused, cannot fail: not kept
             bad = tf.gather(x, tf.constant(1))        # unused, may fail: kept
             used = tf.gather(x, tf.constant(0))       # may fail, but an output needs it
-            with fallible.made_by_janus():
+            with fallible.not_the_users():
                 inner = tf.gather(x, tf.constant(2))  # janus's own inside the call: not kept
         assert fallible.keep_unused(graph, [y, used]) == 1
         assert graph.control_outputs == [bad.op]
@@ -251,3 +251,47 @@ def test_a_failure_before_a_dead_branch_restores_the_update_after_it():
     calls = [(lambda: ((tf.constant([0.25, 0.5, 0.25]),), {})) for _ in range(9)]
     jf = differential(make, calls, state=state)
     assert janus.stats(jf)['graph_calls'] > 0
+
+
+def _batches(sizes):
+    dataset = None
+    for n in sizes:
+        part = tf.data.Dataset.from_tensors(tf.ones([n, 3]))
+        dataset = part if dataset is None else dataset.concatenate(part)
+    return iter(dataset)
+
+
+def test_vectorized_map_scaffolding_is_not_kept_running():
+    # pfor traces the function once in the calling graph as scaffolding (a gather at
+    # row 0): eagerly it runs in a graph that prunes that, so an empty batch is fine.
+    sizes = [3, 2, 3, 4, 3, 0, 3, 0, 2]
+
+    def make():
+        batches = _batches(sizes)
+
+        def step():
+            x = batches.get_next()
+            return tf.vectorized_map(lambda row: tf.gather(row, 1) * 2.0, x)
+        return step, None
+    jf = differential(make, [((), {}) for _ in sizes])
+    assert janus.stats(jf)['imperative_calls'] == 0
+
+
+def test_an_unused_op_in_a_dataset_map_is_pruned_as_eagerly():
+    # tf.data traces its map function into a graph even eagerly, and prunes there.
+    picks = [0, 1, 2, 1, 5, 0, 7, 1]
+
+    def row(r, k):
+        peek = tf.gather(r, k)
+        return r * 2.0
+
+    def make():
+        keys = iter(tf.data.Dataset.from_tensor_slices(tf.constant(picks)))
+
+        def step(x):
+            k = keys.get_next()
+            rows = tf.data.Dataset.from_tensor_slices(x).map(lambda r: row(r, k))
+            return rows.reduce(tf.zeros([3]), lambda a, b: a + b)
+        return step, None
+    jf = differential(make, [(lambda: ((tf.ones([2, 3]),), {})) for _ in picks])
+    assert janus.stats(jf)['imperative_calls'] == 0

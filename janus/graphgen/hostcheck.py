@@ -350,7 +350,7 @@ def build(ctx, graph, flat_inputs, outputs):
 def _region(ctx, graph, flat_inputs, leaves):
     """The host region of ``graph``: its ops, values, checks and Python calls; None when
     there is nothing to move."""
-    functions = (ctx.host_functions or {})
+    functions = ctx.host_functions
     flat_index = {t.name: i for i, t in enumerate(flat_inputs)}
     assumptions = {a.id: a for a in ctx.assumptions}
     slots, dynamic = {}, set()   # tensor name -> slot; slots that depend on a leaf

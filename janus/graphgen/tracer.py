@@ -394,18 +394,6 @@ def _rebuild(template, outputs, arguments, memo=None):
 
 # -- deferred state updates -------------------------------------------------
 
-def _ancestors(ops):
-    seen, stack = set(), list(ops)
-    while stack:
-        op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.extend(t.op for t in op.inputs)
-        stack.extend(op.control_inputs)
-    return seen
-
-
 def _contents(op, memo):
     """(runs a Janus>Assert, changes state): of the op itself or of what it calls."""
     if op in memo:
@@ -467,7 +455,7 @@ def defer_state_updates(graph, assert_ops):
     before = _wait_for_everything_before(ops, mutating, first_change)
     if not asserting:
         return before
-    for op in _ancestors(asserting):
+    for op in graph_analysis.ancestors(asserting):
         if op in mutating or (op._id > first_change and op._is_stateful
                               and op not in asserting):
             raise operators.Unsupported(
@@ -625,8 +613,10 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
             concrete = tf.function(body, autograph=False).get_concrete_function(
                 *signature.input_specs())
     except ConversionError as e:
-        raise _failed(ctx, _locate(_value_needed(ctx, e), ctx, converted,
-                                   sys.exc_info()[2])) from e
+        failed = _failed(ctx, _locate(_value_needed(ctx, e), ctx, converted, sys.exc_info()[2]))
+        if failed is e:
+            raise   # as it is, its own cause kept
+        raise failed from e
     except Exception as e:  # any trace-time error: the call runs imperatively
         error = ConversionError('%s: %s' % (type(e).__name__, e))
         raise _failed(ctx, _locate(_value_needed(ctx, error), ctx, converted,

@@ -259,7 +259,7 @@ def _guard_library_args(ctx, callee, args, kwargs):
         if isinstance(value, observe.LazyText):
             value.refuse()
         if _is_user_function(value):
-            return _converted_callback(ctx, value)
+            return _converted_callback(ctx, value, _runs_callbacks_op_by_op(callee))
         if type(value) in (list, tuple) and depth == 0 and ctx.source_of(value) is None:
             ctx.provenance(value, what)
             items = [prepare(v, 1) for v in value]   # tf.switch_case's branches
@@ -290,10 +290,23 @@ def _is_user_function(value):
             and not whitelist.is_library(value))
 
 
-def _converted_callback(ctx, fn):
+def _runs_callbacks_op_by_op(callee):
+    """Whether eager ``callee`` runs the user's callbacks op by op, so that an unused
+    op there that fails raises (``tf.map_fn``, ``tf.cond``: kept running in the
+    graph).  ``tf.data`` maps, ``tf.vectorized_map`` and ``tf.function`` trace
+    them into graphs even eagerly, and prune such ops there too."""
+    return any(callee is fn for fn in _OP_BY_OP_CALLERS)
+
+
+_OP_BY_OP_CALLERS = (tf.map_fn, tf.scan, tf.foldl, tf.foldr, tf.cond, tf.case, tf.switch_case,
+                     tf.while_loop)
+
+
+def _converted_callback(ctx, fn, keep_unused=False):
     """``fn`` as library code may call it during the trace: converted, and inside a
-    region TF traces once but may run many times (so writes there are refused)."""
-    outer = tf.compat.v1.get_default_graph()
+    region TF traces once but may run many times (so writes there are refused).
+    ``keep_unused``: eager runs it op by op (``_runs_callbacks_op_by_op``)."""
+    outer = tf.compat.v1.get_default_graph() if keep_unused else None
 
     @functools.wraps(fn)
     def callback(*args, **kwargs):
@@ -304,10 +317,13 @@ def _converted_callback(ctx, fn):
             # What library code hands in (``tf.map_fn``'s lists of slices): its own.
             args = [ctx.made_result(v, deep=True) for v in args]
             kwargs = {k: ctx.made_result(v, deep=True) for k, v in kwargs.items()}
-            if getattr(fn, '__code__', None) in ctx.code_objects:
-                result = fn(*args, **kwargs)   # defined in converted code: converted already
-            else:
-                result = call(fn, *args, **kwargs)
+            # Where eager runs it in a graph (tf.data, vectorized_map), its unused ops
+            # are pruned there too: not the user's to keep.
+            with contextlib.nullcontext() if keep_unused else fallible.not_the_users():
+                if getattr(fn, '__code__', None) in ctx.code_objects:
+                    result = fn(*args, **kwargs)   # defined in converted code: converted
+                else:
+                    result = call(fn, *args, **kwargs)
         finally:
             ctx.dynamic_depth -= 1
         _keep_unused_in_body(outer, result)
@@ -317,9 +333,10 @@ def _converted_callback(ctx, fn):
 
 def _keep_unused_in_body(outer, result):
     """A callback TF traced into a body of its own (``tf.map_fn``'s loop, a user's
-    ``tf.cond`` branch): the user's ops there that may fail run even if unused."""
+    ``tf.cond`` branch): the user's ops there that may fail run even if unused.
+    ``outer``: the graph of the library call, None where eager prunes them too."""
     graph = tf.compat.v1.get_default_graph()
-    if graph is not outer and isinstance(graph, func_graph.FuncGraph):
+    if outer is not None and graph is not outer and isinstance(graph, func_graph.FuncGraph):
         fallible.keep_unused(graph, tf.nest.flatten(result))
 
 
@@ -545,11 +562,13 @@ def _adds_users_ops(callee):
     unused (kept running, ``fallible.py``).  Not janus's own values' methods (a
     TensorList's append), nor a backward pass: an unused gradient (of an input
     nobody asked for, a whole convolution) fails only where the forward op it
-    differentiates failed first."""
-    if whitelist.is_janus_runtime(callee):
-        return False
-    return not (isinstance(getattr(callee, '__self__', None), tf.GradientTape)
-                or callee is tf.gradients)
+    differentiates failed first.  Nor scaffolding a library call leaves where
+    eager runs a graph that prunes it (``tf.vectorized_map``, ``tf.data``); a
+    ``tf.function``'s own body is a graph of its own, pruned by TF as eagerly."""
+    if whitelist.is_janus_runtime(callee) or callee is tf.vectorized_map:
+        return False   # vectorized_map runs through a graph eagerly, leaving dead scaffolding
+    owner = getattr(callee, '__self__', None)
+    return not (isinstance(owner, (tf.GradientTape, tf.data.Dataset)) or callee is tf.gradients)
 
 
 def _is_user_tf_function(callee):

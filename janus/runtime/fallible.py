@@ -10,14 +10,14 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import resource_variable_ops
 
-from janus.runtime import effects
+from janus.runtime import effects, graph_analysis
 from janus.runtime.ops import CHECK_OPS
 
 
 USER_OPS = '_janus_user_ops'   # on a graph being traced: [start, end) spans of the user's ops
+JANUS_OPS = '_janus_own_ops'   # spans inside those that are not the user's (not_the_users)
 
 
-@contextlib.contextmanager
 def made_by_the_user():
     """Around a library call the user's code makes (``tf.gather(x, i)``, ``x[i]``):
     the ops it adds to the graph being built are the user's, ones eager would
@@ -25,29 +25,27 @@ def made_by_the_user():
     own ops and TF's internals (a loop's bookkeeping) are not.  Kept as spans
     of positions in ``graph.get_operations()`` (``graph.version`` counts the ops
     added so far), so marking costs nothing per op."""
-    graph = tf.compat.v1.get_default_graph()
-    start = graph.version
-    try:
-        yield
-    finally:
-        if graph.version > start:
-            _spans(graph, USER_OPS).append((start, graph.version))
+    return _marking(USER_OPS)
+
+
+def not_the_users():
+    """Around ops made inside a user's call that eager would not run: janus's own
+    (a Python number's value computed for ``v.assign(self.lr)``), and what a
+    callback traces where eager runs it in a graph that prunes it
+    (``tf.vectorized_map``'s scaffolding, ``calls._converted_callback``)."""
+    return _marking(JANUS_OPS)
 
 
 @contextlib.contextmanager
-def made_by_janus():
-    """Around janus's own ops made inside a user's call (a Python number's value
-    computed for ``v.assign(self.lr)``): not the user's, even there."""
+def _marking(name):
     graph = tf.compat.v1.get_default_graph()
     start = graph.version
     try:
         yield
     finally:
         if graph.version > start:
-            _spans(graph, JANUS_OPS).append((start, graph.version))
+            _spans(graph, name).append((start, graph.version))
 
-
-JANUS_OPS = '_janus_own_ops'   # on a graph being traced: spans of janus's ops inside those
 
 
 def _spans(graph, name):
@@ -90,15 +88,8 @@ def keep_unused(graph, outputs, skip=frozenset()):
     (checks the host runs).  Called when ``graph``'s body is complete and
     before it becomes a function (the end of a trace, of a tf.cond branch, of a
     loop body): control flow in it that keeps such ops runs as a call."""
-    needed = set()
-    stack = [t.op for t in outputs if hasattr(t, 'op')] + list(graph.control_outputs)
-    while stack:
-        op = stack.pop()
-        if op in needed:
-            continue
-        needed.add(op)
-        stack.extend(t.op for t in op.inputs)
-        stack.extend(op.control_inputs)
+    needed = graph_analysis.ancestors(
+        [t.op for t in outputs if hasattr(t, 'op')] + list(graph.control_outputs))
     ops = graph.get_operations()
     users = _users(graph, ops)
     kept = [op for op in ops

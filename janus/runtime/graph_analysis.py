@@ -1,5 +1,5 @@
-"""What a graph being traced has done so far: its first state change, and whether
-a tensor depends on it.
+"""What a graph being traced has done so far: its first state change, whether a
+tensor depends on it, and what ops need.
 
 Needs a ``TraceContext`` (``trace_context.current()``: its shadow heap keeps
 the incremental scan).  Used by control flow (``runtime/control/``), the
@@ -68,3 +68,16 @@ def has_checks(graph, depth=0):
         if depth < 8 and any(has_checks(g, depth + 1) for g in effects.called_graphs(op)):
             return True
     return False
+
+
+def ancestors(ops):
+    """``ops`` and every op they need, through data and control inputs."""
+    seen, stack = set(), list(ops)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen

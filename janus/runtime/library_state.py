@@ -90,8 +90,7 @@ class LossList:
 
 def _tracing():
     """The trace this thread is in (None: plain Python, eager or another thread)."""
-    ctx = trace_context.current_or_none()
-    return ctx if ctx is not None and hasattr(ctx, 'library_preimages') else None
+    return trace_context.current_or_none()
 
 
 def _traced(ctx, layer, losses):

@@ -813,7 +813,7 @@ def _python_call(fn, tensors, kind):
             raise FloatingPointError('janus: a result of %s near the subnormal range'
                                      % getattr(fn, '__name__', 'a math function'))
         return np.asarray(result, dtype=DTYPES[kind].as_numpy_dtype)
-    with fallible.made_by_janus():
+    with fallible.not_the_users():
         out = tf.numpy_function(run, tensors, DTYPES[kind], stateful=False)
     functions = current().host_functions
     if functions is not None:   # graphgen/hostcheck.py may run it before the graph instead
