@@ -252,6 +252,46 @@ def test_writes_in_a_dynamic_while_loop(strict):
     assert 'While' in _ops(jf) or 'StatelessWhile' in _ops(jf)
 
 
+def test_a_location_written_under_two_conditions_in_one_loop_body():
+    # The body's first conditional write to best['epoch'] must not be hidden by a
+    # second one under another condition (fuzzer seed s22d, program 1785): the
+    # written-back flag is the OR of them.
+    class Log:
+        def __init__(self, best):
+            self.best = best
+
+    def make():
+        def f(log, epochs):
+            seen = 0
+            epoch = 0
+            while epoch < epochs:
+                epoch += 1
+                for _ in range(3):
+                    seen += 1
+                    if not log.best.get('epoch'):
+                        log.best['epoch'] = seen
+            return seen
+        return f, None
+
+    def call(best, epochs):
+        return lambda: ((Log(dict(best)), epochs), {})
+    calls = [call({'loss': 1}, 3)] * 4 + [call({'loss': 1, 'epoch': 0}, 2),
+                                          call({'loss': 1, 'epoch': 0}, 4),
+                                          call({'loss': 1, 'epoch': 5}, 1)]
+    results = []
+
+    def record(make_call):
+        def wrapped():
+            args, kwargs = make_call()
+            results.append(args[0])
+            return args, kwargs
+        return wrapped
+    jf = differential(make, [record(c) for c in calls])
+    eager, janus_side = results[0::2], results[1::2]
+    assert [log.best for log in eager] == [log.best for log in janus_side]
+    assert janus.stats(jf)['graph_calls'] > 0
+
+
 def test_writes_in_a_loop_over_a_tensor_of_unknown_length(strict):
     def make():
         acc = Accumulator()

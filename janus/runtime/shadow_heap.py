@@ -226,9 +226,16 @@ class TraceHeap:
         self.note(obj, key, write, None)
 
     def note(self, obj, key, write, condition):
-        """Records in the innermost open region that ``obj``'s ``key`` was rebound."""
-        if self.regions:
-            self.regions[-1].keys[(id(obj), key)] = (obj, key, write, condition)
+        """Records in the innermost open region that ``obj``'s ``key`` was rebound:
+        under ``condition``, or also under the conditions it was rebound before in
+        the region (a loop body's second conditional write must not hide the first)."""
+        if not self.regions:
+            return
+        keys = self.regions[-1].keys
+        earlier = keys.get((id(obj), key))
+        if earlier is not None and condition is not None:
+            condition = None if earlier[3] is None else tf.logical_or(earlier[3], condition)
+        keys[(id(obj), key)] = (obj, key, write, condition)
 
     # -- regions (runtime/control/) ---------------------------------------
     def checkpoint(self):
