@@ -22,6 +22,7 @@ write attributes, items, globals and closure cells.
   naming the line, when they cannot be merged).
 """
 import abc
+import dataclasses
 import enum
 import threading
 
@@ -151,13 +152,23 @@ class _Pending(dict):
         return _Pending({k: list(v) for k, v in self.items()}, self.poisoned)
 
 
+@dataclasses.dataclass(frozen=True)
+class Rebinding:
+    """A location (attribute, item, global, cell: ``obj``'s ``key``) a region
+    rebinds, with a ``Write`` of it.  ``condition``: None when rebound whenever
+    the region runs, else a bool tensor of the region's graph (rebound by a
+    nested branch only when that is true)."""
+    obj: object
+    key: object
+    write: 'Write'
+    condition: object = None
+
+
 class Region:
     """The writes of one tensor-dependent branch or loop body being traced.
 
-    ``keys``: (id(obj), key) -> (obj, key, a Write of it, condition) for every
-    location (attribute, item, global, cell) the region rebinds; condition
-    None: written whenever the region runs, else a bool tensor of the
-    region's graph (written by a nested branch only when that is true)."""
+    ``keys``: (id(obj), key) -> the ``Rebinding`` of every location the region
+    rebinds."""
 
     def __init__(self):
         self.keys = {}
@@ -234,8 +245,9 @@ class TraceHeap:
         keys = self.regions[-1].keys
         earlier = keys.get((id(obj), key))
         if earlier is not None and condition is not None:
-            condition = None if earlier[3] is None else tf.logical_or(earlier[3], condition)
-        keys[(id(obj), key)] = (obj, key, write, condition)
+            condition = None if earlier.condition is None \
+                else tf.logical_or(earlier.condition, condition)
+        keys[(id(obj), key)] = Rebinding(obj, key, write, condition)
 
     # -- regions (runtime/control/) ---------------------------------------
     def checkpoint(self):

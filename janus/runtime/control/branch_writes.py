@@ -226,8 +226,9 @@ class BranchEffects:
     def __init__(self, heap, base, region, where):
         self.exports = _Exports(tf.compat.v1.get_default_graph(), where)
         self.writes = heap.writes[len(base.writes):]
-        self.keys = {k: record + (heap.overlay.get(k, MISSING),)
-                     for k, record in region.keys.items()}
+        # Each rebound location, and its value at the branch's end.
+        self.keys = {k: (rebinding, heap.overlay.get(k, MISSING))
+                     for k, rebinding in region.keys.items()}
         pending, before = heap.pending, base.pending
         self.changed = {cid for cid in heap.changed if cid not in base.changed
                         or len(dict.get(pending, cid, ())) != len(dict.get(before, cid, ()))}
@@ -238,10 +239,10 @@ class BranchEffects:
             self.exports.add(write.value)
             if write.condition is not None:
                 self.exports.add(write.condition)
-        for _, _, _, condition, value in self.keys.values():
+        for rebinding, value in self.keys.values():
             self.exports.add(value)
-            if condition is not None:
-                self.exports.add(condition)
+            if rebinding.condition is not None:
+                self.exports.add(rebinding.condition)
 
 
 def join(ctx, base, pred, found, where, lineage):
@@ -259,18 +260,19 @@ def join(ctx, base, pred, found, where, lineage):
     keys = list(found[True].keys) + [k for k in found[False].keys if k not in found[True].keys]
     for k in keys:
         records = {tag: found[tag].keys.get(k) for tag in (True, False)}
-        obj, key, write = (records[True] or records[False])[:3]
-        values = {tag: found[tag].exports.replace(records[tag][4]) if records[tag] else OLD
+        rebound = (records[True] or records[False])[0]
+        obj, key, write = rebound.obj, rebound.key, rebound.write
+        values = {tag: found[tag].exports.replace(records[tag][1]) if records[tag] else OLD
                   for tag in (True, False)}
         heap.overlay[k] = _Merged(pred, values[True], values[False],
                                   base.overlay.get(k, MISSING),
                                   outside_reader(obj, key, write, where), where,
                                   location(write, key), lineage)
-        conditions = [records[tag][3] for tag in (True, False) if records[tag]]
+        conditions = [records[tag][0].condition for tag in (True, False) if records[tag]]
         if len(conditions) == 2 and conditions[0] is None and conditions[1] is None:
             condition = None   # written on both paths
         else:
-            parts = [found[tag].exports.condition(sides[tag], records[tag][3])
+            parts = [found[tag].exports.condition(sides[tag], records[tag][0].condition)
                      for tag in (True, False) if records[tag]]
             condition = parts[0] if len(parts) == 1 else tf.logical_or(*parts)
         heap.note(obj, key, write, condition)

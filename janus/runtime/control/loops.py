@@ -67,8 +67,9 @@ def dynamic_while(ns, site, test_fn, body_fn, get_state, set_state, lineage=froz
                       % where)
 
 
-def _loop_start(heap, k, obj, key, write, where):
+def _loop_start(heap, rebinding, where):
     """A rebound location's value as the loop starts: a tensor or a dynamic scalar."""
+    obj, key, write = rebinding.obj, rebinding.key, rebinding.write
     value = heap.read(obj, key)
     if value is MISSING:
         value = outside_reader(obj, key, write, where)()
@@ -184,8 +185,8 @@ class _WhileLoop:
                            if is_tensor(v) or isinstance(v, TensorList)
                            or i in self.structures or i in self.dynamic]
         self.fixed = {i: snapshot_of(v) for i, v in enumerate(init) if i not in self.loop_index}
-        self.carried = [(k,) + keys[k] for k in keys]   # (k, obj, key, write)
-        self.starts = [_loop_start(self.heap, *record, where) for record in self.carried]
+        self.carried = list(keys.items())   # (k, the Rebinding of that location)
+        self.starts = [_loop_start(self.heap, rebinding, where) for _, rebinding in self.carried]
         self.start = self.heap.checkpoint()
         self.passed = {}
         self.carry = LoopCarry(len(self.loop_index), len(self.carried))
@@ -236,10 +237,10 @@ class _WhileLoop:
 
     def _hold(self, held):
         heap = self.heap
-        for (k, _, key, _), first, value in zip(self.carried, self.starts, held):
+        for (k, rebinding), first, value in zip(self.carried, self.starts, held):
             heap.overlay[k] = scalars.rewrap(first, value) if scalars.is_dynamic(first) \
                 else value
-            if isinstance(key, tuple) and key[0] == 'item':
+            if isinstance(rebinding.key, tuple) and rebinding.key[0] == 'item':
                 heap.items_written.add(k[0])
 
     def cond(self, *values):
@@ -261,9 +262,10 @@ class _WhileLoop:
         state = self.get_state()
         self._check_fixed(state, region)
         out = list(self.loop_values(state))
-        for (_, obj, key, write), first in zip(self.carried, self.starts):
-            value = heap.read(obj, key)
-            out.append(_loop_value(first, value, where, location(write, key)))
+        for (_, rebinding), first in zip(self.carried, self.starts):
+            value = heap.read(rebinding.obj, rebinding.key)
+            out.append(_loop_value(first, value, where,
+                                   location(rebinding.write, rebinding.key)))
         self.kept_outside.update(_check_loop_identity(ctx, out, values, self.first_values,
                                                       self.carry.n_local, where))
         out.extend(self._rebound_flags(region, flags))
@@ -282,24 +284,26 @@ class _WhileLoop:
                 raise Unsupported('%s: a Python value (%s) changes inside a tensor-dependent '
                                   'loop; janus keeps Python values Python'
                                   % (self.where, kind_of(self.init[i])))
-        more = {k: record[:3] for k, record in region.keys.items() if k not in self.keys}
+        # The next attempt carries these too (their conditions are this attempt's).
+        more = {k: dataclasses.replace(rebinding, condition=None)
+                for k, rebinding in region.keys.items() if k not in self.keys}
         if widen or more:
             raise _Widen(widen, more)
 
     def _rebound_flags(self, region, flags):
-        for (k, _, _, _), flag in zip(self.carried, flags):
-            record = region.keys.get(k)
-            if record is None:
+        for (k, _), flag in zip(self.carried, flags):
+            rebinding = region.keys.get(k)
+            if rebinding is None:
                 yield flag
-            elif record[3] is None:
+            elif rebinding.condition is None:
                 yield tf.constant(True)
             else:
-                yield tf.logical_or(flag, record[3])
+                yield tf.logical_or(flag, rebinding.condition)
 
     def build(self):
         self.first_values = self.loop_values(self.init) + tuple(
-            _loop_value(s, s, self.where, location(r[3], r[2]))
-            for s, r in zip(self.starts, self.carried)) + \
+            _loop_value(s, s, self.where, location(rebinding.write, rebinding.key))
+            for s, (_, rebinding) in zip(self.starts, self.carried)) + \
             tuple(tf.constant(False) for _ in self.carried)
         try:
             final = tf.while_loop(self.cond, self.body, self.first_values)
@@ -321,8 +325,8 @@ class _WhileLoop:
         heap.restore(self.start)
         local, held, flags = self.carry.split(final)
         self.set_state(self.full_state(local))
-        for (k, obj, key, write), first, value, flag in zip(self.carried, self.starts, held,
-                                                            flags):
+        for (k, rebinding), first, value, flag in zip(self.carried, self.starts, held, flags):
+            obj, key, write = rebinding.obj, rebinding.key, rebinding.write
             if scalars.is_dynamic(first):
                 value = _with_lineage(scalars.rewrap(first, value), self.lineage)
             heap.overlay[k] = value
