@@ -1,8 +1,11 @@
 """Which TF ops may fail at run time, and keeping those a graph would prune.
 
-Used at trace time by the tracer (its top graph, ``graphgen/tracer.py``;
-rollback plans, ``graphgen/rollback.py``) and by ``runtime/control/`` (the
-bodies of the tf.cond / tf.while_loop it builds).  Reads finished ops only.
+Used at trace time: converted code's library calls, subscripts and operators
+mark the ops they make as the user's (``runtime/calls.py``, ``operators.py``,
+``observe.py``); the tracer (its top graph, ``graphgen/tracer.py``; rollback
+plans, ``graphgen/rollback.py``), ``runtime/control/`` (the bodies of the
+tf.cond / tf.while_loop it builds) and callbacks TF traces keep the unused
+ones that may fail running.  Needs a graph being built (any TF graph).
 """
 import contextlib
 
@@ -45,7 +48,6 @@ def _marking(name):
     finally:
         if graph.version > start:
             _spans(graph, name).append((start, graph.version))
-
 
 
 def _spans(graph, name):
