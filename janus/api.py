@@ -113,7 +113,7 @@ def short_traceback(error, frames=6):
 LIFETIME_ATTRIBUTES = frozenset((
     'fn', 'distributed', '_profile_calls', '_strict', 'target', 'function', 'name',
     'defined_at', 'stats', 'events', '_lock', '_local', 'state', '_reentry_noted',
-    '_logged_reasons', '__wrapped__') + functools.WRAPPER_ASSIGNMENTS)
+    'logged_reasons', '__wrapped__') + functools.WRAPPER_ASSIGNMENTS)
 
 
 class JanusFunction(callables.JanusCallable):
@@ -133,6 +133,7 @@ class JanusFunction(callables.JanusCallable):
         self.name = callables.describe(fn)
         self.stats = Stats()               # lifetime counters (janus.stats)
         self.events = collections.deque(maxlen=200)
+        self.logged_reasons = set()   # (kind, detail) explain.note logged already
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
         self._local = threading.local()    # per thread: is a call of this function running
         self._start_over()
@@ -389,7 +390,7 @@ class JanusFunction(callables.JanusCallable):
             self.relaxed_sites |= broken
             self.cache.remove(entry)
             self.reprofile_budget = 0
-            where = ', '.join(self._site_name(key) for key in broken)
+            where = ', '.join(self.site_name(key) for key in broken)
             self._event(EventKind.RELAXED, '%s: assumed outcomes dropped, next graph builds dynamic '
                         'control flow there' % where)
 
@@ -402,7 +403,7 @@ class JanusFunction(callables.JanusCallable):
         breaks = entry.assumed_breaks
         if breaks <= config.assumed_break_rate * entry.runs + 1:
             return
-        where = ', '.join(self._site_name(key) for key in keys)
+        where = ', '.join(self.site_name(key) for key in keys)
         text = ('%s: the outcome janus had to assume (real control flow failed to build there) '
                 'broke in %d of %d runs' % (where, breaks, entry.runs))
         self.assumed_drops += 1
@@ -416,7 +417,8 @@ class JanusFunction(callables.JanusCallable):
             self._event(EventKind.RELAXED, '%s; graph dropped, the next one assumes the outcomes '
                         'the profile shows most often now' % text)
 
-    def _site_name(self, key):
+    def site_name(self, key):
+        """A site as the user reads it: the function, the line and the statement kind."""
         info = self.profile.site_info.get(key)
         return '%s line %s (%s)' % (key[0].co_name, info.lineno if info else '?',
                                    info.kind if info else 'site')
@@ -542,7 +544,7 @@ class JanusFunction(callables.JanusCallable):
             assume_instead[key] = sequence
             self._event(EventKind.ASSUMED_INSTEAD, '%s: real control flow failed to build (%s); '
                         'its outcome is assumed instead, and calls that take the other path '
-                        'run imperatively' % (self._site_name(key), reason))
+                        'run imperatively' % (self.site_name(key), reason))
         return bool(failed)
 
     def _pin_scalars(self, needed):

@@ -266,9 +266,9 @@ def _assumed(jf, entry):
     """One line per site whose outcomes the graph assumed, and per relaxed site."""
     lines = []
     for key, seq in entry.assumed_sites.items():
-        lines.append('%s: outcomes %s' % (jf._site_name(key), _short(seq)))
+        lines.append('%s: outcomes %s' % (jf.site_name(key), _short(seq)))
     for key in sorted(jf.relaxed_sites, key=lambda k: _site_order(jf.profile, k)):
-        lines.append('%s: dynamic (an assumption there broke before)' % jf._site_name(key))
+        lines.append('%s: dynamic (an assumption there broke before)' % jf.site_name(key))
     return lines
 
 
@@ -716,7 +716,7 @@ def note(jf, kind, detail, where, advice):
     (warning when there is something to change, info otherwise)."""
     if str(kind) not in _LOGGED or advice is None:
         return
-    seen = jf.__dict__.setdefault('_logged_reasons', set())
+    seen = jf.logged_reasons
     key = (str(kind), detail)
     if key in seen or len(seen) >= _LOGGED_LIMIT:
         return
