@@ -68,16 +68,20 @@ def _users(graph, ops):
     for start, end in getattr(graph, JANUS_OPS, ()):
         positions.difference_update(range(start, end))
     found = {ops[i] for i in positions if i < len(ops)}
+    memo = {}
     found.update(op for op in ops if op.type in _CONTROL_FLOW and any(
-        _holds_users_ops(g) for g in effects.called_graphs(op)))
+        _holds_users_ops(g, memo) for g in effects.called_graphs(op)))
     return found
 
 
-def _holds_users_ops(graph, depth=0):
-    if getattr(graph, USER_OPS, None):
-        return True
-    return depth < 8 and any(_holds_users_ops(inner, depth + 1) for op in graph.get_operations()
-                             if op.type in _CONTROL_FLOW for inner in effects.called_graphs(op))
+def _holds_users_ops(graph, memo, depth=0):
+    """Whether ``graph`` or a body it runs holds ops the user asked for (``memo``:
+    id(graph) -> answer, so nested bodies are scanned once per call)."""
+    if id(graph) not in memo:
+        memo[id(graph)] = bool(getattr(graph, USER_OPS, None)) or (depth < 8 and any(
+            _holds_users_ops(inner, memo, depth + 1) for op in graph.get_operations()
+            if op.type in _CONTROL_FLOW for inner in effects.called_graphs(op)))
+    return memo[id(graph)]
 
 
 def keep_unused(graph, outputs, skip=frozenset()):
