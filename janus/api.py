@@ -27,6 +27,7 @@ import logging
 import threading
 import traceback
 import types
+from typing import Callable, Optional
 
 import tensorflow as tf
 
@@ -732,7 +733,8 @@ class BoundJanusMethod(callables.JanusCallable):
         return '<janus bound method %s of %r>' % (self.__janus_function__.name, self.__self__)
 
 
-def function(fn=None, *, profile_calls=None, strict=None):
+def function(fn: Optional[Callable] = None, *, profile_calls: Optional[int] = None,
+             strict: Optional[bool] = None):
     """Decorator: run ``fn`` as speculatively generated TF graphs.
 
     ``@janus.function`` or ``@janus.function(profile_calls=3, strict=True)``;

@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import types
+from typing import Dict
 
 from janus import callables
 from janus.errors import JanusUsageError
@@ -86,7 +87,7 @@ def _name_of(fn):
 
 # -- the public functions -------------------------------------------------------------
 
-def stats(fn):
+def stats(fn) -> Dict[str, int]:
     """Counters: calls, profiled_calls, graphs_built, graph_calls, fallbacks, imperative_calls, …
 
     (summed over an optimizer's janus functions)."""
@@ -97,7 +98,7 @@ def stats(fn):
     return total
 
 
-def to_code(fn):
+def to_code(fn) -> str:
     """The converted source of the newest graph (and of the callees it inlined)."""
     functions = _janus_functions(fn)
     parts = [_code_of(jf) for jf in functions if jf.cache.newest() is not None]
@@ -123,7 +124,7 @@ def _code_of(jf):
     return '\n'.join(parts) + '\n'
 
 
-def explain(fn, verbose=False):
+def explain(fn, verbose: bool = False) -> str:
     """A readable report: counters, graphs with their guards (grouped, one per line)
     and assumptions, and what happened on which call, each reason with the line of
     your code it concerns and what to change.  ``verbose=True`` adds the profile
