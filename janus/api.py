@@ -32,37 +32,19 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from janus import callables, function_state, guards, profiler
+from janus.events import EventKind  # noqa: F401 - janus.api.EventKind, as before
 from janus.explain import annotate, reason_text   # where + advice for every reason
 from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
-                          ScalarValueNeeded, StrictModeError)
+                          StrictModeError)
 from janus.executor import AssertionBroke, GraphError, GraphInvalid, WriteBackFailed, run_graph
-from janus.graphgen import generator, tracer
-from janus.graphgen import plan as plan_module
+from janus.graphgen import build, generator
+from janus.graphgen.plan import Verdict
 from janus.pyct import parser
 
 log = logging.getLogger('janus')
 
 # ``traceback``: for janus's internal errors, the last frames, so explain shows where.
-class EventKind(enum.StrEnum):
-    """What ``explain`` lists per call: how janus ran it and why."""
-    FALLBACK = 'fallback'
-    FALLBACK_RAISED = 'fallback raised'
-    GRAPH_ERROR = 'graph error'
-    RELAXED = 'relaxed'
-    RECURSIVE_CALL = 'recursive call'
-    GRAPH_BUILT = 'graph built'
-    RELAXED_SHAPES_FAILED = 'relaxed shapes failed'
-    IMPERATIVE = 'imperative'
-    CACHE_MISS = 'cache miss'
-    INTERNAL_ERROR = 'internal error'
-    PROFILING = 'profiling'
-    REDEFINED = 'redefined'
-    SCALAR_RELAXED = 'number relaxed'
-    SCALAR_PINNED = 'number kept constant'
-    ASSUMED_INSTEAD = 'assumed instead'
-
-
 # ``where``: the user's file:line it concerns; ``advice``: what to change (explain.advise).
 Event = collections.namedtuple('Event', 'call kind detail traceback where advice',
                                defaults=(None, None, None))
@@ -191,7 +173,7 @@ class JanusFunction(callables.JanusCallable):
     def _decide(self, call):
         """(Step, entry, misses) for this call; may generate a graph."""
         if self.function is None:   # nothing janus can profile or convert (a generator)
-            self._give_up(self.failed_conversion, record=not self.stats.imperative_calls)
+            self._give_up(self.failed_conversion)
             return Step.PLAIN, None, ()
         if not function_state.same_definition(self.function, self.state.defined_as):
             self._redefined()
@@ -374,45 +356,30 @@ class JanusFunction(callables.JanusCallable):
             if text is not None:
                 self.cache.remove(entry)
                 self._event(EventKind.SCALAR_PINNED, text)
-        broken = set()
-        if assumption is not None and assumption.speculative:
-            broken.add(assumption.site)
-        observed = self.recorder.last_call
-        for key, assumed in entry.assumed_sites.items():
-            if key in observed and observed[key] != assumed:
-                broken.add(key)
-        # Assumed because real control flow failed to build: the graph stays, and the
-        # calls that take the other path run imperatively, while they are rare.
-        unbuildable = broken & entry.assumed_instead
-        broken -= unbuildable
-        if unbuildable:
-            self._count_unbuildable_break(entry, unbuildable)
-        if broken:
-            self.relaxed_sites |= broken
+        with self._lock:
+            outcome = self.speculation.after_break(entry, assumption, self.recorder.last_call)
+        if outcome.unbuildable:
+            self._after_unbuildable_break(entry, outcome)
+        if outcome.relaxed:
             self.cache.remove(entry)
             self.reprofile_budget = 0
-            where = ', '.join(self.site_name(key) for key in broken)
+            where = ', '.join(self.site_name(key) for key in outcome.relaxed)
             self._event(EventKind.RELAXED, '%s: assumed outcomes dropped, next graph builds dynamic '
                         'control flow there' % where)
 
-    def _count_unbuildable_break(self, entry, keys):
+    def _after_unbuildable_break(self, entry, outcome):
         """A graph whose sites are assumed only because real control flow failed to
-        build there stays while their other path is rare enough
-        (``config.assumed_break_rate``; one break is free: the graph may have been built
-        on a call that takes the other path); past it, its call shape runs imperatively."""
-        entry.assumed_breaks += 1
-        breaks = entry.assumed_breaks
-        if breaks <= config.assumed_break_rate * entry.runs + 1:
+        build there broke there: kept, rebuilt or given up (``plan.SpeculationState``)."""
+        if outcome.verdict is Verdict.KEEP:
             return
-        where = ', '.join(self.site_name(key) for key in keys)
+        where = ', '.join(self.site_name(key) for key in outcome.unbuildable)
         text = ('%s: the outcome janus had to assume (real control flow failed to build there) '
-                'broke in %d of %d runs' % (where, breaks, entry.runs))
-        self.assumed_drops += 1
+                'broke in %d of %d runs' % (where, outcome.breaks, outcome.runs))
         with self._lock:
             self.cache.remove(entry)
-            if self.assumed_drops > config.assumed_rebuilds:
+            if outcome.verdict is Verdict.GIVE_UP:
                 self.state.note_failed(entry.signature, ConversionError(text))
-        if self.assumed_drops > config.assumed_rebuilds:
+        if outcome.verdict is Verdict.GIVE_UP:
             self._event(EventKind.IMPERATIVE, text)
         else:   # the outcomes may have changed for good (a warm-up ended): assume them anew
             self._event(EventKind.RELAXED, '%s; graph dropped, the next one assumes the outcomes '
@@ -420,9 +387,7 @@ class JanusFunction(callables.JanusCallable):
 
     def site_name(self, key):
         """A site as the user reads it: the function, the line and the statement kind."""
-        info = self.profile.site_info.get(key)
-        return '%s line %s (%s)' % (key[0].co_name, info.lineno if info else '?',
-                                   info.kind if info else 'site')
+        return self.state.site_name(key)
 
     def _run_profiled(self, call, count=True, claimed=True):
         if count:
@@ -485,143 +450,50 @@ class JanusFunction(callables.JanusCallable):
     def _generate(self, bound, arguments):
         """A new cached graph for this call, or None (the reason is recorded)."""
         if self.failed_conversion is not None:
-            return self._give_up(self.failed_conversion, record=False)
+            return self._give_up(self.failed_conversion)
         if self.graphs_built >= config.recompile_limit:
             return self._give_up_on_recompiles()
-        guards.record_shapes_of(arguments, self.profile.shapes)
-        shapes = self.profile.shapes if config.relax_shapes else None
-        converted = None
-        assume_instead = {}   # (code, site) -> sequence: real control flow failed to build there
-        while True:   # again after a trace pinned relaxed numbers, or assumes more sites
-            try:
-                signature = guards.Signature(arguments, shapes, self.scalars.dynamic,
-                                             self.opaque_lists)
-            except guards.UnsupportedArgument as e:
-                return self._give_up(ConversionError('unsupported argument %s' % e),
-                                     record=False)
-            for failed_signature, error in self.failed_signatures:
-                if failed_signature.check(arguments) is None:
-                    return self._give_up(error, record=False)
-            converted = converted or self._convert()
-            if converted is None:
-                return None
-            self.plans = []
-            entry = self._trace(converted, bound, signature, shapes, arguments, assume_instead)
-            if self._assume_where_unbuildable(assume_instead):
-                continue
-            if isinstance(entry, ScalarValueNeeded) and self._pin_scalars(entry):
-                continue
-            # A failed trace too: with its rewritten numbers dynamic, it may succeed.
-            if not self._relax_evolving(entry):
-                break
-        if isinstance(entry, ConversionError):
-            if not _deferred(entry):   # deferred: this call only (an optimizer builds in it)
-                self.state.note_failed(signature, _without_frames(entry))
-            return self._give_up(entry)
+        entry = build.build(self.function, self.state, arguments, bound, self._convert,
+                            self._event, profile_calls=self.profile_calls,
+                            distributed=self.distributed, number=self.stats.graphs_built + 1)
+        if isinstance(entry, build.Refused):
+            return self._refused(entry)
         self.graphs_built += 1
         self.stats.graphs_built += 1
-        entry.assumed_instead = frozenset(assume_instead) & frozenset(entry.assumed_sites)
         self.stats.evictions += len(self.cache.insert(entry))
-        entry.number = self.stats.graphs_built   # explain names graphs and events by it
         self._event(EventKind.GRAPH_BUILT, 'graph #%d built in %.0f ms, %d guards' % (
             entry.number, entry.trace_seconds * 1e3, len(entry.describe_guards())))
         return entry
 
-    def _relax_evolving(self, entry):
-        """True when the new graph's rewritten numbers were made dynamic (trace again)."""
-        relaxed = self.scalars.relax_evolving(getattr(entry, 'evolving', ()))
-        for text in relaxed:
-            self._event(EventKind.SCALAR_RELAXED, text)
-        return bool(relaxed)
-
-    def _assume_where_unbuildable(self, assume_instead):
-        """Sites whose real control flow failed to build in the last trace are assumed
-        in the next trace for this call (True: trace again); see graphgen/plan.py."""
-        failed = {}
-        for plan in self.plans:
-            failed.update(plan.failed)
-        failed = {k: v for k, v in failed.items() if k not in assume_instead}
-        for key, (sequence, reason) in failed.items():
-            assume_instead[key] = sequence
-            self._event(EventKind.ASSUMED_INSTEAD, '%s: real control flow failed to build (%s); '
-                        'its outcome is assumed instead, and calls that take the other path '
-                        'run imperatively' % (self.site_name(key), reason))
-        return bool(failed)
-
-    def _pin_scalars(self, needed):
-        """A trace needed relaxed numbers' values: they become constants again (True),
-        or nothing new to pin (False: the error stands)."""
-        text = self.scalars.pin(needed.lineage, str(needed))
-        if text is None:
-            return False
-        self._event(EventKind.SCALAR_PINNED, text)
-        return True
+    def _refused(self, refused):
+        error = refused.error
+        if refused.internal is not None:
+            self._record_internal('tracing', '%s: %s' % (type(refused.internal).__name__,
+                                                         refused.internal),
+                                  short_traceback(refused.internal))
+        if not _deferred(error):   # deferred: this call only (an optimizer builds in it)
+            _without_frames(error)   # kept: its frames would keep the trace's objects alive
+            if refused.signature is not None:
+                self.state.note_failed(refused.signature, error)
+        return self._give_up(error)
 
     def _convert(self):
-        """The converted function, or None (gave up; the reason is recorded)."""
+        """The converted function; raises the ConversionError that stopped it (kept:
+        later calls give up at once)."""
         try:
             return generator.convert(self.function)
         except ConversionError as e:
             self.failed_conversion = _without_frames(e)
         except Exception as e:  # noqa: BLE001 - a converter bug: this function runs imperatively
             self.failed_conversion = self._internal_conversion_error('converting', e)
-        return self._give_up(self.failed_conversion)
+        raise self.failed_conversion
 
-    def _trace(self, converted, bound, signature, shapes, arguments, assume_instead):
-        """A GraphEntry, or the ConversionError that stopped the trace."""
-        try:
-            return self._trace_or_raise(converted, bound, signature, shapes, arguments,
-                                        assume_instead)
-        except ConversionError as e:
-            return e
-        except Exception as e:  # noqa: BLE001 - a tracer bug: this call shape runs imperatively
-            return self._internal_conversion_error('tracing', e)
-
-    def _trace_or_raise(self, converted, bound, signature, shapes, arguments, assume_instead):
-        try:
-            return tracer.trace(self.function, converted, bound, signature,
-                                self._plan(assume_instead),
-                                self.profile.shapes if config.relax_shapes else None,
-                                self.distributed)
-        except ScalarValueNeeded:
-            raise   # the caller pins those numbers and traces again
-        except ConversionError as e:
-            if shapes is None or not _has_relaxed_dims(signature):
-                raise
-            # A relaxed (None) dimension may be what broke the trace: retry exactly
-            # (with exact shapes even when specialization is switched off).
-            with config.patch(specialize_shapes=True):
-                exact = guards.Signature(arguments, dynamic=self.scalars.dynamic,
-                                         opaque=self.opaque_lists)
-                entry = tracer.trace(self.function, converted, bound, exact,
-                                     self._plan(assume_instead),
-                                     distributed=self.distributed)
-            self._event(EventKind.RELAXED_SHAPES_FAILED, '%s; built with exact shapes instead' % e)
-            return entry
-
-    def _usual_sequences(self):
-        """Each profiled site's most frequent outcomes (a tie goes to the last call's):
-        what a trace assumes there if its real control flow fails to build (plan.py)."""
-        usual, last = {}, self.recorder.last_call
-        for key, site in self.profile.sites.items():
-            if site.sequences:
-                usual[key] = max(site.sequences, key=lambda seq: (site.sequences[seq],
-                                                                   last.get(key) == seq))
-        return usual
-
-    def _plan(self, assume_instead):
-        plan = plan_module.Plan(self.profile, self.relaxed_sites, self.scalars.dynamic,
-                                assume_instead, self._usual_sequences(),
-                                min(config.speculate_after, self.profile_calls))
-        self.plans.append(plan)
-        return plan
-
-    def _give_up(self, error, record=True):
+    def _give_up(self, error):
         if self.strict:
             raise StrictModeError('janus could not convert %s: %s (strict mode is on; unset '
                                   'JANUS_STRICT / janus.config.strict to run it imperatively)'
                                   % (self.name, reason_text(self, error))) from error
-        # ``record`` is no longer needed: explain.note logs each reason once per function.
+        # explain.note logs each reason once per function.
         self._event(EventKind.IMPERATIVE, str(error), error=error)
         return None
 
@@ -629,7 +501,7 @@ class JanusFunction(callables.JanusCallable):
         # What kept changing, and what to change: explain.storm_advice (logged once).
         return self._give_up(ConversionError(
             'recompile limit reached: built %d graphs (janus.config.recompile_limit); further '
-            'cache misses run imperatively' % config.recompile_limit), record=False)
+            'cache misses run imperatively' % config.recompile_limit))
 
     def _note_miss(self, misses):
         self.stats.cache_misses += 1
@@ -712,11 +584,6 @@ def _without_frames(error):
         chained.__traceback__ = None
         chained, seen = chained.__cause__ or chained.__context__, seen + 1
     return error
-
-
-def _has_relaxed_dims(signature):
-    specs = signature.input_specs()
-    return any(spec.shape.rank is None or None in spec.shape.as_list() for spec in specs)
 
 
 class BoundJanusMethod(callables.JanusCallable):

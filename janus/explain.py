@@ -268,7 +268,7 @@ def _assumed(jf, entry):
     lines = []
     for key, seq in entry.assumed_sites.items():
         lines.append('%s: outcomes %s' % (jf.site_name(key), _short(seq)))
-    for key in sorted(jf.relaxed_sites, key=lambda k: _site_order(jf.profile, k)):
+    for key in sorted(jf.speculation.relaxed_sites, key=lambda k: _site_order(jf.profile, k)):
         lines.append('%s: dynamic (an assumption there broke before)' % jf.site_name(key))
     return lines
 
@@ -688,7 +688,7 @@ def _site_line(jf, detail):
     found = re.search(r'(\S+) line (\d+) \(', detail or '')
     if found is None:
         return None
-    for key in list(getattr(jf, 'relaxed_sites', ())) + list(jf.profile.site_info):
+    for key in list(jf.speculation.relaxed_sites) + list(jf.profile.site_info):
         code = key[0]
         if code.co_name == found.group(1):
             return '%s:%s' % (short_path(code.co_filename), found.group(2))

@@ -19,6 +19,7 @@ import typing
 
 from janus import profiler
 from janus.cache import GraphCache
+from janus.graphgen.plan import SpeculationState
 from janus.relaxation import ScalarRelaxation
 
 # Bounds on what a function keeps about call shapes that got no graph (memory stays
@@ -59,13 +60,11 @@ class FunctionState:
     cache: GraphCache = dataclasses.field(default_factory=GraphCache)
     graphs_built: int = 0                       # counted against config.recompile_limit
     failed_signatures: list = dataclasses.field(default_factory=list)   # (Signature, error)
-    relaxed_sites: set = dataclasses.field(default_factory=set)   # (code, site): dynamic
-    assumed_drops: int = 0                      # graphs dropped for assumed outcomes' breaks
+    speculation: SpeculationState = dataclasses.field(default_factory=SpeculationState)
     scalars: ScalarRelaxation = dataclasses.field(default_factory=ScalarRelaxation)
     opaque_lists: set = dataclasses.field(default_factory=set)   # list args passed as such
     miss_values: dict = dataclasses.field(default_factory=dict)  # (kind, where) -> values
     reprofile_budget: int = 0                   # profiled calls still due after a miss
-    plans: list = dataclasses.field(default_factory=list)   # plans of the trace under way
 
     def __post_init__(self):
         self.recorder = profiler.Recorder(self.profile)
@@ -75,6 +74,12 @@ class FunctionState:
         """A call shape that runs imperatively from now on, and why (bounded)."""
         self.failed_signatures.append((signature, error))
         del self.failed_signatures[:-_FAILED_SIGNATURES]
+
+    def site_name(self, key):
+        """A site as the user reads it: the function, the line and the statement kind."""
+        info = self.profile.site_info.get(key)
+        return '%s line %s (%s)' % (key[0].co_name, info.lineno if info else '?',
+                                   info.kind if info else 'site')
 
     def note_miss_value(self, kind, where, value):
         """Remembers a value that missed a guard (bounded: explain's recompile advice)."""

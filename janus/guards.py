@@ -868,6 +868,11 @@ class Signature:
             node.specs(out)
         return out
 
+    def has_relaxed_dims(self):
+        """Whether a tensor input has an unknown rank or a None dimension."""
+        return any(spec.shape.rank is None or None in spec.shape.as_list()
+                   for spec in self.input_specs())
+
     def placeholders(self, inputs):
         inputs, memo = iter(inputs), {}
         return {name: _placeholder(node, inputs, memo)

@@ -21,11 +21,21 @@ Two refinements, both decided by the runtime (``runtime/control/``) through
   (or the graph before it broke) showed: the calls that take the other path run
   imperatively, the others keep the graph (``unbuildable``).  A site whose
   profile shows several sequences assumes the one it showed most often.
+
+``SpeculationState`` is the policy across traces, one per function
+(``function_state.FunctionState.speculation``): plans go out (``plan``, one per
+trace) and broken assumptions come in (``after_break``).  Nothing else
+decides what a trace assumes.
 """
 import collections
+import dataclasses
+import enum
+import typing
 
 from janus.config import config
 from janus.decisions import DYNAMIC  # noqa: F401 - re-exported for the plan's users
+
+SiteKey = typing.Tuple[typing.Any, int]   # (code object, site id): pyct.sites numbering
 
 
 class Plan:
@@ -40,9 +50,9 @@ class Plan:
         self.fallback_sequences = dict(fallback_sequences or {})
         self.speculate_after = speculate_after     # calls a site must be seen in to be assumed
         self.evaluations = collections.Counter()   # (code, site) -> evaluations so far in this trace
-        self.assumed = {}                          # (code, site) -> sequence assumed (for explain)
+        self._assumed = {}                         # (code, site) -> sequence assumed (for explain)
         self.chose_dynamic = {}                    # (code, site) -> the sequence it could assume
-        self.failed = {}                           # (code, site) -> why its control flow failed
+        self._failed = {}                          # (code, site) -> (sequence, why it failed)
 
     def decide(self, key):
         """The assumed outcome of the next evaluation of site ``key``, or DYNAMIC."""
@@ -51,8 +61,22 @@ class Plan:
         sequence = self._sequence(key)
         if sequence is None or index >= len(sequence) or len(sequence) > config.max_unroll + 1:
             return DYNAMIC
-        self.assumed[key] = sequence
+        self._assumed[key] = sequence
         return sequence[index]
+
+    def withdraw(self, key):
+        """The runtime did not assume ``key`` after all (its test depends on a state
+        change): the graph's record of assumed sites leaves it out."""
+        self._assumed.pop(key, None)
+
+    def assumed(self):
+        """(code, site) -> the outcome sequence this trace assumed there."""
+        return dict(self._assumed)
+
+    def failed(self):
+        """(code, site) -> (sequence, reason): sites whose real control flow failed to
+        build in this trace and can be assumed in the next (``cannot_build``)."""
+        return dict(self._failed)
 
     def _sequence(self, key):
         if key in self.unbuildable:
@@ -68,13 +92,13 @@ class Plan:
         profile saw the site in fewer than ``speculate_after`` calls (the knob, at most
         the function's profile_calls); not where
         that failed before.  Records the choice."""
-        if key in self.unbuildable or key not in self.assumed:
+        if key in self.unbuildable or key not in self._assumed:
             return False
         site = self.profile.sites.get(key)
         seen = sum(site.sequences.values()) if site is not None else 0
         if not varies and seen >= self.speculate_after:
             return False
-        self.chose_dynamic[key] = self.assumed.pop(key)
+        self.chose_dynamic[key] = self._assumed.pop(key)
         return True
 
     def cannot_build(self, key, reason, value_needed=False):
@@ -88,7 +112,7 @@ class Plan:
             sequence = self.fallback_sequences.get(key)
         if sequence is None or key in self.unbuildable:
             return False
-        self.failed[key] = (sequence, reason)
+        self._failed[key] = (sequence, reason)
         return True
 
     def is_dynamic_scalar(self, source):
@@ -97,4 +121,80 @@ class Plan:
 
     def reset(self):
         self.evaluations.clear()
-        self.assumed.clear()
+        self._assumed.clear()
+
+
+class Verdict(enum.Enum):
+    """What becomes of a graph whose assumed-instead outcome broke (``after_break``)."""
+    KEEP = 'keep'            # the other path is still rare: the graph stays
+    REBUILD = 'rebuild'      # dropped; the next graph assumes the outcomes seen most now
+    GIVE_UP = 'give up'      # dropped; its call shape runs imperatively from now on
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakOutcome:
+    """What one fallback changed in the speculation policy (``after_break``)."""
+    relaxed: frozenset           # sites never assumed again (their graph is dropped)
+    unbuildable: frozenset       # assumed-instead sites that broke (their graph: ``verdict``)
+    verdict: typing.Optional[Verdict] = None   # None when ``unbuildable`` is empty
+    breaks: int = 0              # the graph's assumed-instead breaks so far
+    runs: int = 0                # the graph's runs so far
+
+
+@dataclasses.dataclass(eq=False)
+class SpeculationState:
+    """Per function: what its traces may assume (``plan``), and what broken
+    assumptions taught it (``after_break``).  One-way: a relaxed site is never
+    assumed again; only an assumption forced by unbuildable control flow is
+    kept after it breaks, while the other path stays rare."""
+
+    relaxed_sites: set = dataclasses.field(default_factory=set)   # (code, site): dynamic
+    assumed_drops: int = 0     # graphs dropped for assumed-instead outcomes' breaks
+
+    def plan(self, profile, last_call, dynamic_scalars, assume_instead, profile_calls):
+        """The ``Plan`` of one trace.  ``assume_instead``: sites whose real control
+        flow failed to build in an earlier trace of this call shape."""
+        return Plan(profile, self.relaxed_sites, dynamic_scalars, assume_instead,
+                    usual_sequences(profile, last_call),
+                    min(config.speculate_after, profile_calls))
+
+    def after_break(self, entry, assumption, observed):
+        """A run of ``entry`` (a GraphEntry) fell back: ``assumption`` broke (None: a
+        graph error), and ``observed`` is what the imperative re-run did per site."""
+        broken = set()
+        if assumption is not None and assumption.speculative:
+            broken.add(assumption.site)
+        for key, assumed in entry.assumed_sites.items():
+            if key in observed and observed[key] != assumed:
+                broken.add(key)
+        # Assumed because real control flow failed to build: the graph stays, and the
+        # calls that take the other path run imperatively, while they are rare.
+        unbuildable = broken & entry.assumed_instead
+        broken -= unbuildable
+        self.relaxed_sites |= broken
+        verdict = self._unbuildable_verdict(entry) if unbuildable else None
+        return BreakOutcome(frozenset(broken), frozenset(unbuildable), verdict,
+                            entry.assumed_breaks, entry.runs)
+
+    def _unbuildable_verdict(self, entry):
+        """The graph stays while its other path is rare enough
+        (``config.assumed_break_rate``; one break is free: the graph may have been
+        built on a call that takes the other path)."""
+        entry.assumed_breaks += 1
+        if entry.assumed_breaks <= config.assumed_break_rate * entry.runs + 1:
+            return Verdict.KEEP
+        self.assumed_drops += 1
+        if self.assumed_drops > config.assumed_rebuilds:
+            return Verdict.GIVE_UP
+        return Verdict.REBUILD
+
+
+def usual_sequences(profile, last_call):
+    """Each profiled site's most frequent outcomes (a tie goes to the last call's):
+    what a trace assumes there if its real control flow fails to build."""
+    usual = {}
+    for key, site in profile.sites.items():
+        if site.sequences:
+            usual[key] = max(site.sequences, key=lambda seq, site=site: (
+                site.sequences[seq], last_call.get(key) == seq))
+    return usual

@@ -16,6 +16,7 @@ their settings (``runtime/library_config.py``); what Keras changes on them
 while traced (their losses) is replayed per run, anything else holding a
 graph tensor refuses (``runtime/library_state.py``).
 """
+import dataclasses
 import inspect
 import sys
 import time
@@ -27,7 +28,7 @@ from janus import errors, guards
 from janus.config import config
 from janus.errors import ConversionError
 from janus.executor import WriteBackFailed
-from janus.graphgen import effects, generator, hostcheck, rewrites, rollback
+from janus.graphgen import effects, generator, hostcheck, retrace, rewrites, rollback
 from janus.runtime import (control, fallible, graph_analysis, heap, library_config, library_state,
                            operators, ops, scalars, shadow_heap, trace_output)
 
@@ -40,27 +41,39 @@ from janus.runtime import (control, fallible, graph_analysis, heap, library_conf
 class GraphEntry:
     """One generated graph and the assumptions it was generated under."""
 
-    def __init__(self, signature, bound_template, concrete, output_template, ctx, trace_seconds):
+    def __init__(self, signature, bound_template, concrete, ctx, closed, restore, number,
+                 trace_seconds):
+        """``closed``: what ``_close_graph`` made (``ClosedGraph``); ``restore``: the
+        ``(Rollback or None, why not undoable or None)`` of ``_rollback_plan``;
+        ``number``: the function's count of graphs built, this one included
+        (explain names graphs and events by it)."""
         self.signature = signature
         self.bound_template = bound_template
         self.concrete = concrete
         self._call_graph = _graph_caller(
             concrete, ctx.call_time_readers if config.fast_replay else None)
-        self.output_template = output_template
+        self.output_template = closed.template
+        self.writes = closed.writes          # (write, template): Python writes, in program order
+        self.host = closed.host              # hostcheck.HostProgram: checks and Python calls done before the run
         self.source_guards = ctx.guards
         self.assumptions = {a.id: a for a in ctx.assumptions}
         self.inlined = [c for code, c in ctx.converted.items()]
-        self.assumed_sites = dict(ctx.plan.assumed)   # (code, site) -> sequence assumed
+        self.assumed_sites = ctx.plan.assumed()   # (code, site) -> sequence assumed
+        # Sites assumed only because real control flow failed to build there
+        # (graphgen/plan.py), and how often they broke: kept here so that they go
+        # with the graph.
+        self.assumed_instead = frozenset(ctx.plan.unbuildable) & frozenset(self.assumed_sites)
+        self.assumed_breaks = 0
         self.has_mutations = ctx.has_mutations
         self.safe_error_ops = ctx.safe_error_ops or set()   # errors there leave state untouched
-        self.rollback = None   # rollback.Rollback: variables restored when a run fails after a change
+        self.uses_heap_ops = ctx.heap.run_id is not None
+        self.op_writes = list(ctx.heap.op_writes)
+        # rollback.Rollback: variables restored when a run fails after a change; else
+        # why a failure after a state change cannot be undone (explain).
+        self.rollback, self.not_undoable = restore
+        self.number = number
         self.trace_seconds = trace_seconds
         self.runs = 0
-        # Sites assumed only because real control flow failed to build there, and how
-        # often they broke (api.py); kept here so that they go with the graph.
-        self.assumed_instead = frozenset()
-        self.assumed_breaks = 0
-        self.host = None   # hostcheck.HostProgram: checks and Python calls done before the run
 
     def check(self, arguments):
         """The first failing guard (a ``guards.Miss``), or None when all hold."""
@@ -73,7 +86,6 @@ class GraphEntry:
         return check(arguments)
 
     _check_sources = None
-    not_undoable = None   # why a failure after a state change cannot be undone (explain)
 
     def _compile_checks(self):
         """The source guards as one generated function (``guards.compile_checks``)."""
@@ -597,14 +609,31 @@ def _refuse_variable_creation(next_creator, **kwargs):
                                 'variables outside it (or let a profiled call build the layer)')
 
 
-def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=False):
-    """Generates the graph for ``bound`` (inspect.BoundArguments) under ``signature``.
+def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=False,
+          number=None):
+    """Generates the graph for ``bound`` (inspect.BoundArguments) under ``signature``:
+    a ``retrace.TraceResult``; raises a ``retrace.Retrace`` request when a changed
+    policy may make a failed trace succeed, else the ``ConversionError`` refusing it.
 
     ``heap_shapes``: relaxed shapes of tensors read from Python objects, kept
     across traces so a changing shape there is relaxed like an argument's.
     """
     started = time.perf_counter()
     ctx = _new_context(fn, converted, bound, plan, heap_shapes, distributed)
+    try:
+        entry = _traced_entry(ctx, fn, converted, bound, signature, distributed, number,
+                              started)
+    except ConversionError as error:
+        request = _retrace_request(ctx, error, signature, heap_shapes)
+        if request is None:
+            raise
+        raise request from error
+    return retrace.TraceResult(entry, frozenset(ctx.evolving))
+
+
+def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, started):
+    """The ``GraphEntry`` of one trace, or the ``ConversionError`` that stopped it
+    (with the user's line where one is known)."""
     holder = {}
     body = _graph_body(ctx, converted, bound, signature, holder)
     body.__name__ = 'janus_' + fn.__name__
@@ -613,36 +642,47 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
             concrete = tf.function(body, autograph=False).get_concrete_function(
                 *signature.input_specs())
     except ConversionError as e:
-        failed = _failed(ctx, _locate(_value_needed(ctx, e), ctx, converted, sys.exc_info()[2]))
+        failed = _locate(_value_needed(ctx, e), ctx, converted, sys.exc_info()[2])
         if failed is e:
             raise   # as it is, its own cause kept
         raise failed from e
     except Exception as e:  # any trace-time error: the call runs imperatively
         error = ConversionError('%s: %s' % (type(e).__name__, e))
-        raise _failed(ctx, _locate(_value_needed(ctx, error), ctx, converted,
-                                   sys.exc_info()[2])) from e
+        raise _locate(_value_needed(ctx, error), ctx, converted, sys.exc_info()[2]) from e
     finally:
         library_state.restore(ctx)   # Keras's changes at trace time are replayed per run
     _assert_acyclic(concrete.graph)
     _check_library_left_nothing(ctx)
     _add_guards_taken_after_the_trace(ctx, bound)
-    entry = GraphEntry(signature, bound, concrete, holder['template'], ctx,
-                       time.perf_counter() - started)
-    entry.writes = holder['writes']
-    entry.host = holder['host']
-    entry.evolving = frozenset(ctx.evolving)   # numbers it reads as constants and rewrites
-    entry.uses_heap_ops = ctx.heap.run_id is not None
-    entry.op_writes = list(ctx.heap.op_writes)
+    closed = holder['closed']
+    restore = (None, None)
     if config.restore_on_error and not distributed:
-        entry.rollback, entry.not_undoable = _rollback_plan(concrete, ctx)
-        if entry.not_undoable is not None and entry.writes:
+        restore = _rollback_plan(concrete, ctx)
+        if restore[1] is not None and closed.writes:
             # An op may fail after a change janus cannot undo (an iterator draw, a
             # print op), and the Python writes and prints before it wait for the run's
             # end: eager's state at that error could be neither restored nor shown.
             raise ConversionError('an op of this call may fail after a state change janus '
-                                  'cannot undo (%s), with Python writes before it'
-                                  % entry.not_undoable)
-    return entry
+                                  'cannot undo (%s), with Python writes before it' % restore[1])
+    return GraphEntry(signature, bound, concrete, ctx, closed, restore, number,
+                      time.perf_counter() - started)
+
+
+def _retrace_request(ctx, error, signature, heap_shapes):
+    """The ``Retrace`` a failed trace asks for (None: ``error`` refuses the call
+    shape).  The order is the build loop's: each request it honours makes
+    progress that no later trace of the build undoes (``graphgen/build.py``)."""
+    evolving = frozenset(ctx.evolving)
+    failed_sites = ctx.plan.failed()
+    if failed_sites:
+        return retrace.AssumeInstead(error, evolving, failed_sites)
+    if isinstance(error, errors.ScalarValueNeeded):
+        return retrace.PinNumbers(error, evolving)
+    if heap_shapes is not None and signature.has_relaxed_dims():
+        return retrace.ExactShapes(error, evolving)
+    if evolving:
+        return retrace.RelaxEvolving(error, evolving)
+    return None
 
 
 def _new_context(fn, converted, bound, plan, heap_shapes, distributed):
@@ -669,7 +709,7 @@ def _graph_body(ctx, converted, bound, signature, holder):
     """The Python function ``tf.function`` traces: the converted function on the
     graph's inputs, then its outputs, write-back templates, host checks, the
     order of checks and state changes, and the unused ops kept running.
-    Fills ``holder`` ('template', 'writes', 'host')."""
+    Fills ``holder['closed']`` (a ``ClosedGraph``)."""
     def body(*flat_inputs):
         ctx.top_graph = tf.compat.v1.get_default_graph()
         placeholders = signature.placeholders(flat_inputs)
@@ -690,32 +730,42 @@ def _graph_body(ctx, converted, bound, signature, holder):
         if ctx.soft_conditions:
             raise operators.Unsupported('a distributed step made assumptions after its '
                                         'agreement (janus.runtime.distributed.agree)')
-        return _close_graph(ctx, result, flat_inputs, holder)
+        holder['closed'] = _close_graph(ctx, result, flat_inputs)
+        return holder['closed'].outputs
     return body
 
 
-def _close_graph(ctx, result, flat_inputs, holder):
+@dataclasses.dataclass(frozen=True)
+class ClosedGraph:
+    """What closing a trace's graph made, besides the graph itself."""
+    outputs: list       # the graph's output tensors
+    template: object    # how to rebuild the Python return value from ``outputs``
+    writes: list        # (write, template): the Python writes, in program order
+    host: object        # hostcheck.HostProgram or None: done before each run
+
+
+def _close_graph(ctx, result, flat_inputs):
     outputs, memo = [], {}
-    holder['template'] = _template(result, outputs, ctx, memo)
-    holder['writes'] = _write_templates(ctx.heap.writes, outputs, ctx, memo)
+    template = _template(result, outputs, ctx, memo)
+    writes = _write_templates(ctx.heap.writes, outputs, ctx, memo)
     graph = tf.compat.v1.get_default_graph()
-    holder['host'], checked, unneeded = hostcheck.build(ctx, graph, flat_inputs, outputs)
+    host, checked, unneeded = hostcheck.build(ctx, graph, flat_inputs, outputs)
     setattr(graph, HOST_CHECKED, frozenset(checked | unneeded))
     ctx.safe_error_ops = defer_state_updates(graph, [op for op in ctx.assert_ops
                                                      if op not in checked])
     ctx.has_mutations = ctx.safe_error_ops is not None
     # An op that may fail runs even when nothing uses its result, as eagerly.
     fallible.keep_unused(graph, outputs, skip=checked | unneeded)
-    return outputs
+    return ClosedGraph(outputs, template, writes, host)
 
 
 def _check_library_left_nothing(ctx):
     """Library code may keep a graph tensor, or swallow janus's refusal: not converted."""
     leak = library_state.leaked(ctx, ctx._keep)
     if leak is not None:
-        raise _failed(ctx, ConversionError(
+        raise ConversionError(
             'library code kept a graph tensor in %s while janus traced it (it would keep '
-            'it, not one value per call); janus does not convert that call' % leak))
+            'it, not one value per call); janus does not convert that call' % leak)
     if ctx.needs_value:   # library code swallowed the refusal: the trace is not used
         raise _value_needed(ctx, ConversionError('library code used a number from outside '
                                                  'the call'))
@@ -776,14 +826,6 @@ def _scalar_inputs(values, depth=0):
         elif depth < 16 and (type(value) in (list, dict) or isinstance(value, tuple)):
             yield from _scalar_inputs(value.values() if type(value) is dict else value,
                                       depth + 1)
-
-
-def _failed(ctx, error):
-    """``error`` of a failed trace, with the numbers it read as constants and rewrites
-    (``evolving``): made dynamic, the trace may take another path (a branch on
-    ``self.step`` that it took statically becomes a tf.cond or an assumption)."""
-    error.evolving = frozenset(ctx.evolving)
-    return error
 
 
 def _value_needed(ctx, error):

@@ -55,7 +55,7 @@ def _decide_test(ns, site, value, what, can_build=True):
     if outcome is DYNAMIC:
         return DYNAMIC, False
     if depends_on_state_change(condition) is not None:
-        ctx.plan.assumed.pop(key, None)   # not assumed after all (explain)
+        ctx.plan.withdraw(key)   # not assumed after all (explain)
         return DYNAMIC, False
     if can_build and ctx.plan.prefers_dynamic(key, varies=bool(lineage_of(value))):
         return DYNAMIC, False

@@ -1,0 +1,165 @@
+"""The build loop: one graph for one call shape, traced again while a trace asks.
+
+Needs the janus function's ``function_state.FunctionState`` and a way to
+convert its function (``generator.convert``, wrapped by the caller so a
+failure is remembered).  ``build`` makes the call's ``guards.Signature``,
+refuses a call shape that failed before, converts the function once, and
+traces it (``tracer.trace``).  A trace returns a ``retrace.TraceResult`` or
+raises a ``retrace.Retrace`` request, honoured here and nowhere else:
+
+* ``AssumeInstead``: sites whose real control flow failed to build are assumed
+  in the next trace (this build's ``assume_instead``; ``graphgen/plan.py``);
+* ``PinNumbers``: relaxed numbers whose value the trace needed are pinned;
+* ``ExactShapes``: the rest of the build traces with the call's exact shapes;
+* ``RelaxEvolving``, and a built graph's ``evolving``: numbers the function
+  rewrites become dynamic before the graph is cached.
+
+A request that changes nothing leaves its error standing (after the numbers
+it rewrites are tried dynamic, as for every failed trace).
+
+**The bound.**  Each honoured request changes the policy one way, and nothing
+in a build undoes it: assumed-instead sites only grow (the plan never reports
+a site already assumed), a pinned number is never relaxed again, a number is
+relaxed at most once before it is pinned, and exact shapes are asked for
+once.  A build therefore traces at most (sites + 2 x number locations + 2)
+times.  ``MAX_TRACES`` caps it regardless; reaching the cap is a janus bug,
+reported as an internal error (the call shape runs imperatively).
+"""
+import contextlib
+import dataclasses
+import typing
+
+from janus import guards
+from janus.config import config
+from janus.errors import ConversionError
+from janus.events import EventKind
+from janus.graphgen import retrace, tracer
+
+MAX_TRACES = 32   # per build; the written bound above is far lower in practice
+
+
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    """No graph for this call: ``error`` says why.  ``signature``: the call shape
+    to run imperatively from now on (None: only this call; it may convert later)."""
+    error: ConversionError
+    signature: typing.Optional[guards.Signature] = None
+    internal: typing.Optional[Exception] = None   # janus's own failure behind ``error``
+
+
+@dataclasses.dataclass(eq=False)
+class _Build:
+    """One build's changing inputs (the function's state holds the lasting ones)."""
+    fn: typing.Callable               # the Python function traced
+    state: typing.Any                 # function_state.FunctionState
+    report: typing.Callable           # (EventKind, text): an event for explain
+    assume_instead: dict = dataclasses.field(default_factory=dict)   # key -> sequence
+    exact: bool = False               # trace with the call's exact shapes
+    traces: int = 0
+
+
+def build(fn, state, arguments, bound, convert, report, *, profile_calls, distributed,
+          number):
+    """A ``tracer.GraphEntry`` of ``fn`` for this call, or ``Refused``.
+    ``convert()``: the converted function, or raises ``ConversionError``;
+    ``report(kind, text)`` records an event; ``number``: the function's graph
+    count if this one is built."""
+    run = _Build(fn, state, report)
+    guards.record_shapes_of(arguments, state.profile.shapes)
+    converted = None
+    while True:
+        shape_signature = _signature(state, arguments, exact=False)
+        if isinstance(shape_signature, Refused):
+            return shape_signature
+        for failed_signature, error in state.failed_signatures:
+            if failed_signature.check(arguments) is None:
+                return Refused(error)
+        try:
+            converted = converted or convert()
+        except ConversionError as e:
+            return Refused(e)
+        outcome = _trace_once(run, converted, bound, arguments, shape_signature,
+                              distributed, number, profile_calls)
+        if outcome is not None:
+            return outcome
+        if run.traces >= MAX_TRACES:
+            raise AssertionError('janus traced one call shape %d times without settling '
+                                 '(graphgen/build.py: the bound)' % run.traces)
+
+
+def _trace_once(run, converted, bound, arguments, shape_signature, distributed, number,
+                profile_calls):
+    """The entry or ``Refused`` this trace settles on, or None: trace again."""
+    state = run.state
+    run.traces += 1
+    signature = _signature(state, arguments, exact=True) if run.exact else shape_signature
+    plan = state.speculation.plan(state.profile, state.recorder.last_call, state.scalars.dynamic,
+                                  run.assume_instead, profile_calls)
+    heap_shapes = state.profile.shapes if config.relax_shapes and not run.exact else None
+    try:
+        with config.patch(specialize_shapes=True) if run.exact else contextlib.nullcontext():
+            result = tracer.trace(run.fn, converted, bound, signature, plan,
+                                  heap_shapes, distributed, number)
+    except retrace.Retrace as request:
+        if _honour(run, request) or _relax_evolving(run, request.evolving):
+            return None
+        return Refused(request.error, shape_signature)
+    except ConversionError as e:
+        return Refused(e, shape_signature)
+    except Exception as e:  # noqa: BLE001 - a tracer bug: this call shape runs imperatively
+        return Refused(ConversionError('janus internal error while tracing: %s: %s'
+                                       % (type(e).__name__, e)), shape_signature, internal=e)
+    if _relax_evolving(run, result.evolving):
+        return None
+    return result.entry
+
+
+def _signature(state, arguments, exact):
+    """The call's ``guards.Signature`` (relaxed shapes unless ``exact``), or ``Refused``."""
+    try:
+        if exact:
+            with config.patch(specialize_shapes=True):
+                return guards.Signature(arguments, dynamic=state.scalars.dynamic,
+                                        opaque=state.opaque_lists)
+        shapes = state.profile.shapes if config.relax_shapes else None
+        return guards.Signature(arguments, shapes, state.scalars.dynamic, state.opaque_lists)
+    except guards.UnsupportedArgument as e:
+        return Refused(ConversionError('unsupported argument %s' % e))
+
+
+def _honour(run, request):
+    """Changes the policy as ``request`` asks; False when that changes nothing."""
+    if isinstance(request, retrace.AssumeInstead):
+        return _assume_instead(run, request.sites)
+    if isinstance(request, retrace.PinNumbers):
+        text = run.state.scalars.pin(request.error.lineage, str(request.error))
+        if text is not None:
+            run.report(EventKind.SCALAR_PINNED, text)
+        return text is not None
+    if isinstance(request, retrace.ExactShapes):
+        run.exact = True
+        run.report(EventKind.RELAXED_SHAPES_FAILED, '%s; built with exact shapes instead'
+                   % request.error)
+        return True
+    return False   # RelaxEvolving: the caller's fallback step does it
+
+
+def _assume_instead(run, sites):
+    """Sites whose real control flow failed to build are assumed in the next trace."""
+    fresh = {key: value for key, value in sites.items() if key not in run.assume_instead}
+    for key, (sequence, reason) in fresh.items():
+        run.assume_instead[key] = sequence
+        run.report(EventKind.ASSUMED_INSTEAD, '%s: real control flow failed to build (%s); '
+                   'its outcome is assumed instead, and calls that take the other path '
+                   'run imperatively' % (run.state.site_name(key), reason))
+    return bool(fresh)
+
+
+def _relax_evolving(run, evolving):
+    """Numbers the trace read as constants and the function rewrites become dynamic
+    (True: trace again)."""
+    relaxed = run.state.scalars.relax_evolving(evolving)
+    for text in relaxed:
+        run.report(EventKind.SCALAR_RELAXED, text)
+    return bool(relaxed)
+

@@ -1,0 +1,57 @@
+"""What one trace hands the build loop: a ``TraceResult``, or a ``Retrace`` request.
+
+Needs only ``errors``.  ``tracer.trace`` returns a ``TraceResult`` when it built
+a graph and raises a ``Retrace`` when a trace failed in a way that a changed
+policy may fix; any other ``ConversionError`` is a refusal of the call shape.
+``graphgen/build.py`` honours the requests, within its bound.  Each request
+carries the error that stands when honouring it changes nothing, and the
+numbers the trace read as constants and rewrites (``evolving``): made
+dynamic, a trace may take another path.
+"""
+import dataclasses
+import typing
+
+from janus.errors import ConversionError, ScalarValueNeeded
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceResult:
+    """A graph built by one trace."""
+    entry: typing.Any                 # graphgen.tracer.GraphEntry
+    evolving: frozenset = frozenset()   # (relaxation key, name): rewritten numbers read as constants
+
+
+class Retrace(Exception):
+    """A failed trace's request to trace the call shape again with a policy change."""
+
+    def __init__(self, error: ConversionError, evolving: frozenset = frozenset()):
+        super().__init__(str(error))
+        self.error = error          # what stands if the request changes nothing
+        self.evolving = evolving
+
+
+class AssumeInstead(Retrace):
+    """Real control flow failed to build at ``sites``; assume their outcomes instead
+    (``graphgen/plan.py``: ``Plan.cannot_build``).  ``sites``: (code, site) ->
+    (sequence to assume, why the control flow failed)."""
+
+    def __init__(self, error, evolving, sites: dict):
+        super().__init__(error, evolving)
+        self.sites = sites
+
+
+class PinNumbers(Retrace):
+    """The trace needed the value of relaxed numbers: specialize them again
+    (``relaxation.ScalarRelaxation.pin``)."""
+
+    error: ScalarValueNeeded
+
+
+class ExactShapes(Retrace):
+    """The trace failed with relaxed (None) dimensions, which may be what broke it:
+    trace again with the call's exact shapes."""
+
+
+class RelaxEvolving(Retrace):
+    """The trace failed while reading rewritten numbers as constants: trace again with
+    them dynamic (``relaxation.ScalarRelaxation.relax_evolving``)."""
