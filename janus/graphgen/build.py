@@ -23,7 +23,7 @@ a site already assumed), a pinned number is never relaxed again, a number is
 relaxed at most once before it is pinned, and exact shapes are asked for
 once.  A build therefore traces at most (sites + 2 x number locations + 2)
 times.  ``MAX_TRACES`` caps it regardless; reaching the cap is a janus bug,
-reported as an internal error (the call shape runs imperatively).
+reported as an internal error (the call shape runs imperatively from then on).
 """
 import contextlib
 import dataclasses
@@ -82,9 +82,11 @@ def build(fn, state, arguments, bound, convert, report, *, profile_calls, distri
                               distributed, number, profile_calls)
         if outcome is not None:
             return outcome
-        if run.traces >= MAX_TRACES:
-            raise AssertionError('janus traced one call shape %d times without settling '
+        if run.traces >= MAX_TRACES:   # a janus bug: the call shape runs imperatively
+            bug = AssertionError('janus traced one call shape %d times without settling '
                                  '(graphgen/build.py: the bound)' % run.traces)
+            return Refused(ConversionError('janus internal error while tracing: %s' % bug),
+                           shape_signature, internal=bug)
 
 
 def _trace_once(run, converted, bound, arguments, shape_signature, distributed, number,
@@ -137,6 +139,8 @@ def _honour(run, request):
             run.report(EventKind.SCALAR_PINNED, text)
         return text is not None
     if isinstance(request, retrace.ExactShapes):
+        if run.exact:
+            return False
         run.exact = True
         run.report(EventKind.RELAXED_SHAPES_FAILED, '%s; built with exact shapes instead'
                    % request.error)
