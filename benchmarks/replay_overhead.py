@@ -84,7 +84,7 @@ def measure(fn, args, calls):
     flat = entry.signature.flatten(bound.arguments)
     from janus.runtime import shadow_heap
 
-    from janus.graphgen import rewrites
+    from janus.replay import rewrites
 
     def bare():
         shadow_heap.set_call_arguments(bound.arguments)   # what call-time captures read

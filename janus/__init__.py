@@ -3,7 +3,7 @@
 Public API only.  See README.md and ``janus.explain`` for what a function did.
 """
 from janus.config import config
-from janus.executor import apply_thread_config
+from janus.replay.executor import apply_thread_config
 
 apply_thread_config()   # before anything below can start TF's runtime
 from janus.api import function  # noqa: E402

@@ -37,7 +37,7 @@ from janus.explain import annotate, reason_text   # where + advice for every rea
 from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
                           StrictModeError)
-from janus.executor import AssertionBroke, GraphError, GraphInvalid, WriteBackFailed, run_graph
+from janus.replay.executor import AssertionBroke, GraphError, GraphInvalid, WriteBackFailed, run_graph
 from janus.graphgen import build, generator
 from janus.graphgen.plan import Verdict
 from janus.pyct import parser

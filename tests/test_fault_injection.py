@@ -13,6 +13,7 @@ import tensorflow as tf
 import janus
 from janus import guards, profiler
 from janus.graphgen import generator, tracer
+from janus.replay import entry
 from conftest import assert_same, outcome
 
 FAULT = 'injected fault'
@@ -94,9 +95,9 @@ STAGES = {
     'Signature construction': (lambda mp, jf: mp.setattr(guards, 'Signature', fail), 0),
     'generator.convert': (lambda mp, jf: mp.setattr(generator, 'convert', fail), 0),
     'tracer.trace': (lambda mp, jf: mp.setattr(tracer, 'trace', fail), 0),
-    'GraphEntry.check': (lambda mp, jf: mp.setattr(tracer.GraphEntry, 'check', fail), 5),
+    'GraphEntry.check': (lambda mp, jf: mp.setattr(entry.GraphEntry, 'check', fail), 5),
     'flattening arguments': (lambda mp, jf: mp.setattr(guards.Signature, 'flatten', fail), 5),
-    'GraphEntry.run write-back': (lambda mp, jf: mp.setattr(tracer, '_rebuild', fail), 5),
+    'GraphEntry.run write-back': (lambda mp, jf: mp.setattr(entry, 'rebuild', fail), 5),
 }
 
 
@@ -114,7 +115,7 @@ def test_a_graph_tf_cannot_instantiate_runs_the_call_as_plain_python(capsys, mon
     the call runs as plain Python and the graph is dropped, never a TF error."""
     def cyclic(*args, **kwargs):
         raise tf.errors.InvalidArgumentError(None, None, '3 nodes in a cycle [Op:x] ' + FAULT)
-    jf = run_both(capsys, lambda jf: monkeypatch.setattr(tracer.GraphEntry, 'run', cyclic), 5)
+    jf = run_both(capsys, lambda jf: monkeypatch.setattr(entry.GraphEntry, 'run', cyclic), 5)
     report = janus.explain(jf)
     assert 'internal error' in report and 'in a cycle' in report, report
     assert janus.stats(jf)['imperative_calls'] >= 3
@@ -148,7 +149,7 @@ def test_write_back_failure_after_a_state_change_never_runs_the_call_twice(monke
     jf(tf.constant(1.0))
     jf(tf.constant(1.0))
     assert janus.stats(jf)['graph_calls'] == 1
-    monkeypatch.setattr(tracer, '_rebuild', fail)
+    monkeypatch.setattr(entry, 'rebuild', fail)
     with pytest.raises(janus.JanusError, match='cannot be re-run'):
         jf(tf.constant(1.0))
     assert float(var) == 3.0

@@ -1,5 +1,6 @@
 """Checks and Python calls on relaxed numbers done on the host before the run
-(graphgen/hostcheck.py), and the faster call-time inputs of a run (tracer).
+(graphgen/hostcheck.py, replay/host.py), and the faster call-time inputs of a run
+(replay/entry.py).
 
 The host recomputes a graph's scalar chains op for op with TF's CPU semantics:
 every modelled op is compared bit for bit with TF's kernel on edge values.  The
@@ -17,6 +18,7 @@ import tensorflow as tf
 import janus
 from conftest import differential
 from janus.graphgen import hostcheck
+from janus.replay import host as replay_host
 
 INTS = [0, 1, -1, 7, -7, 3, 2 ** 31, -2 ** 31 - 5, 2 ** 53 + 1, 2 ** 62, -2 ** 62,
         2 ** 63 - 1, -2 ** 63, 123456789012345]
@@ -110,7 +112,7 @@ def test_host_ops_match_tf_kernels_bit_for_bit(kind, dtypes, out_dtype):
             expected = ('raised',)
         try:
             actual = ('ok', host(*operands))
-        except hostcheck.HostRaised:
+        except replay_host.HostRaised:
             actual = ('raised',)
         assert expected[0] == actual[0], (kind, operands, expected, actual)
         if expected[0] == 'ok':

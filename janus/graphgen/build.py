@@ -60,7 +60,7 @@ class _Build:
 
 def build(fn, state, arguments, bound, convert, report, *, profile_calls, distributed,
           number):
-    """A ``tracer.GraphEntry`` of ``fn`` for this call, or ``Refused``.
+    """A ``replay.entry.GraphEntry`` of ``fn`` for this call, or ``Refused``.
     ``convert()``: the converted function, or raises ``ConversionError``;
     ``report(kind, text)`` records an event; ``number``: the function's graph
     count if this one is built."""

@@ -35,79 +35,18 @@ value, the learning rate assigned) are computed in the graph as before, from
 the same inputs, and equal the host's.  Any op janus does not model exactly
 stays in the graph, with everything that depends on it.
 """
+import dataclasses
+import logging
 import math
-import threading
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import tensor_util
 
 from janus.config import config
-
-_INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
-_TWO64 = 2 ** 64
-_NORMAL = 2.2250738585072014e-308   # float64's smallest normal number
-
-_local = threading.local()   # the host values of the run in progress (fed inputs)
-
-
-class HostRaised(Exception):
-    """An op of the host region raised (Python's own error, or TF's for an integer
-    division by zero): the graph would have failed there, before any state change."""
-
-
-def _wrap(v):
-    """An int64 result as TF's kernels leave it (two's complement wrap)."""
-    if _INT64_MIN <= v <= _INT64_MAX:
-        return v
-    return (v - _INT64_MIN) % _TWO64 + _INT64_MIN
-
-
-def _ftz(v):
-    """A float64 result as TF's CPU kernels leave it: below the normal range, zero."""
-    if -_NORMAL < v < _NORMAL and v != 0.0:
-        return math.copysign(0.0, v)
-    return v
-
-
-def _int_floordiv(a, b):
-    if b == 0:
-        raise HostRaised('Integer division by zero')
-    return _wrap(a // b)
-
-
-def _int_floormod(a, b):
-    if b == 0:
-        raise HostRaised('Integer division by zero')
-    return _wrap(a % b)
-
-
-def _div_no_nan(a, b):
-    return 0.0 if b == 0.0 else _ftz(a / b)
-
-
-def _reciprocal(a):
-    if a == 0.0:
-        return math.copysign(math.inf, a)
-    return _ftz(1.0 / a)
-
-
-def _integral(fn):
-    """``Floor``/``Round`` of a float64: the sign of a zero result is the operand's."""
-    def apply(a):
-        if math.isinf(a) or math.isnan(a):
-            return a
-        r = float(fn(a))
-        return math.copysign(0.0, a) if r == 0.0 else r
-    return apply
-
-
-def _float_to_int(a):
-    """``Cast`` float64 -> int64: truncation; NaN and out of range give INT64_MIN (x86)."""
-    if math.isfinite(a) and -9.223372036854775808e18 <= a < 9.223372036854775808e18:
-        return int(a)
-    return _INT64_MIN
-
+from janus.replay.host import (HostProgram, HostRaised, HostStep, div_no_nan, fed_value,
+                               float_to_int, ftz, int_floordiv, int_floormod, integral,
+                               reciprocal, wrap, NORMAL)
 
 _INT, _FLOAT, _BOOL = tf.int64, tf.float64, tf.bool
 _DTYPES = (_INT, _FLOAT, _BOOL)
@@ -116,13 +55,13 @@ _NP = {_INT: np.int64, _FLOAT: np.float64, _BOOL: np.bool_}
 
 # (op type, operand dtype) -> Python function of the operands' values.
 _BINARY = {
-    ('AddV2', _INT): lambda a, b: _wrap(a + b), ('AddV2', _FLOAT): lambda a, b: _ftz(a + b),
-    ('Sub', _INT): lambda a, b: _wrap(a - b), ('Sub', _FLOAT): lambda a, b: _ftz(a - b),
-    ('Mul', _INT): lambda a, b: _wrap(a * b), ('Mul', _FLOAT): lambda a, b: _ftz(a * b),
-    ('DivNoNan', _FLOAT): _div_no_nan,
-    ('FloorDiv', _INT): _int_floordiv, ('FloorMod', _INT): _int_floormod,
+    ('AddV2', _INT): lambda a, b: wrap(a + b), ('AddV2', _FLOAT): lambda a, b: ftz(a + b),
+    ('Sub', _INT): lambda a, b: wrap(a - b), ('Sub', _FLOAT): lambda a, b: ftz(a - b),
+    ('Mul', _INT): lambda a, b: wrap(a * b), ('Mul', _FLOAT): lambda a, b: ftz(a * b),
+    ('DivNoNan', _FLOAT): div_no_nan,
+    ('FloorDiv', _INT): int_floordiv, ('FloorMod', _INT): int_floormod,
 }
-_RAISING = (_int_floordiv, _int_floormod)   # TF's kernels raise on a zero divisor
+_RAISING = (int_floordiv, int_floormod)   # TF's kernels raise on a zero divisor
 _COMPARE = {'Equal': '==', 'NotEqual': '!=', 'Less': '<', 'LessEqual': '<=', 'Greater': '>',
             'GreaterEqual': '>='}
 _LOGICAL = {'LogicalAnd': 'and', 'LogicalOr': 'or'}
@@ -131,12 +70,12 @@ _INLINE = {('AddV2', _INT): '_wrap({0} + {1})', ('AddV2', _FLOAT): '_ftz({0} + {
            ('Sub', _INT): '_wrap({0} - {1})', ('Sub', _FLOAT): '_ftz({0} - {1})',
            ('Mul', _INT): '_wrap({0} * {1})', ('Mul', _FLOAT): '_ftz({0} * {1})'}
 _UNARY = {
-    ('Neg', _INT): lambda a: _wrap(-a), ('Neg', _FLOAT): lambda a: -a,
-    ('Abs', _INT): lambda a: _wrap(abs(a)), ('Abs', _FLOAT): abs,
-    ('Floor', _FLOAT): _integral(math.floor), ('Round', _FLOAT): _integral(round),
-    ('Reciprocal', _FLOAT): _reciprocal, ('IsFinite', _FLOAT): math.isfinite,
+    ('Neg', _INT): lambda a: wrap(-a), ('Neg', _FLOAT): lambda a: -a,
+    ('Abs', _INT): lambda a: wrap(abs(a)), ('Abs', _FLOAT): abs,
+    ('Floor', _FLOAT): integral(math.floor), ('Round', _FLOAT): integral(round),
+    ('Reciprocal', _FLOAT): reciprocal, ('IsFinite', _FLOAT): math.isfinite,
 }
-_CASTS = {(_INT, _FLOAT): float, (_FLOAT, _INT): _float_to_int,
+_CASTS = {(_INT, _FLOAT): float, (_FLOAT, _INT): float_to_int,
           (_BOOL, _INT): int, (_BOOL, _FLOAT): float,
           (_INT, _BOOL): lambda a: a != 0, (_FLOAT, _BOOL): lambda a: a != 0.0}
 _PASS_THROUGH = ('Identity', 'StopGradient', 'Snapshot', 'Reshape')
@@ -159,7 +98,7 @@ def _const_value(op):
     if tensor.dtype not in _DTYPES or not _scalar(tensor):
         return None
     value = tensor_util.MakeNdarray(op.get_attr('value')).item()
-    if tensor.dtype == _FLOAT and value != 0.0 and abs(value) < _NORMAL:
+    if tensor.dtype == _FLOAT and value != 0.0 and abs(value) < NORMAL:
         return None   # a subnormal operand TF's kernels would read as zero
     return _PY[tensor.dtype](value)
 
@@ -229,71 +168,6 @@ def _binary_fn(operator_text):
     return eval('lambda a, b: a %s b' % operator_text)   # noqa: S307 - a fixed operator
 
 
-class HostProgram:
-    """The host region of one graph: per call, its values, checks and Python calls,
-    compiled to one Python function (``source``)."""
-
-    def __init__(self, constants, leaves, steps, fed):
-        from janus.executor import AssertionBroke
-        self.checks = sum(1 for step in steps if step[0] is None)
-        self.calls = len(fed)
-        namespace = {'_wrap': _wrap, '_ftz': _ftz, '_Broke': AssertionBroke}
-        names = {}
-        for slot, value in constants:
-            names[slot] = 'K%d' % slot
-            namespace[names[slot]] = value
-        lines = ['def run(arguments, flat):']
-        for slot, reader in leaves:
-            names[slot] = 'v%d' % slot
-            namespace['R%d' % slot] = reader
-            lines.append('    v%d = R%d(arguments, flat)' % (slot, slot))
-        for number, step in enumerate(steps):
-            fn, out, ins = step[:3]
-            if fn is None:
-                namespace['A%d' % number] = out
-                lines.append('    if not %s: raise _Broke(A%d)' % (names[ins], number))
-                continue
-            operands = [names[i] for i in ins]
-            template = step[3]
-            if template == '{0}':
-                names[out] = operands[0]   # the same value: no code
-                continue
-            names[out] = 'v%d' % out
-            if template is None:
-                namespace['F%d' % number] = fn
-                template = 'F%d(%s)' % (number, ', '.join('{%d}' % i for i in range(len(ins))))
-            lines.append('    v%d = %s' % (out, template.format(*operands)))
-        lines.append('    return (%s)' % ''.join(names[slot] + ', ' for slot in fed))
-        self.source = '\n'.join(lines)
-        exec(compile(self.source, '<janus host checks>', 'exec'), namespace)  # noqa: S102
-        self._run = namespace['run']
-
-    def run(self, arguments, flat):
-        """Computes the region; raises AssertionBroke / GraphError (nothing ran yet)."""
-        try:
-            _local.values = self._run(arguments, flat)
-        except HostRaised as e:
-            from janus.executor import GraphError
-            raise GraphError(e) from None
-
-    def describe(self):
-        return '%d checks, %d Python calls before the run' % (self.checks, self.calls)
-
-
-def clear():
-    _local.values = None
-
-
-def _fed_value(position, numpy_type):
-    def read_now():
-        values = getattr(_local, 'values', None)
-        if values is None:
-            raise RuntimeError('janus: this graph takes values its host program computes; '
-                               'run it through its janus function (GraphEntry.run)')
-        return tf.constant(np.array(values[position], dtype=numpy_type))
-    return read_now
-
-
 def build(ctx, graph, flat_inputs, outputs):
     """Moves the host region's checks and Python calls out of ``graph`` (being traced).
 
@@ -306,12 +180,12 @@ def build(ctx, graph, flat_inputs, outputs):
     try:
         found = _region(ctx, graph, flat_inputs, leaves)
     except Exception:  # noqa: BLE001 - an optimization: the graph keeps its checks
-        import logging
         logging.getLogger('janus').debug('janus: host checks skipped', exc_info=True)
         return None, set(), set()
     if found is None:
         return None, set(), set()
-    ops, region, slots, constants, leaf_readers, steps, checks, calls, dynamic = found
+    ops, region, slots, dynamic, calls, checks = (found.ops, found.region, found.slots,
+                                                  found.dynamic, found.calls, found.checks)
     # Float results the graph still uses are fed from the host too (the same IEEE
     # doubles eager Python computes): with their checks gone, an intermediate
     # (``a * 3.0`` in ``a * 3.0 * 7.0``) has one consumer left, and grappler would
@@ -325,7 +199,7 @@ def build(ctx, graph, flat_inputs, outputs):
     for op in calls + floats:
         tensor = op.outputs[0]
         slot = slots[tensor.name]
-        key, reader = ('janus', 'host', op.name), _fed_value(len(fed), _NP[tensor.dtype])
+        key, reader = ('janus', 'host', op.name), fed_value(len(fed), _NP[tensor.dtype])
         placeholder = ctx.top_graph.capture_call_time_value(
             reader, tf.TensorSpec([], tensor.dtype), key=key)
         ctx.call_time_readers[key] = reader
@@ -341,10 +215,24 @@ def build(ctx, graph, flat_inputs, outputs):
         for op in checks:
             op._update_input(0, true)
     dead = _unneeded(ops, region, outputs)
-    program = _sliced(constants, leaf_readers, steps, fed, dynamic)
+    program = _sliced(found.constants, found.leaf_readers, found.steps, fed, dynamic)
     if program is not None:
         program.calls = len(calls)   # Python calls (the rest fed are float results)
     return program, set(checks), dead
+
+
+@dataclasses.dataclass(frozen=True)
+class HostRegion:
+    """The part of a traced graph its host program computes (``_region``)."""
+    ops: list            # every op of the graph, in creation order
+    region: set          # the ops in the region
+    slots: dict          # tensor name -> the program's slot for its value
+    dynamic: set         # slots that depend on a leaf (read per call)
+    constants: list      # (slot, value): Const ops
+    leaf_readers: list   # (slot, reader(arguments, flat)): relaxed numbers
+    steps: list          # HostStep, in graph order
+    checks: list         # the Janus>Assert ops it checks
+    calls: list          # the Python calls (PyFuncStateless ops) it runs
 
 
 def _region(ctx, graph, flat_inputs, leaves):
@@ -388,7 +276,7 @@ def _region(ctx, graph, flat_inputs, leaves):
             assumption = assumptions.get(op.get_attr('assumption_id'))
             if assumption is None:
                 continue
-            steps.append((None, assumption, inputs[0], None))
+            steps.append(HostStep(None, None, (inputs[0],), assumption=assumption))
             checks.append(op)
             region.add(op)
             continue
@@ -402,13 +290,14 @@ def _region(ctx, graph, flat_inputs, leaves):
         out = slot_of(op.outputs[0])
         if any(i in dynamic for i in inputs):
             dynamic.add(out)
-        steps.append((fn, out, inputs, template))
+        steps.append(HostStep(fn, out, tuple(inputs), template))
         region.add(op)
         if op.type == 'PyFuncStateless':
             calls.append(op)
     if not checks and not calls:
         return None
-    return ops, region, slots, constants, leaf_readers, steps, checks, calls, dynamic
+    return HostRegion(ops, region, slots, dynamic, constants, leaf_readers, steps, checks,
+                      calls)
 
 
 def _sliced(constants, leaves, steps, fed, dynamic):
@@ -417,9 +306,9 @@ def _sliced(constants, leaves, steps, fed, dynamic):
     known = dict(constants)
     kept = []
     for step in steps:
-        fn, out, ins = step[:3]
-        if fn is None:
-            if ins in dynamic or not known.get(ins, False):
+        fn, out, ins = step.fn, step.out, step.ins
+        if step.is_check:
+            if ins[0] in dynamic or not known.get(ins[0], False):
                 kept.append(step)   # a constant check that fails: fails every run
             continue
         if out not in dynamic and out not in fed and all(i in known for i in ins):
@@ -430,18 +319,17 @@ def _sliced(constants, leaves, steps, fed, dynamic):
                 pass   # raises on every run, as the graph would
         kept.append(step)
     needed = set(fed)
-    for fn, out, ins, _ in kept:
-        if fn is None:
-            needed.add(ins)
-        elif fn in _RAISING:
-            needed.add(out)   # the graph no longer runs it: the host raises in its place
+    for step in kept:
+        if step.is_check:
+            needed.add(step.ins[0])
+        elif step.fn in _RAISING:
+            needed.add(step.out)   # the graph no longer runs it: the host raises in its place
     steps = []
     for step in reversed(kept):
-        fn, out, ins = step[:3]
-        if fn is None or out in needed:
+        if step.is_check or step.out in needed:
             steps.append(step)
-            if fn is not None:
-                needed.update(ins)
+            if not step.is_check:
+                needed.update(step.ins)
     steps.reverse()
     constants = [(slot, value) for slot, value in known.items() if slot in needed]
     leaves = [(slot, reader) for slot, reader in leaves if slot in needed]

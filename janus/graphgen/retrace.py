@@ -17,7 +17,7 @@ from janus.errors import ConversionError, ScalarValueNeeded
 @dataclasses.dataclass(frozen=True)
 class TraceResult:
     """A graph built by one trace."""
-    entry: typing.Any                 # graphgen.tracer.GraphEntry
+    entry: typing.Any                 # replay.entry.GraphEntry
     evolving: frozenset = frozenset()   # (relaxation key, name): rewritten numbers read as constants
 
 

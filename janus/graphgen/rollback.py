@@ -26,33 +26,10 @@ graph's own), or when ``config.restore_on_error`` is off.  Invariant
 (asserted): a rollback restores variables only, by their resource handles.
 """
 import tensorflow as tf
-from tensorflow.python.ops import gen_resource_variable_ops
 
+from janus.replay.rollback import Rollback
 from janus.runtime import effects
 from janus.runtime.fallible import infallible
-
-
-class Rollback:
-    """The variables a graph may update, as (resource handle, dtype) pairs."""
-
-    def __init__(self, handles):
-        self.handles = tuple(handles)
-        assert all(handle.dtype == tf.resource and isinstance(dtype, tf.DType)
-                   for handle, dtype in self.handles), self.handles
-
-    def save(self):
-        """The variables' values now (eager tensors holding their buffers)."""
-        read = gen_resource_variable_ops.read_variable_op
-        return [read(handle, dtype) for handle, dtype in self.handles]
-
-    def restore(self, saved):
-        """Assigns the values ``save`` kept back to the variables."""
-        assign = gen_resource_variable_ops.assign_variable_op
-        for (handle, _), value in zip(self.handles, saved):
-            assign(handle, value)
-
-    def __len__(self):
-        return len(self.handles)
 
 
 class NotUndoable(Exception):

@@ -27,265 +27,16 @@ from tensorflow.python.framework import auto_control_deps_utils as acd_utils
 from janus import errors, guards
 from janus.config import config
 from janus.errors import ConversionError
-from janus.executor import WriteBackFailed
-from janus.graphgen import effects, generator, hostcheck, retrace, rewrites, rollback
-from janus.runtime import (control, fallible, graph_analysis, heap, library_config, library_state,
-                           operators, ops, scalars, shadow_heap, trace_output)
+from janus.graphgen import effects, generator, hostcheck, retrace, rollback
+from janus.replay import templates
+from janus.replay.entry import GraphEntry
+from janus.runtime import (control, fallible, graph_analysis, library_config, library_state,
+                           operators, ops, scalars, trace_output)
 
 
 
 # False: replays check guards one by one and evaluate call-time inputs through TF's
 # own re-checks, as before both fast paths (benchmarks/vs_tf_function.py compares).
-
-
-class GraphEntry:
-    """One generated graph and the assumptions it was generated under."""
-
-    def __init__(self, signature, bound_template, concrete, ctx, closed, restore, number,
-                 trace_seconds):
-        """``closed``: what ``_close_graph`` made (``ClosedGraph``); ``restore``: the
-        ``(Rollback or None, why not undoable or None)`` of ``_rollback_plan``;
-        ``number``: the function's count of graphs built, this one included
-        (explain names graphs and events by it)."""
-        self.signature = signature
-        self.bound_template = bound_template
-        self.concrete = concrete
-        self._call_graph = _graph_caller(
-            concrete, ctx.call_time_readers if config.fast_replay else None)
-        self.output_template = closed.template
-        self.writes = closed.writes          # (write, template): Python writes, in program order
-        self.host = closed.host              # hostcheck.HostProgram: checks and Python calls done before the run
-        self.source_guards = ctx.guards
-        self.assumptions = {a.id: a for a in ctx.assumptions}
-        self.inlined = [c for code, c in ctx.converted.items()]
-        self.assumed_sites = ctx.plan.assumed()   # (code, site) -> sequence assumed
-        # Sites assumed only because real control flow failed to build there
-        # (graphgen/plan.py), and how often they broke: kept here so that they go
-        # with the graph.
-        self.assumed_instead = frozenset(ctx.plan.unbuildable) & frozenset(self.assumed_sites)
-        self.assumed_breaks = 0
-        self.has_mutations = ctx.has_mutations
-        self.safe_error_ops = ctx.safe_error_ops or set()   # errors there leave state untouched
-        self.uses_heap_ops = ctx.heap.run_id is not None
-        self.op_writes = list(ctx.heap.op_writes)
-        # rollback.Rollback: variables restored when a run fails after a change; else
-        # why a failure after a state change cannot be undone (explain).
-        self.rollback, self.not_undoable = restore
-        self.number = number
-        self.trace_seconds = trace_seconds
-        self.runs = 0
-
-    def check(self, arguments):
-        """The first failing guard (a ``guards.Miss``), or None when all hold."""
-        miss = self.signature.check(arguments)
-        if miss:
-            return miss
-        check = self._check_sources
-        if check is None:
-            check = self._check_sources = self._compile_checks()
-        return check(arguments)
-
-    _check_sources = None
-
-    def _compile_checks(self):
-        """The source guards as one generated function (``guards.compile_checks``)."""
-        found = list(self.source_guards)
-        try:
-            if config.fast_replay:
-                return guards.compile_checks(found)
-        except Exception:  # noqa: BLE001 - an optimization: the guards checked one by one
-            pass
-        check = guards._checked_in_order(found)
-        return lambda arguments: check(arguments, {})
-
-    def run(self, arguments):
-        """Runs the graph; once it finished (every assertion passed), writes the
-        shadow heap back to the Python objects, in program order."""
-        run_id = heap.begin_run() if self.uses_heap_ops else None
-        shadow_heap.set_call_arguments(arguments, run_id)
-        host = self.host
-        try:
-            flat = self.signature.flatten(arguments)
-            if host is not None:
-                host.run(arguments, flat)   # may raise AssertionBroke/GraphError: nothing ran
-            outputs = rewrites.call_with_janus_rewrites(self._call_graph, flat)
-        except BaseException:
-            if run_id is not None:
-                heap.discard(run_id)   # a failed run changes nothing
-            raise
-        finally:
-            shadow_heap.set_call_arguments(None)
-            if host is not None:
-                hostcheck.clear()
-        written = False   # a Python write applied (a rollback cannot undo it)
-        try:   # every value is rebuilt before the first write: a failure there changed nothing
-            if run_id is not None:
-                heap.commit(run_id)
-                written = True
-            if not isinstance(outputs, (list, tuple)):
-                outputs = [outputs]
-            memo = {}   # one rebuilt object per container the call made, returned or written
-            result = _rebuild(self.output_template, outputs, arguments, memo)
-            values, targets, sources = [], [], {}
-            for write, template in self.writes:
-                if isinstance(template, _Conditional):
-                    # A write made in a tensor-dependent branch: only on the path taken.
-                    if not bool(_rebuild(template.condition, outputs, arguments, memo)):
-                        values.append(_NOT_TAKEN)
-                        targets.append(None)
-                        continue
-                    template = template.value
-                values.append(_rebuild(template, outputs, arguments, memo))
-                # Its object as the statement saw it: resolved before any write applies.
-                targets.append(write.target(arguments, sources))
-            for (write, _), value, target in zip(self.writes, values, targets):
-                if value is _NOT_TAKEN:
-                    continue
-                # A failing setattr or item write applied nothing; a print or an
-                # extend may have applied part of itself.
-                written = written or write.partial
-                write.apply(value, target)
-                written = True
-        except Exception as e:
-            raise WriteBackFailed(e, self.has_mutations or written, written) from e
-        return result
-
-    def describe_guards(self):
-        return self.signature.describe() + [repr(g) for g in self.source_guards]
-
-    def describe_writes(self):
-        return [w.describe() for w, _ in self.writes] + getattr(self, 'op_writes', [])
-
-
-def _graph_caller(concrete, readers=None):
-    """How a run feeds the graph its flat inputs.
-
-    ``ConcreteFunction.__call__`` re-binds and re-casts every input against its
-    structured signature (about 1 us per input).  ``Signature.check`` has
-    already established what that re-check would: every flat input is an
-    ``EagerTensor`` of the traced dtype and a compatible shape.  So the run goes
-    straight to the flat call, which still records gradients and evaluates
-    call-time captures as ``__call__`` does.  Should TensorFlow's flat entry
-    point change, the public call is used.
-    """
-    if _FLAT_CALL_PARAMETERS != ('tensor_inputs', 'captured_inputs'):
-        return lambda flat: concrete(*flat)
-    call_flat = concrete._call_flat   # TF's own entry after its input re-check
-    captured = _captured_reader(concrete, readers or {})
-    if captured is None:
-        def call(flat):
-            return call_flat(flat, concrete.captured_inputs)
-    else:
-        def call(flat):
-            return call_flat(flat, captured())
-    call.captured_inputs = captured   # None: TF's own path
-    return call
-
-
-def _captured_reader(concrete, readers):
-    """A faster ``concrete.captured_inputs``, or None where it cannot be had.
-
-    TF wraps each call-time capture's closure to re-check its result against the
-    capture's spec (about 15 us each, and a nest.flatten of all captures).  The
-    call-time captures janus makes itself (``readers``: key -> its closure) give
-    values their guards already checked (a hoisted tensor: TENSOR_MATCH; a
-    relaxed number: a tensor of the exact dtype it makes itself), so their
-    closures are called directly; every other capture is a plain tensor, passed
-    as TF would.  Any other call-time capture: TF's own path."""
-    try:
-        entries = list(concrete._captured_inputs)
-        wrapped = concrete.graph.function_captures.by_ref_external
-    except AttributeError:
-        return None
-    key_of = {id(closure): key for key, closure in wrapped.items()}
-    static, calls = [], []
-    for index, entry in enumerate(entries):
-        if callable(entry):
-            reader = readers.get(key_of.get(id(entry)))
-            if reader is None:
-                return None
-            calls.append((index, reader))
-            entry = None
-        elif not isinstance(entry, tf.Tensor):
-            return None   # a composite: TF flattens it
-        static.append(entry)
-    if not calls:
-        return lambda: static
-
-    def read():
-        values = list(static)
-        for index, reader in calls:
-            values[index] = reader()
-        return values
-    return read
-
-
-def _flat_call_parameters():
-    from tensorflow.python.eager.polymorphic_function import concrete_function
-    method = getattr(concrete_function.ConcreteFunction, '_call_flat', None)
-    if method is None:
-        return ()
-    return tuple(inspect.signature(method).parameters)[1:]
-
-
-_FLAT_CALL_PARAMETERS = _flat_call_parameters()
-
-
-# -- output templates ------------------------------------------------------
-
-class _Out:
-    def __init__(self, index):
-        self.index = index
-
-
-class _Const:
-    def __init__(self, value):
-        self.value = value
-
-
-class _FromSource:
-    def __init__(self, source):
-        self.source = source
-
-
-class _Shared:
-    """A container the call made and returns or writes more than once: one object."""
-
-    def __init__(self, template):
-        self.template = template
-
-
-class _Scalar:
-    """A dynamic scalar: its graph output as the plain Python int/float/bool eager has."""
-
-    def __init__(self, index, kind):
-        self.index, self.kind = index, kind
-
-
-class _Conditional:
-    """A write made in a tensor-dependent branch (or loop): replayed only when its
-    condition, a bool the graph returns, is true after the run."""
-
-    def __init__(self, condition, value):
-        self.condition, self.value = condition, value
-
-
-_NOT_TAKEN = object()
-
-
-class _Choice:
-    """A tensor a tensor-dependent ``if`` chose: the side the run took (``pred``, a
-    bool the graph returns), an input rebuilt as itself."""
-
-    def __init__(self, pred, when_true, when_false):
-        self.pred, self.when_true, self.when_false = pred, when_true, when_false
-
-
-class _Text:
-    """A string that needs the run's values (``f"loss {loss}"``), formatted after it."""
-
-    def __init__(self, text, values):
-        self.text, self.values = text, values
 
 
 def _template(value, outputs, ctx, memo):
@@ -300,34 +51,34 @@ def _template(value, outputs, ctx, memo):
     if isinstance(value, tf.Tensor):
         source = ctx.tensor_source(value)
         if source is not None:
-            return _FromSource(source)   # passed through: eager returns that very tensor
+            return templates.FromSource(source)   # passed through: eager returns that very tensor
         if id(value) not in memo:   # returned and stored: one eager tensor, as eagerly
             outputs.append(value)
-            memo[id(value)] = _chosen_tensor(value, _Out(len(outputs) - 1), outputs, ctx, memo)
+            memo[id(value)] = _chosen_tensor(value, templates.Out(len(outputs) - 1), outputs, ctx, memo)
         return memo[id(value)]
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
-        return _Const(value)
+        return templates.Const(value)
     if type(value) is scalars.DynamicScalar:
         outputs.append(value.tensor)
-        return _Scalar(len(outputs) - 1, value.type)
+        return templates.Scalar(len(outputs) - 1, value.type)
     if isinstance(value, operators.LazyText):
-        return _Text(value, [_template(v, outputs, ctx, memo) for v in value.values()])
+        return templates.Text(value, [_template(v, outputs, ctx, memo) for v in value.values()])
     source = ctx.source_of(value)
     if source is not None:
-        return _FromSource(source)
+        return templates.FromSource(source)
     if isinstance(value, tf.Variable):
         raise operators.Unsupported('janus cannot return a tf.Variable made inside the call')
     if isinstance(value, tf.TensorShape):
         if not value.is_fully_defined():
             raise operators.Unsupported('janus cannot return or print a shape that is only '
                                         'known at run time (%s)' % value)
-        return _Const(tf.TensorShape(value.as_list()))
+        return templates.Const(tf.TensorShape(value.as_list()))
     if type(value) in (list, dict) or isinstance(value, tuple):
         if type(value) in (list, dict) and not ctx.is_snapshot(value):
             ctx.provenance(value, 'a returned or stored %s' % type(value).__name__)
         if id(value) in memo:
             return memo[id(value)]
-        shared = memo[id(value)] = _Shared(None)
+        shared = memo[id(value)] = templates.Shared(None)
         shared.template = _container_template(value, outputs, ctx, memo)
         return shared
     raise operators.Unsupported('janus cannot return a %s created inside the call from a graph'
@@ -346,12 +97,12 @@ def _chosen_tensor(value, out, outputs, ctx, memo):
                for side in (true_value, false_value)]
     if all(choice is out for choice in choices):
         return out
-    return _Choice(_template(pred, outputs, ctx, memo), *choices)
+    return templates.Choice(_template(pred, outputs, ctx, memo), *choices)
 
 
 def _write_templates(writes, outputs, ctx, memo):
     """(write, template) per shadow-heap write, in program order; a conditional
-    write's template is a ``_Conditional`` (each condition tensor output once)."""
+    write's template is a ``templates.Conditional`` (each condition tensor output once)."""
     conditions, templates = {}, []
     for write in writes:
         ctx.check_written_identity(write.value)
@@ -361,7 +112,7 @@ def _write_templates(writes, outputs, ctx, memo):
             if key not in conditions:
                 conditions[key] = (write.condition, _template(write.condition, outputs, ctx,
                                                               memo))
-            template = _Conditional(conditions[key][1], template)
+            template = templates.Conditional(conditions[key][1], template)
         templates.append((write, template))
     return templates
 
@@ -372,36 +123,6 @@ def _container_template(value, outputs, ctx, memo):
     if type(value) is dict:
         return ('dict', {k: _template(v, outputs, ctx, memo) for k, v in value.items()})
     return (type(value), [_template(v, outputs, ctx, memo) for v in value])
-
-
-def _rebuild(template, outputs, arguments, memo=None):
-    memo = {} if memo is None else memo
-    if isinstance(template, _Out):
-        return outputs[template.index]
-    if isinstance(template, _Const):
-        return template.value
-    if isinstance(template, _Scalar):   # .item(): a Python int/float/bool, never NumPy's
-        return template.kind(outputs[template.index].numpy().item())
-    if isinstance(template, _FromSource):
-        return template.source.value(arguments, {})
-    if isinstance(template, _Choice):
-        taken = bool(_rebuild(template.pred, outputs, arguments, memo))
-        return _rebuild(template.when_true if taken else template.when_false, outputs,
-                        arguments, memo)
-    if isinstance(template, _Text):
-        return template.text.render([_rebuild(t, outputs, arguments, memo)
-                                     for t in template.values])
-    if isinstance(template, _Shared):
-        if id(template) not in memo:
-            memo[id(template)] = _rebuild(template.template, outputs, arguments, memo)
-        return memo[id(template)]
-    kind, items = template
-    if kind == 'list':
-        return [_rebuild(t, outputs, arguments, memo) for t in items]
-    if kind == 'dict':
-        return {k: _rebuild(t, outputs, arguments, memo) for k, t in items.items()}
-    values = [_rebuild(t, outputs, arguments, memo) for t in items]
-    return tuple(values) if kind is tuple else kind(*values)
 
 
 # -- deferred state updates -------------------------------------------------
@@ -664,8 +385,18 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
             # end: eager's state at that error could be neither restored nor shown.
             raise ConversionError('an op of this call may fail after a state change janus '
                                   'cannot undo (%s), with Python writes before it' % restore[1])
-    return GraphEntry(signature, bound, concrete, ctx, closed, restore, number,
-                      time.perf_counter() - started)
+    assumed_sites = ctx.plan.assumed()
+    return GraphEntry(
+        signature=signature, bound_template=bound, concrete=concrete,
+        call_time_readers=ctx.call_time_readers, output_template=closed.template,
+        writes=closed.writes, host=closed.host, source_guards=ctx.guards,
+        assumptions={a.id: a for a in ctx.assumptions}, inlined=list(ctx.converted.values()),
+        assumed_sites=assumed_sites,
+        assumed_instead=frozenset(ctx.plan.unbuildable) & frozenset(assumed_sites),
+        has_mutations=ctx.has_mutations, safe_error_ops=ctx.safe_error_ops or set(),
+        uses_heap_ops=ctx.heap.run_id is not None, op_writes=list(ctx.heap.op_writes),
+        rollback=restore[0], not_undoable=restore[1], number=number,
+        trace_seconds=time.perf_counter() - started)
 
 
 def _retrace_request(ctx, error, signature, heap_shapes):
@@ -741,7 +472,7 @@ class ClosedGraph:
     outputs: list       # the graph's output tensors
     template: object    # how to rebuild the Python return value from ``outputs``
     writes: list        # (write, template): the Python writes, in program order
-    host: object        # hostcheck.HostProgram or None: done before each run
+    host: object        # replay.host.HostProgram or None: run before each run
 
 
 def _close_graph(ctx, result, flat_inputs):

@@ -1,0 +1,212 @@
+"""A cached graph and its replay: guards, the host program, the run, the write-back.
+
+Needs a ``GraphEntry`` the tracer built (``graphgen/tracer.py``); nothing here
+imports trace time.  ``GraphEntry.check`` tests the guards; ``GraphEntry.run``
+runs the host program (``replay/host.py``), the graph (under janus's rewrite
+options, ``replay/rewrites.py``), then rebuilds the return value and the
+Python writes (``replay/templates.py``) and applies the writes in program
+order.  ``replay/executor.py`` wraps a run with the rollback and turns TF's
+errors into janus's outcomes.
+"""
+import inspect
+
+import tensorflow as tf
+
+from janus import guards
+from janus.config import config
+from janus.replay import host as host_module
+from janus.replay import rewrites
+from janus.replay.executor import WriteBackFailed
+from janus.replay.templates import NOT_TAKEN, Conditional, rebuild
+from janus.runtime import heap, shadow_heap
+
+
+class GraphEntry:
+    """One generated graph and the assumptions it was generated under."""
+
+    def __init__(self, *, signature, bound_template, concrete, call_time_readers,
+                 output_template, writes, host, source_guards, assumptions, inlined,
+                 assumed_sites, assumed_instead, has_mutations, safe_error_ops, uses_heap_ops,
+                 op_writes, rollback, not_undoable, number, trace_seconds):
+        self.signature = signature               # guards.Signature: the argument guards
+        self.bound_template = bound_template     # inspect.BoundArguments of the traced call
+        self.concrete = concrete                 # the ConcreteFunction
+        self._call_graph = _graph_caller(concrete,
+                                         call_time_readers if config.fast_replay else None)
+        self.output_template = output_template   # templates: the return value
+        self.writes = writes                     # (write, template): Python writes, in order
+        self.host = host                         # host.HostProgram or None: run before the graph
+        self.source_guards = source_guards       # guards on outside values
+        self.assumptions = assumptions           # id -> Assumption checked in the graph
+        self.inlined = inlined                   # converted callees (explain)
+        self.assumed_sites = assumed_sites       # (code, site) -> sequence assumed
+        # Sites assumed only because real control flow failed to build there
+        # (graphgen/plan.py), and how often they broke: kept here so that they go
+        # with the graph.
+        self.assumed_instead = assumed_instead
+        self.assumed_breaks = 0
+        self.has_mutations = has_mutations
+        self.safe_error_ops = safe_error_ops     # errors there leave state untouched
+        self.uses_heap_ops = uses_heap_ops
+        self.op_writes = op_writes
+        # rollback.Rollback: variables restored when a run fails after a change; else
+        # why a failure after a state change cannot be undone (explain).
+        self.rollback, self.not_undoable = rollback, not_undoable
+        self.number = number                     # the function's graph count (explain)
+        self.trace_seconds = trace_seconds
+        self.runs = 0
+
+    def check(self, arguments):
+        """The first failing guard (a ``guards.Miss``), or None when all hold."""
+        miss = self.signature.check(arguments)
+        if miss:
+            return miss
+        check = self._check_sources
+        if check is None:
+            check = self._check_sources = self._compile_checks()
+        return check(arguments)
+
+    _check_sources = None
+
+    def _compile_checks(self):
+        """The source guards as one generated function (``guards.compile_checks``)."""
+        found = list(self.source_guards)
+        try:
+            if config.fast_replay:
+                return guards.compile_checks(found)
+        except Exception:  # noqa: BLE001 - an optimization: the guards checked one by one
+            pass
+        check = guards._checked_in_order(found)
+        return lambda arguments: check(arguments, {})
+
+    def run(self, arguments):
+        """Runs the graph; once it finished (every assertion passed), writes the
+        shadow heap back to the Python objects, in program order."""
+        run_id = heap.begin_run() if self.uses_heap_ops else None
+        shadow_heap.set_call_arguments(arguments, run_id)
+        host = self.host
+        try:
+            flat = self.signature.flatten(arguments)
+            if host is not None:
+                host.run(arguments, flat)   # may raise AssertionBroke/GraphError: nothing ran
+            outputs = rewrites.call_with_janus_rewrites(self._call_graph, flat)
+        except BaseException:
+            if run_id is not None:
+                heap.discard(run_id)   # a failed run changes nothing
+            raise
+        finally:
+            shadow_heap.set_call_arguments(None)
+            if host is not None:
+                host_module.clear()
+        written = False   # a Python write applied (a rollback cannot undo it)
+        try:   # every value is rebuilt before the first write: a failure there changed nothing
+            if run_id is not None:
+                heap.commit(run_id)
+                written = True
+            if not isinstance(outputs, (list, tuple)):
+                outputs = [outputs]
+            memo = {}   # one rebuilt object per container the call made, returned or written
+            result = rebuild(self.output_template, outputs, arguments, memo)
+            values, targets, sources = [], [], {}
+            for write, template in self.writes:
+                if isinstance(template, Conditional):
+                    # A write made in a tensor-dependent branch: only on the path taken.
+                    if not bool(rebuild(template.condition, outputs, arguments, memo)):
+                        values.append(NOT_TAKEN)
+                        targets.append(None)
+                        continue
+                    template = template.value
+                values.append(rebuild(template, outputs, arguments, memo))
+                # Its object as the statement saw it: resolved before any write applies.
+                targets.append(write.target(arguments, sources))
+            for (write, _), value, target in zip(self.writes, values, targets):
+                if value is NOT_TAKEN:
+                    continue
+                # A failing setattr or item write applied nothing; a print or an
+                # extend may have applied part of itself.
+                written = written or write.partial
+                write.apply(value, target)
+                written = True
+        except Exception as e:
+            raise WriteBackFailed(e, self.has_mutations or written, written) from e
+        return result
+
+    def describe_guards(self):
+        return self.signature.describe() + [repr(g) for g in self.source_guards]
+
+    def describe_writes(self):
+        return [w.describe() for w, _ in self.writes] + getattr(self, 'op_writes', [])
+
+
+def _graph_caller(concrete, readers=None):
+    """How a run feeds the graph its flat inputs.
+
+    ``ConcreteFunction.__call__`` re-binds and re-casts every input against its
+    structured signature (about 1 us per input).  ``Signature.check`` has
+    already established what that re-check would: every flat input is an
+    ``EagerTensor`` of the traced dtype and a compatible shape.  So the run goes
+    straight to the flat call, which still records gradients and evaluates
+    call-time captures as ``__call__`` does.  Should TensorFlow's flat entry
+    point change, the public call is used.
+    """
+    if _FLAT_CALL_PARAMETERS != ('tensor_inputs', 'captured_inputs'):
+        return lambda flat: concrete(*flat)
+    call_flat = concrete._call_flat   # TF's own entry after its input re-check
+    captured = _captured_reader(concrete, readers or {})
+    if captured is None:
+        def call(flat):
+            return call_flat(flat, concrete.captured_inputs)
+    else:
+        def call(flat):
+            return call_flat(flat, captured())
+    call.captured_inputs = captured   # None: TF's own path
+    return call
+
+
+def _captured_reader(concrete, readers):
+    """A faster ``concrete.captured_inputs``, or None where it cannot be had.
+
+    TF wraps each call-time capture's closure to re-check its result against the
+    capture's spec (about 15 us each, and a nest.flatten of all captures).  The
+    call-time captures janus makes itself (``readers``: key -> its closure) give
+    values their guards already checked (a hoisted tensor: TENSOR_MATCH; a
+    relaxed number: a tensor of the exact dtype it makes itself), so their
+    closures are called directly; every other capture is a plain tensor, passed
+    as TF would.  Any other call-time capture: TF's own path."""
+    try:
+        entries = list(concrete._captured_inputs)
+        wrapped = concrete.graph.function_captures.by_ref_external
+    except AttributeError:
+        return None
+    key_of = {id(closure): key for key, closure in wrapped.items()}
+    static, calls = [], []
+    for index, entry in enumerate(entries):
+        if callable(entry):
+            reader = readers.get(key_of.get(id(entry)))
+            if reader is None:
+                return None
+            calls.append((index, reader))
+            entry = None
+        elif not isinstance(entry, tf.Tensor):
+            return None   # a composite: TF flattens it
+        static.append(entry)
+    if not calls:
+        return lambda: static
+
+    def read():
+        values = list(static)
+        for index, reader in calls:
+            values[index] = reader()
+        return values
+    return read
+
+
+def _flat_call_parameters():
+    from tensorflow.python.eager.polymorphic_function import concrete_function
+    method = getattr(concrete_function.ConcreteFunction, '_call_flat', None)
+    if method is None:
+        return ()
+    return tuple(inspect.signature(method).parameters)[1:]
+
+
+_FLAT_CALL_PARAMETERS = _flat_call_parameters()

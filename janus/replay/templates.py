@@ -1,0 +1,94 @@
+"""Output templates: how a run's outputs become the call's Python values again.
+
+Needs nothing run before it.  The tracer (``graphgen/tracer.py``, ``_template``)
+describes every returned or written value as a template when it closes a
+graph; ``rebuild`` turns one back into Python values after each run: graph
+outputs, constants, outside objects re-read from their sources, containers the
+call made (one object per run however often it is returned or written),
+numbers, formatted text, and the side a tensor-dependent ``if`` took.
+"""
+
+
+class Out:
+    def __init__(self, index):
+        self.index = index
+
+
+class Const:
+    def __init__(self, value):
+        self.value = value
+
+
+class FromSource:
+    def __init__(self, source):
+        self.source = source
+
+
+class Shared:
+    """A container the call made and returns or writes more than once: one object."""
+
+    def __init__(self, template):
+        self.template = template
+
+
+class Scalar:
+    """A dynamic scalar: its graph output as the plain Python int/float/bool eager has."""
+
+    def __init__(self, index, kind):
+        self.index, self.kind = index, kind
+
+
+class Conditional:
+    """A write made in a tensor-dependent branch (or loop): replayed only when its
+    condition, a bool the graph returns, is true after the run."""
+
+    def __init__(self, condition, value):
+        self.condition, self.value = condition, value
+
+
+NOT_TAKEN = object()
+
+
+class Choice:
+    """A tensor a tensor-dependent ``if`` chose: the side the run took (``pred``, a
+    bool the graph returns), an input rebuilt as itself."""
+
+    def __init__(self, pred, when_true, when_false):
+        self.pred, self.when_true, self.when_false = pred, when_true, when_false
+
+
+class Text:
+    """A string that needs the run's values (``f"loss {loss}"``), formatted after it."""
+
+    def __init__(self, text, values):
+        self.text, self.values = text, values
+
+
+def rebuild(template, outputs, arguments, memo=None):
+    memo = {} if memo is None else memo
+    if isinstance(template, Out):
+        return outputs[template.index]
+    if isinstance(template, Const):
+        return template.value
+    if isinstance(template, Scalar):   # .item(): a Python int/float/bool, never NumPy's
+        return template.kind(outputs[template.index].numpy().item())
+    if isinstance(template, FromSource):
+        return template.source.value(arguments, {})
+    if isinstance(template, Choice):
+        taken = bool(rebuild(template.pred, outputs, arguments, memo))
+        return rebuild(template.when_true if taken else template.when_false, outputs,
+                        arguments, memo)
+    if isinstance(template, Text):
+        return template.text.render([rebuild(t, outputs, arguments, memo)
+                                     for t in template.values])
+    if isinstance(template, Shared):
+        if id(template) not in memo:
+            memo[id(template)] = rebuild(template.template, outputs, arguments, memo)
+        return memo[id(template)]
+    kind, items = template
+    if kind == 'list':
+        return [rebuild(t, outputs, arguments, memo) for t in items]
+    if kind == 'dict':
+        return {k: rebuild(t, outputs, arguments, memo) for k, t in items.items()}
+    values = [rebuild(t, outputs, arguments, memo) for t in items]
+    return tuple(values) if kind is tuple else kind(*values)
