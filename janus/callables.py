@@ -27,7 +27,7 @@ import functools
 import inspect
 import types
 
-from janus.runtime import whitelist
+from janus.runtime import layers, whitelist
 
 Target = collections.namedtuple('Target', 'function args kwargs reason')
 
@@ -120,7 +120,6 @@ def source_code(fn, target):
     if target.function is not None and target.function is not call_through:
         return target.function.__code__
     if target.function is call_through:
-        from janus.runtime import layers
         own = layers.user_call(fn) if not isinstance(fn, type) else None
         if own is not None:
             return own.__code__

@@ -26,6 +26,7 @@ from typing import Dict
 
 from janus import callables
 from janus.errors import JanusUsageError
+from janus.graphgen import generator
 
 log = logging.getLogger('janus')
 
@@ -111,7 +112,6 @@ def to_code(fn) -> str:
 
 
 def _code_of(jf):
-    from janus.graphgen import generator
     entry = jf.cache.newest()
     parts = ['# janus: specialized %s, guarded by:' % jf.name]
     parts += ['#   %s' % line for line in entry.describe_guards()]

@@ -23,7 +23,8 @@ import types
 import numpy as np
 import tensorflow as tf
 
-from janus import pytypes
+from janus import pytypes, sources
+from janus.config import config
 from janus.sources import (ArgSource, AttrSource, CellSource, DefaultSource,  # noqa: F401
                            GlobalSource, ItemSource, ObjectSource, Source, TypeSource)
 
@@ -133,64 +134,47 @@ def compile_checks(guards):
     another kind (ALIAS_MATCH) and every guard after it run as they are, with a
     memo holding what was read before; so does a guard on a source of another kind
     (a ``sources.CounterSource``)."""
-    from janus import sources as src
-    namespace = {'_Miss': Miss}
-    lines = ['def check(arguments):']
-    names = {}        # id(source) -> local name
-    memoized = []     # (id(source), local name) of sources the slow path memoizes
-    leaf_kinds = (src.ArgSource, src.CellSource, src.ObjectSource)
-
-    def read(source, out):
-        """Appends the code reading ``source`` (and its bases) to ``out``; its name."""
-        if id(source) in names and not isinstance(source, leaf_kinds):
-            return names[id(source)]
-        kind = type(source)
-        base = read(source.base, out) if kind in (src.AttrSource, src.ItemSource,
-                                                  src.TypeSource) else None
-        k = len(namespace)
-        name = 'v%d' % k
-        namespace[name] = None   # reserves the number
-        if kind is src.ArgSource:
-            namespace['n%d' % k] = source.name
-            out.append('arguments[n%d]' % k)
-        elif kind is src.CellSource:
-            namespace['c%d' % k] = source.cell
-            out.append('c%d.cell_contents' % k)
-        elif kind is src.ObjectSource:
-            namespace['o%d' % k] = source.obj
-            out.append('o%d' % k)
-        elif kind is src.AttrSource:
-            namespace['n%d' % k] = source.name
-            out.append('getattr(%s, n%d)' % (base, k))
-        elif kind is src.ItemSource:
-            namespace['n%d' % k] = source.key
-            out.append('%s[n%d]' % (base, k))
-        elif kind is src.TypeSource:
-            out.append('type(%s)' % base)
-        else:   # GlobalSource, DefaultSource
-            namespace['s%d' % k] = source
-            out.append('s%d.get(arguments, None)' % k)
-        out[-1] = '%s = %s' % (name, out[-1])
-        if not isinstance(source, leaf_kinds):
-            names[id(source)] = name
-            memoized.append((id(source), name))
-        return name
-
-    def compilable(source):
-        kind = type(source)
-        if kind in (src.AttrSource, src.ItemSource, src.TypeSource):
-            return compilable(source.base)
-        return kind in leaf_kinds or kind in (src.GlobalSource, src.DefaultSource)
-
+    writer = _CheckWriter()
     for index, guard in enumerate(guards):
-        if type(guard) is not SourceGuard or not compilable(guard.source):
-            namespace['rest'] = _checked_in_order(guards[index:])
-            lines.append('    return rest(arguments, {%s})' % ', '.join(
-                '%d: %s' % (key, name) for key, name in memoized))
+        if type(guard) is not SourceGuard or not _compilable(guard.source):
+            writer.check_the_rest(guards[index:])
             break
+        writer.check(index, guard)
+    else:
+        writer.lines.append('    return None')
+    source_text = '\n'.join(writer.lines)
+    exec(compile(source_text, '<janus guards>', 'exec'), writer.namespace)  # noqa: S102
+    check = writer.namespace['check']
+    check.source = source_text
+    return check
+
+
+_LEAF_SOURCES = (sources.ArgSource, sources.CellSource, sources.ObjectSource)
+_CHAINED_SOURCES = (sources.AttrSource, sources.ItemSource, sources.TypeSource)
+
+
+def _compilable(source):
+    kind = type(source)
+    if kind in _CHAINED_SOURCES:
+        return _compilable(source.base)
+    return kind in _LEAF_SOURCES or kind in (sources.GlobalSource, sources.DefaultSource)
+
+
+class _CheckWriter:
+    """The source text of ``compile_checks``'s function, and the names it reads."""
+
+    def __init__(self):
+        self.namespace = {'_Miss': Miss}
+        self.lines = ['def check(arguments):']
+        self.names = {}        # id(source) -> local name
+        self.memoized = []     # (id(source), local name) of sources the slow path memoizes
+
+    def check(self, index, guard):
+        """The code checking ``guard`` (the ``index``-th)."""
+        namespace, lines = self.namespace, self.lines
         namespace['g%d' % index] = guard
         code = []
-        value = read(guard.source, code)
+        value = self.read(guard.source, code)
         if code:
             lines.append('    try:')
             lines.extend('        ' + line for line in code)
@@ -206,16 +190,53 @@ def compile_checks(guards):
             test = 'h%d(%s)' % (index, value)
         lines.append('    if not (%s):' % test)
         lines.append('        return g%d.miss(%s)' % (index, value))
-    else:
-        lines.append('    return None')
-    source_text = '\n'.join(lines)
-    exec(compile(source_text, '<janus guards>', 'exec'), namespace)  # noqa: S102
-    check = namespace['check']
-    check.source = source_text
-    return check
+
+    def check_the_rest(self, guards):
+        """``guards`` checked as they are, with a memo of what was read so far."""
+        self.namespace['rest'] = checked_in_order(guards)
+        self.lines.append('    return rest(arguments, {%s})' % ', '.join(
+            '%d: %s' % (key, name) for key, name in self.memoized))
+
+    def read(self, source, out):
+        """Appends the code reading ``source`` (and its bases) to ``out``; its name."""
+        names = self.names
+        if id(source) in names and not isinstance(source, _LEAF_SOURCES):
+            return names[id(source)]
+        base = self.read(source.base, out) if type(source) in _CHAINED_SOURCES else None
+        k = len(self.namespace)
+        name = 'v%d' % k
+        self.namespace[name] = None   # reserves the number
+        out.append('%s = %s' % (name, self._expression(source, base, k)))
+        if not isinstance(source, _LEAF_SOURCES):
+            names[id(source)] = name
+            self.memoized.append((id(source), name))
+        return name
+
+    def _expression(self, source, base, k):
+        """The expression reading ``source`` (``base``: its base's local name)."""
+        kind, namespace = type(source), self.namespace
+        if kind is sources.ArgSource:
+            namespace['n%d' % k] = source.name
+            return 'arguments[n%d]' % k
+        if kind is sources.CellSource:
+            namespace['c%d' % k] = source.cell
+            return 'c%d.cell_contents' % k
+        if kind is sources.ObjectSource:
+            namespace['o%d' % k] = source.obj
+            return 'o%d' % k
+        if kind is sources.AttrSource:
+            namespace['n%d' % k] = source.name
+            return 'getattr(%s, n%d)' % (base, k)
+        if kind is sources.ItemSource:
+            namespace['n%d' % k] = source.key
+            return '%s[n%d]' % (base, k)
+        if kind is sources.TypeSource:
+            return 'type(%s)' % base
+        namespace['s%d' % k] = source   # GlobalSource, DefaultSource
+        return 's%d.get(arguments, None)' % k
 
 
-def _checked_in_order(guards):
+def checked_in_order(guards):
     def check(arguments, memo):
         for guard in guards:
             miss = guard.check(arguments, memo)
@@ -752,7 +773,6 @@ def _is_library_function(fn):
 
 def specialized(shape):
     """``shape``, or only its rank when shape specialization is off (the ablation)."""
-    from janus.config import config
     if config.specialize_shapes or shape.rank is None:
         return shape
     return tf.TensorShape([None] * shape.rank)

@@ -51,7 +51,7 @@ def _entry():
 
 def _both(entry, arguments):
     """(the guards checked one by one, the compiled check)."""
-    slow = guards._checked_in_order(list(entry.source_guards))(arguments, {})
+    slow = guards.checked_in_order(list(entry.source_guards))(arguments, {})
     return slow, guards.compile_checks(list(entry.source_guards))(arguments)
 
 

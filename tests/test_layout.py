@@ -1,6 +1,10 @@
 """Structural invariants of the code base that the design relies on.
 
-The runtime never imports the generator (the converter is handed to each
+The import graph of ``janus/`` has no cycle, counting function-level imports,
+and function-level janus imports come only from an allowlist with reasons.
+Replay (``janus/replay/``) imports neither the generator nor trace time;
+trace time never reaches the front door; ``operators`` is only the ``__jr``
+namespace.  The runtime never imports the generator (the converter is handed to each
 trace), and the profiler's and converter's site numberings are checked to
 agree, not hoped to: a disagreement is a janus bug, and the call runs
 imperatively with the reason in ``explain`` rather than pinning assumptions
@@ -15,7 +19,8 @@ import janus
 from conftest import differential
 from janus.pyct import sites
 
-RUNTIME = pathlib.Path(janus.__file__).parent / 'runtime'
+JANUS = pathlib.Path(janus.__file__).parent
+RUNTIME = JANUS / 'runtime'
 
 
 def _imports(path):
@@ -25,6 +30,116 @@ def _imports(path):
             yield node.module
         elif isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
+
+
+def _module_name(path):
+    parts = path.relative_to(JANUS.parent).with_suffix('').parts
+    return '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+
+
+def _janus_imports(path, known):
+    """(imported module, line, at function level) for each janus import in ``path``."""
+    found = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                       ast.Lambda))
+            targets = []
+            if isinstance(child, ast.ImportFrom) and child.module and child.level == 0 \
+                    and child.module.split('.')[0] == 'janus':
+                for alias in child.names:
+                    full = child.module + '.' + alias.name
+                    targets.append(full if full in known else child.module)
+            elif isinstance(child, ast.Import):
+                targets += [a.name for a in child.names if a.name.split('.')[0] == 'janus']
+            found.extend((target, child.lineno, in_function) for target in targets)
+            visit(child, nested)
+    visit(ast.parse(path.read_text()), False)
+    return found
+
+
+def _import_graph():
+    paths = {_module_name(p): p for p in JANUS.rglob('*.py')}
+    return paths, {name: _janus_imports(path, paths) for name, path in paths.items()}
+
+
+# The only function-level janus imports, each with its reason.
+FUNCTION_LEVEL_ALLOWED = {}   # (importer, imported) -> why; none today
+
+
+def test_the_import_graph_has_no_cycle():
+    """Module-level and function-level imports both count."""
+    paths, graph = _import_graph()
+    edges = {name: {target for target, _, _ in imports if target in paths}
+             for name, imports in graph.items()}
+    state, cycle = {}, []
+
+    def visit(name, stack):
+        state[name] = 'open'
+        for target in sorted(edges[name]):
+            if state.get(target) == 'open':
+                cycle.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                visit(target, stack + [target])
+        state[name] = 'done'
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [name])
+    assert cycle == []
+
+
+def test_function_level_janus_imports_only_from_the_allowlist():
+    _, graph = _import_graph()
+    found = sorted((name, target, line) for name, imports in graph.items()
+                   for target, line, in_function in imports
+                   if in_function and (name, target) not in FUNCTION_LEVEL_ALLOWED)
+    assert found == []
+
+
+# Trace-time modules replay may use: the heap ops' run-time callbacks, the op
+# loader, and the write records (``Write.apply``) with the run's call arguments.
+REPLAY_MAY_USE = {'janus.runtime', 'janus.runtime.heap', 'janus.runtime.ops',
+                  'janus.runtime.shadow_heap'}
+
+
+def _reaches(graph, start):
+    seen, stack = set(), [start]
+    while stack:
+        for target, _, _ in graph.get(stack.pop(), ()):
+            if target in graph and target not in seen:
+                seen.add(target)
+                stack.append(target)
+    return seen
+
+
+def test_replay_does_not_import_the_generator_or_trace_time():
+    _, graph = _import_graph()
+    offenders = sorted((name, target) for name, imports in graph.items()
+                       if name.startswith('janus.replay')
+                       for target, _, _ in imports
+                       if target.startswith('janus.graphgen') or (
+                           target.startswith('janus.runtime') and target not in REPLAY_MAY_USE))
+    assert offenders == []
+
+
+def test_trace_time_does_not_import_the_front_door():
+    """Nothing trace time reaches imports api, explain or the replay package's entry."""
+    _, graph = _import_graph()
+    front = {'janus.api', 'janus.explain', 'janus.replay.entry', 'janus.replay.executor'}
+    offenders = sorted((name, sorted(_reaches(graph, name) & front)) for name in graph
+                       if name.startswith('janus.runtime') and _reaches(graph, name) & front)
+    assert offenders == []
+
+
+def test_operators_is_only_a_namespace_for_generated_code():
+    """``__jr`` re-exports; no janus module but the tracer's generator binds it."""
+    _, graph = _import_graph()
+    users = sorted(name for name, imports in graph.items()
+                   if any(target == 'janus.runtime.operators' for target, _, _ in imports))
+    assert users == ['janus.graphgen.generator']
+    tree = ast.parse((RUNTIME / 'operators.py').read_text())
+    assert all(isinstance(node, (ast.ImportFrom, ast.Expr)) for node in tree.body)
 
 
 def test_runtime_does_not_import_the_generator():

@@ -21,6 +21,7 @@ from janus.errors import ConversionError
 from janus.graphgen.converters import (attributes, calls, common, control, declared, jumps,
                                        literals, names, observations, returns, unsupported)
 from janus.pyct import mangling, parser, recompile, sites
+from janus.runtime import operators
 from janus.runtime.namespace import FunctionNamespace
 
 # The pipeline, in order.  Each pass is one module under converters/.
@@ -56,7 +57,6 @@ class Converted:
 
     def bind(self, namespace):
         """The converted function, reading free names from ``namespace``."""
-        from janus.runtime import operators
         return self.make(operators, namespace)
 
 

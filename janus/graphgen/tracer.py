@@ -30,9 +30,8 @@ from janus.errors import ConversionError
 from janus.graphgen import effects, generator, hostcheck, retrace, rollback
 from janus.replay import templates
 from janus.replay.entry import GraphEntry
-from janus.runtime import (control, fallible, graph_analysis, library_config, library_state,
-                           operators, ops, scalars, trace_output)
-
+from janus.runtime import (calls, control, fallible, graph_analysis, library_config, library_state,
+                           observe, ops, scalars, trace_context, trace_output)
 
 
 # False: replays check guards one by one and evaluate call-time inputs through TF's
@@ -54,23 +53,24 @@ def _template(value, outputs, ctx, memo):
             return templates.FromSource(source)   # passed through: eager returns that very tensor
         if id(value) not in memo:   # returned and stored: one eager tensor, as eagerly
             outputs.append(value)
-            memo[id(value)] = _chosen_tensor(value, templates.Out(len(outputs) - 1), outputs, ctx, memo)
+            memo[id(value)] = _chosen_tensor(value, templates.Out(len(outputs) - 1), outputs, ctx,
+                                             memo)
         return memo[id(value)]
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
         return templates.Const(value)
     if type(value) is scalars.DynamicScalar:
         outputs.append(value.tensor)
         return templates.Scalar(len(outputs) - 1, value.type)
-    if isinstance(value, operators.LazyText):
+    if isinstance(value, observe.LazyText):
         return templates.Text(value, [_template(v, outputs, ctx, memo) for v in value.values()])
     source = ctx.source_of(value)
     if source is not None:
         return templates.FromSource(source)
     if isinstance(value, tf.Variable):
-        raise operators.Unsupported('janus cannot return a tf.Variable made inside the call')
+        raise errors.Unsupported('janus cannot return a tf.Variable made inside the call')
     if isinstance(value, tf.TensorShape):
         if not value.is_fully_defined():
-            raise operators.Unsupported('janus cannot return or print a shape that is only '
+            raise errors.Unsupported('janus cannot return or print a shape that is only '
                                         'known at run time (%s)' % value)
         return templates.Const(tf.TensorShape(value.as_list()))
     if type(value) in (list, dict) or isinstance(value, tuple):
@@ -81,7 +81,7 @@ def _template(value, outputs, ctx, memo):
         shared = memo[id(value)] = templates.Shared(None)
         shared.template = _container_template(value, outputs, ctx, memo)
         return shared
-    raise operators.Unsupported('janus cannot return a %s created inside the call from a graph'
+    raise errors.Unsupported('janus cannot return a %s created inside the call from a graph'
                                 % type(value).__name__)
 
 
@@ -103,7 +103,7 @@ def _chosen_tensor(value, out, outputs, ctx, memo):
 def _write_templates(writes, outputs, ctx, memo):
     """(write, template) per shadow-heap write, in program order; a conditional
     write's template is a ``templates.Conditional`` (each condition tensor output once)."""
-    conditions, templates = {}, []
+    conditions, found = {}, []
     for write in writes:
         ctx.check_written_identity(write.value)
         template = _template(write.value, outputs, ctx, memo)
@@ -113,8 +113,8 @@ def _write_templates(writes, outputs, ctx, memo):
                 conditions[key] = (write.condition, _template(write.condition, outputs, ctx,
                                                               memo))
             template = templates.Conditional(conditions[key][1], template)
-        templates.append((write, template))
-    return templates
+        found.append((write, template))
+    return found
 
 
 def _container_template(value, outputs, ctx, memo):
@@ -154,7 +154,7 @@ def _changes_state(op):
     """Whether ``op`` itself changes state, by its definition (``effects.py``)."""
     kind = effects.effect(op)
     if kind is effects.Effect.UNREPRODUCIBLE:
-        raise operators.Unsupported(effects.unreproducible_reason(op))
+        raise errors.Unsupported(effects.unreproducible_reason(op))
     return kind is effects.Effect.CHANGE
 
 
@@ -179,7 +179,7 @@ def defer_state_updates(graph, assert_ops):
     asserting = (set(assert_ops) | {op for op, a, _ in contents if a}) - on_host
     for op in mutating:
         if op in asserting and not op.type.startswith('Janus>'):
-            raise operators.Unsupported(
+            raise errors.Unsupported(
                 'a tensor-dependent loop or branch both changes state and checks an assumption '
                 '(%s); janus cannot order the change after the check' % op.type)
     if not mutating:
@@ -191,7 +191,7 @@ def defer_state_updates(graph, assert_ops):
     for op in graph_analysis.ancestors(asserting):
         if op in mutating or (op._id > first_change and op._is_stateful
                               and op not in asserting):
-            raise operators.Unsupported(
+            raise errors.Unsupported(
                 'an assumption depends on a state change made earlier in the same call (%s); '
                 'janus cannot check it before the change' % op.type)
     for op in mutating:
@@ -326,7 +326,7 @@ def _descendants(ops, roots):
 # -- tracing ---------------------------------------------------------------
 
 def _refuse_variable_creation(next_creator, **kwargs):
-    raise operators.Unsupported('the function creates a tf.Variable on every call; create '
+    raise errors.Unsupported('the function creates a tf.Variable on every call; create '
                                 'variables outside it (or let a profiled call build the layer)')
 
 
@@ -419,7 +419,8 @@ def _retrace_request(ctx, error, signature, heap_shapes):
 def _new_context(fn, converted, bound, plan, heap_shapes, distributed):
     """The ``TraceContext`` of one trace, with what the tracer hands it."""
     plan.reset()
-    ctx = operators.TraceContext(fn, bound.arguments, plan, generator.convert)
+    ctx = trace_context.TraceContext(fn, bound.arguments, plan, generator.convert,
+                                 calls.call)
     ctx.read_dynamic_scalar = scalars.read
     ctx.scalar_type = scalars.DynamicScalar
     ctx.state_dependency = graph_analysis.depends_on_state_change
@@ -449,17 +450,17 @@ def _graph_body(ctx, converted, bound, signature, holder):
         arguments = scalars.from_inputs(placeholders)
         ctx.register_arguments(arguments, signature.opaque)
         call_args = inspect.BoundArguments(bound.signature, arguments)
-        operators.enter_trace(ctx)
+        trace_context.enter_trace(ctx)
         ctx.stack.append(converted)
         try:
             result = converted.py_fn(*call_args.args, **call_args.kwargs)
         finally:
             ctx.stack.pop()
-            operators.exit_trace()
+            trace_context.exit_trace()
         if ctx.refusals:
-            raise operators.Unsupported(ctx.refusals[0])
+            raise errors.Unsupported(ctx.refusals[0])
         if ctx.soft_conditions:
-            raise operators.Unsupported('a distributed step made assumptions after its '
+            raise errors.Unsupported('a distributed step made assumptions after its '
                                         'agreement (janus.runtime.distributed.agree)')
         holder['closed'] = _close_graph(ctx, result, flat_inputs)
         return holder['closed'].outputs

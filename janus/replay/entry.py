@@ -76,7 +76,7 @@ class GraphEntry:
                 return guards.compile_checks(found)
         except Exception:  # noqa: BLE001 - an optimization: the guards checked one by one
             pass
-        check = guards._checked_in_order(found)
+        check = guards.checked_in_order(found)
         return lambda arguments: check(arguments, {})
 
     def run(self, arguments):

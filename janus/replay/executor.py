@@ -25,6 +25,7 @@ import re
 
 import tensorflow as tf
 
+from janus.config import config
 from janus.runtime import ops
 
 
@@ -35,7 +36,6 @@ def apply_thread_config():
     """Sizes TF's inter-op thread pool from ``config.inter_op_threads`` (0: TF's
     default).  TF fixes the pool when its runtime starts, so this runs when janus
     is imported; later changes of the knob have no effect (a warning says so)."""
-    from janus.config import config
     if not config.inter_op_threads:
         return
     try:

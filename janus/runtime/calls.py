@@ -20,7 +20,7 @@ from tensorflow.python.framework import func_graph, tensor_util
 
 from janus import callables, guards, pytypes
 from janus.guards import GuardKind
-from janus.runtime import control, fallible, layers, observe, scalars, whitelist
+from janus.runtime import access, control, fallible, layers, observe, scalars, whitelist
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -55,8 +55,7 @@ def call(__callee, /, *args, **kwargs):
             and type(args[1]) is str:
         return _attribute_builtin(ctx, callee, *args)
     if callee is type and len(args) == 1 and not kwargs:
-        from janus.runtime import operators   # operators imports calls: resolved when first used
-        return operators.class_of(ctx, args[0])
+        return access.class_of(ctx, args[0])
     if any(callee is c for c in (float, int, bool)) and len(args) == 1 and not kwargs \
             and isinstance(args[0], tf.Tensor) and not isinstance(args[0], guards.EagerTensor):
         return scalars.from_tensor(callee, args[0])   # ``best = float(loss)``
@@ -185,11 +184,10 @@ def _static_value(tensor, partial):
 def _attribute_builtin(ctx, callee, obj, name, *default):
     """``getattr(obj, 'name'[, default])`` / ``hasattr(obj, 'name')``: a read through the
     attribute operator (guarded); a missing attribute is guarded to stay missing."""
-    from janus.runtime import operators   # operators imports calls: resolved when first used
     if callee is hasattr and default:
         raise TypeError('hasattr expected 2 arguments, got 3')
     try:
-        value = operators.attr(obj, name)
+        value = access.attr(obj, name)
     except AttributeError:
         source = ctx.source_of(obj)
         if source is not None:
@@ -222,7 +220,6 @@ def _is_keras_layer(obj):
 def _call_keras_layer(ctx, layer, args, kwargs):
     """Your own Keras layer/model: Keras's __call__ (build, training flag, masks) runs
     as usual, and the ``call`` it dispatches to is your converted ``call``."""
-    from janus.runtime import layers
     call = layers.user_call(layer)
     if call is None:
         return layer(*args, **kwargs)   # e.g. a Sequential subclass without its own call

@@ -15,6 +15,7 @@ same collectives, with the same names, in the same order.
 import tensorflow as tf
 
 from janus.errors import JanusUsageError
+from janus.runtime import ops, trace_context
 from janus.runtime.trace_context import AssumptionKind
 
 _INSTALL_HINT = ('janus.DistributedOptimizer needs Horovod with TensorFlow: install the extra '
@@ -47,7 +48,6 @@ class _Agreement:
     def gate(self, tensor):
         if self.held is None:
             return tensor
-        from janus.runtime import ops
         return ops.janus_checked_identity(self.held, tensor, self.assumption_id,
                                           'AGREEMENT: every rank held its assumptions')
 
@@ -76,9 +76,8 @@ def allreduce(tensor, name, op):
 
 def agree(name):
     """Allreduces (Min) whether this rank's assumptions held; asserts all did."""
-    from janus.runtime import operators
     hvd = horovod()
-    ctx = operators.current_or_none()
+    ctx = trace_context.current_or_none()
     if ctx is None or ctx.soft_conditions is None:     # running imperatively
         allreduce(tf.constant(1, tf.int32), name, hvd.Min)
         return _Agreement()
@@ -86,7 +85,6 @@ def agree(name):
     # Never a constant: grappler would constant-fold the allreduce of a constant
     # (running the collective once, while optimizing) and never run it again;
     # the output of a stateful op cannot be folded.
-    from janus.runtime import ops
     true = tf.constant(True)
     held = ops.janus_checked_identity(true, true, -1, 'AGREEMENT: not folded')
     if conditions:

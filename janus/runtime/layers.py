@@ -16,6 +16,7 @@ import inspect
 import threading
 import types
 
+from janus.errors import ConversionDeferred
 from janus.runtime import whitelist
 
 
@@ -49,7 +50,6 @@ def refuse_lazy_build(callee):
             or not callable(getattr(type(owner), 'apply_gradients', None))):
         return
     if getattr(owner, 'built', True) is False:
-        from janus.errors import ConversionDeferred
         raise ConversionDeferred('%s is not built yet: its first %s() creates its variables, '
                                  'so this call runs imperatively and a later one converts'
                                  % (type(owner).__name__, callee.__name__))

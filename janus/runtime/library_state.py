@@ -32,7 +32,7 @@ import threading
 import tensorflow as tf
 
 from janus import guards, sources
-from janus.runtime import trace_context
+from janus.runtime import trace_context, whitelist
 from janus.runtime.shadow_heap import Write, WriteKind
 
 _lock = threading.Lock()
@@ -218,7 +218,6 @@ def leaked(ctx, objects):
 
 
 def _library_objects(objects):
-    from janus.runtime import whitelist
     for obj in objects:
         if not whitelist.is_library_object(obj) and not _is_layer(obj):
             continue

@@ -431,10 +431,9 @@ def _dispatch(ctx, left, right, forward, reflected, symbol, swapped=False):
 
 
 def _call_dunder(ctx, obj, name, other):
-    from janus.runtime import calls   # calls needs observe: imported when first used
     user = user_dunder(obj, name)
     if user is not None:
-        return calls.call(user, obj, other)   # converted and inlined
+        return ctx.call_user(user, obj, other)   # converted and inlined
     method = getattr(type(obj), name, None)
     if method is None:
         return NotImplemented
@@ -461,11 +460,10 @@ def inplace(op, target, value):
     if method is not None and (model.kind is not pytypes.Kind.SET
                                or isinstance(value, (set, frozenset))) \
             and callable(getattr(type(target), method, None)):
-        from janus.runtime import calls   # calls needs observe: imported when first used
         # The items themselves for a list or dict (calls gives a view).
         plain = value if model.kind in (pytypes.Kind.LIST, pytypes.Kind.DICT) \
             else _plain(ctx, value)
-        calls.call(getattr(target, method), plain)
+        ctx.call_user(getattr(target, method), plain)
         return target
     if method is not None:
         return binop(op, target, value)   # raises Python's TypeError (a set |= a list)
@@ -486,8 +484,7 @@ def unary(op, value):
     user = user_dunder(value, name)
     if user is None:
         return fn(value)
-    from janus.runtime import calls   # calls needs observe: imported when first used
-    return calls.call(user, value)   # converted and inlined
+    return current().call_user(user, value)   # converted and inlined
 
 
 # -- unpacking and spreading --------------------------------------------------------

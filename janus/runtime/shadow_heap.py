@@ -30,7 +30,9 @@ import numpy as np
 import tensorflow as tf
 
 from janus import guards
+from janus.config import config
 from janus.errors import Unsupported
+from janus.runtime import heap
 
 _call_time = threading.local()
 
@@ -59,7 +61,6 @@ def _run_id_now():
 
 def _handle_now(source):
     import numpy as np
-    from janus.runtime import heap
     return np.int64(heap.pin(source.value(_call_arguments(), {}), owner=_call_time.token))
 
 
@@ -288,7 +289,6 @@ def hoist_tensor(ctx, source, value):
 
     With ``config.heap_ops``, attribute and item reads are Janus>PyGetAttr /
     PyGetSubscr ops instead (the slower, in-graph path of the paper)."""
-    from janus.config import config
     if (config.heap_ops and isinstance(source, (guards.AttrSource, guards.ItemSource))
             and type(getattr(source, 'key', '')) in (int, str)):
         return read_op(ctx, source, value)
@@ -382,7 +382,6 @@ def handle_input(ctx, source):
 
 def read_op(ctx, source, value):
     """``obj.name`` / ``obj[key]`` of a tensor, read in the graph by a Janus>Py* op."""
-    from janus.runtime import heap
     shape = value.shape
     ctx.add_guard(guards.GuardKind.TENSOR_MATCH, source, (value.dtype, shape))
     base = handle_input(ctx, source.base)
@@ -393,7 +392,6 @@ def read_op(ctx, source, value):
 
 def write_op(ctx, obj, source, key, value):
     """``obj.name = t`` / ``obj[key] = t`` of a tensor, into the run's shadow copy."""
-    from janus.runtime import heap
     if ctx.dynamic_depth:
         # Inside a tensor-dependent branch or loop: a shadow write like any other (it
         # carries its path's condition; runtime/control/), written back after the

@@ -21,7 +21,7 @@ from janus.decisions import DYNAMIC
 from janus.errors import InvariantError, Unsupported
 from janus.pyct import sites
 from janus.guards import GuardKind
-from janus.runtime import shadow_heap, whitelist
+from janus.runtime import ops, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING
 
 _local = threading.local()
@@ -167,11 +167,14 @@ class Assumption:
 class TraceContext:
     """What one trace learns: guards on outside values, in-graph assumptions."""
 
-    def __init__(self, fn, arguments, plan, convert):
+    def __init__(self, fn, arguments, plan, convert, call_user=None):
         self.fn = fn
         self.call_arguments = arguments   # the real call's (the trace sees rebuilt containers)
         self.plan = plan
         self.convert = convert   # fn -> Converted: the generator's, handed in (no import cycle)
+        # (fn, *args) -> result: ``calls.call``, converting and inlining user code.  Handed
+        # in because calls.py sits above observe.py, whose operators call user dunders.
+        self.call_user = call_user
         self.dynamic_depth = 0  # > 0 while tracing a tf.cond branch or tf.while_loop body
         self.top_graph = None
         self.heap = shadow_heap.TraceHeap()
@@ -834,7 +837,6 @@ class TraceContext:
         With ``gate`` (a tensor), returns ``gate`` passed through a
         Janus>CheckedIdentity instead: usable only once the assumption holds.
         """
-        from janus.runtime import ops
         static = tf.get_static_value(condition)
         if static is not None and bool(static):
             return gate

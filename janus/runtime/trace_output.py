@@ -16,6 +16,9 @@ import contextlib
 import sys
 import threading
 
+from janus.errors import Unsupported
+from janus.runtime import trace_context
+
 _lock = threading.Lock()
 _tracing = 0      # traces in progress, all threads
 _proxy = None
@@ -28,8 +31,7 @@ class _TracingStdout:
         self._stream = stream
 
     def write(self, text):
-        from janus.runtime import operators
-        ctx = operators.current_or_none()
+        ctx = trace_context.current_or_none()
         if ctx is None:
             if self._stream is None:   # no stdout at all (pythonw): print() writes nothing
                 return len(text)
@@ -39,7 +41,7 @@ class _TracingStdout:
         refusals = ctx.refusals
         if refusals is not None:
             refusals.append(reason)
-        raise operators.Unsupported(reason)
+        raise Unsupported(reason)
 
     def writelines(self, lines):
         for line in lines:

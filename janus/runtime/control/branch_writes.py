@@ -16,6 +16,7 @@ from janus.runtime import scalars
 from janus.runtime.control.common import OLD, TensorList, kind_of, refuse_values
 from janus.runtime.control.values import chosen_between, noted, select
 from janus.runtime.graph_analysis import graph_of
+from janus.runtime.observe import LazyText
 from janus.runtime.shadow_heap import Deferred, MISSING, WriteKind
 from janus.runtime.trace_context import Unsupported, current
 
@@ -125,7 +126,6 @@ class _Exports:
 
 
 def _is_lazy_text(value):
-    from janus.runtime.observe import LazyText
     return isinstance(value, LazyText)
 
 

@@ -7,7 +7,7 @@ traced.  Imports no other module of ``runtime/control/``.
 """
 import tensorflow as tf
 
-from janus.runtime import fallible, scalars
+from janus.runtime import fallible, observe, scalars
 from janus.runtime.shadow_heap import Deferred
 from janus.runtime.trace_context import NeedsValue, Unsupported, current
 
@@ -79,7 +79,6 @@ def truth(value):
 
 def python_truth(value):
     """``bool(value)`` of a Python value: guarded when it came from outside."""
-    from janus.runtime import observe
     return observe.truth(value)
 
 

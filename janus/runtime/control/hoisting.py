@@ -8,6 +8,7 @@ hoisted (``HOISTED``).  Needs a ``TraceContext``; used by ``cond.py``.
 import tensorflow as tf
 
 from janus.runtime import effects
+from janus.runtime import ops as janus_ops
 from janus.runtime.control.common import in_dynamic_region
 from janus.runtime.graph_analysis import first_state_change, graph_of
 from janus.runtime.ops import CHECK_OPS
@@ -63,7 +64,6 @@ def hoist_assertions(ctx, init, set_state, base, branches):
 
 def _check_outside(ctx, op, condition):
     """The assertion ``op`` of a branch, checked in the graph built now."""
-    from janus.runtime import ops as janus_ops
     outer = tf.compat.v1.get_default_graph()
     if ctx.soft_conditions is not None and outer is ctx.top_graph:
         # A distributed step: checked by every rank together (runtime/distributed.py).

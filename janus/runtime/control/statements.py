@@ -12,10 +12,12 @@ import contextlib
 
 import tensorflow as tf
 
+from janus import pytypes
 from janus.config import config
 from janus.decisions import DYNAMIC
 from janus.errors import ConversionDeferred, ConversionError
-from janus.runtime import scalars
+from janus.guards import GuardKind
+from janus.runtime import observe, scalars
 from janus.runtime.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
                                           is_test_tensor, lineage_of, python_truth, static_truth,
                                           taping, tensor_flags, truth)
@@ -142,9 +144,8 @@ def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
 
 
 def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=()):
-    from janus.runtime import operators
     if not is_tensor(iterable):
-        for item in operators.iter(ns, None, iterable):
+        for item in loop_iterable(ns, None, iterable):
             body_fn(item)
         return
     items = unrolled_items(ns, site, iterable, allow_dynamic=True)
@@ -217,3 +218,44 @@ def _at_least_once(ns, site, first_test):
     # iteration just runs imperatively, and the graph stays.
     ctx.assume((ns.fn.__code__, site), AssumptionKind.NONEMPTY_LOOP, first_test,
                'the loop runs at least once (eager gradients would be None otherwise)')
+
+
+# -- a loop's Python iterable, and `assert` ----------------------------------------
+
+def loop_iterable(ns, site, iterable):
+    """``__jr.iter``: a loop's iterable (a ``for`` over a Python value, a
+    comprehension).  Outside lists are guarded; tensors are unrolled when safe."""
+    if isinstance(iterable, tf.Tensor):
+        return iter(unrolled_items(ns, site, iterable, allow_dynamic=False))
+    ctx = current()
+    source = ctx.source_of(iterable)
+    if source is None:
+        ctx.provenance(iterable, 'a loop')   # made by this call: iterating it is plain Python
+        if observe.user_dunder(iterable, '__iter__') or observe.user_dunder(iterable,
+                                                                              '__getitem__'):
+            raise Unsupported('janus does not convert a loop over a %s, whose class defines '
+                              '__iter__/__getitem__' % type(iterable).__name__)
+        return iter(iterable)
+    model = pytypes.model_of(iterable)
+    if pytypes.has_items(iterable) and model.kind is not pytypes.Kind.DICT \
+            or pytypes.is_set(iterable):   # a set refuses (its order); a deque is a copy
+        return iter(ctx.view(iterable))   # the items themselves, guarded
+    if pytypes.has_items(iterable):
+        if ctx.heap.differs(iterable):
+            return iter(list(ctx.view(iterable)))   # keys as changed so far
+        ctx.add_guard(GuardKind.KEYS_MATCH, source, list(iterable))
+        return iter(list(iterable))
+    raise Unsupported('janus does not convert a loop over a %s from outside the call'
+                      % type(iterable).__name__)
+
+
+
+
+def assert_(condition, lineno, message_thunk):
+    """``assert``: a tensor condition becomes a ``Janus>Assert`` in the graph."""
+    if not isinstance(condition, tf.Tensor):
+        if not observe.truth(condition):
+            raise AssertionError(message_thunk())
+        return
+    current().assume(None, AssumptionKind.ASSERT, truth(condition),
+                     'assert statement holds', lineno=lineno)
