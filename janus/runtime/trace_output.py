@@ -12,6 +12,7 @@ the trace (library code may swallow the exception) and raises
 while some thread traces and wraps whatever ``sys.stdout`` was then
 (pytest's capsys/capfd streams included).
 """
+from janus.reasons import Reason
 import contextlib
 import sys
 import threading
@@ -38,8 +39,8 @@ class _TracingStdout:
                   'print once per graph, not once per call' % _short(text))
         refusals = ctx.refusals
         if refusals is not None:
-            refusals.append(reason)
-        raise operators.Unsupported(reason)
+            refusals.append((Reason.LIBRARY_SIDE_EFFECT, reason))
+        raise operators.Unsupported(Reason.LIBRARY_SIDE_EFFECT, reason)
 
     def writelines(self, lines):
         for line in lines:

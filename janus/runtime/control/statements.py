@@ -12,6 +12,7 @@ import contextlib
 
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus.config import config
 from janus.decisions import DYNAMIC
 from janus.errors import ConversionDeferred, ConversionError
@@ -73,12 +74,12 @@ def test(ns, site, value):
     if outcome is DYNAMIC:
         change = depends_on_state_change(condition_tensor(value))
         if change is not None:   # never assumed: its check would precede the change
-            raise Unsupported('a tensor-dependent condition that depends on a state change '
+            raise Unsupported(Reason.STATE_DEPENDENT_JUMP, 'a tensor-dependent condition that depends on a state change '
                               'made earlier in the same call (%s), in a statement with '
                               'return/break/continue inside: janus cannot make it a '
                               'tf.cond/tf.while_loop yet' % change.type)
         with _or_assume(ns, site):   # else assumed, as the profile shows it most often
-            raise Unsupported('a tensor-dependent condition whose outcome varied between '
+            raise Unsupported(Reason.RETURN_IN_DYNAMIC_CONTROL, 'a tensor-dependent condition whose outcome varied between '
                               'calls, in a statement with return/break/continue inside: janus '
                               'cannot make it a tf.cond/tf.while_loop yet')
     return outcome
@@ -103,7 +104,7 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
         return tf.unstack(iterable, num=outcome) if outcome else []
     if allow_dynamic:
         return None
-    raise Unsupported('a loop over a tensor whose length varied between calls (or exceeds '
+    raise Unsupported(Reason.DYNAMIC_ITERATION, 'a loop over a tensor whose length varied between calls (or exceeds '
                       'janus.config.max_unroll=%d), with return/break/continue inside: janus '
                       'cannot make it a tf.while_loop yet' % config.max_unroll)
 
@@ -201,7 +202,7 @@ def _or_assume(ns, site):
     except ConversionError as e:
         key = (ns.fn.__code__, site)
         if current().dynamic_depth == 0 and current().plan.cannot_build(
-                key, str(e), value_needed=isinstance(e, NeedsValue)):
+                key, e.reason, str(e), value_needed=isinstance(e, NeedsValue)):
             raise CannotBuild(key, e) from e
         raise
 
