@@ -659,8 +659,9 @@ class JanusFunction(callables.JanusCallable):
     def _give_up_on_recompiles(self):
         # What kept changing, and what to change: explain.storm_advice (logged once).
         return self._give_up(ConversionError(
-            Reason.RECOMPILE_LIMIT, 'recompile limit reached: built %d graphs (janus.config.recompile_limit); further '
-            'cache misses run imperatively' % config.recompile_limit), record=False)
+            Reason.RECOMPILE_LIMIT, 'recompile limit reached: built %d graphs '
+            '(janus.config.recompile_limit); further cache misses run imperatively'
+            % config.recompile_limit), record=False)
 
     def _note_miss(self, misses):
         self.stats.cache_misses += 1

@@ -66,9 +66,10 @@ def resolve(fn):
     """The ``Target`` janus profiles and converts for calls of ``fn``."""
     if isinstance(fn, types.FunctionType):
         if runs_later(fn):
-            return Target(None, (), {}, (Reason.GENERATOR, '%s is a generator or coroutine function: a call only '
-                          'creates the generator, whose code runs later, outside the call; '
-                          'janus runs such calls as plain Python' % fn.__qualname__))
+            return Target(None, (), {}, (
+                Reason.GENERATOR, '%s is a generator or coroutine function: a call only '
+                'creates the generator, whose code runs later, outside the call; janus runs '
+                'such calls as plain Python' % fn.__qualname__))
         return Target(fn, (), {}, None)
     if isinstance(fn, types.MethodType):
         return _prepend(resolve(fn.__func__), (fn.__self__,), {})

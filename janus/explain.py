@@ -1,5 +1,5 @@
 """Introspection: ``explain`` (a readable report), ``stats`` (counters), ``to_code``;
-and the one place that turns a reason janus did not use a graph into advice.
+and the one place that turns an event (why janus did not use a graph) into advice.
 
 Needs nothing run before it (``janus.api`` is imported lazily).  Introspection
 takes any janus thing: a ``JanusFunction`` (``@janus.function``,
@@ -13,8 +13,10 @@ imperatively, recompiled, fell back, ...) gets, when it is recorded,
 ``advise``'s ``(where, advice)``: the user's ``file:line`` (the line that
 stopped the conversion, the assumption's line, the call that passed the
 argument, or the function's ``def``) and one concrete thing to change, or
-that nothing needs changing.  ``note`` logs each reason a function is not in
-graphs once per function (logger ``janus``).
+that nothing needs changing.  Both are read off the event's fields (an
+``api.Event``: its ``reasons.Reason``, line, sites, assumption, cache miss),
+never off its message; a refusal's advice is its ``Reason.advice``.  ``note``
+logs each reason a function is not in graphs once per function (logger ``janus``).
 """
 import collections
 import logging

@@ -160,7 +160,8 @@ def _convert(fn):
 def _convert_code(fn):
     import inspect
     if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
-        raise ConversionError(Reason.GENERATOR, 'janus does not convert generators or coroutines (%s)'
+        raise ConversionError(Reason.GENERATOR,
+                              'janus does not convert generators or coroutines (%s)'
                               % fn.__qualname__, fn.__code__.co_filename, fn.__code__.co_firstlineno)
     try:
         tree, filename, source_lines = parser.parse_function(fn)

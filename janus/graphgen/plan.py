@@ -42,7 +42,7 @@ class Plan:
         self.evaluations = collections.Counter()   # (code, site) -> evaluations so far in this trace
         self.assumed = {}                          # (code, site) -> sequence assumed (for explain)
         self.chose_dynamic = {}                    # (code, site) -> the sequence it could assume
-        self.failed = {}   # (code, site) -> (sequence, Reason, message): why its control flow failed
+        self.failed = {}   # (code, site) -> (sequence, Reason, message): control flow failed
 
     def decide(self, key):
         """The assumed outcome of the next evaluation of site ``key``, or DYNAMIC."""
@@ -79,7 +79,8 @@ class Plan:
 
     def cannot_build(self, key, reason, context, value_needed=False):
         """Real control flow at ``key`` failed to build (for ``reason``, a ``Reason``;
-        ``context``: the refusal's message): True when the site can be assumed instead (the janus function traces again, assuming it there).
+        ``context``: the refusal's message): True when the site can be assumed
+        instead (the janus function traces again, assuming it there).
         ``value_needed``: it failed for a relaxed number's value; unless the profile
         showed one sequence there, specializing the number (a graph per value) is
         better than an assumption its changing values would break."""

@@ -305,10 +305,12 @@ def _template(value, outputs, ctx, memo):
     if source is not None:
         return _FromSource(source)
     if isinstance(value, tf.Variable):
-        raise operators.Unsupported(Reason.RETURN_VALUE, 'janus cannot return a tf.Variable made inside the call')
+        raise operators.Unsupported(Reason.RETURN_VALUE,
+                                    'janus cannot return a tf.Variable made inside the call')
     if isinstance(value, tf.TensorShape):
         if not value.is_fully_defined():
-            raise operators.Unsupported(Reason.UNKNOWN_SHAPE, 'janus cannot return or print a shape that is only '
+            raise operators.Unsupported(Reason.UNKNOWN_SHAPE,
+                                        'janus cannot return or print a shape that is only '
                                         'known at run time (%s)' % value)
         return _Const(tf.TensorShape(value.as_list()))
     if type(value) in (list, dict) or isinstance(value, tuple):
@@ -319,7 +321,8 @@ def _template(value, outputs, ctx, memo):
         shared = memo[id(value)] = _Shared(None)
         shared.template = _container_template(value, outputs, ctx, memo)
         return shared
-    raise operators.Unsupported(Reason.RETURN_VALUE, 'janus cannot return a %s created inside the call from a graph'
+    raise operators.Unsupported(Reason.RETURN_VALUE,
+                                'janus cannot return a %s created inside the call from a graph'
                                 % type(value).__name__)
 
 
@@ -594,7 +597,8 @@ def _descendants(ops, roots):
 # -- tracing ---------------------------------------------------------------
 
 def _refuse_variable_creation(next_creator, **kwargs):
-    raise operators.Unsupported(Reason.VARIABLE_CREATION, 'the function creates a tf.Variable on every call; create '
+    raise operators.Unsupported(Reason.VARIABLE_CREATION,
+                                'the function creates a tf.Variable on every call; create '
                                 'variables outside it (or let a profiled call build the layer)')
 
 
@@ -640,7 +644,8 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
             # An op may fail after a change janus cannot undo (an iterator draw, a
             # print op), and the Python writes and prints before it wait for the run's
             # end: eager's state at that error could be neither restored nor shown.
-            raise ConversionError(Reason.UNDOABLE_FAILURE, 'an op of this call may fail after a state change janus '
+            raise ConversionError(Reason.UNDOABLE_FAILURE,
+                                  'an op of this call may fail after a state change janus '
                                   'cannot undo (%s), with Python writes before it'
                                   % entry.not_undoable)
     return entry
@@ -689,7 +694,8 @@ def _graph_body(ctx, converted, bound, signature, holder):
         if ctx.refusals:
             raise operators.Unsupported(*ctx.refusals[0])
         if ctx.soft_conditions:
-            raise operators.Unsupported(Reason.DISTRIBUTED_AGREEMENT, 'a distributed step made assumptions after its '
+            raise operators.Unsupported(Reason.DISTRIBUTED_AGREEMENT,
+                                        'a distributed step made assumptions after its '
                                         'agreement (janus.runtime.distributed.agree)')
         return _close_graph(ctx, result, flat_inputs, holder)
     return body
@@ -715,8 +721,9 @@ def _check_library_left_nothing(ctx):
     leak = library_state.leaked(ctx, ctx._keep)
     if leak is not None:
         raise _failed(ctx, ConversionError(
-            Reason.LIBRARY_SIDE_EFFECT, 'library code kept a graph tensor in %s while janus traced it (it would keep '
-            'it, not one value per call); janus does not convert that call' % leak))
+            Reason.LIBRARY_SIDE_EFFECT, 'library code kept a graph tensor in %s while janus '
+            'traced it (it would keep it, not one value per call); janus does not convert that '
+            'call' % leak))
     if ctx.needs_value:   # library code swallowed the refusal: the trace is not used
         raise _value_needed(ctx, ConversionError(Reason.NUMBER_VALUE_NEEDED, 'library code used '
                                                  'a number from outside the call'))

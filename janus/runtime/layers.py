@@ -51,7 +51,8 @@ def refuse_lazy_build(callee):
         return
     if getattr(owner, 'built', True) is False:
         from janus.errors import ConversionDeferred
-        raise ConversionDeferred(Reason.LAYER_NOT_BUILT, '%s is not built yet: its first %s() creates its variables, '
+        raise ConversionDeferred(Reason.LAYER_NOT_BUILT,
+                                 '%s is not built yet: its first %s() creates its variables, '
                                  'so this call runs imperatively and a later one converts'
                                  % (type(owner).__name__, callee.__name__))
 

@@ -131,7 +131,8 @@ def _wrap_add(layer_class):
         before = list(losses)
         result = original(self, loss)
         if len(losses) < len(before) or any(a is not b for a, b in zip(before, losses)):
-            _refuse(ctx, Reason.LIBRARY_SIDE_EFFECT, 'Keras changed the losses of %s other than by adding to them'
+            _refuse(ctx, Reason.LIBRARY_SIDE_EFFECT,
+                    'Keras changed the losses of %s other than by adding to them'
                     % _name(self))
         if len(losses) > len(before):
             record.live = True

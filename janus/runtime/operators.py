@@ -107,12 +107,14 @@ _PLAIN_GETATTRIBUTE = (object.__getattribute__, tuple.__getattribute__, list.__g
 def _check_plain_attribute(obj, name, writing=False, value=None):
     kind = type(obj)
     if kind.__getattribute__ not in _PLAIN_GETATTRIBUTE or hasattr(kind, '__getattr__'):
-        raise Unsupported(Reason.CUSTOM_ATTRIBUTE, 'janus does not convert reads through a custom __getattr__/'
+        raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                          'janus does not convert reads through a custom __getattr__/'
                           '__getattribute__ (%s.%s)' % (kind.__name__, name))
     if writing and (kind.__setattr__ is not object.__setattr__
                     or kind.__delattr__ is not object.__delattr__) \
             and not _library_setattr_keeps(kind, value):
-        raise Unsupported(Reason.CUSTOM_ATTRIBUTE, 'janus does not convert writes through a custom __setattr__ (%s.%s)'
+        raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                          'janus does not convert writes through a custom __setattr__ (%s.%s)'
                           % (kind.__name__, name))
     for klass in kind.__mro__:
         found = klass.__dict__.get(name)
@@ -129,7 +131,8 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
                 if writing and isinstance(found, property) and found.fset is None:
                     _refuse_write(kind, name, 'a property without a setter')
                 return
-            raise Unsupported(Reason.CUSTOM_ATTRIBUTE, 'janus does not convert reads of the property or descriptor '
+            raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                              'janus does not convert reads of the property or descriptor '
                               '%s.%s (it may run code with side effects)' % (kind.__name__, name))
         if found is not None:
             break   # a plain class attribute: a write goes to the instance's dict
@@ -141,7 +144,8 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
 def _refuse_write(kind, name, why):
     """A write Python rejects: refused at trace time, so the call runs imperatively
     and raises at that line, before any later state change (never at write-back)."""
-    raise Unsupported(Reason.PYTHON_RAISES, 'janus does not convert writing %s.%s: Python raises AttributeError '
+    raise Unsupported(Reason.PYTHON_RAISES,
+                      'janus does not convert writing %s.%s: Python raises AttributeError '
                       '(%s)' % (kind.__name__, name, why))
 
 
@@ -165,7 +169,8 @@ def attr(obj, name):
             and ctx.is_input_tensor(obj):
         # A reference is the tensor's identity as a hashable key; a graph input's is
         # not the eager tensor's (``is`` is answered in observe.compare instead).
-        raise Unsupported(Reason.TENSOR_KEY, 'janus does not convert tensor.%s() (a key by identity: the graph '
+        raise Unsupported(Reason.TENSOR_KEY,
+                          'janus does not convert tensor.%s() (a key by identity: the graph '
                           'tensor is not the eager one); compare with `is`' % name)
     if isinstance(obj, tf.Tensor) and not isinstance(obj, guards.EagerTensor):
         return _tensor_attribute(obj, name)
@@ -219,7 +224,8 @@ class EagerOnly:
         self.name = name
 
     def refuse(self, *args, **kwargs):
-        raise Unsupported(Reason.NUMPY_IN_GRAPH, 'janus does not convert using tensor.%s: eagerly it is the value or '
+        raise Unsupported(Reason.NUMPY_IN_GRAPH,
+                          'janus does not convert using tensor.%s: eagerly it is the value or '
                           'placement of an eager tensor, which only the graph run has' % self.name)
 
     __call__ = __bool__ = __str__ = __format__ = __eq__ = __iter__ = __len__ = refuse
@@ -248,7 +254,8 @@ def class_of(ctx, value):
     object too (``cls = type(self); cls.steps += 1``), read through ``type(...)`` of
     the object's source on every call; a graph tensor's type differs (refused)."""
     if isinstance(value, (tf.Tensor, tf.Variable)):
-        raise Unsupported(Reason.TENSOR_TYPE, 'janus does not convert type() of a tensor (a graph tensor is '
+        raise Unsupported(Reason.TENSOR_TYPE,
+                          'janus does not convert type() of a tensor (a graph tensor is '
                           'not an EagerTensor); use isinstance(x, tf.Tensor)')
     kind = type(value)
     source = ctx.source_of(value)
@@ -287,7 +294,8 @@ def _check_class_attribute(cls, name, writing=False):
         found = vars(klass).get(name)
         if found is not None and hasattr(type(found), '__set__' if writing else '__get__') \
                 and klass.__module__ != 'builtins':
-            raise Unsupported(Reason.CUSTOM_ATTRIBUTE, 'janus does not convert %s the attribute %s.%s (a descriptor of '
+            raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                              'janus does not convert %s the attribute %s.%s (a descriptor of '
                               'its metaclass)' % ('writing' if writing else 'reading',
                                                   cls.__name__, name))
     if writing:
@@ -299,7 +307,8 @@ def _check_class_attribute(cls, name, writing=False):
         if hasattr(type(found), '__get__') and not isinstance(
                 found, (types.FunctionType, staticmethod, classmethod)) \
                 and type(found).__module__ != 'builtins' and not callables.is_janus(found):
-            raise Unsupported(Reason.CUSTOM_ATTRIBUTE, 'janus does not convert reads of the descriptor %s.%s (it may '
+            raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                              'janus does not convert reads of the descriptor %s.%s (it may '
                               'run code with side effects)' % (cls.__name__, name))
         return
 
@@ -339,7 +348,8 @@ def setattr_(obj, name, value):
         ctx.provenance(obj, 'writing .%s' % name)   # the call's own object, or refused
         if whitelist.is_library_object(obj) or isinstance(obj, types.ModuleType) \
                 or is_plain_class(obj):
-            raise Unsupported(Reason.OUTSIDE_VALUE, 'janus does not convert setting attributes of a %s it did not '
+            raise Unsupported(Reason.OUTSIDE_VALUE,
+                              'janus does not convert setting attributes of a %s it did not '
                               'read from outside the call' % type(obj).__name__)
         _writable_context('%s.%s' % (type(obj).__name__, name), shadowed=False)
         setattr(obj, name, value)   # an object made by this call: plain Python
@@ -349,7 +359,8 @@ def setattr_(obj, name, value):
             isinstance(obj, type) and not plain_class):
         if _is_learning_rate_setting(obj, name, value):
             return _set_learning_rate(ctx, obj, source, value)
-        raise Unsupported(Reason.OUTSIDE_VALUE, 'janus does not convert setting attributes of %s objects'
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus does not convert setting attributes of %s objects'
                           % type(obj).__name__)
     if plain_class:
         _check_class_attribute(obj, name, writing=True)
@@ -405,7 +416,8 @@ def _via_heap_op(value):
 
 def _refuse_user_key(key):
     if observe.has_user_dunders(key):
-        raise Unsupported(Reason.SPECIAL_METHODS, 'janus does not convert using a %s as a key (its class defines '
+        raise Unsupported(Reason.SPECIAL_METHODS,
+                          'janus does not convert using a %s as a key (its class defines '
                           'special methods, such as __hash__/__eq__, that would run '
                           'unconverted)' % type(key).__name__)
 
@@ -420,12 +432,14 @@ def item(obj, key):
     if source is None:
         ctx.provenance(obj, 'a subscript')   # the call's own container: plain Python
         if observe.user_dunder(obj, '__getitem__') is not None:
-            raise Unsupported(Reason.SPECIAL_METHODS, 'janus does not convert subscripts of a %s, whose class defines '
+            raise Unsupported(Reason.SPECIAL_METHODS,
+                              'janus does not convert subscripts of a %s, whose class defines '
                               '__getitem__' % type(obj).__name__)
         value = obj[key]
         return ctx.made(value) if type(key) is slice else value
     if not pytypes.has_items(obj):
-        raise Unsupported(Reason.OUTSIDE_VALUE, 'janus does not convert subscripts of %s objects from outside '
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus does not convert subscripts of %s objects from outside '
                           'the call' % type(obj).__name__)
     if id(obj) in ctx.heap.changed:
         # As changed so far in this call; the items themselves (a slice: a new list).
@@ -449,7 +463,8 @@ def _list_index(ctx, obj, source, key):
             or id(obj) in ctx.heap.changed:
         return key
     if not -len(obj) <= key < len(obj):
-        raise Unsupported(Reason.PYTHON_RAISES, 'index %d out of range of a %s of %d from outside the call'
+        raise Unsupported(Reason.PYTHON_RAISES,
+                          'index %d out of range of a %s of %d from outside the call'
                           % (key, type(obj).__name__, len(obj)))
     if key < 0:
         ctx.add_guard(GuardKind.LEN_MATCH, source, (type(obj), len(obj)))
@@ -472,16 +487,19 @@ def setitem(obj, key, value):
     if source is None:
         ctx.provenance(obj, 'an item write')   # the call's own container: plain Python
         if observe.user_dunder(obj, '__setitem__') is not None:
-            raise Unsupported(Reason.SPECIAL_METHODS, 'janus does not convert item writes into a %s, whose class '
+            raise Unsupported(Reason.SPECIAL_METHODS,
+                              'janus does not convert item writes into a %s, whose class '
                               'defines __setitem__' % type(obj).__name__)
         obj[key] = value
         return
     ctx = _writable_context('an item of a %s' % type(obj).__name__)
     model = pytypes.model_of(obj)
     if model is None or not model.item_writes or not _hashable(key):
-        raise Unsupported(Reason.OUTSIDE_VALUE, 'janus converts item writes into outside lists and dicts only')
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus converts item writes into outside lists and dicts only')
     if model.kind is pytypes.Kind.LIST and type(key) is not int:
-        raise Unsupported(Reason.OUTSIDE_VALUE, 'janus converts item writes into outside lists by int index only')
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus converts item writes into outside lists by int index only')
     if model.kind is pytypes.Kind.LIST:
         _check_list_index(ctx, obj, source, key)
     if id(obj) in ctx.heap.changed or (model.kind is pytypes.Kind.DICT and key not in obj
@@ -504,7 +522,8 @@ def _check_list_index(ctx, obj, source, key):
     call's own appends only grow the list, so an index within the length it had
     before them stays valid; any other index is refused (IndexError eagerly)."""
     if not -len(obj) <= key < len(obj):
-        raise Unsupported(Reason.PYTHON_RAISES, 'janus does not convert writing item %d of a list of %d from '
+        raise Unsupported(Reason.PYTHON_RAISES,
+                          'janus does not convert writing item %d of a list of %d from '
                           'outside the call (Python raises IndexError unless the call grew '
                           'it first)' % (key, len(obj)))
     ctx.add_guard(GuardKind.LEN_MATCH, source, (type(obj), len(obj)))
@@ -521,7 +540,8 @@ def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
         ctx.provenance(iterable, 'a loop')   # made by this call: iterating it is plain Python
         if observe.user_dunder(iterable, '__iter__') or observe.user_dunder(iterable,
                                                                               '__getitem__'):
-            raise Unsupported(Reason.SPECIAL_METHODS, 'janus does not convert a loop over a %s, whose class defines '
+            raise Unsupported(Reason.SPECIAL_METHODS,
+                              'janus does not convert a loop over a %s, whose class defines '
                               '__iter__/__getitem__' % type(iterable).__name__)
         return builtins_iter(iterable)
     model = pytypes.model_of(iterable)
@@ -533,14 +553,16 @@ def iter(ns, site, iterable):  # noqa: A001 - it is the runtime's `iter`
             return builtins_iter(list(ctx.view(iterable)))   # keys as changed so far
         ctx.add_guard(GuardKind.KEYS_MATCH, source, list(iterable))
         return builtins_iter(list(iterable))
-    raise Unsupported(Reason.OUTSIDE_VALUE, 'janus does not convert a loop over a %s from outside the call'
+    raise Unsupported(Reason.OUTSIDE_VALUE,
+                      'janus does not convert a loop over a %s from outside the call'
                       % type(iterable).__name__)
 
 
 def enter(manager):
     if whitelist.is_library_object(manager):
         return manager
-    raise Unsupported(Reason.CONTEXT_MANAGER, 'janus converts `with` only for TF/Keras context managers, not %s'
+    raise Unsupported(Reason.CONTEXT_MANAGER,
+                      'janus converts `with` only for TF/Keras context managers, not %s'
                       % type(manager).__name__)
 
 

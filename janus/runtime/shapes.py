@@ -86,6 +86,7 @@ def _static_shape(tensor, name):
     if shape.rank is None or not shape.is_fully_defined():
         shape = CheckedShape(shape) if shape.rank is not None else None
         if shape is None:
-            raise Unsupported(Reason.UNKNOWN_SHAPE, 'the code reads the shape of a tensor whose rank is only known '
+            raise Unsupported(Reason.UNKNOWN_SHAPE,
+                              'the code reads the shape of a tensor whose rank is only known '
                               'at run time')
     return shape if name == 'shape' else (lambda: shape)

@@ -34,14 +34,16 @@ class RejectUnsupported(Pass):
 
     def visit_Attribute(self, node):
         if isinstance(node.ctx, gast.Del):
-            self.unsupported(node, Reason.DELETE, 'janus does not convert deleting attributes (`del obj.%s`)'
+            self.unsupported(node, Reason.DELETE,
+                             'janus does not convert deleting attributes (`del obj.%s`)'
                              % node.attr)
         return self.generic_visit(node)
 
     def visit_Delete(self, node):
         for target in node.targets:
             if not isinstance(target, gast.Name):
-                self.unsupported(node, Reason.DELETE, 'janus does not convert `del` of attributes or items')
+                self.unsupported(node, Reason.DELETE,
+                                 'janus does not convert `del` of attributes or items')
         return self.generic_visit(node)
 
     def visit_Name(self, node):

@@ -59,7 +59,8 @@ class TensorList:
         return self.array.stack()
 
     def _refuse(self, *args, **kwargs):
-        raise Unsupported(Reason.GROWN_LIST, '%s: a list that grows in a tensor-dependent loop has a run-time '
+        raise Unsupported(Reason.GROWN_LIST,
+                          '%s: a list that grows in a tensor-dependent loop has a run-time '
                           'length; janus supports tf.stack/tf.concat/tf.add_n/tf.reduce_* of '
                           'it, not len(), indexing or iteration' % self.where)
 
@@ -169,7 +170,8 @@ class TestValue:
         self.tensor, self.where, self.lineage = tensor, where, frozenset(lineage)
 
     def _refuse(self, *args, **kwargs):
-        refuse_values(Reason.BRANCH_TYPES, '%s: this and/or (or conditional expression) gives values of different '
+        refuse_values(Reason.BRANCH_TYPES,
+                      '%s: this and/or (or conditional expression) gives values of different '
                        'kinds on different paths; janus converts it only as the test of an '
                        'if/while' % self.where, extra=self.lineage)
 

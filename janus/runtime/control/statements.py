@@ -74,12 +74,14 @@ def test(ns, site, value):
     if outcome is DYNAMIC:
         change = depends_on_state_change(condition_tensor(value))
         if change is not None:   # never assumed: its check would precede the change
-            raise Unsupported(Reason.STATE_DEPENDENT_JUMP, 'a tensor-dependent condition that depends on a state change '
+            raise Unsupported(Reason.STATE_DEPENDENT_JUMP,
+                              'a tensor-dependent condition that depends on a state change '
                               'made earlier in the same call (%s), in a statement with '
                               'return/break/continue inside: janus cannot make it a '
                               'tf.cond/tf.while_loop yet' % change.type)
         with _or_assume(ns, site):   # else assumed, as the profile shows it most often
-            raise Unsupported(Reason.RETURN_IN_DYNAMIC_CONTROL, 'a tensor-dependent condition whose outcome varied between '
+            raise Unsupported(Reason.RETURN_IN_DYNAMIC_CONTROL,
+                              'a tensor-dependent condition whose outcome varied between '
                               'calls, in a statement with return/break/continue inside: janus '
                               'cannot make it a tf.cond/tf.while_loop yet')
     return outcome
@@ -104,7 +106,8 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
         return tf.unstack(iterable, num=outcome) if outcome else []
     if allow_dynamic:
         return None
-    raise Unsupported(Reason.DYNAMIC_ITERATION, 'a loop over a tensor whose length varied between calls (or exceeds '
+    raise Unsupported(Reason.DYNAMIC_ITERATION,
+                      'a loop over a tensor whose length varied between calls (or exceeds '
                       'janus.config.max_unroll=%d), with return/break/continue inside: janus '
                       'cannot make it a tf.while_loop yet' % config.max_unroll)
 

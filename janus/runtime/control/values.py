@@ -36,7 +36,8 @@ def as_output(value):
 
 def refusal(where, name, lineage=frozenset()):
     def refuse(t, f):
-        refuse_values(Reason.BRANCH_TYPES, '%s: after a tensor-dependent if, %s would be %s in one branch and %s '
+        refuse_values(Reason.BRANCH_TYPES,
+                      '%s: after a tensor-dependent if, %s would be %s in one branch and %s '
                        'in the other; janus keeps Python values Python'
                        % (where, name, kind_of(t), kind_of(f)), t, f, extra=lineage)
     return refuse
@@ -139,7 +140,8 @@ def dummy(spec, where):
     """A stand-in of ``spec``'s dtype on the side of a tf.cond that has no such value."""
     dtype, dims = spec
     if dtype in (tf.resource, tf.variant):
-        raise Unsupported(Reason.BRANCH_TYPES, '%s: janus cannot carry a %s value out of a tensor-dependent branch'
+        raise Unsupported(Reason.BRANCH_TYPES,
+                          '%s: janus cannot carry a %s value out of a tensor-dependent branch'
                           % (where, dtype.name))
     shape = [0 if d is None else d for d in dims] if dims is not None else []
     return tf.zeros(shape, dtype)
