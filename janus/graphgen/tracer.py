@@ -321,6 +321,7 @@ def _template(value, outputs, ctx, memo):
         shared = memo[id(value)] = _Shared(None)
         shared.template = _container_template(value, outputs, ctx, memo)
         return shared
+    operators.refuse_unmerged(value)   # a local a tensor-dependent if left two values: its reason
     raise operators.Unsupported(Reason.RETURN_VALUE,
                                 'janus cannot return a %s created inside the call from a graph'
                                 % type(value).__name__)
