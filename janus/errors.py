@@ -4,6 +4,8 @@ Every error a user can see is a ``JanusError``; each says what to do next.  A
 refusal (``ConversionError`` and its kinds) names a ``reasons.Reason``: the data
 ``explain`` reads its advice from.
 """
+import sys
+
 from janus.reasons import Reason
 
 
@@ -25,9 +27,15 @@ class ConversionError(JanusError):
     ``reason``: the kind of refusal (a ``Reason``, whose advice ``explain`` shows);
     ``context``: what stopped it, on which value (the message); ``lineno`` and
     ``filename`` name the user's source line that stopped it.
+
+    Library code that re-raises an exception with more text (Keras's
+    ``e.__class__(message)``) makes one from a message alone, while it handles
+    janus's refusal: the refusal's reason is taken from that one.
     """
 
-    def __init__(self, reason, context, filename=None, lineno=None, source_line=None):
+    def __init__(self, reason, context=None, filename=None, lineno=None, source_line=None):
+        if context is None and isinstance(reason, str):
+            context, reason = reason, getattr(sys.exc_info()[1], 'reason', None)
         assert isinstance(reason, Reason), 'a refusal names a Reason, not %r' % (reason,)
         self.reason = reason
         self.context = context

@@ -64,10 +64,24 @@ def test_every_refusal_site_names_a_reason():
 def test_a_refusal_without_a_reason_is_a_janus_bug():
     with pytest.raises(AssertionError, match='names a Reason'):
         ConversionError('janus does not convert something', 'at this line')
+    with pytest.raises(AssertionError, match='names a Reason'):
+        ConversionError('janus does not convert something')
     error = Unsupported(Reason.TRY_STATEMENT, 'janus does not convert a try statement',
                         'f.py', 3, '    try:\n')
     assert error.reason is Reason.TRY_STATEMENT
     assert str(error) == 'janus does not convert a try statement (at f.py:3: try:)'
+
+
+def test_library_code_rewrapping_a_refusal_keeps_its_reason():
+    """Keras re-raises ``e.__class__(message)`` with the call's arguments added."""
+    try:
+        try:
+            raise Unsupported(Reason.PRINT_OF_OBJECT, 'janus does not convert print() of a T')
+        except Unsupported as e:
+            raise type(e)('Exception encountered when calling Layer.call(): %s' % e) from None
+    except Unsupported as wrapped:
+        assert wrapped.reason is Reason.PRINT_OF_OBJECT
+        assert str(wrapped).startswith('Exception encountered')
 
 
 def test_reasons_import_nothing_from_janus():
