@@ -131,6 +131,11 @@ class Reason(enum.Enum):
     # -- values from outside the call ---------------------------------------------------
     OUTSIDE_VALUE = (True, 'pass that value in as an argument, or create it inside the '
                            'function')
+    OUTSIDE_READ_AFTER_CHANGE = (True, 'read the value before the call changes it in place '
+                                       '(keep what you need in a local), or change it after '
+                                       'the janus function returns')
+    SET_ORDER = (True, 'iterate over sorted(the_set) instead of the set itself (janus cannot '
+                       'reproduce the order of its items)')
     NUMPY_GLOBAL = (True, 'keep that value in a tf.Variable, or pass it to the function as a '
                           'tensor')
     CUSTOM_ATTRIBUTE = (True, 'read the value into a plain attribute or a local first, or pass '

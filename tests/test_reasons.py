@@ -116,6 +116,7 @@ def test_every_reason_is_used():
 V = tf.Variable(1.0)
 GROWN = []
 COUNT = 0
+SCALES = {1.5, 2.5}
 
 
 class _Dynamic:
@@ -220,6 +221,12 @@ def fails_when_traced(x):
     return tf.constant(x) * 2.0   # eagerly a copy; a graph tensor is no constant
 
 
+def loop_over_a_set(x):
+    for scale in SCALES:
+        x = x * scale
+    return x
+
+
 def _ones(n):
     return [((tf.constant(1.0),), {})] * n
 
@@ -247,6 +254,7 @@ DOCUMENTED = [
     (branch_types, _alternating(6), Reason.BRANCH_TYPES),
     (unconverted_with, _ones(4), Reason.UNCONVERTED_CALL),
     (fails_when_traced, _ones(4), Reason.TRACE_FAILED),
+    (loop_over_a_set, _ones(4), Reason.SET_ORDER),
 ]
 
 

@@ -364,7 +364,7 @@ def _call_builtin(ctx, callee, args, kwargs):
             and ctx.source_of(args[0]) is not None:
         items = ctx.set_contents(args[0])   # guarded whole: the result has no order to get wrong
         if callee is sum and not all(type(item) in (int, bool) for item in items):
-            raise Unsupported(Reason.OUTSIDE_VALUE,
+            raise Unsupported(Reason.SET_ORDER,
                               'janus does not convert sum() of a set of floats from outside '
                               'the call (the result depends on the set\'s order)')
         return callee(items)

@@ -654,7 +654,7 @@ class TraceContext:
         if source is None or depth > 8:
             return
         if id(value) in self.heap.changed:
-            raise Unsupported(Reason.OUTSIDE_VALUE,
+            raise Unsupported(Reason.OUTSIDE_READ_AFTER_CHANGE,
                               'janus does not convert reading a %s from outside the call after '
                               'changing it in place in the same call' % type(value).__name__)
         model = pytypes.model_of(value)
@@ -710,7 +710,7 @@ class TraceContext:
         if not pytypes.has_items(value):
             model = pytypes.model_of(value)
             if depth == 0 and pytypes.is_set(value):
-                raise Unsupported(Reason.OUTSIDE_VALUE,
+                raise Unsupported(Reason.SET_ORDER,
                                   'janus does not convert iterating over, copying or passing on '
                                   'a %s from outside the call (Python\'s order of its items is '
                                   'not one janus can reproduce); use sorted(...) of it'
