@@ -14,6 +14,7 @@ import tensorflow as tf
 
 import janus
 from janus.errors import ConversionError, Unsupported
+from janus.graphgen import tracer
 from janus.reasons import FIX, NOTHING, Reason
 
 JANUS = pathlib.Path(janus.__file__).resolve().parent
@@ -321,7 +322,6 @@ def test_the_recompile_limit_says_what_kept_changing():
 
 
 def test_a_trace_failure_on_numpy_is_numpy_advice():
-    from janus.graphgen import tracer
     with tf.Graph().as_default():
         try:
             tf.constant(1.0).numpy()
