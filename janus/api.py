@@ -20,6 +20,7 @@ with its traceback.  After user code ran, janus's bookkeeping errors are
 recorded and the user's result stands.  User code never runs twice in a call.
 """
 import collections
+import dataclasses
 import enum
 import functools
 import inspect
@@ -32,7 +33,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from janus import callables, function_state, guards, profiler
-from janus.events import EventKind  # noqa: F401 - janus.api.EventKind, as before
+from janus.events import Event, EventKind  # noqa: F401 - janus.api.EventKind, as before
 from janus.explain import annotate, reason_text   # where + advice for every reason
 from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
@@ -41,13 +42,11 @@ from janus.replay.executor import AssertionBroke, GraphError, GraphInvalid, Writ
 from janus.graphgen import build, generator
 from janus.graphgen.plan import Verdict
 from janus.pyct import parser
+from janus.reasons import Reason
 
 log = logging.getLogger('janus')
 
 # ``traceback``: for janus's internal errors, the last frames, so explain shows where.
-# ``where``: the user's file:line it concerns; ``advice``: what to change (explain.advise).
-Event = collections.namedtuple('Event', 'call kind detail traceback where advice',
-                               defaults=(None, None, None))
 
 
 class Step(enum.Enum):
@@ -125,7 +124,7 @@ class JanusFunction(callables.JanusCallable):
     def _start_over(self):
         """A fresh state record for the function as it is now (again after its
         ``__code__``/``__defaults__`` were rebound: eager runs the new ones)."""
-        failed = ConversionError(self.target.reason) if self.target.reason is not None else None
+        failed = ConversionError(*self.target.reason) if self.target.reason is not None else None
         self.state = function_state.FunctionState(function_state.definition(self.function),
                                                   self._signature(), failed)
         self.profiled_fn = self._make_profiled(self.recorder)
@@ -299,7 +298,9 @@ class JanusFunction(callables.JanusCallable):
         kept = broke.assumption.site in entry.assumed_instead
         self._event(EventKind.FALLBACK, 'assumption %r broke; re-ran imperatively%s' % (
             broke.assumption, ' (assumed where real control flow failed to build: kept while '
-            'rare)' if kept else ''), error=broke.assumption)
+            'rare)' if kept else ''), filename=broke.assumption.filename,
+            lineno=broke.assumption.lineno, assumption=broke.assumption.kind,
+            sites=(broke.assumption.site,), kept=kept)
         try:
             result = self._run_profiled(call, count=False, claimed=False)
         except Exception as e:
@@ -346,7 +347,8 @@ class JanusFunction(callables.JanusCallable):
                 else 'janus internal error while writing back a graph\'s results')
         with self._lock:
             self.cache.remove(entry)
-            self.state.note_failed(entry.signature, ConversionError('%s: %s' % (what, failure)))
+            self.state.note_failed(entry.signature, ConversionError(Reason.INTERNAL_ERROR,
+                                                                    '%s: %s' % (what, failure)))
 
     def _relax(self, entry, assumption):
         """After a fallback: sites whose assumed outcomes broke are never assumed again;
@@ -365,7 +367,7 @@ class JanusFunction(callables.JanusCallable):
             self.reprofile_budget = 0
             where = ', '.join(self.site_name(key) for key in outcome.relaxed)
             self._event(EventKind.RELAXED, '%s: assumed outcomes dropped, next graph builds dynamic '
-                        'control flow there' % where)
+                        'control flow there' % where, sites=tuple(outcome.relaxed))
 
     def _after_unbuildable_break(self, entry, outcome):
         """A graph whose sites are assumed only because real control flow failed to
@@ -378,12 +380,15 @@ class JanusFunction(callables.JanusCallable):
         with self._lock:
             self.cache.remove(entry)
             if outcome.verdict is Verdict.GIVE_UP:
-                self.state.note_failed(entry.signature, ConversionError(text))
+                self.state.note_failed(entry.signature,
+                                       ConversionError(Reason.ASSUMED_OUTCOME_BREAKS, text))
         if outcome.verdict is Verdict.GIVE_UP:
-            self._event(EventKind.IMPERATIVE, text)
+            self._event(EventKind.IMPERATIVE, text, reason=Reason.ASSUMED_OUTCOME_BREAKS,
+                        sites=tuple(outcome.unbuildable))
         else:   # the outcomes may have changed for good (a warm-up ended): assume them anew
             self._event(EventKind.RELAXED, '%s; graph dropped, the next one assumes the outcomes '
-                        'the profile shows most often now' % text)
+                        'the profile shows most often now' % text,
+                        sites=tuple(outcome.unbuildable))
 
     def site_name(self, key):
         """A site as the user reads it: the function, the line and the statement kind."""
@@ -443,7 +448,8 @@ class JanusFunction(callables.JanusCallable):
         if not getattr(self, '_reentry_noted', False):
             self._reentry_noted = True
             self._event(EventKind.RECURSIVE_CALL, 'calls of %s from inside its own running call run as '
-                        'plain Python (janus does not convert recursion)' % self.name)
+                        'plain Python (janus does not convert recursion)' % self.name,
+                        reason=Reason.RECURSION)
         return self.fn(*args, **kwargs)
 
     # -- generation --------------------------------------------------------
@@ -462,7 +468,8 @@ class JanusFunction(callables.JanusCallable):
         self.stats.graphs_built += 1
         self.stats.evictions += len(self.cache.insert(entry))
         self._event(EventKind.GRAPH_BUILT, 'graph #%d built in %.0f ms, %d guards' % (
-            entry.number, entry.trace_seconds * 1e3, len(entry.describe_guards())))
+            entry.number, entry.trace_seconds * 1e3, len(entry.describe_guards())),
+            graph=entry.number)
         return entry
 
     def _refused(self, refused):
@@ -500,8 +507,9 @@ class JanusFunction(callables.JanusCallable):
     def _give_up_on_recompiles(self):
         # What kept changing, and what to change: explain.storm_advice (logged once).
         return self._give_up(ConversionError(
-            'recompile limit reached: built %d graphs (janus.config.recompile_limit); further '
-            'cache misses run imperatively' % config.recompile_limit))
+            Reason.RECOMPILE_LIMIT, 'recompile limit reached: built %d graphs '
+            '(janus.config.recompile_limit); further cache misses run imperatively'
+            % config.recompile_limit))
 
     def _note_miss(self, misses):
         self.stats.cache_misses += 1
@@ -511,7 +519,7 @@ class JanusFunction(callables.JanusCallable):
                                                           newest.expected, newest.actual)
         if config.log_recompiles:
             log.info('janus: recompiling %s: %s', self.name, text)
-        self._event(EventKind.CACHE_MISS, text)
+        self._event(EventKind.CACHE_MISS, text, miss=newest)
 
     # -- janus's own failures ----------------------------------------------
     def _internal_error(self, stage, error, after_user_code=False):
@@ -525,13 +533,14 @@ class JanusFunction(callables.JanusCallable):
 
     def _record_internal(self, stage, text, trace):
         # Logged (once per function and text) by the event: explain.note.
-        self._event(EventKind.INTERNAL_ERROR, 'janus failed while %s: %s' % (stage, text), trace)
+        self._event(EventKind.INTERNAL_ERROR, 'janus failed while %s: %s' % (stage, text), trace,
+                    reason=Reason.INTERNAL_ERROR)
 
     def _internal_conversion_error(self, stage, error):
         """A ConversionError standing for janus's own ``error`` (explain shows the traceback)."""
         self._record_internal(stage, '%s: %s' % (type(error).__name__, error),
                               short_traceback(error))
-        return ConversionError('janus internal error while %s: %s: %s'
+        return ConversionError(Reason.INTERNAL_ERROR, 'janus internal error while %s: %s: %s'
                                % (stage, type(error).__name__, error))
 
     def _safely(self, stage, fn, *args):
@@ -542,10 +551,17 @@ class JanusFunction(callables.JanusCallable):
             self._internal_error(stage, e, after_user_code=True)
             return None
 
-    def _event(self, kind, detail, trace=None, error=None):
+    def _event(self, kind, detail, trace=None, error=None, **payload):
+        """Records an ``Event``; ``error``: the ConversionError it is about (its reason
+        and line become the event's), ``payload``: more of the event's fields."""
         assert isinstance(kind, EventKind), kind
-        where, advice = annotate(self, kind, detail, error)   # and logs a new reason once
-        self.events.append(Event(self.stats.calls, kind, detail, trace, where, advice))
+        if error is not None:
+            payload.setdefault('reason', error.reason)
+            payload.setdefault('filename', error.filename)
+            payload.setdefault('lineno', error.lineno)
+        event = Event(self.stats.calls, kind, detail, trace, **payload)
+        where, advice = annotate(self, event)   # and logs a new reason once
+        self.events.append(dataclasses.replace(event, where=where, advice=advice))
 
     # -- construction ------------------------------------------------------
     def _signature(self):
@@ -559,7 +575,9 @@ class JanusFunction(callables.JanusCallable):
         try:
             return profiler.instrument(self.function, recorder)
         except (parser.NoSource, SyntaxError) as e:
-            self._event(EventKind.PROFILING, 'uninstrumented: %s' % e)
+            super_call = '__class__' in self.function.__code__.co_freevars   # profiler.instrument
+            self._event(EventKind.PROFILING, 'uninstrumented: %s' % e,
+                        reason=Reason.ZERO_ARGUMENT_SUPER if super_call else None)
         except Exception as e:  # noqa: BLE001 - profiling is optional
             self._record_internal('instrumenting for the profiler',
                                   '%s: %s' % (type(e).__name__, e), short_traceback(e))

@@ -18,7 +18,7 @@ janus profiles and converts, plus the arguments every call prepends:
   Keras model runs Keras's ``__call__`` with your converted ``call`` inside,
   and what janus does not model runs imperatively, with the reason.
 
-Generator and coroutine functions get no target (``reason`` says why): a
+Generator and coroutine functions get no target (``reason``: a ``(Reason, why)`` pair): a
 call only creates the generator, whose code runs later, outside the call;
 janus runs such calls as plain Python.
 """
@@ -27,6 +27,7 @@ import functools
 import inspect
 import types
 
+from janus.reasons import Reason
 from janus.runtime import layers, whitelist
 
 Target = collections.namedtuple('Target', 'function args kwargs reason')
@@ -65,9 +66,10 @@ def resolve(fn):
     """The ``Target`` janus profiles and converts for calls of ``fn``."""
     if isinstance(fn, types.FunctionType):
         if runs_later(fn):
-            return Target(None, (), {}, '%s is a generator or coroutine function: a call only '
-                          'creates the generator, whose code runs later, outside the call; '
-                          'janus runs such calls as plain Python' % fn.__qualname__)
+            return Target(None, (), {}, (
+                Reason.GENERATOR, '%s is a generator or coroutine function: a call only '
+                'creates the generator, whose code runs later, outside the call; janus runs '
+                'such calls as plain Python' % fn.__qualname__))
         return Target(fn, (), {}, None)
     if isinstance(fn, types.MethodType):
         return _prepend(resolve(fn.__func__), (fn.__self__,), {})

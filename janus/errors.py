@@ -1,7 +1,12 @@
 """Errors janus raises.  Nothing must run before this module.
 
-Every error a user can see is a ``JanusError``; each says what to do next.
+Every error a user can see is a ``JanusError``; each says what to do next.  A
+refusal (``ConversionError`` and its kinds) names a ``reasons.Reason``: the data
+``explain`` reads its advice from.
 """
+import sys
+
+from janus.reasons import Reason
 
 
 class JanusError(Exception):
@@ -19,11 +24,21 @@ class JanusUsageError(JanusError, TypeError):
 class ConversionError(JanusError):
     """The generator cannot convert a function; it will run imperatively.
 
-    ``lineno`` and ``filename`` name the user's source line that stopped it.
+    ``reason``: the kind of refusal (a ``Reason``, whose advice ``explain`` shows);
+    ``context``: what stopped it, on which value (the message); ``lineno`` and
+    ``filename`` name the user's source line that stopped it.
+
+    Library code that re-raises an exception with more text (Keras's
+    ``e.__class__(message)``) makes one from a message alone, while it handles
+    janus's refusal: the refusal's reason is taken from that one.
     """
 
-    def __init__(self, reason, filename=None, lineno=None, source_line=None):
+    def __init__(self, reason, context=None, filename=None, lineno=None, source_line=None):
+        if context is None and isinstance(reason, str):
+            context, reason = reason, getattr(sys.exc_info()[1], 'reason', None)
+        assert isinstance(reason, Reason), 'a refusal names a Reason, not %r' % (reason,)
         self.reason = reason
+        self.context = context
         self.filename = filename
         self.lineno = lineno
         self.source_line = source_line
@@ -31,9 +46,9 @@ class ConversionError(JanusError):
 
     def _render(self):
         if self.lineno is None:
-            return self.reason
+            return self.context
         where = '%s:%s' % (self.filename, self.lineno)
-        text = '%s (at %s' % (self.reason, where)
+        text = '%s (at %s' % (self.context, where)
         if self.source_line:
             text += ': %s' % self.source_line.strip()
         return text + ')'
@@ -54,9 +69,9 @@ class ScalarValueNeeded(ConversionError):
     index, library code): the janus function traces again with those numbers
     specialized by value.  ``lineage``: their ``(relaxation key, name)`` pairs."""
 
-    def __init__(self, lineage, reason, filename=None, lineno=None, source_line=None):
+    def __init__(self, lineage, reason, context, filename=None, lineno=None, source_line=None):
         self.lineage = frozenset(lineage)
-        super().__init__(reason, filename, lineno, source_line)
+        super().__init__(reason, context, filename, lineno, source_line)
 
 
 class StrictModeError(JanusError):
@@ -74,3 +89,6 @@ class AssumptionFailed(JanusError):
 class InvariantError(ConversionError):
     """A janus invariant did not hold while tracing (a janus bug, never the user's):
     the call runs imperatively and ``explain`` shows the reason."""
+
+    def __init__(self, context, filename=None, lineno=None, source_line=None):
+        super().__init__(Reason.INTERNAL_ERROR, context, filename, lineno, source_line)

@@ -1,11 +1,15 @@
 """The kinds of event a janus function records per call, for ``janus.explain``.
 
-Nothing must run before this module.  ``api.JanusFunction`` appends one
-event per thing that happened to a call (a graph built, a fallback, a
+Needs only ``reasons``.  ``api.JanusFunction`` appends one ``Event``
+per thing that happened to a call (a graph built, a fallback, a
 relaxation...); the build loop (``graphgen/build.py``) reports its own
 through a callback, by the same kinds.
 """
+import dataclasses
 import enum
+from typing import Any, Optional, Tuple
+
+from janus.reasons import Reason
 
 
 class EventKind(enum.StrEnum):
@@ -25,3 +29,28 @@ class EventKind(enum.StrEnum):
     SCALAR_RELAXED = 'number relaxed'
     SCALAR_PINNED = 'number kept constant'
     ASSUMED_INSTEAD = 'assumed instead'
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One thing ``explain`` lists: ``detail`` is for people; ``explain`` reads the other
+    fields.  ``where``: the user's file:line it concerns; ``advice``: what to change
+    (both filled in by ``explain.annotate``).  The payload: ``reason`` (why, a
+    ``Reason``), ``filename``/``lineno`` (the line that stopped a conversion or whose
+    assumption broke), ``sites`` (the profile sites it concerns), ``assumption`` (a
+    broken assumption's kind) and ``kept`` (its graph stays), ``miss`` (a cache
+    miss's ``guards.Miss``), ``graph`` (the number of the graph it built)."""
+    call: int
+    kind: EventKind
+    detail: str
+    traceback: Optional[str] = None
+    where: Optional[str] = None
+    advice: Optional[str] = None
+    reason: Optional[Reason] = None
+    filename: Optional[str] = None
+    lineno: Optional[int] = None
+    sites: Tuple[Any, ...] = ()
+    assumption: Any = None
+    kept: bool = False
+    miss: Any = None
+    graph: Optional[int] = None

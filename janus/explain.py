@@ -1,5 +1,5 @@
 """Introspection: ``explain`` (a readable report), ``stats`` (counters), ``to_code``;
-and the one place that turns a reason janus did not use a graph into advice.
+and the one place that turns an event (why janus did not use a graph) into advice.
 
 Needs nothing run before it (``janus.api`` is imported lazily).  Introspection
 takes any janus thing: a ``JanusFunction`` (``@janus.function``,
@@ -13,8 +13,10 @@ imperatively, recompiled, fell back, ...) gets, when it is recorded,
 ``advise``'s ``(where, advice)``: the user's ``file:line`` (the line that
 stopped the conversion, the assumption's line, the call that passed the
 argument, or the function's ``def``) and one concrete thing to change, or
-that nothing needs changing.  ``note`` logs each reason a function is not in
-graphs once per function (logger ``janus``).
+that nothing needs changing.  Both are read off the event's fields (an
+``api.Event``: its ``reasons.Reason``, line, sites, assumption, cache miss),
+never off its message; a refusal's advice is its ``Reason.advice``.  ``note``
+logs each reason a function is not in graphs once per function (logger ``janus``).
 """
 import collections
 import logging
@@ -27,12 +29,11 @@ from typing import Dict
 from janus import callables
 from janus.errors import JanusUsageError
 from janus.graphgen import generator
+from janus.reasons import FIX, NOTHING, Reason
 
 log = logging.getLogger('janus')
 
 WIDTH = 120          # explain's lines stay within this many characters
-FIX = 'fix: '
-NOTHING = 'nothing to change: '
 
 
 # -- which janus functions ------------------------------------------------------------
@@ -142,8 +143,8 @@ def _explain_one(jf, verbose):
                  % (s.calls, s.graph_calls, s.profiled_calls, s.imperative_calls, s.fallbacks,
                     s.graphs_built, s.cache_misses, s.evictions), '  ', '    ')
     if jf.failed_conversion is not None:
-        where, advice = advise(jf, 'imperative', str(jf.failed_conversion),
-                               jf.failed_conversion)
+        where, advice = _imperative(jf, jf.failed_conversion.reason,
+                                    _error_line(jf.failed_conversion))
         reason = _short_paths(str(jf.failed_conversion))
         out += _wrap('runs imperatively: %s' % reason, '  ', '    ')
         out += _trailer(where, advice, '    ')
@@ -276,13 +277,12 @@ def _assumed(jf, entry):
 # -- events: grouped, each reason with where and what to do ------------------------------
 
 _STORM = ('cache miss', 'graph built', 'number relaxed', 'number kept constant')
-_LIMIT = 'recompile limit reached'
 
 
 def _in_storm(event):
     """A recompile event: a miss, a graph it built, or a call past the recompile limit."""
     kind = str(event.kind)
-    return kind in _STORM or (kind == 'imperative' and event.detail.startswith(_LIMIT))
+    return kind in _STORM or (kind == 'imperative' and event.reason is Reason.RECOMPILE_LIMIT)
 
 
 def _blocks(events):
@@ -334,11 +334,11 @@ def _storm_block(events, misses):
     the calls past the recompile limit; what to change."""
     built = [e for e in events if str(e.kind) == 'graph built']
     limited = [e for e in events if str(e.kind) == 'imperative']
-    failed = collections.Counter(_miss_head(e.detail) for e in misses)
+    failed = collections.Counter(_miss_head(e) for e in misses)
     head, count = failed.most_common(1)[0]
-    numbers = [m.group(1) for m in (re.search(r'#(\d+)', e.detail) for e in built) if m]
-    text = '%s: recompiled: %d cache misses, mostly %s (%d); %s' % (
-        _calls(events, repeats=False), len(misses), head, count,
+    numbers = [e.graph for e in built if e.graph is not None]
+    text = '%s: recompiled: %d cache misses, mostly %s failed for %s (%d); %s' % (
+        _calls(events, repeats=False), len(misses), head[0], head[1], count,
         'built graphs #%s-#%s' % (numbers[0], numbers[-1]) if len(numbers) > 1 else
         'built graph #%s' % numbers[0] if numbers else 'built no graph')
     lines = _wrap(text, '    ', '        ')
@@ -351,16 +351,16 @@ def _storm_block(events, misses):
         advice = getattr(last, 'advice', None)
     else:
         last = misses[-1]
-        values = [m.group(1) for m in (re.search(r', got (.*)$', e.detail) for e in misses
-                                       if _miss_head(e.detail) == head) if m]
-        advice = getattr(last, 'advice', None) and _guard_advice(head.split(' ')[0], values)
+        values = [e.miss.actual for e in misses if _miss_head(e) == head]
+        advice = getattr(last, 'advice', None) and _guard_advice(head[0], values)
     lines += _trailer(getattr(last, 'where', None), advice, '        ')
     return lines
 
 
-def _miss_head(detail):
-    """'VALUE_MATCH failed for mode' of 'VALUE_MATCH failed for mode: expected ...'."""
-    return detail.split(': expected', 1)[0]
+def _miss_head(event):
+    """``(guard kind, what it guards)`` of a cache miss event: ('VALUE_MATCH', 'mode')."""
+    miss = event.miss
+    return (getattr(miss.kind, 'value', str(miss.kind)), miss.where) if miss else ('?', '?')
 
 
 def _kind_text(kind):
@@ -432,129 +432,57 @@ def _error_line(error):
     return '%s:%s' % (short_path(getattr(error, 'filename', None)), lineno)
 
 
-# -- advice -------------------------------------------------------------------------------
-
-# (pattern on the reason, advice); the first that matches.  Each says what the user
-# can change in their code, or that nothing needs changing, and is true of the code
-# that raises the reason (runtime/*.py, graphgen/converters/*.py, guards.py).
-_IMPERATIVE_ADVICE = [
-    (r'recompile limit', None),   # storm_advice
-    (r'had to assume',
-     FIX + 'remove what stopped real control flow there (the "assumed instead" event says '
-           'what), so janus can build tf.cond/tf.while_loop'),
-    (r'unsupported argument (\S+): a NumPy value',
-     FIX + 'pass a tf.Tensor (tf.convert_to_tensor(%(arg)s)) instead of the NumPy value'),
-    (r'reading the NumPy value',
-     FIX + 'keep that value in a tf.Variable, or pass it to the function as a tensor'),
-    (r'contains itself', FIX + 'pass a container that does not contain itself'),
-    (r'dict keys must be str or int', FIX + 'pass dicts whose keys are str or int constants'),
-    (r'symbolic tensor', FIX + 'call it with eager tensors; inside a tf.function call the '
-                               'undecorated function instead'),
-    (r'generator or coroutine|a generator \(|a coroutine \(|generators or coroutines',
-     NOTHING + 'janus runs generators and coroutines as plain Python (their code runs '
-               'later, outside the call); for graphs, decorate the function that does a '
-               "step's tensor work"),
-    (r'is not built yet', NOTHING + 'only this first call (the one that creates the '
-                                    'variables) runs imperatively; later calls convert'),
-    (r'internal error|numbered the sites|janus failed',
-     NOTHING + 'a janus bug, not your code; the call ran as plain Python (please report '
-               'it with the traceback janus.explain shows)'),
-    (r'may fail after a state change janus cannot undo',
-     FIX + 'draw from the iterator (or print with tf.print) before the janus function and '
-           'pass the value in, or keep the Python writes after the op that can fail'),
-    (r'is not the code Python runs',
-     FIX + 'reload the module (or run the definition again) after changing its file: '
-           'janus converts what the file holds, and it no longer holds this code'),
-    (r'no source|does not parse on its own|cannot tell which lambda|does not start with its def',
-     FIX + 'define the function with def in a .py file (janus converts what it can read '
-           'the source of)'),
-    (r'recursive call', FIX + 'write the recursion as a loop, or decorate a non-recursive '
-                              'function that does the tensor work (janus does not convert '
-                              'recursion)'),
-    (r'an assumption depends on a state change',
-     FIX + 'check the condition on the value before the state change (assert on x before '
-           'v.assign(x)), or make that check after the janus function returns'),
-    (r'both changes state and checks an assumption',
-     FIX + 'move the state change (assign, optimizer step) out of that loop or branch, '
-           'after it'),
-    (r'depends on a state change made earlier in the same call',
-     FIX + 'compute the condition before the state change (read the variable first), or '
-           'move return/break/continue out of that if/loop (set a flag and test it after)'),
-    (r'return/break/continue inside',
-     FIX + 'move return/break/continue out of that if/loop (set a result or flag and return '
-           'after it), so janus can build tf.cond/tf.while_loop'),
-    (r'zero-argument super', FIX + 'call the parent method directly: Parent.method(self, ...)'),
-    (r'in-line class definition', FIX + 'define the class at module level'),
-    (r'in-line import', FIX + 'import at module level'),
-    (r'try statement', FIX + 'move the try/except out of the janus function, around the call'),
-    (r'match statement', FIX + 'use if/elif instead of match'),
-    (r'deleting attributes|`del`',
-     FIX + 'set the attribute or item to None instead of deleting it'),
-    (r'global/nonlocal only as', FIX + 'write it as its own statement: `name = value` or '
-                                       '`name op= value`'),
-    (r'attribute writes only as|item assignment only as|`obj\.a op= v`|`x\[k\] op= v`',
-     FIX + 'write it as its own plain statement (`obj.name = value`, `x[k] = value`)'),
-    (r'with key=/default=',
-     FIX + 'drop key=/default= (sort (key, value) tuples instead), or use tf.sort/tf.argmax '
-           'on a tensor'),
-    (r'print\(\) inside a tensor-dependent loop',
-     FIX + 'print after the loop, or use tf.print inside it'),
-    (r'print\(\)', FIX + 'print tensors, numbers and strings (or use tf.print); print other '
-                         'objects outside the janus function'),
-    (r'appending to an outside list or dict',
-     FIX + 'collect the values in a local list and extend the outside one after the loop'),
-    (r'list (that )?grows|list grown',
-     FIX + 'combine the list with tf.stack/tf.concat/tf.add_n/tf.reduce_* after the loop, '
-           'or use a tf.TensorArray'),
-    (r'read different variables',
-     FIX + 'compute both sides and select with tf.where, or read the same variables on both '
-           'sides of the if'),
-    (r"'numpy'|\.numpy\(\)|\.item\(\)|SymbolicTensor",
-     FIX + 'keep values as tensors inside the function (no .numpy()/.item()); convert the '
-           'result after the call returns'),
-    (r'custom __getattr__|__getattribute__|custom __setattr__|property or descriptor|'
-     r'special methods|whose class defines|__hash__',
-     FIX + 'read the value into a plain attribute or a local first, or pass it in as an '
-           'argument'),
-    (r'formatting|f-string|str\.\w+\(\) of a graph value|string that depends on a graph value',
-     FIX + 'format graph values only to print, return or store them (an f-string); format '
-           'other values outside the janus function'),
-    (r'chosen when the graph runs|through a name a tensor-dependent if chose',
-     FIX + 'only append/extend/insert/update the container the if chose; read it after the '
-           'call (or on each side of the if)'),
-    (r'tensor\.(experimental_)?ref\(\)',
-     FIX + 'compare the tensors with `is` (janus keeps identity), or key the cache outside '
-           'the janus function'),
-    (r'tensor-dependent loop',
-     FIX + 'carry only tensors and numbers through the loop, each keeping its type and '
-           'structure; build other values after the loop'),
-    (r'tensor-dependent (branch|conditional|if)|tensor-dependent condition',
-     FIX + 'assign the same names on both sides of the if, as tensors of one dtype and '
-           'structure (or select with tf.where)'),
-    (r'from outside the call',
-     FIX + 'pass that value in as an argument, or create it inside the function'),
-    (r'calls to ',
-     FIX + 'call TF ops instead, or make that call before or after the janus function and '
-           'pass its result in'),
-    (r'^\w+(Error|Exception): ',
-     FIX + 'this line fails when traced as a graph (the error above); keep it to TF ops on '
-           'tensors, or move it out of the janus function'),
-]
-_DEFAULT_ADVICE = (FIX + 'rewrite that line with TF ops on tensors, or move it out of the '
-                   'janus function (before or after the call)')
+def _sites_line(jf, sites):
+    """``file:line`` of the first of ``sites`` (profile site keys) the profile knows."""
+    for key in sites:
+        info = jf.profile.site_info.get(key)
+        if info is not None:
+            return '%s:%s' % (short_path(key[0].co_filename), info.lineno)
+    return None
 
 
-def imperative_advice(jf, text):
-    """What to change for a reason a call ran imperatively (``text``: the reason)."""
-    for pattern, advice in _IMPERATIVE_ADVICE:
-        found = re.search(pattern, text)
-        if found is None:
-            continue
-        if advice is None:
-            return storm_advice(jf)
-        return advice % {'arg': found.group(1) if found.groups() else 'x'} \
-            if '%(arg)s' in advice else advice
-    return _DEFAULT_ADVICE
+# -- advice: read from the event's Reason (reasons.py), never from its message -----------
+
+# Reasons about the call's arguments or all calls: ``where`` is the call's line.
+_AT_THE_CALL = frozenset((Reason.NUMPY_ARGUMENT, Reason.SELF_CONTAINING_ARGUMENT,
+                          Reason.DICT_KEY_ARGUMENT, Reason.SYMBOLIC_ARGUMENT,
+                          Reason.RECOMPILE_LIMIT))
+
+
+def reason_advice(jf, reason):
+    """What to do about ``reason`` (a ``Reason``); past the recompile limit, what kept
+    changing (``storm_advice``)."""
+    if reason is Reason.RECOMPILE_LIMIT:
+        return storm_advice(jf)
+    if reason is None:   # every refusal names a Reason: a janus bug
+        return Reason.INTERNAL_ERROR.advice
+    return reason.advice
+
+
+def _imperative(jf, reason, where, sites=()):
+    """``(where, advice)`` for a call that ran imperatively for ``reason``."""
+    if where is None:
+        where = caller_line() if reason in _AT_THE_CALL else _sites_line(jf, sites)
+    return where or where_defined(jf), reason_advice(jf, reason)
+
+
+def _other_path(reason):
+    """Advice for a site whose outcome janus assumed because ``reason`` stopped real
+    control flow there: the calls that take the other path run imperatively."""
+    if reason is None or not reason.change:
+        return (NOTHING + 'the graph keeps this outcome while calls rarely take the other '
+                'path (janus.config.assumed_break_rate); those run imperatively')
+    return (FIX + 'calls that take the other path run imperatively (fine if they are rare); '
+            'to keep them in graphs, ' + reason.advice[len(FIX):])
+
+
+def _assumed_reason(jf, sites):
+    """The Reason janus assumed an outcome at one of ``sites`` (its "assumed instead"
+    event), or None."""
+    for event in reversed(jf.events):
+        if str(event.kind) == 'assumed instead' and set(event.sites) & set(sites):
+            return event.reason
+    return None
 
 
 def storm_advice(jf):
@@ -564,9 +492,15 @@ def storm_advice(jf):
         return FIX + ('raise janus.config.recompile_limit (nothing in particular kept '
                       'changing)')
     (kind, where), values = max(values_by_guard.items(), key=lambda kv: len(kv[1]))
-    shown = ', '.join(_clip(v, 24) for v in values[:4]) + (', ...' if len(values) > 4 else '')
+    shown = ', '.join(_clip(str(v), 24) for v in values[:4]) + (', ...' if len(values) > 4
+                                                                else '')
     kind = getattr(kind, 'value', kind)
     return '%s (%s on %s kept changing: %s)' % (_guard_advice(kind, values), kind, where, shown)
+
+
+def _is_number(value):
+    """Whether a value that missed a guard (as the guard shows it) is a number."""
+    return re.fullmatch(r'-?[\d.e+-]+|inf|nan', str(value)) is not None
 
 
 def _guard_advice(kind, values=()):
@@ -575,7 +509,7 @@ def _guard_advice(kind, values=()):
     if kind == 'DTYPE_MATCH':
         return FIX + 'pass tensors of one dtype (tf.cast before the call)'
     if kind in ('VALUE_MATCH', 'EQUALS_MATCH'):
-        if values and all(re.fullmatch(r'-?[\d.e+-]+|inf|nan', v) for v in values):
+        if values and all(_is_number(v) for v in values):
             return FIX + 'pass the number as a tensor, or keep it in a tf.Variable'
         return FIX + ('use a few distinct values (each gets its own graph), pass it as a '
                       'tensor, or raise janus.config.recompile_limit')
@@ -592,117 +526,82 @@ def _guard_advice(kind, values=()):
 
 _RELAXED_KINDS = ('BRANCH', 'TRIP_COUNT')
 
+# Events whose advice depends on the kind alone: (where: 'caller' or 'def', advice).
+_FIXED_ADVICE = {
+    'fallback raised': ('caller', NOTHING + 'the call raised as it does eagerly; the graph is '
+                                            'kept'),
+    'graph error': ('caller', NOTHING + "the call re-ran imperatively for eager's result or "
+                                        'exception'),
+    'internal error': ('caller', NOTHING + 'a janus bug, not your code; the call ran as plain '
+                                           'Python (please report it with this traceback)'),
+    'recursive call': ('def', NOTHING + 'the inner calls run as plain Python; for graphs '
+                                        'there, write the recursion as a loop'),
+    'redefined': ('def', NOTHING + 'janus profiles and converts the new definition'),
+    'number relaxed': ('def', NOTHING + 'the number is a graph input: one graph serves its '
+                                        'values'),
+    'number kept constant': ('def', NOTHING + 'a graph per value; if it keeps changing, pass '
+                                              'it as a tensor'),
+}
 
-def advise(jf, kind, detail, error=None):
-    """``(where, advice)`` for an event of ``kind`` (an ``api.EventKind``):
-    ``where`` the user's ``file:line`` it concerns, ``advice`` one thing to change
-    (``fix: ...``) or ``nothing to change: ...``; ``(None, None)`` for events that
-    are no reason (a graph was built)."""
-    kind = str(kind)
+
+def advise(jf, event):
+    """``(where, advice)`` for ``event`` (an ``api.Event``), from its fields: ``where``
+    the user's ``file:line`` it concerns, ``advice`` one thing to change (``fix: ...``)
+    or ``nothing to change: ...``; ``(None, None)`` for events that are no reason (a
+    graph was built)."""
+    kind = str(event.kind)
+    line = _error_line(event)
     if kind == 'graph built':
         return None, None
     if kind == 'imperative':
-        text = str(error) if error is not None else detail
-        where = _error_line(error)
-        if where is None:
-            argument = re.search(r'unsupported argument|recompile limit', text)
-            where = (caller_line() if argument else _site_line(jf, text)) or where_defined(jf)
-        return where, imperative_advice(jf, getattr(error, 'reason', None) or text)
+        return _imperative(jf, event.reason, line, event.sites)
     if kind == 'cache miss':
-        found = re.match(r'(\w+) failed for (.*?): expected', detail)
-        guard_kind = found.group(1) if found else ''
+        guard = getattr(getattr(event.miss, 'kind', None), 'value', '')
         return caller_line() or where_defined(jf), (
-            NOTHING + 'a one-off new graph; if it repeats, ' + _guard_advice(guard_kind)[len(FIX):])
+            NOTHING + 'a one-off new graph; if it repeats, ' + _guard_advice(guard)[len(FIX):])
     if kind == 'fallback':
-        where = _error_line(error) or _line_in(detail) or where_defined(jf)
-        assumption = getattr(error, 'kind', None) or _assumption_kind(detail)
-        if 'failed to build: kept' in detail:
-            advice = (NOTHING + 'the graph keeps this outcome while calls rarely take the other '
-                      'path (janus.config.assumed_break_rate); those run imperatively')
-        elif str(assumption) in _RELAXED_KINDS:
-            advice = (NOTHING + 'janus stops assuming this outcome; the next graph decides it '
-                      'in the graph (tf.cond/tf.while_loop)')
-        elif str(assumption) == 'SCALAR':
-            advice = NOTHING + 'the number is specialized by value again'
-        elif str(assumption) == 'AGREEMENT':
-            advice = NOTHING + "another rank's assumption broke; every rank re-ran the step"
-        else:
-            advice = (NOTHING + 'the check failed as eager code fails there; that call ran '
-                      'imperatively, with eager\'s result or exception')
-        return where, advice
-    if kind == 'fallback raised':
-        return caller_line() or where_defined(jf), (
-            NOTHING + 'the call raised as it does eagerly; the graph is kept')
-    if kind == 'graph error':
-        return caller_line() or where_defined(jf), (
-            NOTHING + "the call re-ran imperatively for eager's result or exception")
-    if kind == 'internal error':
-        return caller_line() or where_defined(jf), (
-            NOTHING + 'a janus bug, not your code; the call ran as plain Python (please report '
-                      'it with this traceback)')
-    if kind == 'recursive call':
-        return where_defined(jf), (
-            NOTHING + 'the inner calls run as plain Python; for graphs there, write the '
-                      'recursion as a loop')
+        return line or where_defined(jf), _fallback_advice(jf, event)
+    if kind in _FIXED_ADVICE:
+        at, advice = _FIXED_ADVICE[kind]
+        return (caller_line() if at == 'caller' else None) or where_defined(jf), advice
     if kind == 'relaxed':
-        return _site_line(jf, detail) or where_defined(jf), (
+        return _sites_line(jf, event.sites) or where_defined(jf), (
             NOTHING + 'the next graph builds tf.cond/tf.while_loop there')
     if kind == 'relaxed shapes failed':
-        return _error_line(error) or where_defined(jf), (
-            NOTHING + 'the graph was built with exact shapes instead')
+        return line or where_defined(jf), NOTHING + 'the graph was built with exact shapes instead'
     if kind == 'profiling':
-        if 'super()' in detail:
-            return where_defined(jf), (FIX + 'call the parent method directly: '
-                                       'Parent.method(self, ...)')
+        if event.reason is not None:
+            return where_defined(jf), event.reason.advice
         return where_defined(jf), (NOTHING + 'calls are profiled without per-site outcomes, '
                                    'so janus assumes less')
-    if kind == 'redefined':
-        return where_defined(jf), NOTHING + 'janus profiles and converts the new definition'
-    if kind == 'number relaxed':
-        return where_defined(jf), (NOTHING + 'the number is a graph input: one graph serves '
-                                   'its values')
-    if kind == 'number kept constant':
-        return where_defined(jf), (
-            NOTHING + 'a graph per value; if it keeps changing, pass it as a tensor')
     if kind == 'assumed instead':
-        reason = re.search(r'\((.*)\)', detail)
-        advice = imperative_advice(jf, reason.group(1) if reason else detail)
-        if advice.startswith(FIX):
-            advice = (NOTHING + 'if calls rarely take the other path; else ' + advice[len(FIX):])
-        return _site_line(jf, detail) or where_defined(jf), advice
+        return _sites_line(jf, event.sites) or where_defined(jf), _other_path(event.reason)
     return where_defined(jf), NOTHING + 'janus handled it'
 
 
-def _line_in(text):
-    found = re.search(r'at (\S+?):(\d+)', text or '')
-    return '%s:%s' % (short_path(found.group(1)), found.group(2)) if found else None
-
-
-def _assumption_kind(detail):
-    found = re.search(r'#\d+ (\w+) at ', detail or '')
-    return found.group(1) if found else None
-
-
-def _site_line(jf, detail):
-    """``file:line`` of a site named ``fn line N (Kind)`` in ``detail``."""
-    found = re.search(r'(\S+) line (\d+) \(', detail or '')
-    if found is None:
-        return None
-    for key in list(jf.speculation.relaxed_sites) + list(jf.profile.site_info):
-        code = key[0]
-        if code.co_name == found.group(1):
-            return '%s:%s' % (short_path(code.co_filename), found.group(2))
-    return None
+def _fallback_advice(jf, event):
+    if event.kept:
+        return _other_path(_assumed_reason(jf, event.sites))
+    assumption = str(event.assumption)
+    if assumption in _RELAXED_KINDS:
+        return (NOTHING + 'janus stops assuming this outcome; the next graph decides it '
+                'in the graph (tf.cond/tf.while_loop)')
+    if assumption == 'SCALAR':
+        return NOTHING + 'the number is specialized by value again'
+    if assumption == 'AGREEMENT':
+        return NOTHING + "another rank's assumption broke; every rank re-ran the step"
+    return (NOTHING + 'the check failed as eager code fails there; that call ran '
+            'imperatively, with eager\'s result or exception')
 
 
 # -- logging: each reason once per function ---------------------------------------------------
 
-def annotate(jf, kind, detail, error=None):
+def annotate(jf, event):
     """``advise``'s ``(where, advice)`` for a new event, logging a new reason (``note``);
     ``(None, None)`` if that fails (bookkeeping never fails a call)."""
     try:
-        where, advice = advise(jf, kind, detail, error)
-        note(jf, kind, detail, where, advice)
+        where, advice = advise(jf, event)
+        note(jf, event.kind, event.detail, where, advice)
         return where, advice
     except Exception:  # noqa: BLE001 - explain's own failure: the event stays, bare
         return None, None
@@ -733,7 +632,7 @@ def note(jf, kind, detail, where, advice):
 
 def reason_text(jf, error):
     """``error`` with where it concerns and what to do (strict mode's message)."""
-    where, advice = advise(jf, 'imperative', str(error), error)
+    where, advice = _imperative(jf, error.reason, _error_line(error))
     return '%s (at %s); %s' % (error, where, advice)
 
 

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from janus import pytypes, sources
 from janus.config import config
+from janus.reasons import Reason
 from janus.sources import (ArgSource, AttrSource, CellSource, DefaultSource,  # noqa: F401
                            GlobalSource, ItemSource, ObjectSource, Source, TypeSource)
 
@@ -689,7 +690,12 @@ def _rebuild_tuple(tuple_type, items):
 
 
 class UnsupportedArgument(Exception):
-    """An argument janus will not put behind a graph (the call runs imperatively)."""
+    """An argument janus will not put behind a graph (the call runs imperatively):
+    ``reason`` (a ``Reason``) and ``context`` (which argument, what it is)."""
+
+    def __init__(self, reason, context):
+        self.reason, self.context = reason, context
+        super().__init__(context)
 
 
 def _is_identity_object(value):
@@ -717,7 +723,8 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
     if kind is list or isinstance(value, tuple) or kind is dict:
         first = seen.get(id(value), False)
         if first is None:
-            raise UnsupportedArgument('%s: a container that contains itself' % path)
+            raise UnsupportedArgument(Reason.SELF_CONTAINING_ARGUMENT,
+                                      '%s: a container that contains itself' % path)
         seen[id(value)] = None   # in progress
         node = _container_node(value, path, shapes, seen, dynamic)
         if first:
@@ -738,10 +745,12 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
             return ScalarNode(path, kind)
         return ConstNode(path, value)
     if isinstance(value, tf.Tensor):
-        raise UnsupportedArgument('%s: a symbolic tensor (janus function called inside a graph)'
+        raise UnsupportedArgument(Reason.SYMBOLIC_ARGUMENT,
+                                  '%s: a symbolic tensor (janus function called inside a graph)'
                                   % path)
     if type(value).__module__ == 'numpy':
-        raise UnsupportedArgument('%s: a NumPy value (%s); pass a tf.Tensor to get a graph'
+        raise UnsupportedArgument(Reason.NUMPY_ARGUMENT,
+                                  '%s: a NumPy value (%s); pass a tf.Tensor to get a graph'
                                   % (path, type(value).__name__))
     if (type(value) is types.MethodType and type(value.__func__) is types.FunctionType
             and not _is_library_function(value.__func__)):
@@ -757,7 +766,8 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
 def _container_node(value, path, shapes, seen, dynamic):
     if type(value) is dict:
         if not all(type(k) in (str, int) for k in value):
-            raise UnsupportedArgument('%s: dict keys must be str or int constants' % path)
+            raise UnsupportedArgument(Reason.DICT_KEY_ARGUMENT,
+                                      '%s: dict keys must be str or int constants' % path)
         children = [node_for(v, '%s[%r]' % (path, k), shapes, seen, dynamic)
                     for k, v in value.items()]
         return DictNode(path, value, children)

@@ -7,6 +7,7 @@ import tensorflow as tf
 import janus
 from janus.errors import ConversionError, ScalarValueNeeded
 from janus.graphgen import build, retrace, tracer
+from janus.reasons import Reason
 from conftest import assert_same
 
 
@@ -26,8 +27,8 @@ def test_a_retrace_loop_that_never_settles_stops_at_the_bound(monkeypatch):
     def always_a_new_site(fn, converted, bound, signature, plan, *args, **kwargs):
         traces.append(plan)
         key = (fn.__code__, 1000 + len(traces))   # a fresh site each time: never settles
-        raise retrace.AssumeInstead(ConversionError('cannot build'), frozenset(),
-                                    {key: ((True,), 'cannot build')})
+        raise retrace.AssumeInstead(ConversionError(Reason.TRACE_FAILED, 'cannot build'), frozenset(),
+                                    {key: ((True,), Reason.TRACE_FAILED, 'cannot build')})
     monkeypatch.setattr(tracer, 'trace', always_a_new_site)
     jf = janus.function(_step, profile_calls=1)
     for x in _calls():
@@ -44,7 +45,7 @@ def test_exact_shapes_are_asked_for_once(monkeypatch):
     def wants_exact_shapes(fn, converted, bound, signature, plan, heap_shapes=None,
                            *args, **kwargs):
         requests.append(heap_shapes)
-        raise retrace.ExactShapes(ConversionError('a relaxed dimension broke it'))
+        raise retrace.ExactShapes(ConversionError(Reason.TRACE_FAILED, 'a relaxed dimension broke it'))
     monkeypatch.setattr(tracer, 'trace', wants_exact_shapes)
     jf = janus.function(_step, profile_calls=1)
     for x in _calls(3):
@@ -58,7 +59,7 @@ def test_a_request_that_changes_nothing_leaves_its_error_standing(monkeypatch):
 
     def needs_no_new_number(fn, converted, bound, signature, plan, *args, **kwargs):
         requests.append(plan)
-        raise retrace.PinNumbers(ScalarValueNeeded((), 'needs a value it has already'))
+        raise retrace.PinNumbers(ScalarValueNeeded((), Reason.TRACE_FAILED, 'needs a value it has already'))
     monkeypatch.setattr(tracer, 'trace', needs_no_new_number)
     jf = janus.function(_step, profile_calls=1)
     for x in _calls(3):

@@ -34,6 +34,7 @@ from janus.config import config
 from janus.errors import ConversionError
 from janus.events import EventKind
 from janus.graphgen import retrace, tracer
+from janus.reasons import Reason
 
 MAX_TRACES = 32   # per build; the written bound above is far lower in practice
 
@@ -52,7 +53,7 @@ class _Build:
     """One build's changing inputs (the function's state holds the lasting ones)."""
     fn: typing.Callable               # the Python function traced
     state: typing.Any                 # function_state.FunctionState
-    report: typing.Callable           # (EventKind, text): an event for explain
+    report: typing.Callable           # (EventKind, text, **payload): an event for explain
     assume_instead: dict = dataclasses.field(default_factory=dict)   # key -> sequence
     exact: bool = False               # trace with the call's exact shapes
     traces: int = 0
@@ -85,7 +86,8 @@ def build(fn, state, arguments, bound, convert, report, *, profile_calls, distri
         if run.traces >= MAX_TRACES:   # a janus bug: the call shape runs imperatively
             bug = AssertionError('janus traced one call shape %d times without settling '
                                  '(graphgen/build.py: the bound)' % run.traces)
-            return Refused(ConversionError('janus internal error while tracing: %s' % bug),
+            return Refused(ConversionError(Reason.INTERNAL_ERROR,
+                                           'janus internal error while tracing: %s' % bug),
                            shape_signature, internal=bug)
 
 
@@ -109,7 +111,8 @@ def _trace_once(run, converted, bound, arguments, shape_signature, distributed, 
     except ConversionError as e:
         return Refused(e, shape_signature)
     except Exception as e:  # noqa: BLE001 - a tracer bug: this call shape runs imperatively
-        return Refused(ConversionError('janus internal error while tracing: %s: %s'
+        return Refused(ConversionError(Reason.INTERNAL_ERROR,
+                                       'janus internal error while tracing: %s: %s'
                                        % (type(e).__name__, e)), shape_signature, internal=e)
     if _relax_evolving(run, result.evolving):
         return None
@@ -126,7 +129,7 @@ def _signature(state, arguments, exact):
         shapes = state.profile.shapes if config.relax_shapes else None
         return guards.Signature(arguments, shapes, state.scalars.dynamic, state.opaque_lists)
     except guards.UnsupportedArgument as e:
-        return Refused(ConversionError('unsupported argument %s' % e))
+        return Refused(ConversionError(e.reason, 'unsupported argument %s' % e))
 
 
 def _honour(run, request):
@@ -143,7 +146,7 @@ def _honour(run, request):
             return False
         run.exact = True
         run.report(EventKind.RELAXED_SHAPES_FAILED, '%s; built with exact shapes instead'
-                   % request.error)
+                   % request.error, error=request.error)
         return True
     return False   # RelaxEvolving: the caller's fallback step does it
 
@@ -151,11 +154,12 @@ def _honour(run, request):
 def _assume_instead(run, sites):
     """Sites whose real control flow failed to build are assumed in the next trace."""
     fresh = {key: value for key, value in sites.items() if key not in run.assume_instead}
-    for key, (sequence, reason) in fresh.items():
+    for key, (sequence, reason, context) in fresh.items():
         run.assume_instead[key] = sequence
         run.report(EventKind.ASSUMED_INSTEAD, '%s: real control flow failed to build (%s); '
                    'its outcome is assumed instead, and calls that take the other path '
-                   'run imperatively' % (run.state.site_name(key), reason))
+                   'run imperatively' % (run.state.site_name(key), context),
+                   reason=reason, sites=(key,))
     return bool(fresh)
 
 

@@ -17,6 +17,7 @@ import weakref
 import astunparse
 import gast
 
+from janus.reasons import Reason
 from janus.errors import ConversionError
 from janus.graphgen.converters import (attributes, calls, common, control, declared, jumps,
                                        literals, names, observations, returns, unsupported)
@@ -74,13 +75,15 @@ class _Compiled:
 class _Failed:
     """A code object that does not convert: the error's parts (not the raised error,
     whose traceback would keep the function and its frames alive)."""
-    reason: str
+    reason: Reason
+    context: str
     filename: str
     lineno: int
     source_line: str
 
     def error(self):
-        return ConversionError(self.reason, self.filename, self.lineno, self.source_line)
+        return ConversionError(self.reason, self.context, self.filename, self.lineno,
+                               self.source_line)
 
 
 class _PassContext:
@@ -147,7 +150,7 @@ def _convert(fn):
         try:
             compiled = _convert_code(fn)
         except ConversionError as e:
-            compiled = _Failed(e.reason, e.filename, e.lineno, e.source_line)
+            compiled = _Failed(e.reason, e.context, e.filename, e.lineno, e.source_line)
         _by_code.put(fn.__code__, compiled)
     if isinstance(compiled, _Failed):
         raise compiled.error()
@@ -157,12 +160,13 @@ def _convert(fn):
 def _convert_code(fn):
     import inspect
     if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
-        raise ConversionError('janus does not convert generators or coroutines (%s)'
+        raise ConversionError(Reason.GENERATOR,
+                              'janus does not convert generators or coroutines (%s)'
                               % fn.__qualname__, fn.__code__.co_filename, fn.__code__.co_firstlineno)
     try:
         tree, filename, source_lines = parser.parse_function(fn)
     except parser.NoSource as e:
-        raise ConversionError(str(e), fn.__code__.co_filename,
+        raise ConversionError(e.reason, str(e), fn.__code__.co_filename,
                               fn.__code__.co_firstlineno) from e
     tree = mangling.mangle(tree, mangling.owner_class(fn))   # self.__x as in the class body
     first_lineno = tree.lineno

@@ -52,7 +52,7 @@ class Plan:
         self.evaluations = collections.Counter()   # (code, site) -> evaluations so far in this trace
         self._assumed = {}                         # (code, site) -> sequence assumed (for explain)
         self.chose_dynamic = {}                    # (code, site) -> the sequence it could assume
-        self._failed = {}                          # (code, site) -> (sequence, why it failed)
+        self._failed = {}                          # (code, site) -> (sequence, Reason, message)
 
     def decide(self, key):
         """The assumed outcome of the next evaluation of site ``key``, or DYNAMIC."""
@@ -101,9 +101,10 @@ class Plan:
         self.chose_dynamic[key] = self._assumed.pop(key)
         return True
 
-    def cannot_build(self, key, reason, value_needed=False):
-        """Real control flow at ``key`` failed to build: True when the site can be
-        assumed instead (the janus function traces again, assuming it there).
+    def cannot_build(self, key, reason, context, value_needed=False):
+        """Real control flow at ``key`` failed to build (for ``reason``, a ``Reason``;
+        ``context``: the refusal's message): True when the site can be assumed
+        instead (the janus function traces again, assuming it there).
         ``value_needed``: it failed for a relaxed number's value; unless the profile
         showed one sequence there, specializing the number (a graph per value) is
         better than an assumption its changing values would break."""
@@ -112,7 +113,7 @@ class Plan:
             sequence = self.fallback_sequences.get(key)
         if sequence is None or key in self.unbuildable:
             return False
-        self._failed[key] = (sequence, reason)
+        self._failed[key] = (sequence, reason, context)
         return True
 
     def is_dynamic_scalar(self, source):

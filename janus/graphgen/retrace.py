@@ -33,7 +33,7 @@ class Retrace(Exception):
 class AssumeInstead(Retrace):
     """Real control flow failed to build at ``sites``; assume their outcomes instead
     (``graphgen/plan.py``: ``Plan.cannot_build``).  ``sites``: (code, site) ->
-    (sequence to assume, why the control flow failed)."""
+    (sequence to assume, its ``Reason``, the refusal's message)."""
 
     def __init__(self, error, evolving, sites: dict):
         super().__init__(error, evolving)

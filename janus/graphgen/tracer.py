@@ -24,6 +24,7 @@ import time
 import tensorflow as tf
 from tensorflow.python.framework import auto_control_deps_utils as acd_utils
 
+from janus.reasons import Reason
 from janus import errors, guards
 from janus.config import config
 from janus.errors import ConversionError
@@ -67,11 +68,13 @@ def _template(value, outputs, ctx, memo):
     if source is not None:
         return templates.FromSource(source)
     if isinstance(value, tf.Variable):
-        raise errors.Unsupported('janus cannot return a tf.Variable made inside the call')
+        raise errors.Unsupported(Reason.RETURN_VALUE,
+                                 'janus cannot return a tf.Variable made inside the call')
     if isinstance(value, tf.TensorShape):
         if not value.is_fully_defined():
-            raise errors.Unsupported('janus cannot return or print a shape that is only '
-                                        'known at run time (%s)' % value)
+            raise errors.Unsupported(Reason.UNKNOWN_SHAPE,
+                                     'janus cannot return or print a shape that is only '
+                                     'known at run time (%s)' % value)
         return templates.Const(tf.TensorShape(value.as_list()))
     if type(value) in (list, dict) or isinstance(value, tuple):
         if type(value) in (list, dict) and not ctx.is_snapshot(value):
@@ -81,8 +84,11 @@ def _template(value, outputs, ctx, memo):
         shared = memo[id(value)] = templates.Shared(None)
         shared.template = _container_template(value, outputs, ctx, memo)
         return shared
-    raise errors.Unsupported('janus cannot return a %s created inside the call from a graph'
-                                % type(value).__name__)
+    # A local a tensor-dependent if left two values: refused for its own reason.
+    trace_context.refuse_unmerged(value)
+    raise errors.Unsupported(Reason.RETURN_VALUE,
+                             'janus cannot return a %s created inside the call from a graph'
+                             % type(value).__name__)
 
 
 def _chosen_tensor(value, out, outputs, ctx, memo):
@@ -154,7 +160,7 @@ def _changes_state(op):
     """Whether ``op`` itself changes state, by its definition (``effects.py``)."""
     kind = effects.effect(op)
     if kind is effects.Effect.UNREPRODUCIBLE:
-        raise errors.Unsupported(effects.unreproducible_reason(op))
+        raise errors.Unsupported(Reason.RANDOM_OPS, effects.unreproducible_reason(op))
     return kind is effects.Effect.CHANGE
 
 
@@ -180,6 +186,7 @@ def defer_state_updates(graph, assert_ops):
     for op in mutating:
         if op in asserting and not op.type.startswith('Janus>'):
             raise errors.Unsupported(
+                Reason.STATE_CHANGE_AND_CHECK,
                 'a tensor-dependent loop or branch both changes state and checks an assumption '
                 '(%s); janus cannot order the change after the check' % op.type)
     if not mutating:
@@ -192,6 +199,7 @@ def defer_state_updates(graph, assert_ops):
         if op in mutating or (op._id > first_change and op._is_stateful
                               and op not in asserting):
             raise errors.Unsupported(
+                Reason.CHECK_AFTER_STATE_CHANGE,
                 'an assumption depends on a state change made earlier in the same call (%s); '
                 'janus cannot check it before the change' % op.type)
     for op in mutating:
@@ -326,8 +334,9 @@ def _descendants(ops, roots):
 # -- tracing ---------------------------------------------------------------
 
 def _refuse_variable_creation(next_creator, **kwargs):
-    raise errors.Unsupported('the function creates a tf.Variable on every call; create '
-                                'variables outside it (or let a profiled call build the layer)')
+    raise errors.Unsupported(Reason.VARIABLE_CREATION,
+                             'the function creates a tf.Variable on every call; create '
+                             'variables outside it (or let a profiled call build the layer)')
 
 
 def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=False,
@@ -368,7 +377,7 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
             raise   # as it is, its own cause kept
         raise failed from e
     except Exception as e:  # any trace-time error: the call runs imperatively
-        error = ConversionError('%s: %s' % (type(e).__name__, e))
+        error = ConversionError(_trace_failure(e), '%s: %s' % (type(e).__name__, e))
         raise _locate(_value_needed(ctx, error), ctx, converted, sys.exc_info()[2]) from e
     finally:
         library_state.restore(ctx)   # Keras's changes at trace time are replayed per run
@@ -383,7 +392,8 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
             # An op may fail after a change janus cannot undo (an iterator draw, a
             # print op), and the Python writes and prints before it wait for the run's
             # end: eager's state at that error could be neither restored nor shown.
-            raise ConversionError('an op of this call may fail after a state change janus '
+            raise ConversionError(Reason.UNDOABLE_FAILURE,
+                                  'an op of this call may fail after a state change janus '
                                   'cannot undo (%s), with Python writes before it' % restore[1])
     assumed_sites = ctx.plan.assumed()
     return GraphEntry(
@@ -458,10 +468,11 @@ def _graph_body(ctx, converted, bound, signature, holder):
             ctx.stack.pop()
             trace_context.exit_trace()
         if ctx.refusals:
-            raise errors.Unsupported(ctx.refusals[0])
+            raise errors.Unsupported(*ctx.refusals[0])
         if ctx.soft_conditions:
-            raise errors.Unsupported('a distributed step made assumptions after its '
-                                        'agreement (janus.runtime.distributed.agree)')
+            raise errors.Unsupported(Reason.DISTRIBUTED_AGREEMENT,
+                                     'a distributed step made assumptions after its '
+                                     'agreement (janus.runtime.distributed.agree)')
         holder['closed'] = _close_graph(ctx, result, flat_inputs)
         return holder['closed'].outputs
     return body
@@ -496,11 +507,12 @@ def _check_library_left_nothing(ctx):
     leak = library_state.leaked(ctx, ctx._keep)
     if leak is not None:
         raise ConversionError(
-            'library code kept a graph tensor in %s while janus traced it (it would keep '
-            'it, not one value per call); janus does not convert that call' % leak)
+            Reason.LIBRARY_SIDE_EFFECT, 'library code kept a graph tensor in %s while janus '
+            'traced it (it would keep it, not one value per call); janus does not convert that '
+            'call' % leak)
     if ctx.needs_value:   # library code swallowed the refusal: the trace is not used
-        raise _value_needed(ctx, ConversionError('library code used a number from outside '
-                                                 'the call'))
+        raise _value_needed(ctx, ConversionError(Reason.NUMBER_VALUE_NEEDED, 'library code used '
+                                                 'a number from outside the call'))
 
 
 def _add_guards_taken_after_the_trace(ctx, bound):
@@ -565,8 +577,17 @@ def _value_needed(ctx, error):
     needed its value (the janus function then traces with those numbers constant)."""
     if not ctx.needs_value or isinstance(error, errors.ScalarValueNeeded):
         return error
-    return errors.ScalarValueNeeded(ctx.needs_value, error.reason, error.filename,
-                                    error.lineno, error.source_line)
+    return errors.ScalarValueNeeded(ctx.needs_value, error.reason, error.context,
+                                    error.filename, error.lineno, error.source_line)
+
+
+def _trace_failure(error):
+    """The Reason for a TF or Python exception raised while tracing: a graph tensor's
+    missing ``numpy``/``item`` (the user asked for a value only the run has), else
+    the line fails when traced."""
+    if isinstance(error, AttributeError) and getattr(error, 'name', None) in ('numpy', 'item'):
+        return Reason.NUMPY_IN_GRAPH
+    return Reason.TRACE_FAILED
 
 
 def _locate(error, ctx, converted, tb):
@@ -582,8 +603,9 @@ def _locate(error, ctx, converted, tb):
         return error
     line = _read_line(filename, lineno)
     if isinstance(error, errors.ScalarValueNeeded):
-        return errors.ScalarValueNeeded(error.lineage, error.reason, filename, lineno, line)
-    return ConversionError(error.reason, filename, lineno, line)
+        return errors.ScalarValueNeeded(error.lineage, error.reason, error.context, filename,
+                                        lineno, line)
+    return ConversionError(error.reason, error.context, filename, lineno, line)
 
 
 def _read_line(filename, lineno):

@@ -30,12 +30,17 @@ import types
 
 import gast
 
+from janus.reasons import Reason
 from janus.pyct import recompile
 
 
 class NoSource(Exception):
     """The function has no retrievable source (builtin, exec, interactive), or the
-    source its file holds now is not the code Python runs."""
+    source its file holds now is not the code Python runs (``reason``)."""
+
+    def __init__(self, message, reason=Reason.NO_SOURCE):
+        self.reason = reason
+        super().__init__(message)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +83,7 @@ def parse_function(fn):
             return tree, filename, source_lines
     raise NoSource('the source of %s in its file is not the code Python runs (%s): the file '
                    'was rewritten or edited after the definition'
-                   % (fn.__qualname__, problem))
+                   % (fn.__qualname__, problem), Reason.SOURCE_CHANGED)
 
 
 # filename -> _ParsedFile: functions of one file (a lambda made anew every step) are

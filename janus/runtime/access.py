@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from janus import callables, guards, pytypes
 from janus.config import config
+from janus.reasons import Reason
 from janus.guards import GuardKind
 from janus.runtime import fallible, observe, scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Write, WriteKind
@@ -101,12 +102,14 @@ _PLAIN_GETATTRIBUTE = (object.__getattribute__, tuple.__getattribute__, list.__g
 def _check_plain_attribute(obj, name, writing=False, value=None):
     kind = type(obj)
     if kind.__getattribute__ not in _PLAIN_GETATTRIBUTE or hasattr(kind, '__getattr__'):
-        raise Unsupported('janus does not convert reads through a custom __getattr__/'
+        raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                          'janus does not convert reads through a custom __getattr__/'
                           '__getattribute__ (%s.%s)' % (kind.__name__, name))
     if writing and (kind.__setattr__ is not object.__setattr__
                     or kind.__delattr__ is not object.__delattr__) \
             and not _library_setattr_keeps(kind, value):
-        raise Unsupported('janus does not convert writes through a custom __setattr__ (%s.%s)'
+        raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                          'janus does not convert writes through a custom __setattr__ (%s.%s)'
                           % (kind.__name__, name))
     for klass in kind.__mro__:
         found = klass.__dict__.get(name)
@@ -123,7 +126,8 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
                 if writing and isinstance(found, property) and found.fset is None:
                     _refuse_write(kind, name, 'a property without a setter')
                 return
-            raise Unsupported('janus does not convert reads of the property or descriptor '
+            raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                              'janus does not convert reads of the property or descriptor '
                               '%s.%s (it may run code with side effects)' % (kind.__name__, name))
         if found is not None:
             break   # a plain class attribute: a write goes to the instance's dict
@@ -135,7 +139,8 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
 def _refuse_write(kind, name, why):
     """A write Python rejects: refused at trace time, so the call runs imperatively
     and raises at that line, before any later state change (never at write-back)."""
-    raise Unsupported('janus does not convert writing %s.%s: Python raises AttributeError '
+    raise Unsupported(Reason.PYTHON_RAISES,
+                      'janus does not convert writing %s.%s: Python raises AttributeError '
                       '(%s)' % (kind.__name__, name, why))
 
 
@@ -159,7 +164,8 @@ def attr(obj, name):
             and ctx.is_input_tensor(obj):
         # A reference is the tensor's identity as a hashable key; a graph input's is
         # not the eager tensor's (``is`` is answered in observe.compare instead).
-        raise Unsupported('janus does not convert tensor.%s() (a key by identity: the graph '
+        raise Unsupported(Reason.TENSOR_KEY,
+                          'janus does not convert tensor.%s() (a key by identity: the graph '
                           'tensor is not the eager one); compare with `is`' % name)
     if isinstance(obj, tf.Tensor) and not isinstance(obj, guards.EagerTensor):
         return _tensor_attribute(obj, name)
@@ -213,7 +219,8 @@ class EagerOnly:
         self.name = name
 
     def refuse(self, *args, **kwargs):
-        raise Unsupported('janus does not convert using tensor.%s: eagerly it is the value or '
+        raise Unsupported(Reason.NUMPY_IN_GRAPH,
+                          'janus does not convert using tensor.%s: eagerly it is the value or '
                           'placement of an eager tensor, which only the graph run has' % self.name)
 
     __call__ = __bool__ = __str__ = __format__ = __eq__ = __iter__ = __len__ = refuse
@@ -242,7 +249,8 @@ def class_of(ctx, value):
     object too (``cls = type(self); cls.steps += 1``), read through ``type(...)`` of
     the object's source on every call; a graph tensor's type differs (refused)."""
     if isinstance(value, (tf.Tensor, tf.Variable)):
-        raise Unsupported('janus does not convert type() of a tensor (a graph tensor is '
+        raise Unsupported(Reason.TENSOR_TYPE,
+                          'janus does not convert type() of a tensor (a graph tensor is '
                           'not an EagerTensor); use isinstance(x, tf.Tensor)')
     kind = type(value)
     source = ctx.source_of(value)
@@ -281,7 +289,8 @@ def _check_class_attribute(cls, name, writing=False):
         found = vars(klass).get(name)
         if found is not None and hasattr(type(found), '__set__' if writing else '__get__') \
                 and klass.__module__ != 'builtins':
-            raise Unsupported('janus does not convert %s the attribute %s.%s (a descriptor of '
+            raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                              'janus does not convert %s the attribute %s.%s (a descriptor of '
                               'its metaclass)' % ('writing' if writing else 'reading',
                                                   cls.__name__, name))
     if writing:
@@ -293,7 +302,8 @@ def _check_class_attribute(cls, name, writing=False):
         if hasattr(type(found), '__get__') and not isinstance(
                 found, (types.FunctionType, staticmethod, classmethod)) \
                 and type(found).__module__ != 'builtins' and not callables.is_janus(found):
-            raise Unsupported('janus does not convert reads of the descriptor %s.%s (it may '
+            raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                              'janus does not convert reads of the descriptor %s.%s (it may '
                               'run code with side effects)' % (cls.__name__, name))
         return
 
@@ -333,7 +343,8 @@ def setattr_(obj, name, value):
         ctx.provenance(obj, 'writing .%s' % name)   # the call's own object, or refused
         if whitelist.is_library_object(obj) or isinstance(obj, types.ModuleType) \
                 or is_plain_class(obj):
-            raise Unsupported('janus does not convert setting attributes of a %s it did not '
+            raise Unsupported(Reason.OUTSIDE_VALUE,
+                              'janus does not convert setting attributes of a %s it did not '
                               'read from outside the call' % type(obj).__name__)
         _writable_context('%s.%s' % (type(obj).__name__, name), shadowed=False)
         setattr(obj, name, value)   # an object made by this call: plain Python
@@ -343,7 +354,8 @@ def setattr_(obj, name, value):
             isinstance(obj, type) and not plain_class):
         if _is_learning_rate_setting(obj, name, value):
             return _set_learning_rate(ctx, obj, source, value)
-        raise Unsupported('janus does not convert setting attributes of %s objects'
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus does not convert setting attributes of %s objects'
                           % type(obj).__name__)
     if plain_class:
         _check_class_attribute(obj, name, writing=True)
@@ -398,7 +410,8 @@ def _via_heap_op(value):
 
 def _refuse_user_key(key):
     if observe.has_user_dunders(key):
-        raise Unsupported('janus does not convert using a %s as a key (its class defines '
+        raise Unsupported(Reason.SPECIAL_METHODS,
+                          'janus does not convert using a %s as a key (its class defines '
                           'special methods, such as __hash__/__eq__, that would run '
                           'unconverted)' % type(key).__name__)
 
@@ -413,12 +426,14 @@ def item(obj, key):
     if source is None:
         ctx.provenance(obj, 'a subscript')   # the call's own container: plain Python
         if observe.user_dunder(obj, '__getitem__') is not None:
-            raise Unsupported('janus does not convert subscripts of a %s, whose class defines '
+            raise Unsupported(Reason.SPECIAL_METHODS,
+                              'janus does not convert subscripts of a %s, whose class defines '
                               '__getitem__' % type(obj).__name__)
         value = obj[key]
         return ctx.made(value) if type(key) is slice else value
     if not pytypes.has_items(obj):
-        raise Unsupported('janus does not convert subscripts of %s objects from outside '
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus does not convert subscripts of %s objects from outside '
                           'the call' % type(obj).__name__)
     if id(obj) in ctx.heap.changed:
         # As changed so far in this call; the items themselves (a slice: a new list).
@@ -442,7 +457,8 @@ def _list_index(ctx, obj, source, key):
             or id(obj) in ctx.heap.changed:
         return key
     if not -len(obj) <= key < len(obj):
-        raise Unsupported('index %d out of range of a %s of %d from outside the call'
+        raise Unsupported(Reason.PYTHON_RAISES,
+                          'index %d out of range of a %s of %d from outside the call'
                           % (key, type(obj).__name__, len(obj)))
     if key < 0:
         ctx.add_guard(GuardKind.LEN_MATCH, source, (type(obj), len(obj)))
@@ -465,16 +481,19 @@ def setitem(obj, key, value):
     if source is None:
         ctx.provenance(obj, 'an item write')   # the call's own container: plain Python
         if observe.user_dunder(obj, '__setitem__') is not None:
-            raise Unsupported('janus does not convert item writes into a %s, whose class '
+            raise Unsupported(Reason.SPECIAL_METHODS,
+                              'janus does not convert item writes into a %s, whose class '
                               'defines __setitem__' % type(obj).__name__)
         obj[key] = value
         return
     ctx = _writable_context('an item of a %s' % type(obj).__name__)
     model = pytypes.model_of(obj)
     if model is None or not model.item_writes or not _hashable(key):
-        raise Unsupported('janus converts item writes into outside lists and dicts only')
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus converts item writes into outside lists and dicts only')
     if model.kind is pytypes.Kind.LIST and type(key) is not int:
-        raise Unsupported('janus converts item writes into outside lists by int index only')
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus converts item writes into outside lists by int index only')
     if model.kind is pytypes.Kind.LIST:
         _check_list_index(ctx, obj, source, key)
     if id(obj) in ctx.heap.changed or (model.kind is pytypes.Kind.DICT and key not in obj
@@ -497,7 +516,8 @@ def _check_list_index(ctx, obj, source, key):
     call's own appends only grow the list, so an index within the length it had
     before them stays valid; any other index is refused (IndexError eagerly)."""
     if not -len(obj) <= key < len(obj):
-        raise Unsupported('janus does not convert writing item %d of a list of %d from '
+        raise Unsupported(Reason.PYTHON_RAISES,
+                          'janus does not convert writing item %d of a list of %d from '
                           'outside the call (Python raises IndexError unless the call grew '
                           'it first)' % (key, len(obj)))
     ctx.add_guard(GuardKind.LEN_MATCH, source, (type(obj), len(obj)))
@@ -506,5 +526,6 @@ def _check_list_index(ctx, obj, source, key):
 def enter(manager):
     if whitelist.is_library_object(manager):
         return manager
-    raise Unsupported('janus converts `with` only for TF/Keras context managers, not %s'
+    raise Unsupported(Reason.CONTEXT_MANAGER,
+                      'janus converts `with` only for TF/Keras context managers, not %s'
                       % type(manager).__name__)

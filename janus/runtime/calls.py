@@ -18,6 +18,7 @@ import types
 import tensorflow as tf
 from tensorflow.python.framework import func_graph, tensor_util
 
+from janus.reasons import Reason
 from janus import callables, guards, pytypes
 from janus.guards import GuardKind
 from janus.runtime import access, control, fallible, layers, observe, scalars, whitelist
@@ -48,7 +49,8 @@ def call(__callee, /, *args, **kwargs):
     if answer is not None:
         return ctx.made_result(_as_eagerly(callee, answer, args, kwargs), deep=True)
     if whitelist.is_blocklisted(callee):
-        raise Unsupported('janus does not convert calls to %s: it reads or changes TF\'s '
+        raise Unsupported(Reason.UNCONVERTED_CALL,
+                          'janus does not convert calls to %s: it reads or changes TF\'s '
                           'global state, which a graph would do once, when traced'
                           % _name(callee))
     if callee in (getattr, hasattr) and not kwargs and 2 <= len(args) <= 3 \
@@ -84,7 +86,8 @@ def call(__callee, /, *args, **kwargs):
         return ctx.made_result(_call_keras_layer(ctx, callee, args, kwargs), deep=True)
     if isinstance(call_method, types.FunctionType):
         return _inline(ctx, call_method, (callee,) + args, kwargs)
-    raise Unsupported('janus does not convert calls to %s; only TF/Keras APIs, whitelisted '
+    raise Unsupported(Reason.UNCONVERTED_CALL,
+                      'janus does not convert calls to %s; only TF/Keras APIs, whitelisted '
                       'builtins and your own Python functions are converted' % _name(callee))
 
 
@@ -165,7 +168,7 @@ def _as_eagerly(callee, answer, args, kwargs):
             and not isinstance(value, guards.EagerTensor):
         return _static_value(value, bound.arguments.get('partial', False))
     if answer is whitelist.TraceTimeOnly.REFUSED:
-        raise Unsupported('janus does not convert calls to %s: %s'
+        raise Unsupported(Reason.UNCONVERTED_CALL, 'janus does not convert calls to %s: %s'
                           % (_name(callee), answer.value))
     return callee(*args, **kwargs)   # not about a graph tensor: the same answer
 
@@ -176,7 +179,8 @@ def _static_value(tensor, partial):
     on every call the graph serves; a value only the run knows refuses."""
     value = tensor_util.constant_value(tensor, partial=partial)
     if value is None or value.dtype == object and any(v is None for v in value.flat):
-        raise Unsupported('janus does not convert tf.get_static_value() of a tensor whose value '
+        raise Unsupported(Reason.NUMPY_IN_GRAPH,
+                          'janus does not convert tf.get_static_value() of a tensor whose value '
                           'only the graph run knows (eagerly it is always known)')
     return value[()] if value.ndim == 0 else value   # eager's numpy(): a NumPy scalar
 
@@ -224,7 +228,8 @@ def _call_keras_layer(ctx, layer, args, kwargs):
     if call is None:
         return layer(*args, **kwargs)   # e.g. a Sequential subclass without its own call
     if any(c.fn.__code__ is call.__code__ for c in ctx.stack):
-        raise Unsupported('janus does not convert recursive calls (%s)' % call.__qualname__)
+        raise Unsupported(Reason.RECURSION,
+                          'janus does not convert recursive calls (%s)' % call.__qualname__)
     converted = ctx.convert(call)
     ctx.guard_function(call)
     ctx.register_converted(call.__code__, converted)
@@ -266,14 +271,16 @@ def _guard_library_args(ctx, callee, args, kwargs):
         if ctx.source_of(value) is None:
             ctx.provenance(value, what)
             if observe.has_user_dunders(value):
-                raise Unsupported('janus does not pass your %s object to library code (it '
+                raise Unsupported(Reason.LIBRARY_GETS_OBJECT,
+                                  'janus does not pass your %s object to library code (it '
                                   'would run its special methods unconverted)'
                                   % type(value).__name__)
             return value
         if pytypes.has_items(value) or pytypes.is_set(value):
             return ctx.contents(value)   # a set refuses: its order
         if not _captured_by_identity(value):
-            raise Unsupported('janus does not pass your %s object to library code (it might '
+            raise Unsupported(Reason.LIBRARY_GETS_OBJECT,
+                              'janus does not pass your %s object to library code (it might '
                               'read or change it behind the guards)' % type(value).__name__)
         return value
     return [prepare(v) for v in args], {k: prepare(v) for k, v in kwargs.items()}
@@ -354,11 +361,13 @@ def _call_builtin(ctx, callee, args, kwargs):
             and ctx.source_of(args[0]) is not None:
         items = ctx.set_contents(args[0])   # guarded whole: the result has no order to get wrong
         if callee is sum and not all(type(item) in (int, bool) for item in items):
-            raise Unsupported('janus does not convert sum() of a set of floats from outside '
+            raise Unsupported(Reason.SET_ORDER,
+                              'janus does not convert sum() of a set of floats from outside '
                               'the call (the result depends on the set\'s order)')
         return callee(items)
     if callee in whitelist.KEYED_BUILTINS and kwargs:
-        raise Unsupported('janus does not convert %s() with key=/default=' % callee.__name__)
+        raise Unsupported(Reason.BUILTIN_ARGUMENTS,
+                          'janus does not convert %s() with key=/default=' % callee.__name__)
     if callee in _PASSING_ON and not kwargs:
         # The items are handed on as they are (the loop or the unpacking that takes
         # them guards what it reads): the items themselves, not copies.
@@ -410,7 +419,8 @@ def _call_builtin_method(ctx, callee, args, kwargs):
             plain = (ctx.made([observe.plain_deep(ctx, v) for v in args]),
                      ctx.made({k: observe.plain_deep(ctx, v) for k, v in kwargs.items()}))
             return observe.checked_text(observe.LazyText([(plain, 'format', owner)]))
-        raise Unsupported('janus does not convert str.%s() of a graph value; use an f-string'
+        raise Unsupported(Reason.FORMATTING,
+                          'janus does not convert str.%s() of a graph value; use an f-string'
                           % callee.__name__)
     if callee.__name__ in ('extend', 'update') and len(args) == 1 and not kwargs \
             and isinstance(args[0], (list, tuple, dict)):
@@ -441,7 +451,8 @@ def _call_builtin_method(ctx, callee, args, kwargs):
         # d.update(b=t): one mapping, same order
         args, kwargs = [ctx.made(dict(*args, **kwargs))], {}
     if name not in model.changes or kwargs:
-        raise Unsupported('janus does not convert %s.%s() on a %s from outside the call'
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus does not convert %s.%s() on a %s from outside the call'
                           % (type(owner).__name__, name, type(owner).__name__))
     args = _replayable(model, name, args)
     # Replayed on the real object after a successful run (these methods return None,
@@ -469,11 +480,12 @@ def _call_chosen_method(ctx, method, args, kwargs):
         args = [observe.plain_deep(ctx, v) for v in args]
     if scalars.lineage_deep(list(args)):
         need(scalars.lineage_deep(list(args)), 'storing a number into one of two '
-                     'containers chosen by a tensor-dependent if')
+                     'containers chosen by a tensor-dependent if', Reason.CHOSEN_CONTAINER)
     ctx = _writable_context('a %s (%s)' % (type(chosen.candidates[0][0]).__name__, method.name))
     for owner, condition in chosen.candidates:
         ctx.heap.change(owner, method.name, args)
-        ctx.heap.poison(id(owner), '%s: %r is changed in place (%s) through a name a '
+        ctx.heap.poison(id(owner), Reason.CHOSEN_CONTAINER,
+                        '%s: %r is changed in place (%s) through a name a '
                         'tensor-dependent if chose, so what it holds depends on the run; janus '
                         'does not read it again in the same call (appending more is fine)'
                         % (chosen.where, ctx.source_of(owner), method.name))
@@ -496,13 +508,15 @@ def _replayable(model, name, args):
     else:
         if not all(type(arg) in (list, tuple, dict, str, collections.deque)
                    or type(arg) in (set, frozenset) and len(arg) <= 1 for arg in args):
-            raise Unsupported('janus converts %s.%s() of lists, tuples, dicts, strings and '
+            raise Unsupported(Reason.OUTSIDE_VALUE,
+                              'janus converts %s.%s() of lists, tuples, dicts, strings and '
                               'one-item sets only' % (model.base.__name__, name))
         args = [tuple(arg) if type(arg) in (set, frozenset) else arg for arg in args]
         items = [item for arg in args for item in arg]
     if model.kind is pytypes.Kind.SET and not all(pytypes.is_constant(item) and item == item
                                                   for item in items):
-        raise Unsupported('janus converts adding Python constants (not NaN) to a set from '
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus converts adding Python constants (not NaN) to a set from '
                           'outside the call only')
     return args
 
@@ -521,7 +535,8 @@ def _try_replay(model, owner, method, args):
     elif len(args) == 1 and isinstance(args[0], tf.Tensor) \
             and not isinstance(args[0], guards.EagerTensor):
         if method != 'extend' or not args[0].shape.rank:
-            raise Unsupported('janus does not convert %s.%s() of a graph tensor of %s'
+            raise Unsupported(Reason.UNKNOWN_SHAPE,
+                              'janus does not convert %s.%s() of a graph tensor of %s'
                               % (type(owner).__name__, method, 'unknown rank or a scalar'
                                  if method == 'extend' else 'any shape'))
         return
@@ -534,7 +549,8 @@ def _try_replay(model, owner, method, args):
     except Unsupported:
         raise
     except Exception as e:  # noqa: BLE001 - Python rejects these arguments
-        raise Unsupported('janus does not convert %s.%s() with these arguments: Python raises '
+        raise Unsupported(Reason.PYTHON_RAISES,
+                          'janus does not convert %s.%s() with these arguments: Python raises '
                           '%s (%s)' % (type(owner).__name__, method, type(e).__name__, e)) from None
 
 
@@ -581,7 +597,8 @@ def _refuse_retracing(callee, args, kwargs):
     Python values it reads then): refused, so janus builds an exact-shape graph."""
     for value in tf.nest.flatten((args, kwargs)):
         if isinstance(value, tf.Tensor) and not value.shape.is_fully_defined():
-            raise Unsupported('janus does not call your tf.function %s with a tensor of '
+            raise Unsupported(Reason.TF_FUNCTION_RETRACE,
+                              'janus does not call your tf.function %s with a tensor of '
                               'unknown shape %s (TF would trace it again)'
                               % (_name(callee), value.shape))
 
@@ -604,7 +621,8 @@ def _call_with_tensor_lists(callee, args, kwargs):
     convert = table.get(callee) if args and isinstance(args[0], control.TensorList) else None
     axis = kwargs.get('axis', args[1] if len(args) > 1 else 0)
     if convert is None or len(lists) != 1 or (callee is tf.concat and axis != 0):
-        raise Unsupported('%s: janus supports tf.stack, tf.concat (axis 0), tf.add_n and '
+        raise Unsupported(Reason.GROWN_LIST,
+                          '%s: janus supports tf.stack, tf.concat (axis 0), tf.add_n and '
                           'tf.reduce_* of a list grown in a tensor-dependent loop, not %s'
                           % (lists[0].where, _name(callee)))
     value = convert(args[0])
@@ -619,7 +637,8 @@ def _move_leading_axis(stacked, axis, where):
     """``tf.stack(items, axis)`` from the items stacked along axis 0."""
     rank = stacked.shape.rank
     if rank is None or not isinstance(axis, int) or not -rank <= axis < rank:
-        raise Unsupported('%s: tf.stack(axis=%r) of a list grown in a tensor-dependent loop '
+        raise Unsupported(Reason.GROWN_LIST,
+                          '%s: tf.stack(axis=%r) of a list grown in a tensor-dependent loop '
                           'needs a static axis within the items\' rank' % (where, axis))
     axis %= rank
     return tf.transpose(stacked, list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank)))
@@ -628,7 +647,8 @@ def _move_leading_axis(stacked, axis, where):
 def _inline(ctx, fn, args, kwargs):
     """Inlines a user Python callee by tracing its converted version."""
     if any(c.fn.__code__ is fn.__code__ for c in ctx.stack):   # equal code: another module's
-        raise Unsupported('janus does not convert recursive calls (%s); the function runs '
+        raise Unsupported(Reason.RECURSION,
+                          'janus does not convert recursive calls (%s); the function runs '
                           'imperatively' % fn.__qualname__)
     converted = ctx.convert(fn)
     ctx.guard_function(fn)

@@ -17,6 +17,7 @@ import threading
 import types
 
 from janus.errors import ConversionDeferred
+from janus.reasons import Reason
 from janus.runtime import whitelist
 
 
@@ -50,7 +51,8 @@ def refuse_lazy_build(callee):
             or not callable(getattr(type(owner), 'apply_gradients', None))):
         return
     if getattr(owner, 'built', True) is False:
-        raise ConversionDeferred('%s is not built yet: its first %s() creates its variables, '
+        raise ConversionDeferred(Reason.LAYER_NOT_BUILT,
+                                 '%s is not built yet: its first %s() creates its variables, '
                                  'so this call runs imperatively and a later one converts'
                                  % (type(owner).__name__, callee.__name__))
 

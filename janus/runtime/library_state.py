@@ -31,6 +31,7 @@ import threading
 
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus import guards, sources
 from janus.runtime import trace_context, whitelist
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -130,7 +131,8 @@ def _wrap_add(layer_class):
         before = list(losses)
         result = original(self, loss)
         if len(losses) < len(before) or any(a is not b for a, b in zip(before, losses)):
-            _refuse(ctx, 'Keras changed the losses of %s other than by adding to them'
+            _refuse(ctx, Reason.LIBRARY_SIDE_EFFECT,
+                    'Keras changed the losses of %s other than by adding to them'
                     % _name(self))
         if len(losses) > len(before):
             record.live = True
@@ -144,18 +146,18 @@ def _record(ctx, layer, record, method, args):
     try:
         ctx = trace_context.writable_context('the losses of %s' % _name(layer))
     except trace_context.Unsupported as e:
-        _refuse(ctx, str(e))
+        _refuse(ctx, e.reason, e.context)
     # janus's own record of the call (the arguments list and the losses list in it).
     args = [ctx.made(list(arg)) if type(arg) is list else arg for arg in args]
     ctx.heap.writes.append(Write(WriteKind.CALL, record.target, method, ctx.made(args), None))
 
 
-def _refuse(ctx, reason):
+def _refuse(ctx, reason, context):
     """Raises Unsupported, remembered on the trace (Keras code may swallow it)."""
     refusals = ctx.refusals
     if refusals is not None:
-        refusals.append(reason)
-    raise trace_context.Unsupported(reason)
+        refusals.append((reason, context))
+    raise trace_context.Unsupported(reason, context)
 
 
 def _name(layer):

@@ -18,6 +18,7 @@ import types
 
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus import guards, pytypes
 from janus.guards import GuardKind
 from janus.runtime import fallible, scalars, whitelist
@@ -112,7 +113,8 @@ def refuse_user_dunders(callee, args):
         items = value if type(value) in (list, tuple) else (value,)
         for item in items:
             if has_user_dunders(item):
-                raise Unsupported('janus does not convert %s() of a %s, whose class defines '
+                raise Unsupported(Reason.SPECIAL_METHODS,
+                                  'janus does not convert %s() of a %s, whose class defines '
                                   'its own special methods' % (getattr(callee, '__name__', callee),
                                                                type(item).__name__))
 
@@ -120,7 +122,8 @@ def refuse_user_dunders(callee, args):
 def _refuse_user_code(value, names, what):
     for name in names:
         if user_dunder(value, name) is not None:
-            raise Unsupported('janus does not convert %s of a %s, whose class defines %s'
+            raise Unsupported(Reason.SPECIAL_METHODS,
+                              'janus does not convert %s of a %s, whose class defines %s'
                               % (what, type(value).__name__, name))
 
 
@@ -163,7 +166,8 @@ def _refuse_opaque_text(ctx, value, depth=0):
     model = pytypes.model_of(value)
     if ctx.source_of(value) is not None and not whitelist.is_library_object(value) \
             and (model is None or model.container):
-        raise Unsupported('janus does not convert formatting a %s from outside the call '
+        raise Unsupported(Reason.FORMATTING,
+                          'janus does not convert formatting a %s from outside the call '
                           '(its text would be frozen into the graph)' % type(value).__name__)
     elif type(value) in (list, tuple):
         for item in value:
@@ -300,7 +304,8 @@ def compare_chain(ops, *thunks):
         writes = len(ctx.heap.writes)
         right = thunk()
         if graph_so_far and len(ctx.heap.writes) != writes:
-            raise Unsupported('janus does not convert a chained comparison whose later '
+            raise Unsupported(Reason.CHAINED_COMPARISON,
+                              'janus does not convert a chained comparison whose later '
                               'operands change state after a tensor-dependent comparison')
         step = compare(op, left, right)
         result = step if result is None else _chain_and(result, step)
@@ -326,7 +331,8 @@ def _chain_and(so_far, step):
             and so_far.shape.rank == 0 and step.shape.rank == 0 \
             and so_far.dtype == tf.bool and step.dtype == tf.bool:
         return tf.logical_and(so_far, step)   # eager's `and` of bool scalars: one of them
-    raise Unsupported('janus does not convert this chained comparison (its result type '
+    raise Unsupported(Reason.CHAINED_COMPARISON,
+                      'janus does not convert this chained comparison (its result type '
                       'would depend on run-time values)')
 
 
@@ -345,10 +351,12 @@ def _contains(ctx, container, key):
         ctx.provenance(container, '`in`')
         return key in container
     if not pytypes.observes(container, 'in'):
-        raise Unsupported('janus does not convert `in` on a %s from outside the call'
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus does not convert `in` on a %s from outside the call'
                           % type(container).__name__)
     if has_user_dunders(key):
-        raise Unsupported('janus does not convert `in` with a %s (its __hash__/__eq__ would '
+        raise Unsupported(Reason.SPECIAL_METHODS,
+                          'janus does not convert `in` with a %s (its __hash__/__eq__ would '
                           'run unconverted)' % type(key).__name__)
     if _changed(ctx, container):
         return key in _now(ctx, container)   # every item guarded by contents
@@ -357,7 +365,8 @@ def _contains(ctx, container, key):
         ctx.add_guard(GuardKind.CONTAINS_MATCH, source, (type(container), key, found))
         return found
     if not pytypes.has_items(container):
-        raise Unsupported('janus does not convert `in` on a %s from outside the call with a '
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus does not convert `in` on a %s from outside the call with a '
                           '%s key' % (type(container).__name__, type(key).__name__))
     ctx.guard_deep(container)
     return key in container
@@ -391,7 +400,8 @@ def _binop(ctx, op, left, right):
             if not isinstance(left, str) or _holds_tensor(right):
                 # A tensor's value can make the format raise (``'%d' % inf``) after
                 # the graph changed state; numbers from outside are tried out below.
-                raise Unsupported("janus does not convert '%'-formatting of a graph value; "
+                raise Unsupported(Reason.FORMATTING,
+                                  "janus does not convert '%'-formatting of a graph value; "
                                   "use an f-string")
             return checked_text(LazyText([(right, '%', left)]))   # formatted after the run
         return fn(left, right)
@@ -508,7 +518,8 @@ def unpack(value, shape=None):
     elif _outside_container(ctx, value):
         value = ctx.view(value)   # the items themselves, each read guarded (a set refuses)
     elif not whitelist.is_library_object(value):
-        raise Unsupported('janus does not convert unpacking a %s from outside the call'
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus does not convert unpacking a %s from outside the call'
                           % type(value).__name__)
     if shape is None or type(value) not in (list, tuple) or not any(shape):
         return value
@@ -582,7 +593,8 @@ class LazyText:
         return [part[0] for part in self.parts if not isinstance(part, str)]
 
     def refuse(self, *args, **kwargs):
-        raise Unsupported('janus converts a string that depends on a graph value (an f-string '
+        raise Unsupported(Reason.FORMATTING,
+                          'janus converts a string that depends on a graph value (an f-string '
                           'or str() of a tensor) only to print, return or store it, not to '
                           'compute with it')
 
@@ -597,7 +609,8 @@ def _needs_run_values(value, depth=0):
     if isinstance(value, (tf.Tensor, LazyText)):
         return not isinstance(value, guards.EagerTensor)
     if isinstance(value, tf.Variable):
-        raise Unsupported('janus does not convert formatting a tf.Variable into a string '
+        raise Unsupported(Reason.FORMATTING,
+                          'janus does not convert formatting a tf.Variable into a string '
                           '(format v.read_value() or a tensor instead)')
     if isinstance(value, (list, tuple, dict)) and depth < 8:
         items = value.values() if isinstance(value, dict) else value
@@ -651,7 +664,8 @@ def checked_text(text):
             continue
         value, conversion, spec = part
         if _is_graph_tensor(value) and value.shape.rank is None and conversion is None and spec:
-            raise Unsupported('janus does not convert formatting a tensor of unknown rank with '
+            raise Unsupported(Reason.FORMATTING,
+                              'janus does not convert formatting a tensor of unknown rank with '
                               'a format spec (%r): it raises for all but a scalar' % spec)
         for k in range(_SAMPLE_COUNT):
             try:
@@ -659,7 +673,8 @@ def checked_text(text):
             except Unsupported:
                 raise
             except Exception as e:  # noqa: BLE001 - the format fails for some values
-                raise Unsupported('janus does not convert this formatting of a graph value: it '
+                raise Unsupported(Reason.FORMATTING,
+                                  'janus does not convert this formatting of a graph value: it '
                                   'would raise %s (%s) for some values it may have, after the '
                                   'graph changed state' % (type(e).__name__, e)) from None
     return text
@@ -705,7 +720,8 @@ def _tensor_sample(tensor, k):
     formatting depends on the rank, not the size) holding sample ``k`` of its dtype."""
     dtype = tensor.dtype.base_dtype
     if not dtype.is_numpy_compatible:
-        raise Unsupported('janus does not convert formatting a %s tensor' % dtype.name)
+        raise Unsupported(Reason.FORMATTING,
+                          'janus does not convert formatting a %s tensor' % dtype.name)
     rank = tensor.shape.rank or 0
     with tf.init_scope():
         return tf.fill([1] * rank, tf.constant(_dtype_samples(dtype)[k], dtype))
@@ -724,7 +740,8 @@ def _dtype_samples(dtype):
     if dtype.is_integer:
         low, high = int(dtype.min), int(dtype.max)
         return (0, 1, high, low, -1 if low < 0 else 2, 5, 10)
-    raise Unsupported('janus does not convert formatting a %s tensor' % dtype.name)
+    raise Unsupported(Reason.FORMATTING,
+                      'janus does not convert formatting a %s tensor' % dtype.name)
 
 
 def join_text(*parts):

@@ -11,6 +11,7 @@ import enum
 
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus import pytypes
 from janus.runtime import observe, whitelist
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -24,10 +25,12 @@ def _deferred_print(ctx, args, kwargs):
     A variable is printed as it was at that point of the program: its value is
     read in the graph there, and formatted after the run as eager formats it."""
     if set(kwargs) - {'sep', 'end', 'flush'}:
-        raise Unsupported('janus converts print() with sep=/end=/flush= only')
+        raise Unsupported(Reason.PRINT_OF_OBJECT,
+                          'janus converts print() with sep=/end=/flush= only')
     if any(kwargs.get(k) is not None and type(kwargs[k]) is not str for k in ('sep', 'end')):
         # Python raises TypeError; printed after the run, it would raise after state changed.
-        raise Unsupported('janus converts print() whose sep=/end= are strings or None only')
+        raise Unsupported(Reason.PRINT_OF_OBJECT,
+                          'janus converts print() whose sep=/end= are strings or None only')
     ctx = _writable_context('standard output (print)')
     # An outside set (a Counter...) is printed as it is when the write-back reaches
     # this print: its order is Python's own, and the writes before it are applied.
@@ -90,7 +93,8 @@ def _is_variable(value):
 def _snapshot(variable):
     style = _variable_style(variable)
     if style is None:
-        raise Unsupported('janus does not convert print() of a %s' % type(variable).__name__)
+        raise Unsupported(Reason.PRINT_OF_OBJECT,
+                          'janus does not convert print() of a %s' % type(variable).__name__)
     if style is _VariableStyle.TF:
         head = "<tf.Variable '%s' shape=%s dtype=%s, " % (
             variable.name, variable.get_shape(), variable.dtype.name)
@@ -108,11 +112,13 @@ def _printable(value, depth=0):
     if not isinstance(value, (list, tuple, dict)):
         if observe.user_dunder(value, '__str__') or observe.user_dunder(value, '__repr__'):
             # It would run after the graph, unconverted, seeing the state at the end.
-            raise Unsupported('janus does not convert print() of a %s, whose class defines '
+            raise Unsupported(Reason.PRINT_OF_OBJECT,
+                              'janus does not convert print() of a %s, whose class defines '
                               'how it prints' % type(value).__name__)
         return value
     if depth > 8:
-        raise Unsupported('janus does not convert print() of containers nested this deep')
+        raise Unsupported(Reason.PRINT_OF_OBJECT,
+                          'janus does not convert print() of containers nested this deep')
     if isinstance(value, dict):
         items = {k: _printable(v, depth + 1) for k, v in value.items()}
         if all(items[k] is v for k, v in value.items()):
@@ -129,5 +135,6 @@ def _printable(value, depth=0):
         return tuple(items)
     if whitelist.is_namedtuple_class(type(value)):
         return type(value)(*items)
-    raise Unsupported('janus does not convert print() of a %s holding a variable'
+    raise Unsupported(Reason.PRINT_OF_OBJECT,
+                      'janus does not convert print() of a %s holding a variable'
                       % type(value).__name__)

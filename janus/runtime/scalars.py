@@ -37,6 +37,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus import guards
 from janus.runtime import fallible, shadow_heap
 from janus.runtime.trace_context import AssumptionKind, Unsupported, current, need
@@ -105,7 +106,8 @@ def lift(value):
     constant with a dynamic scalar of the same type (``wait = 0`` in one branch)."""
     kind = type(value)
     if kind is int and not -INT_BOUND < value < INT_BOUND:
-        raise Unsupported('janus does not carry the int %d (beyond +-2**62) as a graph value'
+        raise Unsupported(Reason.BIG_INT,
+                          'janus does not carry the int %d (beyond +-2**62) as a graph value'
                           % value)
     return DynamicScalar(tf.constant(value, DTYPES[kind]), kind)
 
@@ -195,7 +197,8 @@ def from_tensor(callee, tensor):
     dtype = tensor.dtype.base_dtype
     if dtype not in _NUMERIC_DTYPES or not tensor.shape.is_fully_defined() \
             or tensor.shape.num_elements() != 1:
-        raise Unsupported('janus converts %s() of a one-element numeric tensor of known '
+        raise Unsupported(Reason.NUMPY_IN_GRAPH,
+                          'janus converts %s() of a one-element numeric tensor of known '
                           'shape only (got %s %s)' % (callee.__name__, dtype.name, tensor.shape))
     value = tf.reshape(tensor, [])
     if callee is bool:
@@ -307,7 +310,8 @@ class _Operand:
     def as_float(self):
         if self.tensor is None:
             if type(self.value) is int and abs(self.value) > EXACT_FLOAT_INT:
-                raise Unsupported('janus does not mix the int constant %d (beyond 2**53) with '
+                raise Unsupported(Reason.BIG_INT,
+                                  'janus does not mix the int constant %d (beyond 2**53) with '
                                   'a float from outside the call' % self.value)
             return tf.constant(float(self.value), tf.float64)
         if self.type is float:

@@ -142,11 +142,11 @@ class _Pending(dict):
 
     def __init__(self, items=(), poisoned=None):
         super().__init__(items)
-        self.poisoned = dict(poisoned or {})   # id -> why its contents are unknown
+        self.poisoned = dict(poisoned or {})   # id -> (Reason, why) its contents are unknown
 
     def get(self, key, default=None):
         if key in self.poisoned:
-            raise Unsupported(self.poisoned[key])
+            raise Unsupported(*self.poisoned[key])
         return super().get(key, default)
 
     def copy(self):
@@ -217,7 +217,7 @@ class TraceHeap:
         same call see the container as changed (``TraceContext.contents``)."""
         if method == '__setitem__' and type(obj) is list and id(obj) in self.pending.poisoned:
             # Whether the index exists depends on the path an earlier branch took.
-            raise Unsupported(self.pending.poisoned[id(obj)])
+            raise Unsupported(*self.pending.poisoned[id(obj)])
         self.changed.add(id(obj))
         self.objects[id(obj)] = obj
         dict.setdefault(self.pending, id(obj), []).append((method, tuple(args)))
@@ -270,9 +270,10 @@ class TraceHeap:
         assert self.regions and self.regions[-1] is region
         self.regions.pop()
 
-    def poison(self, container_id, reason):
-        """A container changed on one path only: later reads of it are refused."""
-        self.pending.poisoned[container_id] = reason
+    def poison(self, container_id, reason, context):
+        """A container changed on one path only: later reads of it are refused
+        (``reason``, a ``Reason``; ``context``, the message)."""
+        self.pending.poisoned[container_id] = (reason, context)
 
     def differs(self, obj):
         """Whether the call changed this container's items or structure: observations

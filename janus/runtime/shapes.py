@@ -6,6 +6,7 @@ janus builds an exact-shape graph instead.
 """
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus.runtime.trace_context import Unsupported, current_or_none
 
 
@@ -38,8 +39,8 @@ class CheckedShape(tf.TensorShape):
                   'in a graph with relaxed shapes' % self._plain)
         ctx = current_or_none()
         if ctx is not None and ctx.refusals is not None:
-            ctx.refusals.append(reason)
-        raise Unsupported(reason)
+            ctx.refusals.append((Reason.UNKNOWN_SHAPE, reason))
+        raise Unsupported(Reason.UNKNOWN_SHAPE, reason)
 
     @property
     def rank(self):
@@ -85,6 +86,7 @@ def _static_shape(tensor, name):
     if shape.rank is None or not shape.is_fully_defined():
         shape = CheckedShape(shape) if shape.rank is not None else None
         if shape is None:
-            raise Unsupported('the code reads the shape of a tensor whose rank is only known '
+            raise Unsupported(Reason.UNKNOWN_SHAPE,
+                              'the code reads the shape of a tensor whose rank is only known '
                               'at run time')
     return shape if name == 'shape' else (lambda: shape)

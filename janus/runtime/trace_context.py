@@ -16,6 +16,7 @@ import types
 import numpy as np
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus import guards, pytypes
 from janus.decisions import DYNAMIC
 from janus.errors import InvariantError, Unsupported
@@ -32,17 +33,18 @@ class NeedsValue(Unsupported):
     library code): the trace is redone with ``lineage`` specialized by value
     (the tracer raises ``errors.ScalarValueNeeded`` with the user's line)."""
 
-    def __init__(self, lineage, what):
+    def __init__(self, lineage, what, reason=Reason.NUMBER_VALUE_NEEDED):
         self.lineage = frozenset(lineage)
-        super().__init__(describe_need(self.lineage, what))
+        super().__init__(reason, describe_need(self.lineage, what))
 
 
-def need(lineage, what):
+def need(lineage, what, reason=Reason.NUMBER_VALUE_NEEDED):
     """Raises NeedsValue, first noting ``lineage`` on the trace: seen even if library
-    code swallows the exception."""
+    code swallows the exception.  ``reason``: the refusal if the numbers' values
+    do not help (the retrace with them constant refuses too)."""
     ctx = current()
     ctx.needs_value = ctx.needs_value | frozenset(lineage)
-    raise NeedsValue(lineage, what)
+    raise NeedsValue(lineage, what, reason)
 
 
 def describe_need(lineage, what):
@@ -58,6 +60,8 @@ class UnmergedLocal:
     any use refuses (``control.values.merge`` makes it; ``operators``, ``calls`` and
     ``observe`` refuse it), as the merge itself used to."""
 
+    REASON = Reason.BRANCH_TYPES
+
     def __init__(self, where, detail, lineage=frozenset()):
         self.where, self.detail, self.lineage = where, detail, frozenset(lineage)
 
@@ -66,10 +70,10 @@ class UnmergedLocal:
                    'values Python, so it cannot convert a use of it' % (self.where, self.detail))
         if self.lineage:   # a test on relaxed numbers: traced again with them constant
             self._need(message)
-        raise Unsupported(message)
+        raise Unsupported(self.REASON, message)
 
     def _need(self, message):
-        need(self.lineage, message)
+        need(self.lineage, message, self.REASON)
 
     __bool__ = __len__ = __iter__ = __getitem__ = __setitem__ = __contains__ = __str__ = \
         __format__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = \
@@ -88,6 +92,7 @@ class Chosen(UnmergedLocal):
     ``UnmergedLocal``'s does.  ``graph``: where the conditions live."""
 
     METHODS = frozenset(('append', 'extend', 'insert', 'update'))
+    REASON = Reason.CHOSEN_CONTAINER
 
     def __init__(self, where, candidates, graph):
         super().__init__(where, 'one of two different %s objects, chosen when the graph runs'
@@ -182,7 +187,8 @@ class TraceContext:
         self.soft_conditions = None   # a list in distributed steps: assumptions agreed on, see distributed.py
         self.shapes = None      # relaxed shapes of hoisted heap reads, kept across traces
         # Set by the tracer for a graph it builds (None: a context of no trace, as in tests).
-        self.refusals = None   # refusals library code may have swallowed (trace_output, CheckedShape)
+        # (Reason, message) refusals library code may have swallowed (trace_output, CheckedShape)
+        self.refusals = None
         self.host_leaves = None      # placeholder name -> how the host reads it (hostcheck.py)
         self.host_functions = None   # numpy_function op -> (its Python function, dtype)
         self.call_time_readers = None   # call-time capture key -> janus's reader (tracer.py)
@@ -355,18 +361,21 @@ class TraceContext:
         if isinstance(value, tf.Tensor):
             found = self._looped.get(id(value))
             if found is not None and found[0] is value and found[1]:
-                raise Unsupported('janus does not convert storing a tensor a tensor-dependent '
+                raise Unsupported(Reason.TENSOR_IDENTITY,
+                                  'janus does not convert storing a tensor a tensor-dependent '
                                   'loop may have left as a tensor from outside the call (an '
                                   'argument): the graph gives a copy, not that tensor')
             found = self._copies.get(id(value))
             if found is not None and found is value:
-                raise Unsupported('janus does not convert storing a tensor that nested '
+                raise Unsupported(Reason.TENSOR_IDENTITY,
+                                  'janus does not convert storing a tensor that nested '
                                   'tensor-dependent ifs chose among tensors from outside the '
                                   'call: the graph gives a copy, not the chosen tensor')
             sides = self.merged_sides(value)
             for side in (sides[1:] if sides is not None else ()):
                 if side.graph is not self.top_graph and self.holds_input_tensor(side):
-                    raise Unsupported('janus does not convert storing a tensor that nested '
+                    raise Unsupported(Reason.TENSOR_IDENTITY,
+                                      'janus does not convert storing a tensor that nested '
                                       'tensor-dependent ifs chose among tensors from outside '
                                       'the call: the graph gives a copy, not the chosen '
                                       'tensor')
@@ -405,10 +414,12 @@ class TraceContext:
                         return when_true
                     condition = pred if when_true else tf.logical_not(pred)
                     return self.scalar_type(tf.reshape(condition, []), bool)
-                raise Unsupported('janus does not convert `is` between tensors chosen by '
+                raise Unsupported(Reason.TENSOR_IDENTITY,
+                                  'janus does not convert `is` between tensors chosen by '
                                   'nested tensor-dependent ifs')
         if self.is_looped(left) or self.is_looped(right):
-            raise Unsupported('janus does not convert `is` on a tensor a tensor-dependent '
+            raise Unsupported(Reason.TENSOR_IDENTITY,
+                              'janus does not convert `is` on a tensor a tensor-dependent '
                               'loop carries or gives (which tensor it is is known only when '
                               'the loop runs)')
         if not (self.is_input_tensor(left) and self.is_input_tensor(right)):
@@ -592,7 +603,8 @@ class TraceContext:
             self.add_guard(GuardKind.ID_MATCH, source, value)   # Mode.EVAL is not Mode.TRAIN
             return value
         if type(value).__module__ == 'numpy':
-            raise Unsupported('janus does not convert reading the NumPy value %r from outside '
+            raise Unsupported(Reason.NUMPY_GLOBAL,
+                              'janus does not convert reading the NumPy value %r from outside '
                               'the call (it would be frozen into the graph); keep it in a '
                               'tf.Variable or pass a tensor' % (source,))
         if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
@@ -645,7 +657,8 @@ class TraceContext:
         if source is None or depth > 8:
             return
         if id(value) in self.heap.changed:
-            raise Unsupported('janus does not convert reading a %s from outside the call after '
+            raise Unsupported(Reason.OUTSIDE_READ_AFTER_CHANGE,
+                              'janus does not convert reading a %s from outside the call after '
                               'changing it in place in the same call' % type(value).__name__)
         model = pytypes.model_of(value)
         if model is not None and model.kind is pytypes.Kind.SET:
@@ -672,7 +685,8 @@ class TraceContext:
         """One SET_MATCH guard for an outside set or frozenset janus observes whole: its
         items must be constants (no NaN: ``==`` cannot tell two NaNs' places apart)."""
         if not all(pytypes.is_constant(item) and item == item for item in value):
-            raise Unsupported('janus converts observing a %s from outside the call only when '
+            raise Unsupported(Reason.OUTSIDE_VALUE,
+                              'janus converts observing a %s from outside the call only when '
                               'its items are Python constants (not NaN)' % type(value).__name__)
         self.add_guard(GuardKind.SET_MATCH, source, type(value)(value))
 
@@ -699,12 +713,14 @@ class TraceContext:
         if not pytypes.has_items(value):
             model = pytypes.model_of(value)
             if depth == 0 and pytypes.is_set(value):
-                raise Unsupported('janus does not convert iterating over, copying or passing on '
+                raise Unsupported(Reason.SET_ORDER,
+                                  'janus does not convert iterating over, copying or passing on '
                                   'a %s from outside the call (Python\'s order of its items is '
                                   'not one janus can reproduce); use sorted(...) of it'
                                   % type(value).__name__)
             if depth == 0 and model is not None and model.container:   # a Counter
-                raise Unsupported('janus does not convert reading the items of a %s from '
+                raise Unsupported(Reason.OUTSIDE_VALUE,
+                                  'janus does not convert reading the items of a %s from '
                                   'outside the call (janus models its truth, len and `in` only)'
                                   % type(value).__name__)
             return value
@@ -900,7 +916,8 @@ def refuse_opaque(value, protocols, what):
     if model is None and all(pytypes.protocol_is_object(type(value), name)
                              for name in protocols):
         return
-    raise Unsupported('janus does not convert %s a %s from outside the call (janus models '
+    raise Unsupported(Reason.SPECIAL_METHODS,
+                      'janus does not convert %s a %s from outside the call (janus models '
                       'constants, list, tuple, dict, deque and set: janus/pytypes.py)'
                       % (what, type(value).__name__))
 
@@ -938,7 +955,8 @@ def writable_context(what, shadowed=True):
     """
     ctx = current()
     if ctx.dynamic_depth and (not shadowed or ctx.dynamic_depth != len(ctx.heap.regions)):
-        raise Unsupported('janus does not convert a write to %s inside %s (the write would '
+        raise Unsupported(Reason.WRITE_IN_DYNAMIC_CONTROL,
+                          'janus does not convert a write to %s inside %s (the write would '
                           'happen once per trace, not per run)'
                           % (what, 'a tensor-dependent branch or loop' if not shadowed else
                              'a function handed to TF, a tensor-dependent conditional '

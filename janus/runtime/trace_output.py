@@ -17,6 +17,7 @@ import sys
 import threading
 
 from janus.errors import Unsupported
+from janus.reasons import Reason
 from janus.runtime import trace_context
 
 _lock = threading.Lock()
@@ -40,8 +41,8 @@ class _TracingStdout:
                   'print once per graph, not once per call' % _short(text))
         refusals = ctx.refusals
         if refusals is not None:
-            refusals.append(reason)
-        raise Unsupported(reason)
+            refusals.append((Reason.LIBRARY_SIDE_EFFECT, reason))
+        raise Unsupported(Reason.LIBRARY_SIDE_EFFECT, reason)
 
     def writelines(self, lines):
         for line in lines:

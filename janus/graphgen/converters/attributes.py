@@ -16,6 +16,7 @@ comprehension target) is refused: it would run as plain Python at trace time.
 """
 import gast
 
+from janus.reasons import Reason
 from janus.graphgen.converters import common
 
 
@@ -104,13 +105,15 @@ class RouteAttributesAndItems(common.Pass):
         if not isinstance(node.target, (gast.Attribute, gast.Subscript)):
             return self.generic_visit(node)
         if node.value is None:
-            self.unsupported(node, 'janus converts attribute writes only as `obj.name = value`')
+            self.unsupported(node, Reason.COMPOUND_WRITE,
+                             'janus converts attribute writes only as `obj.name = value`')
         assign = gast.copy_location(gast.Assign([node.target], node.value, None), node)
         return self.visit_Assign(assign)
 
     def visit_Attribute(self, node):
         if isinstance(node.ctx, gast.Store):   # a store no visit_Assign rewrote
-            self.unsupported(node, 'janus converts attribute writes only as `obj.name = value`')
+            self.unsupported(node, Reason.COMPOUND_WRITE,
+                             'janus converts attribute writes only as `obj.name = value`')
         node = self.generic_visit(node)
         if common.is_runtime_ref(node) or not isinstance(node.ctx, gast.Load):
             return node
@@ -118,7 +121,8 @@ class RouteAttributesAndItems(common.Pass):
 
     def visit_Subscript(self, node):
         if isinstance(node.ctx, gast.Store):
-            self.unsupported(node, 'janus converts item assignment only as `x[k] = value`')
+            self.unsupported(node, Reason.COMPOUND_WRITE,
+                             'janus converts item assignment only as `x[k] = value`')
         node = self.generic_visit(node)
         if not isinstance(node.ctx, gast.Load) or common.is_runtime_ref(node.value):
             return node
@@ -128,8 +132,9 @@ class RouteAttributesAndItems(common.Pass):
         target = node.target
         if isinstance(target, gast.Attribute):
             if not _is_simple_path(target.value):
-                self.unsupported(node, 'janus converts `obj.a op= v` only when obj is a name or '
-                                       'a chain of attributes of a name')
+                self.unsupported(node, Reason.COMPOUND_WRITE,
+                                 'janus converts `obj.a op= v` only when obj is a name or '
+                                 'a chain of attributes of a name')
             read = gast.Attribute(target.value, target.attr, gast.Load())
             assign = gast.Assign([gast.Attribute(target.value, target.attr, gast.Store())],
                                  _inplace(node, read), None)
@@ -140,7 +145,8 @@ class RouteAttributesAndItems(common.Pass):
             return self.generic_visit(node)
         simple = (gast.Name, gast.Constant)
         if not (isinstance(target.value, gast.Name) and isinstance(target.slice, simple)):
-            self.unsupported(node, 'janus converts `x[k] op= v` only for a plain name x and key k')
+            self.unsupported(node, Reason.COMPOUND_WRITE,
+                             'janus converts `x[k] op= v` only for a plain name x and key k')
         read = gast.Subscript(target.value, target.slice, gast.Load())
         value = _inplace(node, read)
         assign = gast.Assign([gast.Subscript(target.value, target.slice, gast.Store())], value, None)

@@ -44,9 +44,10 @@ class Pass(gast.NodeTransformer):
     def __init__(self, ctx):
         self.ctx = ctx
 
-    def unsupported(self, node, what):
+    def unsupported(self, node, reason, what):
+        """Refuses ``node`` for ``reason`` (a ``Reason``); ``what``: the message."""
         lineno = getattr(node, 'lineno', None)
-        raise ConversionError(what, self.ctx.filename, lineno, self.ctx.line(lineno))
+        raise ConversionError(reason, what, self.ctx.filename, lineno, self.ctx.line(lineno))
 
 
 class CannotFold(Exception):

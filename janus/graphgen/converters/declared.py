@@ -9,6 +9,7 @@ unpacking, ``with ... as``) are refused with the line.
 """
 import gast
 
+from janus.reasons import Reason
 from janus.graphgen.converters import common
 from janus.pyct import scopes
 
@@ -76,8 +77,8 @@ class RouteDeclaredNames(common.Pass):
         if not nested:
             return self.generic_visit(node)
         if len(node.targets) != 1 or len(declared) != 1:
-            self.unsupported(node, 'janus converts writes to a global/nonlocal only as '
-                                   '`name = value`')
+            self.unsupported(node, Reason.DECLARED_WRITE, 'janus converts writes to a '
+                                   'global/nonlocal only as `name = value`')
         node.value = self.visit(node.value)
         return self._store(declared[0].id, node.value, node)
 
@@ -93,8 +94,8 @@ class RouteDeclaredNames(common.Pass):
 
     def visit_Name(self, node):
         if isinstance(node.ctx, (gast.Store, gast.Del)) and self._is_declared(node.id):
-            self.unsupported(node, 'janus converts writes to a global/nonlocal only as '
-                                   '`name = value` or `name op= value`')
+            self.unsupported(node, Reason.DECLARED_WRITE, 'janus converts writes to a '
+                                   'global/nonlocal only as `name = value` or `name op= value`')
         return node
 
     def _store(self, name, value, like):

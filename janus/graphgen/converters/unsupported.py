@@ -6,44 +6,48 @@ imperatively (or raises in strict mode); it is not retried on later calls.
 """
 import gast
 
+from janus.reasons import Reason
 from janus.graphgen.converters.common import Pass
 
-_REJECTED = {
-    gast.ClassDef: 'an in-line class definition',
-    gast.Import: 'an in-line import',
-    gast.ImportFrom: 'an in-line import',
-    gast.Yield: 'a generator (`yield`)',
-    gast.YieldFrom: 'a generator (`yield from`)',
-    gast.Await: 'a coroutine (`await`)',
-    gast.AsyncFunctionDef: 'a coroutine (`async def`)',
-    gast.AsyncFor: 'a coroutine (`async for`)',
-    gast.AsyncWith: 'a coroutine (`async with`)',
-    gast.Try: 'a try statement (graph errors cannot be caught in Python)',
-    gast.Match: 'a match statement',
+_REJECTED = {   # node type -> (Reason, what)
+    gast.ClassDef: (Reason.INLINE_CLASS, 'an in-line class definition'),
+    gast.Import: (Reason.INLINE_IMPORT, 'an in-line import'),
+    gast.ImportFrom: (Reason.INLINE_IMPORT, 'an in-line import'),
+    gast.Yield: (Reason.GENERATOR, 'a generator (`yield`)'),
+    gast.YieldFrom: (Reason.GENERATOR, 'a generator (`yield from`)'),
+    gast.Await: (Reason.GENERATOR, 'a coroutine (`await`)'),
+    gast.AsyncFunctionDef: (Reason.GENERATOR, 'a coroutine (`async def`)'),
+    gast.AsyncFor: (Reason.GENERATOR, 'a coroutine (`async for`)'),
+    gast.AsyncWith: (Reason.GENERATOR, 'a coroutine (`async with`)'),
+    gast.Try: (Reason.TRY_STATEMENT, 'a try statement (graph errors cannot be caught in Python)'),
+    gast.Match: (Reason.MATCH_STATEMENT, 'a match statement'),
 }
 
 
 class RejectUnsupported(Pass):
 
     def visit(self, node):
-        for kind, what in _REJECTED.items():
+        for kind, (reason, what) in _REJECTED.items():
             if isinstance(node, kind):
-                self.unsupported(node, 'janus does not convert %s' % what)
+                self.unsupported(node, reason, 'janus does not convert %s' % what)
         return super().visit(node)
 
     def visit_Attribute(self, node):
         if isinstance(node.ctx, gast.Del):
-            self.unsupported(node, 'janus does not convert deleting attributes (`del obj.%s`)'
+            self.unsupported(node, Reason.DELETE,
+                             'janus does not convert deleting attributes (`del obj.%s`)'
                              % node.attr)
         return self.generic_visit(node)
 
     def visit_Delete(self, node):
         for target in node.targets:
             if not isinstance(target, gast.Name):
-                self.unsupported(node, 'janus does not convert `del` of attributes or items')
+                self.unsupported(node, Reason.DELETE,
+                                 'janus does not convert `del` of attributes or items')
         return self.generic_visit(node)
 
     def visit_Name(self, node):
         if node.id in ('super', '__class__') and isinstance(node.ctx, gast.Load):
-            self.unsupported(node, 'janus does not convert zero-argument super()')
+            self.unsupported(node, Reason.ZERO_ARGUMENT_SUPER,
+                             'janus does not convert zero-argument super()')
         return node

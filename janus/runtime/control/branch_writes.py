@@ -11,6 +11,7 @@ import builtins
 
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus import guards
 from janus.runtime import scalars
 from janus.runtime.control.common import OLD, TensorList, kind_of, refuse_values
@@ -52,7 +53,8 @@ class _Exports:
             for part in value.parts():
                 self.add(part, seen, depth + 1)
         elif isinstance(value, TensorList):
-            raise Unsupported('%s: janus does not convert storing a list grown in a '
+            raise Unsupported(Reason.GROWN_LIST,
+                              '%s: janus does not convert storing a list grown in a '
                               'tensor-dependent loop from inside a tensor-dependent branch'
                               % self.where)
         elif _is_lazy_text(value):
@@ -117,7 +119,8 @@ class _Exports:
             elif isinstance(value, tuple):
                 out = type(value)(*items)   # a namedtuple, a printed variable
             else:
-                raise Unsupported('%s: janus does not convert writing a %s holding a value '
+                raise Unsupported(Reason.BRANCH_CHANGES_PYTHON,
+                                  '%s: janus does not convert writing a %s holding a value '
                                   'computed in a tensor-dependent branch'
                                   % (self.where, type(value).__name__))
             memo[id(value)] = current().made(out)   # rebuilt around the cond's outputs
@@ -175,7 +178,8 @@ class _Merged(Deferred):
         return value.resolve() if isinstance(value, Deferred) else value
 
     def _refuse(self, t, f):
-        refuse_values('%s: after the tensor-dependent if, %s is %s on one path and %s on the '
+        refuse_values(Reason.BRANCH_TYPES,
+                      '%s: after the tensor-dependent if, %s is %s on one path and %s on the '
                        'other; janus does not read it again in the same call (writing it there '
                        'is fine)' % (self.where, self.name, kind_of(t), kind_of(f)), t, f,
                        extra=self.lineage)
@@ -212,7 +216,8 @@ def outside_reader(obj, key, write, where):
             else:
                 value, source = obj.cell_contents, guards.CellSource(obj, key)
         except (AttributeError, KeyError, IndexError, ValueError):
-            raise Unsupported('%s: %s is set on one path of the tensor-dependent if only and '
+            raise Unsupported(Reason.BRANCH_TYPES,
+                              '%s: %s is set on one path of the tensor-dependent if only and '
                               'did not exist before it; janus does not read it again in the '
                               'same call' % (where, name)) from None
         return ctx.guard_value(source, value)
@@ -282,11 +287,12 @@ def join(ctx, base, pred, found, where, lineage):
         heap.items_written |= found[tag].items_written
         for cid, why in found[tag].poisoned.items():
             heap.changed.add(cid)
-            heap.poison(cid, why)
+            heap.poison(cid, *why)
         for cid in found[tag].changed:
             heap.changed.add(cid)
             source = ctx.source_of(heap.objects.get(cid))
-            heap.poison(cid, '%s: %s is changed in place (append/extend/insert/update/a new '
+            heap.poison(cid, Reason.BRANCH_CHANGES_PYTHON,
+                        '%s: %s is changed in place (append/extend/insert/update/a new '
                         'key) inside a tensor-dependent branch, so what it holds after the if '
                         'depends on the run; janus does not read it, or write an index of it, '
                         'again in the same call (appending more is fine)'

@@ -7,6 +7,7 @@ traced.  Imports no other module of ``runtime/control/``.
 """
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus.runtime import fallible, observe, scalars
 from janus.runtime.shadow_heap import Deferred
 from janus.runtime.trace_context import NeedsValue, Unsupported, current
@@ -58,7 +59,8 @@ class TensorList:
         return self.array.stack()
 
     def _refuse(self, *args, **kwargs):
-        raise Unsupported('%s: a list that grows in a tensor-dependent loop has a run-time '
+        raise Unsupported(Reason.GROWN_LIST,
+                          '%s: a list that grows in a tensor-dependent loop has a run-time '
                           'length; janus supports tf.stack/tf.concat/tf.add_n/tf.reduce_* of '
                           'it, not len(), indexing or iteration' % self.where)
 
@@ -167,7 +169,8 @@ class TestValue:
         self.tensor, self.where, self.lineage = tensor, where, frozenset(lineage)
 
     def _refuse(self, *args, **kwargs):
-        refuse_values('%s: this and/or (or conditional expression) gives values of different '
+        refuse_values(Reason.BRANCH_TYPES,
+                      '%s: this and/or (or conditional expression) gives values of different '
                        'kinds on different paths; janus converts it only as the test of an '
                        'if/while' % self.where, extra=self.lineage)
 
@@ -233,7 +236,7 @@ def lineage_of(value):
     return scalars.lineage_of(value)
 
 
-def refuse_values(message, *values, extra=frozenset()):
+def refuse_values(reason, message, *values, extra=frozenset()):
     """Refuses what ``values`` would need; when a dynamic scalar is among them (or
     decided the test, ``extra``), the trace is redone with the numbers it came from
     constant (``NeedsValue``) rather than given up: a test on constants is
@@ -241,8 +244,8 @@ def refuse_values(message, *values, extra=frozenset()):
     lineage = scalars.lineage_of(*values) | frozenset(extra)
     if lineage:
         current().needs_value |= lineage
-        raise NeedsValue(lineage, message)
-    raise Unsupported(message)
+        raise NeedsValue(lineage, message, reason)
+    raise Unsupported(reason, message)
 
 
 COMPARED_BY_VALUE = (int, float, bool, str, bytes, complex, type(None), tf.DType,
@@ -273,11 +276,11 @@ OLD = object()   # a location a branch did not write: its value from before the 
 class _Unreadable(Deferred):
     """A location janus cannot read again: reading it refuses, naming the line."""
 
-    def __init__(self, reason):
-        self.reason = reason
+    def __init__(self, reason, context):
+        self.reason, self.context = reason, context
 
     def resolve(self):
-        raise Unsupported(self.reason)
+        raise Unsupported(self.reason, self.context)
 
 
 def snapshot_of(value, depth=0):

@@ -8,6 +8,7 @@ the same for an expression (``x if t else y``, ``and``/``or``).  Needs a
 """
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus.errors import ConversionError
 from janus.runtime.control.branch_writes import BranchEffects, join
 from janus.runtime.control.common import (BranchRaised, TestValue, condition_tensor, describe_site,
@@ -37,7 +38,8 @@ def cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
             truths[branch] = truth_output(value)
             if not (is_tensor(value) or number_type(value) is not None
                     or truths[branch] is not None):
-                raise Unsupported('%s: in a tensor-dependent conditional, the %s branch gives a '
+                raise Unsupported(Reason.BRANCH_TYPES,
+                                  '%s: in a tensor-dependent conditional, the %s branch gives a '
                                   '%s, not a tensor' % (where, 'true' if branch else 'false',
                                                         type(value).__name__))
             seen[branch] = value
@@ -79,7 +81,8 @@ def _check_one_sided_variables(ns, site, variables):
     decay still move it).  Under a GradientTape that is not the same program."""
     values = list(variables.values())
     if taping() and len(values) == 2 and values[0] != values[1]:
-        raise Unsupported('%s: under a GradientTape, the two sides of a tensor-dependent '
+        raise Unsupported(Reason.BRANCH_GRADIENT_VARIABLES,
+                          '%s: under a GradientTape, the two sides of a tensor-dependent '
                           'conditional read different variables; their gradients would be '
                           'zeros, not None' % describe_site(ns, site))
 
@@ -115,7 +118,8 @@ class _Attempt:
         finally:
             frame.heap.close_region(region)
         if [snapshot_of(v) for v in frame.init] != frame.before:
-            raise Unsupported('%s: a tensor-dependent branch changes a Python list or '
+            raise Unsupported(Reason.BRANCH_CHANGES_PYTHON,
+                              '%s: a tensor-dependent branch changes a Python list or '
                               'dict in place; janus keeps Python values Python' % frame.where)
         self.seen[tag] = frame.get_state()
         self.found[tag] = BranchEffects(frame.heap, frame.base, region, frame.where)
@@ -188,7 +192,8 @@ def dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
             raise
         break
     else:
-        raise Unsupported('%s: janus could not match what the two sides of a tensor-dependent '
+        raise Unsupported(Reason.BRANCH_TYPES,
+                          '%s: janus could not match what the two sides of a tensor-dependent '
                           'if write' % where)
     frame.heap.restore(frame.base)
     _check_one_sided_variables(ns, site, attempt.variables)

@@ -9,6 +9,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus.runtime import scalars
 from janus.runtime.control.branch_writes import location, outside_reader
 from janus.runtime.control.common import (TensorList, UNDEFINED, condition_tensor, describe_site,
@@ -45,7 +46,8 @@ def dynamic_while(ns, site, test_fn, body_fn, get_state, set_state, lineage=froz
     original = tuple(get_state())
     where = describe_site(ns, site)
     if any(v is UNDEFINED for v in original):
-        raise Unsupported('%s: a variable the tensor-dependent loop carries is not defined '
+        raise Unsupported(Reason.LOOP_CARRY_TYPES,
+                          '%s: a variable the tensor-dependent loop carries is not defined '
                           'before the loop' % where)
     base = ctx.heap.checkpoint()
     assumptions = len(ctx.assumptions)
@@ -59,11 +61,13 @@ def dynamic_while(ns, site, test_fn, body_fn, get_state, set_state, lineage=froz
             set_state(original)
             del ctx.assumptions[assumptions:]
             if widen.numbers <= numbers and set(widen.keys) <= set(keys):
-                raise Unsupported('%s: janus could not settle what the tensor-dependent loop '
+                raise Unsupported(Reason.LOOP_CARRY_TYPES,
+                                  '%s: janus could not settle what the tensor-dependent loop '
                                   'carries' % where) from None
             numbers |= widen.numbers
             keys.update(widen.keys)
-    raise Unsupported('%s: janus could not settle what the tensor-dependent loop carries'
+    raise Unsupported(Reason.LOOP_CARRY_TYPES,
+                      '%s: janus could not settle what the tensor-dependent loop carries'
                       % where)
 
 
@@ -77,7 +81,8 @@ def _loop_start(heap, rebinding, where):
         return value
     if liftable(value):
         return scalars.lift(value)
-    raise Unsupported('%s: %s is %s before the tensor-dependent loop that rebinds it; janus '
+    raise Unsupported(Reason.LOOP_CARRY_TYPES,
+                      '%s: %s is %s before the tensor-dependent loop that rebinds it; janus '
                       'carries only tensors and numbers through such a loop'
                       % (where, location(write, key), kind_of(value)))
 
@@ -91,7 +96,8 @@ def _check_loop_checks(outer, where, reads_variables):
     if not reads_variables or first_state_change(outer) is None:
         return
     if has_checks(tf.compat.v1.get_default_graph()):
-        raise Unsupported('%s: a tensor-dependent loop that reads a variable and makes '
+        raise Unsupported(Reason.CHECK_AFTER_STATE_CHANGE,
+                          '%s: a tensor-dependent loop that reads a variable and makes '
                           'checks, after a state change made earlier in the same call: its '
                           'checks could not precede the change' % where)
 
@@ -101,7 +107,8 @@ def _loop_value(start, value, where, name):
     refuse_unmerged(start, value)
     if is_tensor(start):
         if not is_tensor(value) or value.dtype != start.dtype:
-            raise Unsupported('%s: %s changes from %s to %s inside the tensor-dependent loop'
+            raise Unsupported(Reason.LOOP_CARRY_TYPES,
+                              '%s: %s changes from %s to %s inside the tensor-dependent loop'
                               % (where, name, kind_of(start), kind_of(value)))
         return value
     kind = start.type
@@ -109,7 +116,8 @@ def _loop_value(start, value, where, name):
         return value.tensor
     if type(value) is kind and liftable(value):
         return scalars.lift(value).tensor
-    refuse_values('%s: %s changes from %s to %s inside the tensor-dependent loop'
+    refuse_values(Reason.LOOP_CARRY_TYPES,
+                  '%s: %s changes from %s to %s inside the tensor-dependent loop'
                    % (where, name, kind_of(start), kind_of(value)), start, value)
 
 
@@ -117,7 +125,8 @@ def _check_loop_writes(heap, checkpoint, where):
     """Inside a tf.while_loop body only rebinding a location is converted (carried)."""
     writes = heap.writes[len(checkpoint.writes):]
     if any(write.kind is WriteKind.PRINT for write in writes):
-        raise Unsupported('%s: janus does not convert print() inside a tensor-dependent loop '
+        raise Unsupported(Reason.PRINT_IN_DYNAMIC_LOOP,
+                          '%s: janus does not convert print() inside a tensor-dependent loop '
                           '(each iteration would need a record of its own)' % where)
     changed = [cid for cid in heap.changed if cid not in checkpoint.changed
                or len(dict.get(heap.pending, cid, ())) != len(dict.get(checkpoint.pending,
@@ -125,7 +134,8 @@ def _check_loop_writes(heap, checkpoint, where):
     if changed or any(write.kind not in _LOOP_WRITES for write in writes):
         # Relaxed numbers among what is stored: the trace is redone with them constant
         # (the loop may then unroll), as for any use that needs their value.
-        refuse_values('%s: janus does not convert appending to an outside list or dict '
+        refuse_values(Reason.OUTSIDE_APPEND_IN_LOOP,
+                      '%s: janus does not convert appending to an outside list or dict '
                        '(append/extend/insert/update/a new key) inside a tensor-dependent '
                        'loop (each iteration would need a record of its own); collect the '
                        'values in a local list and extend it after the loop' % where,
@@ -215,7 +225,8 @@ class _WhileLoop:
             value = state[i]
             if isinstance(self.init[i], TensorList):
                 if not isinstance(value, TensorList):
-                    raise Unsupported('%s: a list grown in the loop is replaced by a %s'
+                    raise Unsupported(Reason.GROWN_LIST,
+                                      '%s: a list grown in the loop is replaced by a %s'
                                       % (self.where, type(value).__name__))
                 value = value.array
             elif i in self.structures:
@@ -281,7 +292,8 @@ class _WhileLoop:
                 if liftable(self.init[i]) and number_type(state[i]) is type(self.init[i]):
                     widen.add(i)   # a Python number the loop counts with: carry it
                     continue
-                raise Unsupported('%s: a Python value (%s) changes inside a tensor-dependent '
+                raise Unsupported(Reason.LOOP_CARRY_TYPES,
+                                  '%s: a Python value (%s) changes inside a tensor-dependent '
                                   'loop; janus keeps Python values Python'
                                   % (self.where, kind_of(self.init[i])))
         # The next attempt carries these too (their conditions are this attempt's).
@@ -354,7 +366,8 @@ def _check_loop_identity(ctx, values, given, first, n_local, where):
             k = outside.get(id(side))
             if ctx.is_input_tensor(side) or (k is not None and k != j and given[k] is side):
                 if j >= n_local:
-                    raise Unsupported('%s: janus does not convert keeping a tensor from '
+                    raise Unsupported(Reason.TENSOR_IDENTITY,
+                                      '%s: janus does not convert keeping a tensor from '
                                       'outside the call (an argument, an attribute) in an '
                                       'outside location a tensor-dependent loop rebinds: the '
                                       'loop would give a copy, not that tensor' % where)
@@ -386,17 +399,20 @@ def _structure_leaves(template, value, passed, where):
     one it was given in place is refused, because other names may share that
     Python list in eager code."""
     if type(value) is not type(template) or not _is_tensor_structure(value):
-        raise Unsupported('%s: a %s of tensors carried by a tensor-dependent loop becomes %s'
+        raise Unsupported(Reason.LOOP_CARRY_TYPES,
+                          '%s: a %s of tensors carried by a tensor-dependent loop becomes %s'
                           % (where, type(template).__name__, kind_of(value)))
     try:
         tf.nest.assert_same_structure(template, value)
     except (ValueError, TypeError):
-        raise Unsupported('%s: a %s of tensors carried by a tensor-dependent loop changes its '
+        raise Unsupported(Reason.LOOP_CARRY_TYPES,
+                          '%s: a %s of tensors carried by a tensor-dependent loop changes its '
                           'structure' % (where, type(template).__name__)) from None
     leaves = list(tf.nest.flatten(value))
     if passed is not None and value is passed[0] and any(
             a is not b for a, b in zip(leaves, passed[1])):
-        raise Unsupported('%s: a %s of tensors is changed in place inside a tensor-dependent '
+        raise Unsupported(Reason.LOOP_CARRY_TYPES,
+                          '%s: a %s of tensors is changed in place inside a tensor-dependent '
                           'loop; janus only carries ones the loop rebinds'
                           % (where, type(template).__name__))
     return leaves
@@ -425,12 +441,14 @@ def _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where, lineage=
         if not grown:
             continue  # unchanged by the loop: stays a Python list (checked after the body)
         if current().source_of(items) is not None:
-            refuse_values('%s: janus does not convert appending to a list from outside the '
+            refuse_values(Reason.OUTSIDE_APPEND_IN_LOOP,
+                          '%s: janus does not convert appending to a list from outside the '
                            'call inside a tensor-dependent loop (each iteration would need a '
                            'record of its own); collect the values in a local list and '
                            'extend it after the loop' % where, extra=lineage)
         if not all(is_tensor(v) for v in items + grown):
-            raise Unsupported('%s: a list grown in a tensor-dependent loop must hold tensors'
+            raise Unsupported(Reason.GROWN_LIST,
+                              '%s: a list grown in a tensor-dependent loop must hold tensors'
                               % where)
         dtype = grown[0].dtype
         shape = grown[0].shape

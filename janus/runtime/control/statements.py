@@ -16,6 +16,7 @@ from janus import pytypes
 from janus.config import config
 from janus.decisions import DYNAMIC
 from janus.errors import ConversionDeferred, ConversionError
+from janus.reasons import Reason
 from janus.guards import GuardKind
 from janus.runtime import observe, scalars
 from janus.runtime.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
@@ -75,12 +76,14 @@ def test(ns, site, value):
     if outcome is DYNAMIC:
         change = depends_on_state_change(condition_tensor(value))
         if change is not None:   # never assumed: its check would precede the change
-            raise Unsupported('a tensor-dependent condition that depends on a state change '
+            raise Unsupported(Reason.STATE_DEPENDENT_JUMP,
+                              'a tensor-dependent condition that depends on a state change '
                               'made earlier in the same call (%s), in a statement with '
                               'return/break/continue inside: janus cannot make it a '
                               'tf.cond/tf.while_loop yet' % change.type)
         with _or_assume(ns, site):   # else assumed, as the profile shows it most often
-            raise Unsupported('a tensor-dependent condition whose outcome varied between '
+            raise Unsupported(Reason.RETURN_IN_DYNAMIC_CONTROL,
+                              'a tensor-dependent condition whose outcome varied between '
                               'calls, in a statement with return/break/continue inside: janus '
                               'cannot make it a tf.cond/tf.while_loop yet')
     return outcome
@@ -105,7 +108,8 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
         return tf.unstack(iterable, num=outcome) if outcome else []
     if allow_dynamic:
         return None
-    raise Unsupported('a loop over a tensor whose length varied between calls (or exceeds '
+    raise Unsupported(Reason.DYNAMIC_ITERATION,
+                      'a loop over a tensor whose length varied between calls (or exceeds '
                       'janus.config.max_unroll=%d), with return/break/continue inside: janus '
                       'cannot make it a tf.while_loop yet' % config.max_unroll)
 
@@ -202,7 +206,7 @@ def _or_assume(ns, site):
     except ConversionError as e:
         key = (ns.fn.__code__, site)
         if current().dynamic_depth == 0 and current().plan.cannot_build(
-                key, str(e), value_needed=isinstance(e, NeedsValue)):
+                key, e.reason, str(e), value_needed=isinstance(e, NeedsValue)):
             raise CannotBuild(key, e) from e
         raise
 
@@ -233,7 +237,8 @@ def loop_iterable(ns, site, iterable):
         ctx.provenance(iterable, 'a loop')   # made by this call: iterating it is plain Python
         if observe.user_dunder(iterable, '__iter__') or observe.user_dunder(iterable,
                                                                               '__getitem__'):
-            raise Unsupported('janus does not convert a loop over a %s, whose class defines '
+            raise Unsupported(Reason.SPECIAL_METHODS,
+                              'janus does not convert a loop over a %s, whose class defines '
                               '__iter__/__getitem__' % type(iterable).__name__)
         return iter(iterable)
     model = pytypes.model_of(iterable)
@@ -245,7 +250,8 @@ def loop_iterable(ns, site, iterable):
             return iter(list(ctx.view(iterable)))   # keys as changed so far
         ctx.add_guard(GuardKind.KEYS_MATCH, source, list(iterable))
         return iter(list(iterable))
-    raise Unsupported('janus does not convert a loop over a %s from outside the call'
+    raise Unsupported(Reason.OUTSIDE_VALUE,
+                      'janus does not convert a loop over a %s from outside the call'
                       % type(iterable).__name__)
 
 

@@ -6,6 +6,7 @@ Needs a ``TraceContext``; used by ``cond.py`` and ``branch_writes.py``.
 """
 import tensorflow as tf
 
+from janus.reasons import Reason
 from janus.runtime import scalars
 from janus.runtime.control.common import (COMPARED_BY_VALUE, describe_site, is_tensor, kind_of,
                                           liftable, number_type, refuse_values)
@@ -35,7 +36,8 @@ def as_output(value):
 
 def refusal(where, name, lineage=frozenset()):
     def refuse(t, f):
-        refuse_values('%s: after a tensor-dependent if, %s would be %s in one branch and %s '
+        refuse_values(Reason.BRANCH_TYPES,
+                      '%s: after a tensor-dependent if, %s would be %s in one branch and %s '
                        'in the other; janus keeps Python values Python'
                        % (where, name, kind_of(t), kind_of(f)), t, f, extra=lineage)
     return refuse
@@ -138,7 +140,8 @@ def dummy(spec, where):
     """A stand-in of ``spec``'s dtype on the side of a tf.cond that has no such value."""
     dtype, dims = spec
     if dtype in (tf.resource, tf.variant):
-        raise Unsupported('%s: janus cannot carry a %s value out of a tensor-dependent branch'
+        raise Unsupported(Reason.BRANCH_TYPES,
+                          '%s: janus cannot carry a %s value out of a tensor-dependent branch'
                           % (where, dtype.name))
     shape = [0 if d is None else d for d in dims] if dims is not None else []
     return tf.zeros(shape, dtype)

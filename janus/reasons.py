@@ -1,0 +1,169 @@
+"""Why janus did not use a graph, as data: ``Reason``, one member per kind of refusal,
+each with its one piece of advice.  Needs nothing run before it, and imports nothing
+from janus, so every module can import it.
+
+Every refusal names a ``Reason`` (``errors.ConversionError(reason, context)``); the
+context (the message) says what on which value, the reason says what kind of thing
+stopped janus.  ``explain`` picks advice by the reason, never by reading the message.
+``Reason.advice`` starts with ``fix: `` (something in the user's code to change) or
+``nothing to change: `` (janus handles it; the user may still read why).
+"""
+import enum
+
+FIX = 'fix: '
+NOTHING = 'nothing to change: '
+
+
+class Reason(enum.Enum):
+    """A kind of refusal; ``advice`` is what to do about it (``fix: ...`` or
+    ``nothing to change: ...``)."""
+
+    def __new__(cls, change, text):
+        member = object.__new__(cls)
+        member._value_ = len(cls.__members__) + 1
+        member.change = change          # True: the user has something to change
+        member.advice = (FIX if change else NOTHING) + text
+        return member
+
+    # -- the arguments of a call (guards.UnsupportedArgument) ------------------------
+    NUMPY_ARGUMENT = (True, 'pass a tf.Tensor (tf.convert_to_tensor(value)) instead of the '
+                            'NumPy value')
+    SELF_CONTAINING_ARGUMENT = (True, 'pass a container that does not contain itself')
+    DICT_KEY_ARGUMENT = (True, 'pass dicts whose keys are str or int constants')
+    SYMBOLIC_ARGUMENT = (True, 'call it with eager tensors; inside a tf.function call the '
+                               'undecorated function instead')
+
+    # -- the function as a whole -------------------------------------------------------
+    GENERATOR = (False, 'janus runs generators and coroutines as plain Python (their code '
+                        'runs later, outside the call); for graphs, decorate the function '
+                        "that does a step's tensor work")
+    NO_SOURCE = (True, 'define the function with def in a .py file (janus converts what it '
+                       'can read the source of)')
+    SOURCE_CHANGED = (True, 'reload the module (or run the definition again) after changing '
+                            'its file: janus converts what the file holds, and it no longer '
+                            'holds this code')
+    RECURSION = (True, 'write the recursion as a loop, or decorate a non-recursive function '
+                       'that does the tensor work (janus does not convert recursion)')
+    RECOMPILE_LIMIT = (True, 'keep the arguments that changed between calls the same, or '
+                             'raise janus.config.recompile_limit')
+    LAYER_NOT_BUILT = (False, 'only this first call (the one that creates the variables) runs '
+                              'imperatively; later calls convert')
+    INTERNAL_ERROR = (False, 'a janus bug, not your code; the call ran as plain Python (please '
+                             'report it with the traceback janus.explain shows)')
+    TRACE_FAILED = (True, 'this line fails when traced as a graph (the error above); keep it '
+                          'to TF ops on tensors, or move it out of the janus function')
+    ASSUMED_OUTCOME_BREAKS = (True, 'remove what stopped real control flow there (the '
+                                    '"assumed instead" event says what), so janus can build '
+                                    'tf.cond/tf.while_loop')
+    NUMBER_VALUE_NEEDED = (False, 'the numbers are specialized by value (a graph per value); '
+                                  'pass them as tensors if they keep changing')
+
+    # -- statements the generator does not convert ----------------------------------
+    TRY_STATEMENT = (True, 'move the try/except out of the janus function, around the call')
+    MATCH_STATEMENT = (True, 'use if/elif instead of match')
+    INLINE_CLASS = (True, 'define the class at module level')
+    INLINE_IMPORT = (True, 'import at module level')
+    ZERO_ARGUMENT_SUPER = (True, 'call the parent method directly: Parent.method(self, ...)')
+    DELETE = (True, 'set the attribute or item to None instead of deleting it')
+    DECLARED_WRITE = (True, 'write it as its own statement: `name = value` or `name op= value`')
+    COMPOUND_WRITE = (True, 'write it as its own plain statement (`obj.name = value`, '
+                            '`x[k] = value`)')
+
+    # -- state changes and checks --------------------------------------------------------
+    CHECK_AFTER_STATE_CHANGE = (True, 'check the condition on the value before the state '
+                                      'change (assert on x before v.assign(x)), or make that '
+                                      'check after the janus function returns')
+    STATE_CHANGE_AND_CHECK = (True, 'move the state change (assign, optimizer step) out of '
+                                    'that loop or branch, after it')
+    UNDOABLE_FAILURE = (True, 'draw from the iterator (or print with tf.print) before the janus '
+                              'function and pass the value in, or keep the Python writes after '
+                              'the op that can fail')
+    STATE_DEPENDENT_JUMP = (True, 'compute the condition before the state change (read the '
+                                  'variable first), or move return/break/continue out of that '
+                                  'if/loop (set a flag and test it after)')
+    RETURN_IN_DYNAMIC_CONTROL = (True, 'move return/break/continue out of that if/loop (set a '
+                                       'result or flag and return after it), so janus can '
+                                       'build tf.cond/tf.while_loop')
+    WRITE_IN_DYNAMIC_CONTROL = (True, 'move the write out of that branch or loop (compute the '
+                                      'value with tf.where/tf.cond, then write once), or keep '
+                                      'the value in a tf.Variable and assign it')
+    DISTRIBUTED_AGREEMENT = (True, 'make every assumption of a distributed step before its '
+                                   'agreement (janus.runtime.distributed.agree)')
+
+    # -- tensor-dependent control flow ------------------------------------------------
+    BRANCH_TYPES = (True, 'assign the same names on both sides of the if, as tensors of one '
+                          'dtype and structure (or select with tf.where)')
+    BRANCH_CHANGES_PYTHON = (True, 'build a new list/dict on each side of the if (or change it '
+                                   'after the if) instead of changing one in place inside it')
+    BRANCH_GRADIENT_VARIABLES = (True, 'compute both sides and select with tf.where, or read '
+                                       'the same variables on both sides of the if')
+    CHOSEN_CONTAINER = (True, 'only append/extend/insert/update the container the if chose; '
+                              'read it after the call (or on each side of the if)')
+    LOOP_CARRY_TYPES = (True, 'carry only tensors and numbers through the loop, each keeping '
+                              'its type and structure; build other values after the loop')
+    PRINT_IN_DYNAMIC_LOOP = (True, 'print after the loop, or use tf.print inside it')
+    OUTSIDE_APPEND_IN_LOOP = (True, 'collect the values in a local list and extend the outside '
+                                    'one after the loop')
+    GROWN_LIST = (True, 'combine the list with tf.stack/tf.concat/tf.add_n/tf.reduce_* after '
+                        'the loop, or use a tf.TensorArray')
+    TENSOR_IDENTITY = (True, 'store or compare values, not which tensor object a '
+                             'tensor-dependent if or loop left (store tf.identity(x), or '
+                             'decide with tf.where)')
+    DYNAMIC_ITERATION = (True, 'loop over tf.range(n) (or a tensor of fixed length) with no '
+                               'return/break/continue inside; set a flag and test it after')
+
+    # -- values only the graph run has --------------------------------------------------
+    NUMPY_IN_GRAPH = (True, 'keep values as tensors inside the function: print them with '
+                            'tf.print(x) instead of print(x.numpy()), and call .numpy()/.item()/'
+                            'float() on the result after the call returns (every call that '
+                            'reaches a .numpy() runs imperatively)')
+    TENSOR_KEY = (True, 'compare the tensors with `is` (janus keeps identity), or key the '
+                        'cache outside the janus function')
+    TENSOR_TYPE = (True, 'test isinstance(x, tf.Tensor) instead of type(x)')
+    UNKNOWN_SHAPE = (True, 'use tf.shape(x) (a tensor) instead of x.shape where the size is '
+                           'only known at run time, or pass tensors of fixed rank')
+    BIG_INT = (True, 'keep Python ints within +-2**53, or use an int64 tensor')
+    CHAINED_COMPARISON = (True, 'split the chained comparison into comparisons joined by '
+                                '`and` (tf.logical_and for tensors)')
+    FORMATTING = (True, 'format graph values only to print, return or store them (an '
+                        'f-string); format other values outside the janus function')
+
+    # -- values from outside the call ---------------------------------------------------
+    OUTSIDE_VALUE = (True, 'pass that value in as an argument, or create it inside the '
+                           'function')
+    OUTSIDE_READ_AFTER_CHANGE = (True, 'read the value before the call changes it in place '
+                                       '(keep what you need in a local), or change it after '
+                                       'the janus function returns')
+    SET_ORDER = (True, 'iterate over sorted(the_set) instead of the set itself (janus cannot '
+                       'reproduce the order of its items)')
+    NUMPY_GLOBAL = (True, 'keep that value in a tf.Variable, or pass it to the function as a '
+                          'tensor')
+    CUSTOM_ATTRIBUTE = (True, 'read the value into a plain attribute or a local first, or pass '
+                              'it in as an argument')
+    SPECIAL_METHODS = (True, 'turn the object into plain values (tensors, numbers, lists, '
+                             'dicts) before the call and pass those in')
+    LIBRARY_GETS_OBJECT = (True, 'pass plain values (tensors, numbers, lists) to library code, '
+                                 'not your own object')
+    PRINT_OF_OBJECT = (True, 'print tensors, numbers and strings (or use tf.print); print other '
+                             'objects outside the janus function')
+    PYTHON_RAISES = (False, 'Python raises there; the call runs imperatively and raises as '
+                            'eager code does')
+
+    # -- calls -------------------------------------------------------------------------
+    UNCONVERTED_CALL = (True, 'call TF ops instead, or make that call before or after the '
+                              'janus function and pass its result in')
+    BUILTIN_ARGUMENTS = (True, 'drop key=/default= (sort (key, value) tuples instead), or use '
+                               'tf.sort/tf.argmax on a tensor')
+    CONTEXT_MANAGER = (True, 'enter that context manager outside the janus function, around '
+                             'the call')
+    TF_FUNCTION_RETRACE = (True, 'call the undecorated Python function, or pass tensors of '
+                                 'known shape')
+    VARIABLE_CREATION = (True, 'create variables outside the function (or in a Keras layer a '
+                               'profiled call builds)')
+    RETURN_VALUE = (True, 'return tensors, numbers and containers of them; create other '
+                          'objects (tf.Variable, ...) outside the function')
+    RANDOM_OPS = (True, 'use a tf.random.Generator or the stateless ops '
+                        '(tf.random.stateless_uniform, ...)')
+    LIBRARY_SIDE_EFFECT = (True, 'make that library call before or after the janus function '
+                                 '(it changes Python state or writes output when traced)')
+
