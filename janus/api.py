@@ -221,7 +221,7 @@ class JanusFunction(callables.JanusCallable):
     def _relax_lists(self, misses, arguments):
         """After a miss on a list argument's length (a history that grows every call):
         the list is passed as itself from now on, its items read through it at run
-        time (guards.Signature ``opaque``), one graph for every length."""
+        time (call_signature.Signature ``opaque``), one graph for every length."""
         relaxed = [m.where for m in misses if m.kind is guards.GuardKind.LEN_MATCH
                    and type(arguments.get(m.where)) is list and m.where not in self.opaque_lists]
         for name in relaxed:

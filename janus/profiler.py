@@ -36,7 +36,7 @@ import weakref
 import gast
 import tensorflow as tf
 
-from janus import callables, guards
+from janus import call_signature, callables, guards
 from janus.graphgen.converters import common
 from janus.pyct import anno, mangling, parser, recompile, sites
 from janus.runtime import layers, whitelist
@@ -80,7 +80,7 @@ class Profile:
         observed = []
         for name, value in arguments.items():
             observed.append((name, _describe_value(value)))
-            guards.record_shapes(value, name, self.shapes)
+            call_signature.record_shapes(value, name, self.shapes)
         self.arguments.append(observed)
         del self.arguments[:-16]  # keep the recent ones only
 

@@ -25,7 +25,7 @@ class Reason(enum.Enum):
         member.advice = (FIX if change else NOTHING) + text
         return member
 
-    # -- the arguments of a call (guards.UnsupportedArgument) ------------------------
+    # -- the arguments of a call (call_signature.UnsupportedArgument) -----------------
     NUMPY_ARGUMENT = (True, 'pass a tf.Tensor (tf.convert_to_tensor(value)) instead of the '
                             'NumPy value')
     SELF_CONTAINING_ARGUMENT = (True, 'pass a container that does not contain itself')

@@ -10,10 +10,10 @@ way per location, constant -> dynamic, except that a trace which needed the
 value itself (a shape, an index, library code: ``errors.ScalarValueNeeded``)
 *pins* the location back to constants for good.
 
-Keys are sources' ``uid()`` for outside values and ``guards.scalar_path_key``
+Keys are sources' ``uid()`` for outside values and ``call_signature.scalar_path_key``
 for arguments; each comes with a readable name for ``explain``.
 """
-from janus import guards
+from janus import call_signature, guards
 from janus.config import config
 
 _NUMBERS = (int, float)
@@ -97,7 +97,7 @@ def _changed_numbers(entry, arguments):
     found = []
     for node_path, old, new in entry.signature.constant_values(arguments):
         if _same_number_type(old, new) and old != new:
-            found.append((guards.scalar_path_key(node_path), node_path, old, new))
+            found.append((call_signature.scalar_path_key(node_path), node_path, old, new))
     memo = {}
     for guard in entry.source_guards:
         if getattr(guard, 'kind', None) is not guards.GuardKind.VALUE_MATCH:

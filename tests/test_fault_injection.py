@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import janus
-from janus import guards, profiler
+from janus import call_signature, profiler
 from janus.graphgen import generator, tracer
 from janus.replay import entry
 from conftest import assert_same, outcome
@@ -92,11 +92,12 @@ STAGES = {
                                                          fail), 0),
     'Recorder.test': (lambda mp, jf: mp.setattr(profiler.Recorder, '_observe', fail), 0),
     'Recorder.call bookkeeping': (lambda mp, jf: mp.setattr(profiler, '_callee_name', fail), 1),
-    'Signature construction': (lambda mp, jf: mp.setattr(guards, 'Signature', fail), 0),
+    'Signature construction': (lambda mp, jf: mp.setattr(call_signature, 'Signature', fail), 0),
     'generator.convert': (lambda mp, jf: mp.setattr(generator, 'convert', fail), 0),
     'tracer.trace': (lambda mp, jf: mp.setattr(tracer, 'trace', fail), 0),
     'GraphEntry.check': (lambda mp, jf: mp.setattr(entry.GraphEntry, 'check', fail), 5),
-    'flattening arguments': (lambda mp, jf: mp.setattr(guards.Signature, 'flatten', fail), 5),
+    'flattening arguments': (lambda mp, jf: mp.setattr(call_signature.Signature, 'flatten',
+                                                       fail), 5),
     'GraphEntry.run write-back': (lambda mp, jf: mp.setattr(entry, 'rebuild', fail), 5),
 }
 

@@ -2,7 +2,7 @@
 
 Needs the janus function's ``function_state.FunctionState`` and a way to
 convert its function (``generator.convert``, wrapped by the caller so a
-failure is remembered).  ``build`` makes the call's ``guards.Signature``,
+failure is remembered).  ``build`` makes the call's ``call_signature.Signature``,
 refuses a call shape that failed before, converts the function once, and
 traces it (``tracer.trace``).  A trace returns a ``retrace.TraceResult`` or
 raises a ``retrace.Retrace`` request, honoured here and nowhere else:
@@ -29,7 +29,7 @@ import contextlib
 import dataclasses
 import typing
 
-from janus import guards
+from janus import call_signature
 from janus.config import config
 from janus.errors import ConversionError
 from janus.events import EventKind
@@ -44,7 +44,7 @@ class Refused:
     """No graph for this call: ``error`` says why.  ``signature``: the call shape
     to run imperatively from now on (None: only this call; it may convert later)."""
     error: ConversionError
-    signature: typing.Optional[guards.Signature] = None
+    signature: typing.Optional[call_signature.Signature] = None
     internal: typing.Optional[Exception] = None   # janus's own failure behind ``error``
 
 
@@ -66,7 +66,7 @@ def build(fn, state, arguments, bound, convert, report, *, profile_calls, distri
     ``report(kind, text)`` records an event; ``number``: the function's graph
     count if this one is built."""
     run = _Build(fn, state, report)
-    guards.record_shapes_of(arguments, state.profile.shapes)
+    call_signature.record_shapes_of(arguments, state.profile.shapes)
     converted = None
     while True:
         shape_signature = _signature(state, arguments, exact=False)
@@ -120,15 +120,15 @@ def _trace_once(run, converted, bound, arguments, shape_signature, distributed, 
 
 
 def _signature(state, arguments, exact):
-    """The call's ``guards.Signature`` (relaxed shapes unless ``exact``), or ``Refused``."""
+    """The call's ``call_signature.Signature`` (relaxed shapes unless ``exact``), or ``Refused``."""
     try:
         if exact:
             with config.patch(specialize_shapes=True):
-                return guards.Signature(arguments, dynamic=state.scalars.dynamic,
+                return call_signature.Signature(arguments, dynamic=state.scalars.dynamic,
                                         opaque=state.opaque_lists)
         shapes = state.profile.shapes if config.relax_shapes else None
-        return guards.Signature(arguments, shapes, state.scalars.dynamic, state.opaque_lists)
-    except guards.UnsupportedArgument as e:
+        return call_signature.Signature(arguments, shapes, state.scalars.dynamic, state.opaque_lists)
+    except call_signature.UnsupportedArgument as e:
         return Refused(ConversionError(e.reason, 'unsupported argument %s' % e))
 
 

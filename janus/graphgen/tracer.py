@@ -1,7 +1,7 @@
 """Traces a converted function once into a guarded ``ConcreteFunction``.
 
 Needs ``generator.convert`` to have produced the converted function and a
-``guards.Signature`` for the call.  The result, a ``GraphEntry``, holds the
+``call_signature.Signature`` for the call.  The result, a ``GraphEntry``, holds the
 graph, its guards (argument signature + guards on outside values), its
 in-graph assumptions, and how to rebuild the Python return value.
 
@@ -25,7 +25,7 @@ import tensorflow as tf
 from tensorflow.python.framework import auto_control_deps_utils as acd_utils
 
 from janus.reasons import Reason
-from janus import errors, guards
+from janus import call_signature, errors, guards
 from janus.config import config
 from janus.errors import ConversionError
 from janus.graphgen import effects, generator, hostcheck, retrace, rollback
@@ -563,9 +563,9 @@ def _rollback_plan(concrete, ctx):
 
 
 def _scalar_inputs(values, depth=0):
-    """The ``guards.ScalarInput``s (number arguments' graph inputs) in ``values``."""
+    """The ``call_signature.ScalarInput``s (number arguments' graph inputs) in ``values``."""
     for value in values:
-        if type(value) is guards.ScalarInput:
+        if type(value) is call_signature.ScalarInput:
             yield value
         elif depth < 16 and (type(value) in (list, dict) or isinstance(value, tuple)):
             yield from _scalar_inputs(value.values() if type(value) is dict else value,

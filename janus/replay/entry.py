@@ -28,7 +28,7 @@ class GraphEntry:
                  output_template, writes, host, source_guards, assumptions, inlined,
                  assumed_sites, assumed_instead, has_mutations, safe_error_ops, uses_heap_ops,
                  op_writes, rollback, not_undoable, number, trace_seconds):
-        self.signature = signature               # guards.Signature: the argument guards
+        self.signature = signature               # call_signature.Signature: the argument guards
         self.bound_template = bound_template     # inspect.BoundArguments of the traced call
         self.concrete = concrete                 # the ConcreteFunction
         self._call_graph = _graph_caller(concrete,

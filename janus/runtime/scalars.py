@@ -38,7 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from janus.reasons import Reason
-from janus import guards
+from janus import call_signature, guards
 from janus.runtime import fallible, shadow_heap
 from janus.runtime.trace_context import AssumptionKind, Unsupported, current, need
 
@@ -155,12 +155,12 @@ def read(ctx, source, value):
 
 
 def from_inputs(arguments):
-    """The traced arguments with every ``guards.ScalarInput`` (a relaxed number
+    """The traced arguments with every ``call_signature.ScalarInput`` (a relaxed number
     argument's graph input) made a DynamicScalar, in containers too."""
     def convert(value, source, depth=0):
-        if type(value) is guards.ScalarInput:
+        if type(value) is call_signature.ScalarInput:
             return DynamicScalar(as_scalar(value.tensor), value.type,
-                                 {(guards.scalar_path_key(value.path), value.path)}, source)
+                                 {(call_signature.scalar_path_key(value.path), value.path)}, source)
         if depth < 16 and type(value) is list:   # keeps the one list object
             value[:] = [convert(v, guards.ItemSource(source, i), depth + 1)
                         for i, v in enumerate(value)]
@@ -177,7 +177,7 @@ def from_inputs(arguments):
 
 
 def _holds_scalar_input(value, depth=0):
-    if type(value) is guards.ScalarInput:
+    if type(value) is call_signature.ScalarInput:
         return True
     if depth < 16 and (type(value) in (list, dict) or isinstance(value, tuple)):
         items = value.values() if type(value) is dict else value

@@ -29,7 +29,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from janus import guards
+from janus import call_signature, guards
 from janus.config import config
 from janus.errors import Unsupported
 from janus.runtime import heap
@@ -297,9 +297,9 @@ def hoist_tensor(ctx, source, value):
     key = ('heap',) + source.uid()
     if ctx.shapes is not None:
         previous = ctx.shapes.get(key)
-        shape = guards.relax(previous, shape) if previous is not None else shape
+        shape = call_signature.relax(previous, shape) if previous is not None else shape
         ctx.shapes[key] = shape
-    shape = guards.specialized(shape)
+    shape = call_signature.specialized(shape)
     spec = tf.TensorSpec(shape, value.dtype)
     ctx.add_guard(guards.GuardKind.TENSOR_MATCH, source, (value.dtype, shape))
 
@@ -319,7 +319,7 @@ def hoist_scalar(ctx, source, kind):
     dtype = {int: tf.int64, float: tf.float64}[kind]
     ctx.add_guard(guards.GuardKind.SCALAR_MATCH, source, kind)
 
-    tensors = guards.ScalarTensors(kind)
+    tensors = call_signature.ScalarTensors(kind)
 
     def read_now():
         return tensors.tensor(source.value(_call_arguments(), {}))
