@@ -21,7 +21,8 @@ from tensorflow.python.framework import func_graph, tensor_util
 from janus.reasons import Reason
 from janus import callables, guards, pytypes
 from janus.guards import GuardKind
-from janus.runtime import access, control, fallible, layers, observe, scalars, whitelist
+from janus.runtime import (access, control, fallible, layers, observe, scalar_ops, scalars,
+                           whitelist)
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -112,7 +113,7 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
             or _is_str_format(callee) or _stores_numbers(callee, args, kwargs):
         return _NOT_HANDLED
     if not kwargs and _is_number_function(callee):
-        result = scalars.builtin(callee, list(args), lineage)
+        result = scalar_ops.builtin(callee, list(args), lineage)
         if result is not NotImplemented:
             return result
     elif whitelist.is_library(callee) and scalars.library_call_allows(callee, args, kwargs):

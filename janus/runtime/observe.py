@@ -21,7 +21,7 @@ import tensorflow as tf
 from janus.reasons import Reason
 from janus import guards, pytypes
 from janus.guards import GuardKind
-from janus.runtime import fallible, scalars, whitelist
+from janus.runtime import fallible, scalar_ops, scalars, whitelist
 from janus.runtime.scalars import DynamicScalar
 from janus.runtime.trace_context import (Unsupported, current, need, refuse_opaque,
                                          refuse_unmerged)
@@ -230,7 +230,7 @@ def not_value(value):
     if isinstance(value, tf.Tensor):
         return not value
     if type(value) is DynamicScalar:
-        return scalars.unary('Not', value)
+        return scalar_ops.unary('Not', value)
     return not truth(value)
 
 
@@ -265,11 +265,11 @@ def compare(op, left, right):
     if _is_graph_value(left) or _is_graph_value(right):
         with fallible.made_by_the_user():   # ``x < y`` of mismatched shapes raises unused
             if type(left) is DynamicScalar or type(right) is DynamicScalar:
-                return scalars.compare(op, _plain(ctx, left), _plain(ctx, right),
+                return scalar_ops.compare(op, _plain(ctx, left), _plain(ctx, right),
                                        scalars.lineage_of(left, right))
             return _COMPARE[op][1](eager_converted(left, right), eager_converted(right, left))
     if type(left) is DynamicScalar or type(right) is DynamicScalar:
-        return scalars.compare(op, _plain(ctx, left), _plain(ctx, right),
+        return scalar_ops.compare(op, _plain(ctx, left), _plain(ctx, right),
                                scalars.lineage_of(left, right))
     dunder = _COMPARE[op][0]
     names = (dunder, '__eq__', '__ne__', '__lt__', '__le__', '__gt__', '__ge__')
@@ -345,7 +345,7 @@ def _contains(ctx, container, key):
         # Guarded contents, this call's changes applied.
         items = _now(ctx, container) if source is not None and pytypes.is_set(container) \
             else plain_deep(ctx, container)
-        return scalars.contains(key, list(items), key.lineage | scalars.lineage_deep(items))
+        return scalar_ops.contains(key, list(items), key.lineage | scalars.lineage_deep(items))
     _refuse_user_code(container, ('__contains__', '__iter__', '__getitem__'), '`in`')
     if source is None:
         ctx.provenance(container, '`in`')
@@ -406,7 +406,7 @@ def _binop(ctx, op, left, right):
             return checked_text(LazyText([(right, '%', left)]))   # formatted after the run
         return fn(left, right)
     if type(left) is DynamicScalar or type(right) is DynamicScalar:
-        return scalars.binop(op, _plain(ctx, left), _plain(ctx, right),
+        return scalar_ops.binop(op, _plain(ctx, left), _plain(ctx, right),
                              scalars.lineage_of(left, right))
     left, right = _plain(ctx, left), _plain(ctx, right)
     if _is_graph_value(left) or _is_graph_value(right):
@@ -490,7 +490,7 @@ def unary(op, value):
     if isinstance(value, LazyText):
         value.refuse()
     if type(value) is DynamicScalar:
-        return scalars.unary(op, value)
+        return scalar_ops.unary(op, value)
     user = user_dunder(value, name)
     if user is None:
         return fn(value)

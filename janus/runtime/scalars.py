@@ -46,7 +46,7 @@ INT_BOUND = guards.SCALAR_INT_BOUND   # every dynamic int stays strictly within 
 EXACT_FLOAT_INT = 2 ** 53  # ints up to this convert to float64 exactly
 TINY = guards.SCALAR_TINY  # |floats| below this (but nonzero) may meet TF's flush-to-zero
 DTYPES = {int: tf.int64, float: tf.float64, bool: tf.bool}
-_NUMBER = (int, float, bool)
+NUMBER = (int, float, bool)
 
 
 class DynamicScalar:
@@ -205,16 +205,16 @@ def from_tensor(callee, tensor):
         truth = value if dtype == tf.bool else tf.not_equal(value, tf.zeros([], dtype))
         return DynamicScalar(truth, bool)
     if dtype.is_floating and current().state_dependency(value) is None:   # see _no_underflow
-        _assume(tf.logical_not(_subnormal(value)), '%s() of a tensor that is not subnormal '
+        assume(tf.logical_not(_subnormal(value)), '%s() of a tensor that is not subnormal '
                 '(TF reads those as zero)' % callee.__name__)
     if callee is float:
         return DynamicScalar(tf.cast(value, tf.float64), float)   # exact for every dtype here
     if dtype.is_floating:
         wide = tf.cast(value, tf.float64)
-        _assume(tf.logical_and(tf.math.is_finite(wide), tf.abs(wide) < float(INT_BOUND) / 2),
+        assume(tf.logical_and(tf.math.is_finite(wide), tf.abs(wide) < float(INT_BOUND) / 2),
                 'int() of a finite tensor within +-2**61')
         return DynamicScalar(tf.cast(wide, tf.int64), int)   # truncates, as int() does
-    return DynamicScalar(_checked_int(tf.cast(value, tf.int64), 'int() of a tensor'), int)
+    return DynamicScalar(checked_int(tf.cast(value, tf.int64), 'int() of a tensor'), int)
 
 
 _BITS = {tf.float16: (tf.int16, 0x7C00, 0x03FF), tf.bfloat16: (tf.int16, 0x7F80, 0x007F),
@@ -233,7 +233,7 @@ def _subnormal(value):
 
 # -- the checks Python makes -------------------------------------------------------
 
-def _assume(condition_tensor, description):
+def assume(condition_tensor, description):
     """A SCALAR assertion, carrying the lineage of the operation being built: when it
     breaks, those numbers are specialized by value again (``JanusFunction._relax``),
     so a domain left for good (a negative exponent) does not fail every call."""
@@ -245,7 +245,7 @@ def _assume(condition_tensor, description):
         ctx.assumptions[-1].lineage = getattr(ctx, 'scalar_lineage', frozenset())
 
 
-class _Building:
+class Building:
     """Names the lineage of the operation being built, for its assertions."""
 
     def __init__(self, lineage):
@@ -270,292 +270,25 @@ def _user_line(ctx):
     return None
 
 
-def _checked_int(tensor, what):
+def checked_int(tensor, what):
     """An int64 result kept within +-INT_BOUND (Python ints do not wrap)."""
     bound = tf.constant(INT_BOUND, tf.int64)
-    _assume(tf.logical_and(tensor < bound, tensor > -bound),
+    assume(tf.logical_and(tensor < bound, tensor > -bound),
             '%s stays within +-2**62 (Python ints do not wrap)' % what)
     return tensor
 
 
-def _exact_float(tensor):
+def exact_float(tensor):
     """|int| <= 2**53: its float64 is exact (Python compares and divides ints exactly)."""
     bound = tf.constant(EXACT_FLOAT_INT, tf.int64)
-    _assume(tf.logical_and(tensor <= bound, tensor >= -bound),
+    assume(tf.logical_and(tensor <= bound, tensor >= -bound),
             'an int mixed with floats stays within +-2**53')
     return tf.cast(tensor, tf.float64)
 
 
-def _nonzero(tensor, what):
-    _assume(tf.not_equal(tensor, tf.zeros([], tensor.dtype)),
+def nonzero(tensor, what):
+    assume(tf.not_equal(tensor, tf.zeros([], tensor.dtype)),
             '%s is not zero (Python raises ZeroDivisionError)' % what)
-
-
-# -- operands ----------------------------------------------------------------------
-
-class _Operand:
-    """A number operand: its Python type, its tensor (None: a Python constant)."""
-
-    def __init__(self, value):
-        if type(value) is DynamicScalar:
-            self.type, self.tensor, self.value = value.type, value.tensor, None
-        else:
-            self.type, self.tensor, self.value = type(value), None, value
-
-    def as_int(self):
-        if self.tensor is None:
-            return tf.constant(int(self.value), tf.int64)
-        return tf.cast(self.tensor, tf.int64) if self.type is bool else self.tensor
-
-    def as_float(self):
-        if self.tensor is None:
-            if type(self.value) is int and abs(self.value) > EXACT_FLOAT_INT:
-                raise Unsupported(Reason.BIG_INT,
-                                  'janus does not mix the int constant %d (beyond 2**53) with '
-                                  'a float from outside the call' % self.value)
-            return tf.constant(float(self.value), tf.float64)
-        if self.type is float:
-            return self.tensor
-        if self.type is bool:
-            return tf.cast(self.tensor, tf.float64)
-        return _exact_float(self.tensor)
-
-    def as_bool(self):
-        if self.tensor is None:
-            return tf.constant(bool(self.value))
-        return self.tensor
-
-
-def _constant_ok(value):
-    """A Python constant that can meet a dynamic scalar in the graph."""
-    kind = type(value)
-    if kind is float:
-        return guards.dynamic_float_ok(value)   # TF reads a subnormal operand as zero
-    return kind in _NUMBER and (kind is not int or -INT_BOUND < value < INT_BOUND)
-
-
-def _result_kind(op, left, right):
-    """Python's result type of ``left op right`` for int/float/bool operands."""
-    kinds = {left.type, right.type}
-    if op in ('BitAnd', 'BitOr', 'BitXor') and kinds == {bool}:
-        return bool
-    if float in kinds or op == 'Div':
-        return float
-    return int
-
-
-# -- binary operators ----------------------------------------------------------------
-
-def binop(op, left, right, lineage):
-    """``left op right`` with at least one dynamic scalar; the other a number or tensor."""
-    with _Building(lineage):
-        return _binop(op, left, right, lineage)
-
-
-def _binop(op, left, right, lineage):
-    for value in (left, right):
-        if not (type(value) is DynamicScalar or _constant_ok(value)):
-            if isinstance(value, (tf.Tensor, tf.Variable)):
-                return _with_tensor(op, left, right, lineage)
-            need(lineage, 'an operator between a number and a %s'
-                             % type(value).__name__)
-    a, b = _Operand(left), _Operand(right)
-    kind = _result_kind(op, a, b)
-    build = _INT_OPS.get(op) if kind is int else _FLOAT_OPS.get(op)
-    if kind is bool:
-        build = _BOOL_OPS.get(op)
-    if build is None:
-        need(lineage, 'the operator %s on a number from outside the call' % op)
-    return DynamicScalar(build(a, b), kind, lineage)
-
-
-def _int_add(a, b):
-    return _checked_int(a.as_int() + b.as_int(), 'an int sum')
-
-
-def _int_sub(a, b):
-    return _checked_int(a.as_int() - b.as_int(), 'an int difference')
-
-
-def _int_mul(a, b):
-    x, y = a.as_int(), b.as_int()
-    estimate = tf.abs(tf.cast(x, tf.float64) * tf.cast(y, tf.float64))
-    _assume(estimate < float(INT_BOUND) / 2, 'an int product stays within +-2**61')
-    return x * y
-
-
-def _safe_divisor(y):
-    """``y`` asserted nonzero, and 1 where it is zero: TF's integer division raises on a
-    zero divisor, racing the assertion (which decides: the call re-runs imperatively)."""
-    _nonzero(y, 'the divisor')
-    return tf.where(tf.equal(y, 0), tf.ones_like(y), y)
-
-
-def _int_floordiv(a, b):
-    return tf.math.floordiv(a.as_int(), _safe_divisor(b.as_int()))   # floors, as Python's //
-
-
-def _int_mod(a, b):
-    return tf.math.floormod(a.as_int(), _safe_divisor(b.as_int()))   # the divisor's sign
-
-
-def _int_pow(a, b):
-    x, y = a.as_int(), b.as_int()
-    _assume(y >= 0, 'an int exponent is not negative (Python gives a float)')
-    y = tf.maximum(y, tf.zeros([], tf.int64))   # TF raises on a negative one: the check says
-    estimate = tf.abs(tf.pow(tf.cast(x, tf.float64), tf.cast(y, tf.float64)))
-    _assume(estimate < float(INT_BOUND) / 2, 'an int power stays within +-2**61')
-    return tf.pow(x, y)
-
-
-def _divide(x, y):
-    """``x / y`` of float64s, correctly rounded.  Not ``RealDiv``: grappler's constant
-    folding turns a division by a constant into a multiplication by its reciprocal
-    (5 / 3 gives 1.6666666666666665); it leaves ``DivNoNan`` alone, and the divisor
-    is asserted nonzero first, so the two agree."""
-    return tf.math.divide_no_nan(x, y)
-
-
-def _float_div(a, b):
-    x, y = a.as_float(), b.as_float()
-    _nonzero(y, 'the divisor')
-    return _no_underflow(_divide(x, y), tf.equal(x, 0.0))
-
-
-def _python_float_divmod(x, y):
-    """Python's float ``divmod`` (Objects/floatobject.c), op for op: ``//`` and ``%``
-    of floats differ from floor(x / y) (``1 // 0.1`` is 9.0)."""
-    zero = tf.zeros([], tf.float64)
-    mod = tf.truncatemod(x, y)                            # C fmod
-    div = _divide(x - mod, y)
-    adjust = tf.logical_and(tf.not_equal(mod, zero), tf.not_equal(y < zero, mod < zero))
-    mod = tf.where(adjust, mod + y, tf.where(tf.equal(mod, zero),
-                                             _copysign(zero, y), mod))
-    div = tf.where(adjust, div - 1.0, div)
-    floor = tf.math.floor(div)
-    floor = tf.where(div - floor > 0.5, floor + 1.0, floor)
-    floor = tf.where(tf.equal(div, zero), _copysign(zero, _divide(x, y)), floor)
-    return floor, mod
-
-
-def _copysign(magnitude, sign):
-    negative = tf.logical_or(sign < 0, tf.logical_and(tf.equal(sign, 0.0),
-                                                      tf.math.reciprocal(sign) < 0))
-    return tf.where(negative, -tf.abs(magnitude), tf.abs(magnitude))
-
-
-def _float_floordiv(a, b):
-    y = b.as_float()
-    _nonzero(y, 'the divisor')
-    _assume(tf.abs(y) >= 2.0 ** -900, 'a float divisor of // or % is not tiny (no '
-                                      'subnormal remainders)')
-    return _python_float_divmod(a.as_float(), y)[0]
-
-
-def _float_mod(a, b):
-    y = b.as_float()
-    _nonzero(y, 'the divisor')
-    _assume(tf.abs(y) >= 2.0 ** -900, 'a float divisor of // or % is not tiny (no '
-                                      'subnormal remainders)')
-    return _python_float_divmod(a.as_float(), y)[1]
-
-
-def _float_pow(a, b):
-    x, y = a.as_float(), b.as_float()
-    _assume(x > 0, 'a float power has a positive base (Python raises or gives a complex '
-                   'otherwise)')
-    result = _python_call(operator.pow, [x, y], float)
-    _assume(tf.math.is_finite(result), 'a float power does not overflow (Python raises '
-                                       'OverflowError)')
-    return result
-
-
-_INT_OPS = {'Add': _int_add, 'Sub': _int_sub, 'Mult': _int_mul, 'FloorDiv': _int_floordiv,
-            'Mod': _int_mod, 'Pow': _int_pow}
-def _no_underflow(result, exact_zero):
-    """TF's CPU kernels flush subnormal results to zero (FTZ), Python keeps them: a
-    result is kept only if it is not below the normal range, or it is a zero the
-    operands make exact (``exact_zero``, a bool tensor)."""
-    if current().state_dependency(result) is not None:
-        # Computed from a value a state change made (a branch that assigned a
-        # variable): no assertion can run before that change.  Left unchecked: a
-        # subnormal result there would be flushed (named in DESIGN.md).
-        return result
-    tiny = tf.constant(TINY, tf.float64)
-    zero = tf.equal(result, 0.0)
-    _assume(tf.logical_or(tf.logical_and(tf.logical_not(zero), tf.logical_not(tf.abs(result)
-                                                                                < tiny)),
-                          tf.logical_and(zero, exact_zero)),
-            'a float result stays clear of the subnormal range (TF flushes it to zero)')
-    return result
-
-
-def _float_add(a, b):
-    x, y = a.as_float(), b.as_float()
-    return _no_underflow(x + y, tf.equal(x, -y))
-
-
-def _float_sub(a, b):
-    x, y = a.as_float(), b.as_float()
-    return _no_underflow(x - y, tf.equal(x, y))
-
-
-def _float_mul(a, b):
-    x, y = a.as_float(), b.as_float()
-    return _no_underflow(x * y, tf.logical_or(tf.equal(x, 0.0), tf.equal(y, 0.0)))
-
-
-_FLOAT_OPS = {'Add': _float_add,
-              'Sub': _float_sub,
-              'Mult': _float_mul,
-              'Div': _float_div, 'FloorDiv': _float_floordiv, 'Mod': _float_mod,
-              'Pow': _float_pow}
-_BOOL_OPS = {'BitAnd': lambda a, b: tf.logical_and(a.as_bool(), b.as_bool()),
-             'BitOr': lambda a, b: tf.logical_or(a.as_bool(), b.as_bool()),
-             'BitXor': lambda a, b: tf.math.logical_xor(a.as_bool(), b.as_bool())}
-
-
-# -- comparisons and unary operators ---------------------------------------------------
-
-_COMPARE = {'Eq': tf.equal, 'NotEq': tf.not_equal, 'Lt': tf.less, 'LtE': tf.less_equal,
-            'Gt': tf.greater, 'GtE': tf.greater_equal}
-
-
-def compare(op, left, right, lineage):
-    """``left op right`` of numbers, at least one dynamic: a dynamic bool."""
-    with _Building(lineage):
-        return _compare(op, left, right, lineage)
-
-
-def _compare(op, left, right, lineage):
-    if op not in _COMPARE:
-        need(lineage, 'the comparison %s on a number from outside the call' % op)
-    for value in (left, right):
-        if not (type(value) is DynamicScalar or _constant_ok(value)):
-            if isinstance(value, (tf.Tensor, tf.Variable)):
-                return _with_tensor(op, left, right, lineage, compare=True)
-            need(lineage, 'comparing a number with a %s' % type(value).__name__)
-    a, b = _Operand(left), _Operand(right)
-    if float in (a.type, b.type):
-        x, y = a.as_float(), b.as_float()
-    else:
-        x, y = a.as_int(), b.as_int()
-    return DynamicScalar(_COMPARE[op](x, y), bool, lineage)
-
-
-def unary(op, value):
-    a = _Operand(value)
-    if op == 'UAdd':
-        return value if value.type is not bool else DynamicScalar(a.as_int(), int, value.lineage)
-    if op == 'USub':
-        if value.type is float:
-            return DynamicScalar(-value.tensor, float, value.lineage)
-        return DynamicScalar(-a.as_int(), int, value.lineage)   # within +-2**62 already
-    if op == 'Not':
-        return DynamicScalar(tf.logical_not(condition(value)), bool, value.lineage)
-    if op == 'Invert' and value.type is not float:
-        return DynamicScalar(-a.as_int() - 1, int, value.lineage)
-    value.specialize('the operator %s on a number from outside the call' % op)
 
 
 # -- with tensors: eager's weak typing ---------------------------------------------------
@@ -569,7 +302,7 @@ _EXACT_CASTS = {(int, tf.int32), (int, tf.int64), (int, tf.float32), (int, tf.fl
 
 def to_tensor(value, dtype=None):
     """The tensor eager's ``convert_to_tensor(value, dtype)`` gives for this number."""
-    with _Building(value.lineage):
+    with Building(value.lineage):
         return _to_tensor(value, dtype)
 
 
@@ -582,13 +315,13 @@ def _to_tensor(value, dtype):
     if dtype is None:
         if value.type is int:
             bound = tf.constant(2 ** 31, tf.int64)
-            _assume(tf.logical_and(value.tensor < bound, value.tensor >= -bound),
+            assume(tf.logical_and(value.tensor < bound, value.tensor >= -bound),
                     'an int converted to a tensor fits int32 (eager picks int64 otherwise)')
             return tf.cast(value.tensor, tf.int32)
         if value.type is float:
             big = tf.constant(float(np.finfo(np.float32).max), tf.float64)
             x = value.tensor
-            _assume(tf.logical_or(tf.abs(x) <= big, tf.logical_not(tf.math.is_finite(x))),
+            assume(tf.logical_or(tf.abs(x) <= big, tf.logical_not(tf.math.is_finite(x))),
                     'a float converted to a tensor fits float32 (eager raises otherwise)')
         dtype = tf.float32 if value.type is float else tf.bool
     dtype = tf.as_dtype(dtype).base_dtype
@@ -597,7 +330,7 @@ def _to_tensor(value, dtype):
                                                                     dtype.name))
     if value.type is float and dtype == tf.float32 \
             and current().state_dependency(value.tensor) is None:   # see _no_underflow
-        _assume(tf.logical_or(tf.equal(value.tensor, 0.0), tf.logical_not(
+        assume(tf.logical_or(tf.equal(value.tensor, 0.0), tf.logical_not(
             tf.abs(value.tensor) < 2.0 ** -120)), 'a float converted to float32 stays '
             'clear of its subnormal range (TF flushes it to zero)')
     if value.type is int and dtype == tf.float32:
@@ -625,7 +358,7 @@ def _converted_float(value, key_dtype, dtype):
     zero = tf.equal(value.tensor, tf.zeros([], value.tensor.dtype))
     if _in_device_scope():   # eager converts under another device name: another entry
         if ctx.state_dependency(value.tensor) is None:   # see _no_underflow
-            _assume(tf.logical_not(zero), 'a float converted to a tensor under tf.device is '
+            assume(tf.logical_not(zero), 'a float converted to a tensor under tf.device is '
                     'not zero (eager\'s conversion cache decides the sign of a zero)')
         return cast
     if value.origin is not None:   # read as it is: eager's conversion of it, at call time
@@ -633,7 +366,7 @@ def _converted_float(value, key_dtype, dtype):
     else:   # computed by the call: eager's conversion of it, by Python when it is known
         key = (id(tf.compat.v1.get_default_graph()), value.tensor.ref(), key_dtype)
         if key not in ctx.zero_signs:   # converted again: eager's cache gives the same
-            ctx.zero_signs[key] = _python_call(_ZeroSign(key_dtype), [value.tensor], float)
+            ctx.zero_signs[key] = python_call(_ZeroSign(key_dtype), [value.tensor], float)
         eager_zero = tf.cast(ctx.zero_signs[key], dtype)
     return tf.where(zero, eager_zero, cast)
 
@@ -692,7 +425,7 @@ _TENSOR_COMPARE = {'Eq': operator.eq, 'NotEq': operator.ne, 'Lt': operator.lt,
                    'LtE': operator.le, 'Gt': operator.gt, 'GtE': operator.ge}
 
 
-def _with_tensor(op, left, right, lineage, compare=False):
+def with_tensor(op, left, right, lineage, compare=False):
     """``tensor op number`` / ``number op tensor``: the number takes the tensor's dtype,
     as the tensor's own operator converts a Python number eagerly."""
     tensor = left if isinstance(left, (tf.Tensor, tf.Variable)) else right
@@ -755,20 +488,6 @@ def _is_variable(value):
     return keras_variables is not None and isinstance(value, keras_variables.Variable)
 
 
-def contains(key, items, lineage):
-    """``key in items`` for a dynamic number and a container of numbers: Python's
-    ``any(key is e or key == e)``, as an OR of equalities (a NaN key, equal to nothing
-    but possibly identical to an item, falls back)."""
-    if not all(type(item) is DynamicScalar or _constant_ok(item) for item in items):
-        need(lineage, '`in` on a container holding other things than numbers')
-    if key.type is float:
-        _assume(tf.equal(key.tensor, key.tensor), 'a number looked up with `in` is not NaN')
-    found = tf.constant(False)
-    for item in items:
-        found = tf.logical_or(found, compare('Eq', key, item, lineage).tensor)
-    return DynamicScalar(found, bool, lineage)
-
-
 def holds_dynamic(value, depth=0):
     if type(value) is DynamicScalar:
         return True
@@ -805,7 +524,7 @@ _UNDERFLOWING = frozenset({math.exp, math.pow, math.ldexp, operator.pow, math.er
                           | ({math.exp2} if hasattr(math, 'exp2') else set()))
 
 
-def _python_call(fn, tensors, kind):
+def python_call(fn, tensors, kind):
     """``fn(*values)`` run by Python itself when the graph runs: eager's exact numbers
     (TF's own transcendental kernels may differ in the last bit)."""
     def run(*values):
@@ -823,107 +542,3 @@ def _python_call(fn, tensors, kind):
     if functions is not None:   # graphgen/hostcheck.py may run it before the graph instead
         functions[out.op] = (run, DTYPES[kind])
     return as_scalar(out)
-
-
-_MATH_FLOAT = {math.sqrt, math.exp, math.log, math.log2, math.log10, math.cos, math.sin,
-               math.tan, math.tanh, math.atan, math.exp2 if hasattr(math, 'exp2') else math.exp,
-               math.pow, math.fabs, math.hypot, math.atan2, math.log1p, math.expm1,
-               math.copysign, math.fmod, math.asin, math.acos, math.sinh, math.cosh,
-               math.atanh, math.asinh, math.acosh, math.erf, math.erfc, math.radians,
-               math.degrees}
-_MATH_INT = {math.floor, math.ceil, math.trunc}
-
-
-def builtin(callee, args, lineage):
-    """``callee(*args)`` for a builtin or ``math`` function of numbers, at least one
-    dynamic; ``NotImplemented`` when janus does not model it (the caller specializes)."""
-    with _Building(lineage):
-        return _builtin(callee, args, lineage)
-
-
-def _builtin(callee, args, lineage):
-    if not all(type(a) is DynamicScalar or _constant_ok(a) for a in args):
-        return NotImplemented
-    operands = [_Operand(a) for a in args]
-    if callee is float and len(args) == 1:
-        return DynamicScalar(operands[0].as_float() if args[0].type is not int
-                             else tf.cast(operands[0].as_int(), tf.float64), float, lineage)
-    if callee is int and len(args) == 1:
-        return _to_int(args[0], lineage)
-    if callee is bool and len(args) == 1:
-        return DynamicScalar(condition(args[0]), bool, lineage)
-    if callee is abs and len(args) == 1:
-        a = operands[0]
-        kind = int if a.type is bool else a.type
-        return DynamicScalar(tf.abs(a.as_float() if kind is float else a.as_int()), kind,
-                             lineage)
-    if callee in (max, min) and len(args) >= 2:
-        return _extreme(callee, args, lineage)
-    if callee is round and len(args) == 1:
-        a = args[0]
-        if a.type is not float:
-            return builtin(int, args, lineage)
-        return _checked_round(a, lineage)
-    if callee is round and len(args) == 2 and type(args[1]) is int and is_dynamic(args[0]):
-        digits = args[1]
-        if args[0].type is not float:   # round(True, 1) is the int 1
-            if digits < 0:
-                need(lineage, 'round() of an int to tens')
-            return DynamicScalar(operands[0].as_int(), int, lineage)
-        # CPython rounds floats to decimal digits correctly (dtoa): run its round.
-        return DynamicScalar(_python_call(lambda v: round(v, digits), [args[0].tensor], float),
-                             float, lineage)
-    if callee is divmod and len(args) == 2:
-        return (binop('FloorDiv', args[0], args[1], lineage),
-                binop('Mod', args[0], args[1], lineage))
-    if callee in _MATH_INT and len(args) == 1 and args[0].type is not float:
-        return DynamicScalar(operands[0].as_int(), int, lineage)   # floor(int) is the int
-    if callee in _MATH_FLOAT or callee in _MATH_INT:
-        kind = int if callee in _MATH_INT else float
-        tensors = [a.as_float() if a.type is not int else tf.cast(a.as_int(), tf.float64)
-                   for a in operands]
-        if kind is int:
-            _assume(tf.math.is_finite(tensors[0]), '%s of a finite number'
-                    % callee.__name__)
-            _assume(tf.abs(tensors[0]) < float(INT_BOUND) / 2,
-                    '%s of a number within +-2**61' % callee.__name__)
-        # Python raises ValueError/OverflowError outside a function's domain; the graph's
-        # run then fails before any state changes and the call re-runs imperatively.
-        return DynamicScalar(_python_call(callee, tensors, kind), kind, lineage)
-    return NotImplemented
-
-
-def _to_int(value, lineage):
-    if value.type is not float:
-        return DynamicScalar(_Operand(value).as_int(), int, lineage)
-    x = value.tensor
-    _assume(tf.logical_and(tf.math.is_finite(x), tf.abs(x) < float(INT_BOUND) / 2),
-            'int() of a finite float within +-2**61')
-    return DynamicScalar(tf.cast(x, tf.int64), int, lineage)   # truncates, as int() does
-
-
-def _checked_round(value, lineage):
-    x = value.tensor
-    _assume(tf.logical_and(tf.math.is_finite(x), tf.abs(x) < float(INT_BOUND) / 2),
-            'round() of a finite float within +-2**61')
-    return DynamicScalar(tf.cast(tf.math.round(x), tf.int64), int, lineage)   # half to even
-
-
-def _extreme(callee, args, lineage):
-    """``max``/``min`` as Python computes them: the first extreme operand, by ``>``/``<``
-    (NaN never wins a comparison), and that operand's type."""
-    kinds = {type(a) if type(a) is not DynamicScalar else a.type for a in args}
-    if len(kinds) != 1:
-        need(lineage, '%s() of numbers of different types (its result type '
-                         'depends on the values)' % callee.__name__)
-    kind = kinds.pop()
-    if kind is bool:
-        need(lineage, '%s() of bools' % callee.__name__)
-    operands = [_Operand(a) for a in args]
-    pick = (lambda o: o.as_float()) if kind is float else (lambda o: o.as_int())
-    best = pick(operands[0])
-    better = tf.greater if callee is max else tf.less
-    for operand in operands[1:]:
-        candidate = pick(operand)
-        best = tf.where(better(candidate, best), candidate, best)
-    return DynamicScalar(best, kind, lineage)

@@ -18,7 +18,7 @@ from janus.decisions import DYNAMIC
 from janus.errors import ConversionDeferred, ConversionError
 from janus.reasons import Reason
 from janus.guards import GuardKind
-from janus.runtime import observe, scalars
+from janus.runtime import observe, scalar_ops, scalars
 from janus.runtime.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
                                           is_test_tensor, lineage_of, python_truth, static_truth,
                                           taping, tensor_flags, truth)
@@ -32,7 +32,7 @@ def not_(value):
     """``not value`` in a test: a tensor's negation stays a tensor (a dynamic
     scalar's a dynamic bool)."""
     if scalars.is_dynamic(value):
-        return scalars.unary('Not', value)
+        return scalar_ops.unary('Not', value)
     if isinstance(value, TestValue):
         return TestValue(tf.logical_not(value.tensor), value.where, value.lineage)
     return tf.logical_not(truth(value)) if is_tensor(value) else not python_truth(value)
