@@ -28,7 +28,7 @@ import janus
 from conftest import assert_same, differential, outcome
 from janus.graphgen import effects
 from janus.graphgen.converters import common
-from janus.runtime import trace_context, trace_output
+from janus.runtime import trace_context, trace_output, tracing
 
 
 def t(*shape, seed=0):
@@ -462,7 +462,7 @@ def test_the_stdout_proxy_refuses_only_the_tracing_thread(capsys):
     ctx = types.SimpleNamespace(refusals=[])
     stream = sys.stdout
     with trace_output.refused():
-        trace_context.enter_trace(ctx)
+        tracing.enter_trace(ctx)
         try:
             other = threading.Thread(target=print, args=('other thread',))
             other.start()
@@ -470,7 +470,7 @@ def test_the_stdout_proxy_refuses_only_the_tracing_thread(capsys):
             with pytest.raises(trace_context.Unsupported):
                 print('tracing thread')
         finally:
-            trace_context.exit_trace()
+            tracing.exit_trace()
     assert sys.stdout is stream
     assert capsys.readouterr().out == 'other thread\n' and len(ctx.refusals) == 1
 

@@ -32,7 +32,7 @@ from janus.graphgen import effects, generator, hostcheck, retrace, rollback
 from janus.replay import templates
 from janus.replay.entry import GraphEntry
 from janus.runtime import (calls, control, fallible, graph_analysis, library_config, library_state,
-                           observe, ops, scalars, trace_context, trace_output)
+                           observe, ops, scalars, trace_context, trace_output, tracing)
 
 
 # False: replays check guards one by one and evaluate call-time inputs through TF's
@@ -85,7 +85,7 @@ def _template(value, outputs, ctx, memo):
         shared.template = _container_template(value, outputs, ctx, memo)
         return shared
     # A local a tensor-dependent if left two values: refused for its own reason.
-    trace_context.refuse_unmerged(value)
+    tracing.refuse_unmerged(value)
     raise errors.Unsupported(Reason.RETURN_VALUE,
                              'janus cannot return a %s created inside the call from a graph'
                              % type(value).__name__)
@@ -460,13 +460,13 @@ def _graph_body(ctx, converted, bound, signature, holder):
         arguments = scalars.from_inputs(placeholders)
         ctx.register_arguments(arguments, signature.opaque)
         call_args = inspect.BoundArguments(bound.signature, arguments)
-        trace_context.enter_trace(ctx)
+        tracing.enter_trace(ctx)
         ctx.stack.append(converted)
         try:
             result = converted.py_fn(*call_args.args, **call_args.kwargs)
         finally:
             ctx.stack.pop()
-            trace_context.exit_trace()
+            tracing.exit_trace()
         if ctx.refusals:
             raise errors.Unsupported(*ctx.refusals[0])
         if ctx.soft_conditions:

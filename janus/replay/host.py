@@ -93,7 +93,7 @@ class HostStep:
     out: typing.Optional[int]
     ins: tuple
     template: typing.Optional[str] = None
-    assumption: typing.Any = None     # trace_context.Assumption of a check
+    assumption: typing.Any = None     # tracing.Assumption of a check
 
     @property
     def is_check(self):

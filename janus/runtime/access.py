@@ -21,11 +21,9 @@ from janus.guards import GuardKind
 from janus.runtime import fallible, observe, scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
-from janus.runtime.trace_context import (Assumption, AssumptionKind, Chosen,  # noqa: F401
-                                         TraceContext, Unsupported, refuse_unmerged,
-                                         captured_by_identity, current, current_or_none,
-                                         enter_trace, exit_trace,
-                                         writable_context as _writable_context)
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import (Chosen, refuse_unmerged, current,
+                                   writable_context as _writable_context)
 
 # ----------------------------------------------------------------------
 # Operators called by converted code.

@@ -27,10 +27,9 @@ from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
 from janus.runtime.shapes import _checked_shape_in
-from janus.runtime.trace_context import (ChosenMethod, Unsupported,
-                                         captured_by_identity as _captured_by_identity,
-                                         current, current_or_none, need, refuse_unmerged,
-                                         writable_context as _writable_context)
+from janus.runtime.trace_context import Unsupported, captured_by_identity as _captured_by_identity
+from janus.runtime.tracing import (ChosenMethod, current, current_or_none, need, refuse_unmerged,
+                                   writable_context as _writable_context)
 
 
 def call(__callee, /, *args, **kwargs):
@@ -467,7 +466,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
 
 def _call_chosen_method(ctx, method, args, kwargs):
     """``bucket.append(x)`` on one of two outside containers a tensor-dependent ``if``
-    chose (``trace_context.Chosen``): on each candidate, the write under its side's
+    chose (``tracing.Chosen``): on each candidate, the write under its side's
     condition.  What each then holds depends on the run: reading it again in the
     call is refused (appending more is fine)."""
     chosen = method.chosen

@@ -15,8 +15,8 @@ same collectives, with the same names, in the same order.
 import tensorflow as tf
 
 from janus.errors import JanusUsageError
-from janus.runtime import ops, trace_context
-from janus.runtime.trace_context import AssumptionKind
+from janus.runtime import ops, tracing
+from janus.runtime.tracing import AssumptionKind
 
 _INSTALL_HINT = ('janus.DistributedOptimizer needs Horovod with TensorFlow: install the extra '
                  '(`pip install --no-build-isolation .[horovod]`, which needs the recipe in '
@@ -77,7 +77,7 @@ def allreduce(tensor, name, op):
 def agree(name):
     """Allreduces (Min) whether this rank's assumptions held; asserts all did."""
     hvd = horovod()
-    ctx = trace_context.current_or_none()
+    ctx = tracing.current_or_none()
     if ctx is None or ctx.soft_conditions is None:     # running imperatively
         allreduce(tf.constant(1, tf.int32), name, hvd.Min)
         return _Agreement()

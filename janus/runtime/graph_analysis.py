@@ -1,7 +1,7 @@
 """What a graph being traced has done so far: its first state change, whether a
 tensor depends on it, and what ops need.
 
-Needs a ``TraceContext`` (``trace_context.current()``: its shadow heap keeps
+Needs a ``TraceContext`` (``tracing.current()``: its shadow heap keeps
 the incremental scan).  Used by control flow (``runtime/control/``), the
 tracer's ordering of checks and state changes (``graphgen/tracer.py``) and
 dynamic scalars (``runtime/scalars.py``), which cannot assume an outcome whose
@@ -9,7 +9,7 @@ check would have to run before a change it depends on.
 """
 from janus.runtime import effects
 from janus.runtime.ops import CHECK_OPS
-from janus.runtime.trace_context import current
+from janus.runtime.tracing import current
 
 
 def first_state_change(graph):

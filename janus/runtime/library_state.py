@@ -33,7 +33,7 @@ import tensorflow as tf
 
 from janus.reasons import Reason
 from janus import guards, sources
-from janus.runtime import trace_context, whitelist
+from janus.runtime import trace_context, tracing, whitelist
 from janus.runtime.shadow_heap import Write, WriteKind
 
 _lock = threading.Lock()
@@ -91,7 +91,7 @@ class LossList:
 
 def _tracing():
     """The trace this thread is in (None: plain Python, eager or another thread)."""
-    return trace_context.current_or_none()
+    return tracing.current_or_none()
 
 
 def _traced(ctx, layer, losses):
@@ -144,7 +144,7 @@ def _wrap_add(layer_class):
 def _record(ctx, layer, record, method, args):
     """``losses.<method>(*args)``, replayed after each successful run."""
     try:
-        ctx = trace_context.writable_context('the losses of %s' % _name(layer))
+        ctx = tracing.writable_context('the losses of %s' % _name(layer))
     except trace_context.Unsupported as e:
         _refuse(ctx, e.reason, e.context)
     # janus's own record of the call (the arguments list and the losses list in it).

@@ -1,6 +1,6 @@
 """Observations of Python values: every way converted code looks at a value.
 
-Needs a ``TraceContext`` (``trace_context.current()``).  The converter routes
+Needs a ``TraceContext`` (``tracing.current()``).  The converter routes
 truthiness, ``in``, comparisons, arithmetic operators, unpacking, ``*``/``**``
 spreading and f-strings here (``converters/observations.py``).  The rule is
 default-deny: when an operand came from outside the call (it has a source),
@@ -23,8 +23,8 @@ from janus import guards, pytypes
 from janus.guards import GuardKind
 from janus.runtime import fallible, scalar_ops, scalars, whitelist
 from janus.runtime.scalars import DynamicScalar
-from janus.runtime.trace_context import (Unsupported, current, need, refuse_opaque,
-                                         refuse_unmerged)
+from janus.runtime.trace_context import Unsupported, refuse_opaque
+from janus.runtime.tracing import current, need, refuse_unmerged
 
 _BINARY = {
     'Add': ('__add__', '__radd__', '__iadd__', operator.add, '+'),

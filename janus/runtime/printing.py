@@ -15,8 +15,8 @@ from janus.reasons import Reason
 from janus import pytypes
 from janus.runtime import observe, whitelist
 from janus.runtime.shadow_heap import Write, WriteKind
-from janus.runtime.trace_context import (Unsupported, current,
-                                         writable_context as _writable_context)
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import current, writable_context as _writable_context
 
 
 def _deferred_print(ctx, args, kwargs):

@@ -5,7 +5,7 @@ tensors).  ``binop``, ``compare``, ``unary`` and ``builtin`` build the graph
 ops for an operation on at least one dynamic scalar, following Python's result
 types, with a ``Janus>Assert`` for every domain Python guards (``scalars.py``'s
 docstring has the rules); an operation janus cannot model exactly needs the
-numbers' values (``trace_context.need``).
+numbers' values (``tracing.need``).
 """
 import math
 import operator
@@ -17,7 +17,8 @@ from janus.reasons import Reason
 from janus.runtime.scalars import (EXACT_FLOAT_INT, INT_BOUND, NUMBER, TINY, Building,
                                    DynamicScalar, assume, checked_int, condition, exact_float,
                                    is_dynamic, nonzero, python_call, with_tensor)
-from janus.runtime.trace_context import Unsupported, current, need
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import current, need
 
 
 # -- operands ----------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Dynamic scalars: Python numbers whose value is a graph input, with Python's meaning.
 
-Needs a ``TraceContext`` (``trace_context.current()``).  A Python ``int`` or
+Needs a ``TraceContext`` (``tracing.current()``).  A Python ``int`` or
 ``float`` read from outside the call (an attribute, item, global, cell or
 argument) is first specialized as a constant under a VALUE guard.  Once its
 source showed ``config.scalar_values`` distinct values, the janus function
@@ -40,7 +40,8 @@ import tensorflow as tf
 from janus.reasons import Reason
 from janus import call_signature, guards
 from janus.runtime import fallible, shadow_heap
-from janus.runtime.trace_context import AssumptionKind, Unsupported, current, need
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import AssumptionKind, current, need
 
 INT_BOUND = guards.SCALAR_INT_BOUND   # every dynamic int stays strictly within +-this
 EXACT_FLOAT_INT = 2 ** 53  # ints up to this convert to float64 exactly

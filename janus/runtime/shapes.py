@@ -1,13 +1,14 @@
 """Static shapes as converted code sees them: never a ``None`` eager would not see.
 
-Needs a ``TraceContext`` (``trace_context.current_or_none``).  Reading an
+Needs a ``TraceContext`` (``tracing.current_or_none``).  Reading an
 unknown dimension of a graph tensor (a relaxed batch size) is refused, so
 janus builds an exact-shape graph instead.
 """
 import tensorflow as tf
 
 from janus.reasons import Reason
-from janus.runtime.trace_context import Unsupported, current_or_none
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import current_or_none
 
 
 class CheckedShape(tf.TensorShape):

@@ -18,7 +18,7 @@ import threading
 
 from janus.errors import Unsupported
 from janus.reasons import Reason
-from janus.runtime import trace_context
+from janus.runtime import tracing
 
 _lock = threading.Lock()
 _tracing = 0      # traces in progress, all threads
@@ -32,7 +32,7 @@ class _TracingStdout:
         self._stream = stream
 
     def write(self, text):
-        ctx = trace_context.current_or_none()
+        ctx = tracing.current_or_none()
         if ctx is None:
             if self._stream is None:   # no stdout at all (pythonw): print() writes nothing
                 return len(text)

@@ -1,6 +1,6 @@
 """Control-flow operators converted code calls while it is traced.
 
-Needs a ``TraceContext`` (``trace_context.current()``) carrying a ``Plan``.
+Needs a ``TraceContext`` (``tracing.current()``) carrying a ``Plan``.
 Every test or loop is decided per evaluation (``statements.py``): a Python
 value runs as plain Python (its inputs are guarded); a tensor (or a dynamic
 scalar, ``scalars.py``) whose outcome the plan assumes runs only the assumed

@@ -19,7 +19,8 @@ from janus.runtime.control.values import chosen_between, noted, select
 from janus.runtime.graph_analysis import graph_of
 from janus.runtime.observe import LazyText
 from janus.runtime.shadow_heap import Deferred, MISSING, WriteKind
-from janus.runtime.trace_context import Unsupported, current
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import current
 
 
 class _Exports:

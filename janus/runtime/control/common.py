@@ -2,7 +2,7 @@
 in a tensor-dependent loop, truth of tests, where a site is, and the values
 that only a test may use.
 
-Needs a ``TraceContext`` (``trace_context.current()``) while converted code is
+Needs a ``TraceContext`` (``tracing.current()``) while converted code is
 traced.  Imports no other module of ``runtime/control/``.
 """
 import tensorflow as tf
@@ -10,7 +10,8 @@ import tensorflow as tf
 from janus.reasons import Reason
 from janus.runtime import fallible, observe, scalars
 from janus.runtime.shadow_heap import Deferred
-from janus.runtime.trace_context import NeedsValue, Unsupported, current
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import NeedsValue, current
 
 
 class Undefined:

@@ -19,7 +19,8 @@ from janus.runtime.control.hoisting import hoist_assertions, hoist_beside_change
 from janus.runtime.control.values import (CannotMerge, as_output, cannot_merge, dummy, merge,
                                           merge_values, noted, outputs_apart, refusal)
 from janus.runtime.graph_analysis import depends_on_state_change
-from janus.runtime.trace_context import AssumptionKind, Unsupported, current
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import AssumptionKind, current
 
 
 def cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):

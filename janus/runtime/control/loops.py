@@ -18,7 +18,8 @@ from janus.runtime.control.common import (TensorList, UNDEFINED, condition_tenso
                                           variables_read)
 from janus.runtime.graph_analysis import first_state_change, has_checks
 from janus.runtime.shadow_heap import MISSING, WriteKind
-from janus.runtime.trace_context import Unsupported, current, refuse_unmerged
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import current, refuse_unmerged
 
 
 # -- tf.while_loop -----------------------------------------------------------------------

@@ -25,7 +25,8 @@ from janus.runtime.control.common import (CannotBuild, TestValue, condition_tens
 from janus.runtime.control.cond import cond_values, dynamic_if
 from janus.runtime.control.loops import dynamic_for, dynamic_while
 from janus.runtime.graph_analysis import depends_on_state_change
-from janus.runtime.trace_context import AssumptionKind, NeedsValue, Unsupported, current
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import AssumptionKind, NeedsValue, current
 
 
 def not_(value):

@@ -10,7 +10,8 @@ from janus.reasons import Reason
 from janus.runtime import scalars
 from janus.runtime.control.common import (COMPARED_BY_VALUE, describe_site, is_tensor, kind_of,
                                           liftable, number_type, refuse_values)
-from janus.runtime.trace_context import Chosen, UnmergedLocal, Unsupported, current
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import Chosen, UnmergedLocal, current
 
 
 class CannotMerge(Exception):
