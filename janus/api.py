@@ -187,7 +187,7 @@ class JanusFunction(callables.JanusCallable):
                 return Step.REPLAY, entry, misses
             step = self._next_step(misses)
             if misses and (self._relax_scalars(call.arguments)
-                           | self._relax_lists(misses, call.arguments)):
+                           | self._pass_lists_whole(misses, call.arguments)):
                 if step is Step.PROFILE:
                     self.profile.calls -= 1   # unclaimed: the new graph needs no new profile
                 self.reprofile_budget = 0
@@ -218,7 +218,7 @@ class JanusFunction(callables.JanusCallable):
             self._event(EventKind.SCALAR_RELAXED, text)
         return bool(relaxed)
 
-    def _relax_lists(self, misses, arguments):
+    def _pass_lists_whole(self, misses, arguments):
         """After a miss on a list argument's length (a history that grows every call):
         the list is passed as itself from now on, its items read through it at run
         time (call_signature.Signature ``opaque``), one graph for every length."""
@@ -226,7 +226,7 @@ class JanusFunction(callables.JanusCallable):
                    and type(arguments.get(m.where)) is list and m.where not in self.opaque_lists]
         for name in relaxed:
             self.opaque_lists.add(name)
-            self._event(EventKind.SCALAR_RELAXED, 'list argument %s changed length (%s): passed '
+            self._event(EventKind.LIST_PASSED_WHOLE, 'list argument %s changed length (%s): passed '
                         'as itself from now on, one graph for every length' % (
                             name, ', '.join('%s -> %s' % (m.expected, m.actual) for m in misses
                                             if m.where == name)))
@@ -386,7 +386,7 @@ class JanusFunction(callables.JanusCallable):
             self._event(EventKind.IMPERATIVE, text, reason=Reason.ASSUMED_OUTCOME_BREAKS,
                         sites=tuple(outcome.unbuildable))
         else:   # the outcomes may have changed for good (a warm-up ended): assume them anew
-            self._event(EventKind.RELAXED, '%s; graph dropped, the next one assumes the outcomes '
+            self._event(EventKind.GRAPH_DROPPED, '%s; graph dropped, the next one assumes the outcomes '
                         'the profile shows most often now' % text,
                         sites=tuple(outcome.unbuildable))
 

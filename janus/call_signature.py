@@ -375,7 +375,7 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
     if kind is EagerTensor:
         shape = value.shape
         if shapes is not None and path in shapes:
-            shape = relax(shapes[path], shape)
+            shape = widen_shape(shapes[path], shape)
         return TensorNode(path, value.dtype, specialized(shape))
     if kind in PRIMITIVES:
         if (kind is float and dynamic_float_ok(value)
@@ -427,7 +427,7 @@ def specialized(shape):
     return tf.TensorShape([None] * shape.rank)
 
 
-def relax(old, new):
+def widen_shape(old, new):
     """The most specific shape compatible with both (``(32,8)``+``(17,8)`` → ``(None,8)``)."""
     return tf.TensorShape(old).most_specific_compatible_shape(tf.TensorShape(new))
 
@@ -437,7 +437,7 @@ def record_shapes(value, path, shapes, depth=0):
     if depth > 16:
         return   # deep or cyclic nesting: such arguments are refused by node_for
     if type(value) is EagerTensor:
-        shapes[path] = relax(shapes[path], value.shape) if path in shapes else value.shape
+        shapes[path] = widen_shape(shapes[path], value.shape) if path in shapes else value.shape
     elif type(value) is list or isinstance(value, tuple):
         for i, v in enumerate(value):
             record_shapes(v, '%s[%d]' % (path, i), shapes, depth + 1)
@@ -537,7 +537,7 @@ class Signature:
             node.specs(out)
         return out
 
-    def has_relaxed_dims(self):
+    def has_unknown_dims(self):
         """Whether a tensor input has an unknown rank or a None dimension."""
         return any(spec.shape.rank is None or None in spec.shape.as_list()
                    for spec in self.input_specs())

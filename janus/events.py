@@ -27,6 +27,8 @@ class EventKind(enum.StrEnum):
     PROFILING = 'profiling'
     REDEFINED = 'redefined'
     SCALAR_RELAXED = 'number relaxed'
+    LIST_PASSED_WHOLE = 'list passed whole'
+    GRAPH_DROPPED = 'graph dropped'
     SCALAR_PINNED = 'number kept constant'
     ASSUMED_INSTEAD = 'assumed instead'
 

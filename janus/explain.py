@@ -541,6 +541,8 @@ _FIXED_ADVICE = {
                                         'values'),
     'number kept constant': ('def', NOTHING + 'a graph per value; if it keeps changing, pass '
                                               'it as a tensor'),
+    'list passed whole': ('def', NOTHING + 'the list is read through itself when the graph '
+                                           'runs: one graph serves every length'),
 }
 
 
@@ -567,6 +569,9 @@ def advise(jf, event):
     if kind == 'relaxed':
         return _sites_line(jf, event.sites) or where_defined(jf), (
             NOTHING + 'the next graph builds tf.cond/tf.while_loop there')
+    if kind == 'graph dropped':
+        return _sites_line(jf, event.sites) or where_defined(jf), _other_path(
+            _assumed_reason(jf, event.sites))
     if kind == 'relaxed shapes failed':
         return line or where_defined(jf), NOTHING + 'the graph was built with exact shapes instead'
     if kind == 'profiling':

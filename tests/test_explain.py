@@ -184,6 +184,7 @@ def test_every_event_kind_gets_a_place_and_advice():
         'fallback': dict(assumption='BRANCH', filename=__file__, lineno=3, sites=(site,)),
         'cache miss': dict(miss=Miss(GuardKind.VALUE_MATCH, 'mode', "'a'", "'b'")),
         'relaxed': dict(sites=(site,)),
+        'graph dropped': dict(sites=(site,)),
         'assumed instead': dict(reason=Reason.LOOP_CARRY_TYPES, sites=(site,)),
         'imperative': dict(reason=Reason.TRY_STATEMENT),
     }

@@ -419,7 +419,7 @@ def _retrace_request(ctx, error, signature, heap_shapes):
         return retrace.AssumeInstead(error, evolving, failed_sites)
     if isinstance(error, errors.ScalarValueNeeded):
         return retrace.PinNumbers(error, evolving)
-    if heap_shapes is not None and signature.has_relaxed_dims():
+    if heap_shapes is not None and signature.has_unknown_dims():
         return retrace.ExactShapes(error, evolving)
     if evolving:
         return retrace.RelaxEvolving(error, evolving)
@@ -430,10 +430,7 @@ def _new_context(fn, converted, bound, plan, heap_shapes, distributed):
     """The ``TraceContext`` of one trace, with what the tracer hands it."""
     plan.reset()
     ctx = trace_context.TraceContext(fn, bound.arguments, plan, generator.convert,
-                                 calls.call)
-    ctx.read_dynamic_scalar = scalars.read
-    ctx.scalar_type = scalars.DynamicScalar
-    ctx.state_dependency = graph_analysis.depends_on_state_change
+                                     calls.call)
     ctx.shapes = heap_shapes
     if distributed:
         ctx.soft_conditions = []   # checked together by runtime.distributed.agree

@@ -316,7 +316,7 @@ def _converted_callback(ctx, fn, keep_unused=False):
     def callback(*args, **kwargs):
         if current_or_none() is not ctx:
             return fn(*args, **kwargs)   # called when the graph runs (tf.py_function): Python
-        ctx.dynamic_depth += 1
+        ctx.region_depth += 1
         try:
             # What library code hands in (``tf.map_fn``'s lists of slices): its own.
             args = [ctx.made_result(v, deep=True) for v in args]
@@ -329,7 +329,7 @@ def _converted_callback(ctx, fn, keep_unused=False):
                 else:
                     result = call(fn, *args, **kwargs)
         finally:
-            ctx.dynamic_depth -= 1
+            ctx.region_depth -= 1
         _keep_unused_in_body(outer, result)
         return result
     return callback

@@ -14,11 +14,12 @@ import tensorflow as tf
 
 from janus import guards
 from janus.reasons import Reason
+from janus.runtime import graph_analysis
 from janus.runtime.scalars import (EXACT_FLOAT_INT, INT_BOUND, NUMBER, TINY, Building,
                                    DynamicScalar, assume, checked_int, condition, exact_float,
                                    is_dynamic, nonzero, python_call, with_tensor)
 from janus.runtime.trace_context import Unsupported
-from janus.runtime.tracing import current, need
+from janus.runtime.tracing import need
 
 
 # -- operands ----------------------------------------------------------------------
@@ -206,7 +207,7 @@ def _no_underflow(result, exact_zero):
     """TF's CPU kernels flush subnormal results to zero (FTZ), Python keeps them: a
     result is kept only if it is not below the normal range, or it is a zero the
     operands make exact (``exact_zero``, a bool tensor)."""
-    if current().state_dependency(result) is not None:
+    if graph_analysis.depends_on_state_change(result) is not None:
         # Computed from a value a state change made (a branch that assigned a
         # variable): no assertion can run before that change.  Left unchecked: a
         # subnormal result there would be flushed (named in DESIGN.md).

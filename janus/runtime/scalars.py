@@ -37,10 +37,10 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from janus.reasons import Reason
 from janus import call_signature, guards
-from janus.runtime import fallible, shadow_heap
-from janus.runtime.trace_context import Unsupported
+from janus.errors import Unsupported
+from janus.reasons import Reason
+from janus.runtime import fallible, graph_analysis, shadow_heap
 from janus.runtime.tracing import AssumptionKind, current, need
 
 INT_BOUND = guards.SCALAR_INT_BOUND   # every dynamic int stays strictly within +-this
@@ -146,7 +146,7 @@ def in_range(value):
     return kind is float and guards.dynamic_float_ok(value)
 
 
-def read(ctx, source, value):
+def read_relaxed(ctx, source, value):
     """The dynamic scalar for a relaxed ``source`` whose value now is ``value``, or
     None when that value cannot be one (a bool, a str, an int beyond +-2**62)."""
     if not in_range(value):
@@ -205,7 +205,7 @@ def from_tensor(callee, tensor):
     if callee is bool:
         truth = value if dtype == tf.bool else tf.not_equal(value, tf.zeros([], dtype))
         return DynamicScalar(truth, bool)
-    if dtype.is_floating and current().state_dependency(value) is None:   # see _no_underflow
+    if dtype.is_floating and graph_analysis.depends_on_state_change(value) is None:   # see _no_underflow
         assume(tf.logical_not(_subnormal(value)), '%s() of a tensor that is not subnormal '
                 '(TF reads those as zero)' % callee.__name__)
     if callee is float:
@@ -330,7 +330,7 @@ def _to_tensor(value, dtype):
         value.specialize('converting a Python %s to a %s tensor' % (value.type.__name__,
                                                                     dtype.name))
     if value.type is float and dtype == tf.float32 \
-            and current().state_dependency(value.tensor) is None:   # see _no_underflow
+            and graph_analysis.depends_on_state_change(value.tensor) is None:   # see _no_underflow
         assume(tf.logical_or(tf.equal(value.tensor, 0.0), tf.logical_not(
             tf.abs(value.tensor) < 2.0 ** -120)), 'a float converted to float32 stays '
             'clear of its subnormal range (TF flushes it to zero)')
@@ -358,7 +358,7 @@ def _converted_float(value, key_dtype, dtype):
     cast = tf.cast(value.tensor, dtype)
     zero = tf.equal(value.tensor, tf.zeros([], value.tensor.dtype))
     if _in_device_scope():   # eager converts under another device name: another entry
-        if ctx.state_dependency(value.tensor) is None:   # see _no_underflow
+        if graph_analysis.depends_on_state_change(value.tensor) is None:   # see _no_underflow
             assume(tf.logical_not(zero), 'a float converted to a tensor under tf.device is '
                     'not zero (eager\'s conversion cache decides the sign of a zero)')
         return cast

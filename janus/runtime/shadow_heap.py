@@ -297,7 +297,7 @@ def hoist_tensor(ctx, source, value):
     key = ('heap',) + source.uid()
     if ctx.shapes is not None:
         previous = ctx.shapes.get(key)
-        shape = call_signature.relax(previous, shape) if previous is not None else shape
+        shape = call_signature.widen_shape(previous, shape) if previous is not None else shape
         ctx.shapes[key] = shape
     shape = call_signature.specialized(shape)
     spec = tf.TensorSpec(shape, value.dtype)
@@ -393,7 +393,7 @@ def read_op(ctx, source, value):
 
 def write_op(ctx, obj, source, key, value):
     """``obj.name = t`` / ``obj[key] = t`` of a tensor, into the run's shadow copy."""
-    if ctx.dynamic_depth:
+    if ctx.region_depth:
         # Inside a tensor-dependent branch or loop: a shadow write like any other (it
         # carries its path's condition; runtime/control/), written back after the
         # run and so after the ops' commit, as program order has it.

@@ -21,7 +21,7 @@ from janus.errors import InvariantError, Unsupported
 from janus.guards import GuardKind
 from janus.pyct import sites
 from janus.reasons import Reason
-from janus.runtime import ops, shadow_heap, whitelist
+from janus.runtime import ops, scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING
 from janus.runtime.tracing import Assumption
 
@@ -49,7 +49,7 @@ class TraceContext:
         # (fn, *args) -> result: ``calls.call``, converting and inlining user code.  Handed
         # in because calls.py sits above observe.py, whose operators call user dunders.
         self.call_user = call_user
-        self.dynamic_depth = 0  # > 0 while tracing a tf.cond branch or tf.while_loop body
+        self.region_depth = 0  # > 0 while tracing a tf.cond branch or tf.while_loop body
         self.top_graph = None
         self.heap = shadow_heap.TraceHeap()
         self.last_loop_reads_variables = False   # set while tracing a tf.while_loop body
@@ -87,13 +87,6 @@ class TraceContext:
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
         self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
         self._number_writes = {}   # uid -> name: number locations the call rewrites
-        # (ctx, source, value) -> a DynamicScalar or None: scalars.read, handed in by the
-        # tracer (scalars builds on this module; no import cycle).
-        self.read_dynamic_scalar = lambda ctx, source, value: None
-        self.scalar_type = None   # scalars.DynamicScalar, handed in the same way
-        # tensor -> the op through which it depends on an earlier state change, or None:
-        # graph_analysis.depends_on_state_change, handed in by the tracer likewise.
-        self.state_dependency = lambda tensor: None
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments, opaque=frozenset()):
@@ -111,7 +104,7 @@ class TraceContext:
         if isinstance(value, tf.Tensor):
             self.register_tensor(source, value)
             return
-        if type(value) in guards.PRIMITIVES or type(value) is self.scalar_type:
+        if type(value) in guards.PRIMITIVES or type(value) is scalars.DynamicScalar:
             return
         self._remember(source, value)
         if type(value) in (list, dict) or isinstance(value, tuple):
@@ -282,7 +275,7 @@ class TraceContext:
                     if when_true == when_false:
                         return when_true
                     condition = pred if when_true else tf.logical_not(pred)
-                    return self.scalar_type(tf.reshape(condition, []), bool)
+                    return scalars.DynamicScalar(tf.reshape(condition, []), bool)
                 raise Unsupported(Reason.TENSOR_IDENTITY,
                                   'janus does not convert `is` between tensors chosen by '
                                   'nested tensor-dependent ifs')
@@ -305,7 +298,7 @@ class TraceContext:
 
     def source_of(self, value):
         if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor) \
-                or type(value) is self.scalar_type:
+                or type(value) is scalars.DynamicScalar:
             return None
         return self._sources.get(id(value))
 
@@ -390,7 +383,7 @@ class TraceContext:
         this call defined (its code objects)."""
         kind = type(value)
         if kind in guards.PRIMITIVES or _is_value(value) or isinstance(value, tuple) \
-                or isinstance(value, (tf.Tensor, tf.Variable)) or kind is self.scalar_type:
+                or isinstance(value, (tf.Tensor, tf.Variable)) or kind is scalars.DynamicScalar:
             return False
         module = getattr(kind, '__module__', '') or ''
         if module.startswith('janus.') or whitelist.is_library_object(value):
@@ -444,7 +437,7 @@ class TraceContext:
         there as a constant (VALUE_MATCH, before or after the write), the function
         evolves it (``self.step += 1``), so the next call would miss; the janus
         function makes it dynamic before caching the graph (``evolving``)."""
-        if type(value) in (int, float) or type(value) is self.scalar_type:
+        if type(value) in (int, float) or type(value) is scalars.DynamicScalar:
             self._number_writes.setdefault(source.uid(), repr(source))
 
     @property
@@ -459,7 +452,7 @@ class TraceContext:
         kind = type(value)
         if kind in guards.PRIMITIVES:
             if hoist and self.top_graph is not None and self.plan.is_dynamic_scalar(source):
-                dynamic = self.read_dynamic_scalar(self, source, value)
+                dynamic = scalars.read_relaxed(self, source, value)
                 if dynamic is not None:
                     return dynamic
             self.add_guard(GuardKind.VALUE_MATCH, source, value)
@@ -703,7 +696,7 @@ class TraceContext:
     # -- assumptions -----------------------------------------------------
     def decide(self, key):
         """The plan's outcome for this evaluation of site ``key`` (dynamic inside regions)."""
-        if self.dynamic_depth:
+        if self.region_depth:
             return DYNAMIC
         return self.plan.decide(key)
 
@@ -731,7 +724,7 @@ class TraceContext:
         lineno = lineno or site_lineno
         assumption = Assumption(len(self.assumptions), kind, filename, lineno, description, key)
         self.assumptions.append(assumption)
-        if self.soft_conditions is not None and self.dynamic_depth == 0:
+        if self.soft_conditions is not None and self.region_depth == 0:
             self.soft_conditions.append(tf.reshape(tf.cast(condition, tf.bool), []))
             return gate   # checked by every rank together, in distributed.agree
         message = '%s: %s (line %s)' % (kind, description, lineno)

@@ -50,7 +50,7 @@ def writable_context(what, shadowed=True):
     times: a write there is refused.
     """
     ctx = current()
-    if ctx.dynamic_depth and (not shadowed or ctx.dynamic_depth != len(ctx.heap.regions)):
+    if ctx.region_depth and (not shadowed or ctx.region_depth != len(ctx.heap.regions)):
         raise Unsupported(Reason.WRITE_IN_DYNAMIC_CONTROL,
                           'janus does not convert a write to %s inside %s (the write would '
                           'happen once per trace, not per run)'

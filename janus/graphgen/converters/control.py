@@ -205,7 +205,7 @@ class RouteControl(common.Pass):
         stays a global (and is refused at trace time: outside state).
         """
         names = sorted(set(names) & self.locals_by_function[-1])
-        reads = gast.Tuple([common.runtime_call('read', [_lambda(common.load(n))]) for n in names],
+        reads = gast.Tuple([common.runtime_call('read_local', [_lambda(common.load(n))]) for n in names],
                            gast.Load())
         getter = _define('__get_%s' % key, _no_args(), [gast.Return(reads)], like)
         setter_body = []

@@ -68,14 +68,14 @@ class TensorList:
     __len__ = __getitem__ = __iter__ = __bool__ = _refuse
 
 
-def read(thunk):
+def read_local(thunk):
     try:
         return thunk()
     except NameError:
         return UNDEFINED
 
 
-def truth(value):
+def bool_tensor(value):
     """``bool(value)`` as a scalar bool tensor (eager ``bool`` needs one element too)."""
     return tf.reshape(tf.cast(value, tf.bool), [])
 
@@ -110,7 +110,7 @@ def condition_tensor(value):
         return scalars.condition(value)
     if isinstance(value, TestValue):
         return value.tensor
-    return truth(value)
+    return bool_tensor(value)
 
 
 def static_truth(value):
@@ -151,13 +151,13 @@ def kept_running(outputs):
     return outputs
 
 
-def in_dynamic_region(fn, *args):
+def in_traced_region(fn, *args):
     ctx = current()
-    ctx.dynamic_depth += 1
+    ctx.region_depth += 1
     try:
         return fn(*args)
     finally:
-        ctx.dynamic_depth -= 1
+        ctx.region_depth -= 1
 
 
 class TestValue:
@@ -190,7 +190,7 @@ def truth_output(value):
     if scalars.is_dynamic(value):
         return scalars.condition(value)
     if is_tensor(value):
-        return truth(value) if value.shape.num_elements() == 1 else None
+        return bool_tensor(value) if value.shape.num_elements() == 1 else None
     if type(value) in (bool, int, float, type(None)):
         return tf.constant(bool(value))
     return None

@@ -12,7 +12,7 @@ from janus.reasons import Reason
 from janus.errors import ConversionError
 from janus.runtime.control.branch_writes import BranchEffects, join
 from janus.runtime.control.common import (BranchRaised, TestValue, condition_tensor, describe_site,
-                                          in_dynamic_region, is_tensor, kept_running, lineage_of,
+                                          in_traced_region, is_tensor, kept_running, lineage_of,
                                           number_type, snapshot_of, taping, truth_output,
                                           variables_read)
 from janus.runtime.control.hoisting import hoist_assertions, hoist_beside_changes, mark_hoisted
@@ -34,7 +34,7 @@ def cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
 
     def wrap(thunk, branch, truth_only=False):
         def run():
-            value = in_dynamic_region(thunk)
+            value = in_traced_region(thunk)
             variables[branch] = variables_read()
             truths[branch] = truth_output(value)
             if not (is_tensor(value) or number_type(value) is not None
@@ -110,7 +110,7 @@ class _Attempt:
         frame.heap.restore(frame.base)
         region = frame.heap.open_region()
         try:
-            in_dynamic_region(fn)
+            in_traced_region(fn)
             self.variables[tag] = variables_read()
         except ConversionError:   # janus's own (Unsupported, deferred): not the user's
             raise

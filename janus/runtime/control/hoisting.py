@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from janus.runtime import effects
 from janus.runtime import ops as janus_ops
-from janus.runtime.control.common import in_dynamic_region
+from janus.runtime.control.common import in_traced_region
 from janus.runtime.graph_analysis import first_state_change, graph_of
 from janus.runtime.ops import CHECK_OPS
 
@@ -39,7 +39,7 @@ def hoist_assertions(ctx, init, set_state, base, branches):
             heap.restore(base)
             region = heap.open_region()
             try:
-                in_dynamic_region(fn)
+                in_traced_region(fn)
             except Exception:  # noqa: BLE001 - the real trace meets it again
                 return None
             finally:

@@ -13,7 +13,7 @@ from janus.reasons import Reason
 from janus.runtime import scalars
 from janus.runtime.control.branch_writes import location, outside_reader
 from janus.runtime.control.common import (TensorList, UNDEFINED, condition_tensor, describe_site,
-                                          in_dynamic_region, is_tensor, kept_running, kind_of,
+                                          in_traced_region, is_tensor, kept_running, kind_of,
                                           liftable, number_type, refuse_values, snapshot_of,
                                           variables_read)
 from janus.runtime.graph_analysis import first_state_change, has_checks
@@ -257,7 +257,7 @@ class _WhileLoop:
 
     def cond(self, *values):
         self.enter(values)
-        return kept_running(condition_tensor(in_dynamic_region(self.test_fn)))
+        return kept_running(condition_tensor(in_traced_region(self.test_fn)))
 
     def body(self, *values):
         heap, ctx, where = self.heap, self.ctx, self.where
@@ -265,7 +265,7 @@ class _WhileLoop:
         checkpoint = heap.checkpoint()
         region = heap.open_region()
         try:
-            in_dynamic_region(self.body_fn)
+            in_traced_region(self.body_fn)
         finally:
             heap.close_region(region)
         ctx.last_loop_reads_variables = bool(variables_read())
@@ -325,7 +325,7 @@ class _WhileLoop:
                 raise
             final = tf.while_loop(self.cond, self.body, self.first_values,
                                   shape_invariants=tf.nest.map_structure(
-                                      _relaxed_invariant, self.first_values))
+                                      _widened_invariant, self.first_values))
         if not isinstance(final, (list, tuple)):
             final = (final,)
         self._finish(list(final))
@@ -419,7 +419,7 @@ def _structure_leaves(template, value, passed, where):
     return leaves
 
 
-def _relaxed_invariant(value):
+def _widened_invariant(value):
     if isinstance(value, tf.TensorArray):
         return tf.TensorShape(None)
     rank = value.shape.rank
@@ -475,7 +475,7 @@ def _dry_run_appends(init, lists, body_fn, get_state, set_state):
         set_state(tuple(probes))
         region = heap.open_region()
         try:
-            in_dynamic_region(body_fn)
+            in_traced_region(body_fn)
             after = get_state()
             for i in lists:
                 # Grown: appended in place, or rebound to the old items plus more

@@ -21,7 +21,7 @@ from janus.guards import GuardKind
 from janus.runtime import observe, scalar_ops, scalars
 from janus.runtime.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
                                           is_test_tensor, lineage_of, python_truth, static_truth,
-                                          taping, tensor_flags, truth)
+                                          taping, tensor_flags, bool_tensor)
 from janus.runtime.control.cond import cond_values, dynamic_if
 from janus.runtime.control.loops import dynamic_for, dynamic_while
 from janus.runtime.graph_analysis import depends_on_state_change
@@ -36,7 +36,7 @@ def not_(value):
         return scalar_ops.unary('Not', value)
     if isinstance(value, TestValue):
         return TestValue(tf.logical_not(value.tensor), value.where, value.lineage)
-    return tf.logical_not(truth(value)) if is_tensor(value) else not python_truth(value)
+    return tf.logical_not(bool_tensor(value)) if is_tensor(value) else not python_truth(value)
 
 
 def _decide_test(ns, site, value, what, can_build=True):
@@ -206,7 +206,7 @@ def _or_assume(ns, site):
         raise   # this call only (a Keras optimizer not built yet): the next trace builds it
     except ConversionError as e:
         key = (ns.fn.__code__, site)
-        if current().dynamic_depth == 0 and current().plan.cannot_build(
+        if current().region_depth == 0 and current().plan.cannot_build(
                 key, e.reason, str(e), value_needed=isinstance(e, NeedsValue)):
             raise CannotBuild(key, e) from e
         raise
@@ -264,5 +264,5 @@ def assert_(condition, lineno, message_thunk):
         if not observe.truth(condition):
             raise AssertionError(message_thunk())
         return
-    current().assume(None, AssumptionKind.ASSERT, truth(condition),
+    current().assume(None, AssumptionKind.ASSERT, bool_tensor(condition),
                      'assert statement holds', lineno=lineno)
