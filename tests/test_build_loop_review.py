@@ -81,3 +81,25 @@ def test_a_rewritten_number_made_dynamic_keeps_the_relaxed_shapes():
     assert stats['graphs_built'] == 1 and stats['cache_misses'] == 0, janus.explain(jf)
     assert stats['graph_calls'] == 6, stats
     assert 'relaxed shapes failed' not in _kinds(jf), janus.explain(jf)
+
+
+def test_a_janus_bug_making_the_plan_refuses_the_call_shape(monkeypatch):
+    """As a bug in the tracer does: one internal error, the call shape runs imperatively
+    from then on (it used to be traced again, and fail again, on every call)."""
+    from janus.graphgen import plan
+    attempts = []
+
+    def broken(self, *args, **kwargs):
+        attempts.append(1)
+        raise RuntimeError('injected fault')
+    monkeypatch.setattr(plan.Plan, '__init__', broken)
+
+    def make():
+        def f(x):
+            return x * 2.0
+        return f, None
+
+    jf = differential(make, [((tf.ones([2]),), {})] * 5, profile_calls=1)
+    assert len(attempts) == 1
+    assert _kinds(jf).count('internal error') == 1, janus.explain(jf)
+    assert 'injected fault' in janus.explain(jf)
