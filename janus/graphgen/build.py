@@ -102,10 +102,12 @@ def _trace_once(run, converted, bound, arguments, shape_signature, distributed, 
     state = run.state
     run.traces += 1
     signature = _signature(state, arguments, exact=True) if run.exact else shape_signature
-    plan = state.speculation.plan(state.profile, state.recorder.last_call, state.scalars.dynamic,
-                                  run.assume_instead, profile_calls)
+    if isinstance(signature, Refused):
+        return signature
     heap_shapes = state.profile.shapes if config.relax_shapes and not run.exact else None
-    try:
+    try:   # the plan too: a janus bug making it refuses the call shape, as a tracer bug
+        plan = state.speculation.plan(state.profile, state.recorder.last_call,
+                                      state.scalars.dynamic, run.assume_instead, profile_calls)
         with config.patch(specialize_shapes=True) if run.exact else contextlib.nullcontext():
             result = tracer.trace(run.fn, converted, bound, signature, plan,
                                   heap_shapes, distributed, number)
