@@ -10,7 +10,9 @@ raises a ``retrace.Retrace`` request, honoured here and nowhere else:
 * ``AssumeInstead``: sites whose real control flow failed to build are assumed
   in the next trace (this build's ``assume_instead``; ``graphgen/plan.py``);
 * ``PinNumbers``: relaxed numbers whose value the trace needed are pinned;
-* ``ExactShapes``: the rest of the build traces with the call's exact shapes;
+* ``ExactShapes``: the rest of the build traces with the call's exact shapes
+  (after the numbers the failed trace rewrites are made dynamic, if any are
+  new: then the relaxed shapes are tried again first);
 * ``RelaxEvolving``, and a built graph's ``evolving``: numbers the function
   rewrites become dynamic before the graph is cached.
 
@@ -56,6 +58,9 @@ class _Build:
     report: typing.Callable           # (EventKind, text, **payload): an event for explain
     assume_instead: dict = dataclasses.field(default_factory=dict)   # key -> sequence
     exact: bool = False               # trace with the call's exact shapes
+    # The relaxed trace's error that asked for exact shapes: reported (once) when the
+    # build settles on an exact-shape graph, not before (an exact trace may fail too).
+    exact_because: typing.Optional[ConversionError] = None
     traces: int = 0
 
 
@@ -97,14 +102,20 @@ def _trace_once(run, converted, bound, arguments, shape_signature, distributed, 
     state = run.state
     run.traces += 1
     signature = _signature(state, arguments, exact=True) if run.exact else shape_signature
-    plan = state.speculation.plan(state.profile, state.recorder.last_call, state.scalars.dynamic,
-                                  run.assume_instead, profile_calls)
+    if isinstance(signature, Refused):
+        return signature
     heap_shapes = state.profile.shapes if config.relax_shapes and not run.exact else None
-    try:
+    try:   # the plan too: a janus bug making it refuses the call shape, as a tracer bug
+        plan = state.speculation.plan(state.profile, state.recorder.last_call,
+                                      state.scalars.dynamic, run.assume_instead, profile_calls)
         with config.patch(specialize_shapes=True) if run.exact else contextlib.nullcontext():
             result = tracer.trace(run.fn, converted, bound, signature, plan,
                                   heap_shapes, distributed, number)
     except retrace.Retrace as request:
+        # Rewritten numbers before exact shapes (which stay for the rest of the build):
+        # made dynamic, the trace may take another path with the relaxed shapes.
+        if isinstance(request, retrace.ExactShapes) and _relax_evolving(run, request.evolving):
+            return None
         if _honour(run, request) or _relax_evolving(run, request.evolving):
             return None
         return Refused(request.error, shape_signature)
@@ -116,6 +127,9 @@ def _trace_once(run, converted, bound, arguments, shape_signature, distributed, 
                                        % (type(e).__name__, e)), shape_signature, internal=e)
     if _relax_evolving(run, result.evolving):
         return None
+    if run.exact_because is not None:
+        run.report(EventKind.RELAXED_SHAPES_FAILED, '%s; built with exact shapes instead'
+                   % run.exact_because, error=run.exact_because)
     return result.entry
 
 
@@ -145,8 +159,8 @@ def _honour(run, request):
         if run.exact:
             return False
         run.exact = True
-        run.report(EventKind.RELAXED_SHAPES_FAILED, '%s; built with exact shapes instead'
-                   % request.error, error=request.error)
+        # Kept for the event's text only: without its frames (the failed trace's graph).
+        run.exact_because = request.error.with_traceback(None)
         return True
     return False   # RelaxEvolving: the caller's fallback step does it
 
