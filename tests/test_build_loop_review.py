@@ -13,7 +13,6 @@ either version.
   trace failure that relaxing the number fixed left an exact-shape graph: a
   cache miss and a new graph per shape).
 """
-import pytest
 import tensorflow as tf
 
 import janus
@@ -123,12 +122,6 @@ class _Reader:
         return tf.gather(self.buffer, self.cursor) + offset
 
 
-@pytest.mark.xfail(strict=True, reason='review of issue 18: the build loop makes the numbers '
-                   'a failed trace rewrites dynamic for every refusal, also one made after the '
-                   'trace (here: a fallible op after a change no rollback undoes), which '
-                   'relaxing cannot fix; f124665 did it only for refusals made while tracing. '
-                   'A judgement call: harmless (one more trace, a "number relaxed" event, the '
-                   'number dynamic for later call shapes), left to the maintainers')
 def test_a_refusal_made_after_the_trace_relaxes_no_number():
     def make():
         reader = _Reader()

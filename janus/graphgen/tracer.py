@@ -358,6 +358,15 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
         if request is None:
             raise
         raise request from error
+    if entry.not_undoable is not None and entry.writes:
+        # An op may fail after a change janus cannot undo (an iterator draw, a print
+        # op), and the Python writes and prints before it wait for the run's end:
+        # eager's state at that error could be neither restored nor shown.  Judged on
+        # the finished graph: no retrace request (another policy cannot change it).
+        raise ConversionError(Reason.UNDOABLE_FAILURE,
+                              'an op of this call may fail after a state change janus '
+                              'cannot undo (%s), with Python writes before it'
+                              % entry.not_undoable)
     return retrace.TraceResult(entry, frozenset(ctx.evolving))
 
 
@@ -388,13 +397,6 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
     restore = (None, None)
     if config.restore_on_error and not distributed:
         restore = _rollback_plan(concrete, ctx)
-        if restore[1] is not None and closed.writes:
-            # An op may fail after a change janus cannot undo (an iterator draw, a
-            # print op), and the Python writes and prints before it wait for the run's
-            # end: eager's state at that error could be neither restored nor shown.
-            raise ConversionError(Reason.UNDOABLE_FAILURE,
-                                  'an op of this call may fail after a state change janus '
-                                  'cannot undo (%s), with Python writes before it' % restore[1])
     assumed_sites = ctx.plan.assumed()
     return GraphEntry(
         signature=signature, bound_template=bound, concrete=concrete,
