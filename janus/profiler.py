@@ -324,6 +324,10 @@ class Recorder:
                 made = self._probed(fn)
             except (parser.NoSource, SyntaxError) as e:
                 made = e
+                import os
+                if os.environ.get('JANUS_LOG_UNMAPPED'):
+                    with open(os.environ['JANUS_LOG_UNMAPPED'], 'a') as f:
+                        f.write('%s %s: %s\n' % (code.co_filename, code.co_qualname, e))
             self._codes[code] = made
         if isinstance(made, Exception):
             raise made

@@ -30,8 +30,13 @@ Which instructions belong to which site is read from ``code.co_positions()``
   statement's span (a ``NOP`` the compiler keeps for its line when nothing
   else is).
 
+Two sites compile to several instructions at one position, told apart by
+their order: a chained comparison as a test (``a < b < c``: one jump per
+comparison, all but the last taken only when false), and a call as
+decorator (``@dec(x)``: the call, then the application of its result).
+
 A site the code does not show unambiguously (constant-folded tests mixed
-with others, chained comparisons as tests, call decorators, dead code,
+with others, chained comparisons as ``and``/``or`` operands, dead code,
 positions missing) raises ``Unmapped``: the function is then profiled
 without probes rather than with observations pinned to the wrong site.
 
@@ -135,6 +140,7 @@ class _SiteIndex:
         self.calls = {}         # end -> Call
         self.methods = {}       # end of a call's attribute -> Call
         self.marks = []         # Break / Continue / Return
+        self.decorators = set()  # calls whose result decorates a nested def or class
         self.required = set()   # nodes that must be found in the code
         self._parents = {}      # jump-context node -> (parent, role)
         outside = _outside_the_code(tree)
@@ -147,8 +153,7 @@ class _SiteIndex:
 
     def _add(self, node):
         if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
-            if any(isinstance(d, gast.Call) for d in node.decorator_list):
-                raise Unmapped('a call as decorator at line %d' % node.lineno)
+            self.decorators.update(d for d in node.decorator_list if isinstance(d, gast.Call))
         for test, owner in _jump_context_tests(node):
             self._add_test(test, owner)
         if isinstance(node, gast.For):
@@ -170,6 +175,10 @@ class _SiteIndex:
         observed = [(leaf, (self._records(leaf, False), self._records(leaf, True)))
                     for leaf in leaves]
         observed = [(leaf, records) for leaf, records in observed if records[0] or records[1]]
+        if value_context and any(_chained(leaf) for leaf, _ in observed):
+            # its own JUMP_IF_FALSE_OR_POP follows a COMPARE_OP located at the whole
+            # comparison: it would read as the operand's test
+            raise Unmapped('a chained comparison as an and/or operand at line %d' % test.lineno)
         constant = [leaf for leaf, _ in observed if isinstance(leaf, gast.Constant)]
         if constant and len(constant) < len(observed):
             raise Unmapped('a test mixing constants and other operands at line %d' % test.lineno)
@@ -201,8 +210,6 @@ class _SiteIndex:
         elif isinstance(node, gast.IfExp):
             self._descend(node.body, node, 'branch', leaves, value_context)
             self._descend(node.orelse, node, 'branch', leaves, value_context)
-        elif isinstance(node, gast.Compare) and len(node.ops) > 1:
-            raise Unmapped('a chained comparison as a test at line %d' % node.lineno)
         else:
             leaves.append(node)
 
@@ -237,6 +244,10 @@ def _jump_context_tests(node):
             yield test, None
     elif isinstance(node, getattr(gast, 'match_case', ())) and node.guard is not None:
         yield node.guard, None
+
+
+def _chained(node):
+    return isinstance(node, gast.Compare) and len(node.ops) > 1
 
 
 def _none_test(leaf):
@@ -281,6 +292,7 @@ class _Rewriter:
         self.before = {}      # position in program -> instructions inserted before it
         self.after = {}       # position in program -> instructions inserted after it
         self.replaced = {}    # position in program -> its replacement instructions
+        self.occurrences = {}  # node -> instructions seen so far that belong to it
 
     def rewritten(self):
         self._plan()
@@ -344,18 +356,36 @@ class _Rewriter:
         if name in _NONE_JUMPS:
             self.before[i] = _call_on_top(self.hooks.is_none(leaf[1], leaf[2]), location)
         elif name in _TRUTH_JUMPS:
-            self.before[i] = _truth_probe(self.hooks.branch(leaf[1]), location)
+            self.before[i] = _truth_probe(self.hooks.branch(self._chain_step(leaf)), location)
         else:   # keep the value for the jump's target, drop it when falling through
             self.before[i] = [_instr('COPY', 1, location)] + \
                 _truth_probe(self.hooks.branch(leaf[1]), location)
             self.replaced[i] = [_instr(_OR_POP_JUMPS[name], instr.arg, location),
                                 _instr('POP_TOP', location=location)]
 
+    def _chain_step(self, leaf):
+        """The records of this jump of a leaf.  A chained comparison ``a < b < c`` as a
+        test compiles to one jump per comparison, in order (each copy of the test: a
+        ``while`` test is compiled twice); all but the last only jump when false."""
+        node, records = leaf
+        comparisons = len(node.ops) if _chained(node) else 1
+        seen = self.occurrences.get(node, 0)
+        self.occurrences[node] = seen + 1
+        if seen % comparisons < comparisons - 1:
+            return (records[0], ())
+        return records
+
     def _plan_call(self, i, instr):
         location = instr.location
         call = self.index.calls.get(_location_end(location))
         if call is None or (location.lineno, location.col_offset) not in _call_starts(call):
             return   # (a generator expression's call, ending where its call ends)
+        if call in self.index.decorators:
+            # `@dec(x)` runs two calls located at it: dec(x), then its result on the def
+            seen = self.occurrences.get(call, 0)
+            self.occurrences[call] = seen + 1
+            if seen % 2:
+                return
         starred = any(isinstance(a, gast.Starred) for a in call.args) or \
             any(k.arg is None for k in call.keywords)
         if instr.name == 'CALL_FUNCTION_EX':
