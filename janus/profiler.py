@@ -130,7 +130,7 @@ def _uncounted(item):
 
 
 def _identity(fn):
-    """What an instrumented copy was made from: a change means a new copy."""
+    """What a probed twin was made from: a change means a new twin."""
     return (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
 
 
@@ -267,7 +267,7 @@ class Recorder:
         return result
 
     def _keras_layer(self, layer, user_call):
-        """Runs Keras's __call__ with the instrumented copy of your call()."""
+        """Runs Keras's __call__ with the probed twin of your call()."""
         instrumented = types.MethodType(self._instrumented(user_call), layer)
 
         def run(*args, **kwargs):
@@ -276,7 +276,7 @@ class Recorder:
         return run
 
     def _instrumented(self, callee):
-        """What to call for ``callee``: its instrumented copy, or ``callee`` itself."""
+        """What to call for ``callee``: its probed twin, or ``callee`` itself."""
         try:
             return self._instrumented_or_raise(callee)
         except Exception:  # noqa: BLE001 - the callee then runs uninstrumented
@@ -324,10 +324,6 @@ class Recorder:
                 made = self._probed(fn)
             except (parser.NoSource, SyntaxError) as e:
                 made = e
-                import os
-                if os.environ.get('JANUS_LOG_UNMAPPED'):
-                    with open(os.environ['JANUS_LOG_UNMAPPED'], 'a') as f:
-                        f.write('%s %s: %s\n' % (code.co_filename, code.co_qualname, e))
             self._codes[code] = made
         if isinstance(made, Exception):
             raise made

@@ -251,6 +251,39 @@ def p_chain(a, xs):
     return out, [g(x) for x in xs if 1 < x < 9]
 
 
+def p_walrus(d, xs):
+    out = []
+    if (n := len(xs)) > 2:
+        out.append(n)
+    if (missing := d.get('a')) is None:
+        out.append(missing)
+    if found := d.get('b'):
+        out.append(found)
+    while (k := len(out)) < 5 and (q := k):
+        out.append(q)
+    return out
+
+
+class Base:
+    def scale(self, x):
+        return x + 1
+
+
+class Derived(Base):
+    def scale(self, x):
+        if x:
+            return super().scale(x) * 2   # zero-argument super(): the probed frame's cells
+        return self.__private()
+
+    def __private(self):
+        return 0
+
+
+def p_super(x):
+    d = Derived()
+    return d.scale(x) + d.scale(0)
+
+
 # name -> (function, calls: a function returning fresh argument tuples)
 PROGRAMS = {
     'if': (p_if, lambda: [(1, 0, 0), (0, 1, 1), (1, None, 1), (None, 2, 0)]),
@@ -270,6 +303,8 @@ PROGRAMS = {
     'multiline': (p_multiline, lambda: [(Acc(), 1)]),
     'generator_callee': (p_generator_callee, lambda: [(3,), (0,)]),
     'chain': (p_chain, lambda: [(1, [1, 2, 3]), (-1, [10]), (2, [])]),
+    'walrus': (p_walrus, lambda: [({'b': 3}, [1, 2, 3]), ({'a': 1}, [])]),
+    'super': (p_super, lambda: [(1,), (0,)]),
 }
 
 
@@ -353,7 +388,8 @@ def test_bool_is_asked_as_often_as_plain_python_asks():
 
 # What each site recorded: the source-copy profiler (before the probes) recorded the same,
 # except in 'truthy', where it asked bool() more often than plain Python (a While saw
-# ((True, False), 2) there, and the calls after it ran again).
+# ((True, False), 2) there, and the calls after it ran again), and in 'super', where it
+# could not instrument a method using zero-argument super() (it recorded no site of it).
 EXPECTED = {'assert': {'BoolOp 1 (1)': {'sequences': [((False,), 2), ((True,), 1)]},
             'BoolOp 3 (1)': {'sequences': [((False, True), 1)]},
             'Call 3 (1)': {'callees': [('range', 1)], 'returns': [('range', 1)]},
@@ -451,6 +487,10 @@ EXPECTED = {'assert': {'BoolOp 1 (1)': {'sequences': [((False,), 2), ((True,), 1
              'Call 2 (3)': {'callees': [('print', 1)], 'returns': [('NoneType', 1)]},
              'Call 2 (4)': {'callees': [('get', 1)], 'returns': [('int', 1)]},
              'Return 2 (1)': {'taken': 1}},
+ 'super': {'Call 1 (1)': {'callees': [('Derived', 2)], 'returns': [('Derived', 2)]},
+           'Call 2 (1)': {'callees': [('scale', 2)], 'returns': [('int', 2)]},
+           'Call 2 (2)': {'callees': [('scale', 2)], 'returns': [('int', 2)]},
+           'Return 2 (1)': {'taken': 2}},
  'tensor': {'Call 1 (1)': {'callees': [('reduce_sum', 2)], 'returns': [('EagerTensor', 2)]},
             'For 3 (1)': {'sequences': [((1,), 1), ((2,), 1)], 'tensor': True},
             'If 1 (1)': {'sequences': [((False,), 1), ((True,), 1)], 'tensor': True},
@@ -492,6 +532,20 @@ EXPECTED = {'assert': {'BoolOp 1 (1)': {'sequences': [((False,), 2), ((True,), 1
                                                ((True, False, True), 1),
                                                ((True, True, False), 1)]},
                 'Return 5 (1)': {'taken': 4}},
+ 'walrus': {'BoolOp 8 (1)': {'sequences': [((True, True, False), 1), ((True,), 1)]},
+            'Call 2 (1)': {'callees': [('len', 2)], 'returns': [('int', 2)]},
+            'Call 3 (1)': {'callees': [('append', 1)], 'returns': [('NoneType', 1)]},
+            'Call 4 (1)': {'callees': [('get', 2)], 'returns': [('NoneType', 1), ('int', 1)]},
+            'Call 5 (1)': {'callees': [('append', 1)], 'returns': [('NoneType', 1)]},
+            'Call 6 (1)': {'callees': [('get', 2)], 'returns': [('NoneType', 1), ('int', 1)]},
+            'Call 7 (1)': {'callees': [('append', 1)], 'returns': [('NoneType', 1)]},
+            'Call 8 (1)': {'callees': [('len', 4)], 'returns': [('int', 4)]},
+            'Call 9 (1)': {'callees': [('append', 2)], 'returns': [('NoneType', 2)]},
+            'If 2 (1)': {'sequences': [((False,), 1), ((True,), 1)]},
+            'If 4 (1)': {'sequences': [((False,), 1), ((True,), 1)]},
+            'If 6 (1)': {'sequences': [((False,), 1), ((True,), 1)]},
+            'Return 10 (1)': {'taken': 2},
+            'While 8 (1)': {'sequences': [((False,), 1), ((True, True, False), 1)]}},
  'with': {'Break 6 (1)': {'taken': 1},
           'Call 3 (1)': {'callees': [('helper', 1)], 'returns': [('int', 1)]},
           'Call 4 (1)': {'callees': [('range', 1)], 'returns': [('range', 1)]},
@@ -506,6 +560,14 @@ EXPECTED = {'assert': {'BoolOp 1 (1)': {'sequences': [((False,), 2), ((True,), 1
 def test_the_sites_record_what_the_source_copy_profiler_recorded(name):
     _, _, profile = profiled(name)
     assert observations(PROGRAMS[name][0], profile) == EXPECTED[name]
+
+
+def test_a_callee_using_zero_argument_super_is_probed_too():
+    _, _, profile = profiled('super')
+    scale = {profile.site_info[key].kind: site for key, site in profile.sites.items()
+             if key[0] is Derived.scale.__code__}
+    assert scale['If'].sequences == {(True, False): 1, (False, False): 1}
+    assert scale['Call'].callees   # super(), Base.scale or the private method
 
 
 # -- what your frames show -----------------------------------------------------

@@ -126,6 +126,14 @@ def _end(node):
     return (node.end_lineno, node.end_col_offset)
 
 
+def _last_end(node):
+    """Where the last instruction evaluating ``node`` ends: a ``(name := value)``
+    ends by storing ``name``, located at the name."""
+    if isinstance(node, gast.NamedExpr):
+        return _end(node.target)
+    return _end(node)
+
+
 def _starts_inside(location, node):
     return (node.lineno, node.col_offset) <= (location.lineno, location.col_offset)
 
@@ -191,10 +199,10 @@ class _SiteIndex:
         self.required.add(leaf)
         none_test = _none_test(leaf)
         if none_test is not None:
-            self.none_leaves[_end(leaf.left)] = (leaf, records, none_test)
-        if _end(leaf) in self.leaves:
+            self.none_leaves[_last_end(leaf.left)] = (leaf, records, none_test)
+        if _last_end(leaf) in self.leaves:
             raise Unmapped('two test operands end at line %d' % leaf.end_lineno)
-        self.leaves[_end(leaf)] = (leaf, records)
+        self.leaves[_last_end(leaf)] = (leaf, records)
 
     def _descend(self, node, parent, role, leaves, value_context):
         """Walks a test's ``and``/``or`` (and, in jump context, ``not`` and conditional
