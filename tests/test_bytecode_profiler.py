@@ -630,6 +630,27 @@ def test_a_traceback_in_a_profiled_call_shows_your_file_line_and_source():
     assert lineno == failing.__code__.co_firstlineno + 3
 
 
+class Refusing:
+    def __bool__(self):
+        raise NameError('no truth here')
+
+
+def refuses_truth(x):
+    if x:
+        return 1
+    return 0
+
+
+def test_a_bool_raising_in_a_probed_test_shows_your_frames_only():
+    recorder = profiler.Recorder(profiler.Profile())
+    twin = profiler.instrument(refuses_truth, recorder)
+    recorder.begin_call()
+    probed = traceback_of(twin, Refusing())
+    recorder.end_call()
+    assert probed == traceback_of(refuses_truth, Refusing())
+    assert [name for _, _, name, _, _, _ in probed] == ['refuses_truth', '__bool__']
+
+
 def make_introspecting_step():
     def step(x):
         names = sorted(locals())
