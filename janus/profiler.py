@@ -130,8 +130,9 @@ def _uncounted(item):
 
 
 def _identity(fn):
-    """What a probed twin was made from: a change means a new twin."""
-    return (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    """What a probed twin (or the decision to run ``fn`` as it is) was made from: a
+    change means a new one."""
+    return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.__module__)
 
 
 class Recorder:
@@ -159,9 +160,11 @@ class Recorder:
     @property
     def _current(self):
         """(code, site) -> this call's sequence, for the calling thread."""
-        if not hasattr(self._calls, 'current'):
-            self._calls.current = collections.defaultdict(list)
-        return self._calls.current
+        try:
+            return self._calls.current
+        except AttributeError:
+            current = self._calls.current = collections.defaultdict(list)
+            return current
 
     @property
     def last_call(self):
@@ -211,10 +214,8 @@ class Recorder:
         """A test leaf's value and truth (``bool`` taken in the user's frame): records
         what that truth decides (``records[truth]``), returns the truth."""
         try:
-            for key, outcome, own_value in records[truth]:
-                if own_value and isinstance(value, tf.Tensor):
-                    self.profile.sites[key].tensor = True
-                self._observe(key, outcome)
+            if records[truth]:
+                self._observe(records[truth], value)
         except Exception:  # noqa: BLE001 - see the class docstring
             self.failed()
         return truth
@@ -222,14 +223,21 @@ class Recorder:
     def is_none(self, records, is_none_test, value, /):
         """An ``x is None`` / ``x is not None`` leaf (the jump tests ``x``): returns ``x``."""
         try:
-            for key, outcome, _ in records[(value is None) == is_none_test]:
-                self._observe(key, outcome)
+            observed = records[(value is None) == is_none_test]
+            if observed:
+                self._observe(observed, None)   # the test's value is a bool, never a tensor
         except Exception:  # noqa: BLE001
             self.failed()
         return value
 
-    def _observe(self, key, outcome):
-        self._current[key].append(outcome)
+    def _observe(self, observed, value):
+        """Appends each (key, outcome, own_value) outcome to this call's sequences; a
+        site whose test value is ``value`` itself notes whether it is a tensor."""
+        current = self._current
+        for key, outcome, own_value in observed:
+            if own_value and isinstance(value, tf.Tensor):
+                self.profile.sites[key].tensor = True
+            current[key].append(outcome)
 
     def loop(self, key, iterable, /):
         """The counter the user's frame maps over the iterable (``_Counter``)."""
@@ -285,6 +293,8 @@ class Recorder:
 
     def _instrumented_or_raise(self, callee):
         """The user's own Python callees run instrumented too, so their sites are profiled."""
+        if isinstance(callee, types.BuiltinFunctionType):
+            return callee   # C code (``len``, ``list.append``): nothing to probe
         if not isinstance(callee, (types.FunctionType, types.MethodType, type)):
             if callables.is_janus(callee):
                 return callee   # another janus function: its own state machine runs it
@@ -296,17 +306,23 @@ class Recorder:
                 return types.MethodType(self._instrumented(call), callee)
             return callee
         fn = callee.__func__ if isinstance(callee, types.MethodType) else callee
-        if (not isinstance(fn, types.FunctionType) or fn.__code__ in self._made
-                or whitelist.is_library(fn) or callables.runs_later(fn)):
-            return callee   # library code, probed already; a generator runs later
+        if not isinstance(fn, types.FunctionType):
+            return callee
         made_for, copy = self._copies.get(fn, (None, None))
         if made_for is None or any(a is not b for a, b in zip(made_for, _identity(fn))):
-            # new, or its code or defaults were rebound since
-            copy = self._copy_of(fn)
+            # new, or its code, defaults or module were rebound since
+            copy = fn if self._runs_as_is(fn) else self._copy_of(fn)
             self._copies[fn] = (_identity(fn), copy)
+        if copy is fn:
+            return callee
         if isinstance(callee, types.MethodType):
             return types.MethodType(copy, callee.__self__)
         return copy
+
+    def _runs_as_is(self, fn):
+        """Library code, code probed already (a function the probed code made), or a
+        generator function (its body runs later, outside this call)."""
+        return fn.__code__ in self._made or whitelist.is_library(fn) or callables.runs_later(fn)
 
     def _copy_of(self, fn):
         try:
