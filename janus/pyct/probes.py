@@ -46,6 +46,7 @@ calling convention ``[callable, arg] PRECALL 0; CALL 0``, which calls
 called from the user's frame, and the jump then tests that ``bool``.
 """
 import dataclasses
+import sys
 import typing
 
 import bytecode as bc
@@ -92,6 +93,9 @@ class Hooks:
 
 def instrument_code(code, tree, hooks):
     """``code`` (compiled from ``tree``, its sites numbered) with probes; raises Unmapped."""
+    if sys.version_info[:2] != (3, 11):
+        raise Unmapped('the probes are written for CPython 3.11 bytecode, not %d.%d'
+                       % sys.version_info[:2])
     index = _SiteIndex(tree)
     found = set()
     made = _instrument(code, index, hooks, found)
