@@ -191,7 +191,7 @@ setup(
     cmdclass={'build_ext': BuildTFOps},
     # One TensorFlow: the op library is built against it and refuses any
     # other at load time (janus/runtime/ops.py).
-    install_requires=[TF_REQUIREMENT, 'gast', 'astunparse', 'numpy'],
+    install_requires=[TF_REQUIREMENT, 'gast', 'astunparse', 'numpy', 'bytecode>=0.16'],
     # Horovod has no extra: 0.28.1 does not build against TF 2.21 as
     # published; `bash scripts/install_horovod.sh` builds a patched wheel.
     extras_require={'test': ['pytest', 'gymnasium'], 'examples': ['gymnasium'],

@@ -52,7 +52,7 @@ log = logging.getLogger('janus')
 class Step(enum.Enum):
     """How one call runs."""
     REPLAY = 'replay'        # a cached graph whose guards hold
-    PROFILE = 'profile'      # imperatively, through the profiler's instrumented copy
+    PROFILE = 'profile'      # imperatively, through the profiler's probed twin
     GENERATE = 'generate'    # build a graph for this call, then replay it
     PLAIN = 'plain'          # plain Python: the user's callable itself
 
@@ -413,7 +413,7 @@ class JanusFunction(callables.JanusCallable):
         return result
 
     def _start_profiling(self, call):
-        """The instrumented copy to run (the recorder started), or None to run plainly."""
+        """The probed twin to run (the recorder started), or None to run plainly."""
         try:
             with self._lock:
                 self.profile.record_arguments(call.arguments)
@@ -432,7 +432,7 @@ class JanusFunction(callables.JanusCallable):
         broken = self.recorder.broken
         if broken is not None and self.profiled_fn is not None:
             self.profiled_fn = None   # instrumenting stops; later calls profile plainly
-            self._record_internal('profiling (instrumented copy; stopped instrumenting)',
+            self._record_internal('profiling (probed twin; stopped instrumenting)',
                                   broken[0], broken[1])
 
     def _record_return(self, result):

@@ -55,7 +55,7 @@ class FunctionState:
     failed_conversion: typing.Optional[Exception] = None   # ConversionError of the function
     profile: profiler.Profile = dataclasses.field(default_factory=profiler.Profile)
     recorder: typing.Optional[profiler.Recorder] = None    # __post_init__: on ``profile``
-    profiled_fn: typing.Any = None              # the instrumented copy (None: run plainly)
+    profiled_fn: typing.Any = None              # the probed twin (None: run plainly)
     positional_names: typing.Optional[tuple] = None   # __post_init__: api's fast bind
     cache: GraphCache = dataclasses.field(default_factory=GraphCache)
     graphs_built: int = 0                       # counted against config.recompile_limit

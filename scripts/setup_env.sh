@@ -8,7 +8,7 @@
 # against the TensorFlow in .venv, the one it will be loaded into.
 # Exports VENV_PYTHON. Set PYTHON to pick the interpreter that creates .venv.
 
-JANUS_REQUIREMENTS=(tensorflow-cpu==2.21.0 gast astunparse numpy pytest
+JANUS_REQUIREMENTS=(tensorflow-cpu==2.21.0 gast astunparse numpy bytecode==0.16.1 pytest
                     'setuptools>=64' wheel gymnasium   # gymnasium: CartPole for examples/a3c.py
                     ruff==0.17.6)                      # the linter .ci/run runs (pyproject.toml)
 VENV_DIR="${VENV_DIR:-.venv}"

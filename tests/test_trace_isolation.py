@@ -1,6 +1,6 @@
 """janus's own machinery stays out of sight: of your frames, of other threads, of Keras.
 
-The profiler runs an instrumented copy of your function: ``locals()``,
+The profiler runs your function's code with probes (a twin of it): ``locals()``,
 ``vars()``, ``dir()``, frame objects, ``eval`` and tracebacks inside it see
 exactly what they see eagerly (no janus names, no janus frames between your
 frames).  While one thread profiles or traces a subclassed Keras model,
@@ -68,7 +68,7 @@ def test_locals_vars_dir_and_frames_in_profiled_calls_are_the_originals(capsys):
     # float32, then float64 tensors; the trace refuses locals(): later calls run plainly.
     values = [c(1.0), c(2.0), c(3.0), c(4.0)] + [tf.constant(5.0, tf.float64)] * 2
     jf = differential(make_introspecting, [((v,), {}) for v in values])
-    assert janus.stats(jf)['profiled_calls'] == 3   # the instrumented copy ran
+    assert janus.stats(jf)['profiled_calls'] == 3   # the probed twin ran
     assert '__jp' not in capsys.readouterr().out
 
 

@@ -2,8 +2,8 @@
 
 Nothing must run before this module.  Python rewrites ``self.__x`` in a class
 body to ``self._Class__x`` when it compiles the class.  janus recompiles a
-method's source on its own (the profiler's instrumented copy, the
-converter's output), outside the class body, so without this pass
+method's source on its own (the converter's output; ``recompile``'s check
+of a parse), outside the class body, so without this pass
 ``self.__x`` would name another attribute and raise ``AttributeError`` where
 eager code does not.  ``mangle`` applies the compiler's rule to a parsed
 function, with the class taken from the code object's qualified name.

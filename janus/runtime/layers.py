@@ -7,7 +7,7 @@ layer has an instance attribute ``call`` that dispatches *per thread*: the
 thread that asked (``calling``) gets janus's version, every other thread the
 layer's own ``call``, so a model being traced is never seen in its
 converted form by another thread (serving or evaluating it meanwhile).  The
-class is left as it was.  Used by the profiler (instrumented copy) and the
+class is left as it was.  Used by the profiler (probed twin) and the
 tracer (converted).  ``refuse_lazy_build`` keeps a trace from building a
 Keras optimizer.
 """
