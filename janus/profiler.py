@@ -44,7 +44,7 @@ import weakref
 import tensorflow as tf
 
 from janus import call_signature, callables, guards
-from janus.pyct import parser, probes, sites
+from janus.pyct import frontend, parser, probes
 from janus.runtime import layers, whitelist
 
 
@@ -347,11 +347,10 @@ class Recorder:
 
     def _probed(self, fn):
         code = fn.__code__
-        tree, _, source_lines = parser.parse_function(fn)
-        site_map = sites.number_sites(tree, source_lines, tree.lineno)
-        made = probes.instrument_code(code, tree, self.hooks(code))
+        parsed = frontend.front_end(fn)
+        made = probes.instrument_code(code, parsed.tree, self.hooks(code))
         self._made.update(_code_objects(made))
-        for site in site_map.values():
+        for site in parsed.sites.values():
             self.profile.site_info[(code, site.id)] = site
         return made
 

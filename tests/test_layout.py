@@ -5,10 +5,8 @@ and function-level janus imports come only from an allowlist with reasons.
 Replay (``janus/replay/``) imports neither the generator nor trace time;
 trace time never reaches the front door; ``operators`` is only the ``__jr``
 namespace.  The runtime never imports the generator (the converter is handed to each
-trace), and the profiler's and converter's site numberings are checked to
-agree, not hoped to: a disagreement is a janus bug, and the call runs
-imperatively with the reason in ``explain`` rather than pinning assumptions
-to the wrong sites.
+trace), and the profiler and the converter share one site numbering
+(``pyct.frontend``), so assumptions cannot be pinned to the wrong sites.
 """
 import ast
 import pathlib
@@ -17,7 +15,7 @@ import tensorflow as tf
 
 import janus
 from conftest import differential
-from janus.pyct import sites
+from janus.graphgen import generator
 
 JANUS = pathlib.Path(janus.__file__).parent
 RUNTIME = JANUS / 'runtime'
@@ -166,9 +164,9 @@ def test_control_modules_import_only_those_before_them():
     assert offenders == []
 
 
-def test_a_site_numbering_mismatch_runs_the_call_imperatively(monkeypatch):
-    monkeypatch.setattr(sites, 'first_mismatch', lambda profiled, converted: 'site 0 vs None')
-
+def test_the_profiler_and_the_generator_share_one_site_numbering():
+    """One parse and one numbering per code object (``pyct.frontend``): the sites the
+    profiler recorded are the very ``Site`` objects the converted function carries."""
     def make():
         def f(x):
             if tf.reduce_sum(x) > 0:
@@ -177,5 +175,9 @@ def test_a_site_numbering_mismatch_runs_the_call_imperatively(monkeypatch):
         return f, None
     calls = [((tf.constant([float(i) - 3.0]),), {}) for i in range(7)]
     jf = differential(make, calls)
-    assert janus.stats(jf)['graph_calls'] == 0
-    assert 'numbered the sites' in janus.explain(jf)
+    assert janus.stats(jf)['graph_calls'] >= 1
+    code = jf.function.__code__
+    converted = generator.convert(jf.function)
+    recorded = {site_id: site for (site_code, site_id), site in jf.profile.site_info.items()
+                if site_code is code}
+    assert recorded and all(converted.sites[i] is site for i, site in recorded.items())

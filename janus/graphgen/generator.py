@@ -10,6 +10,7 @@ around it (its globals and cells: two modules' functions with one text, or
 two closures of one ``def``, share a conversion, never each other's
 objects).  A failure raises ``ConversionError`` naming the user's line.
 """
+import copy
 import dataclasses
 import types
 import weakref
@@ -21,7 +22,7 @@ from janus.reasons import Reason
 from janus.errors import ConversionError
 from janus.graphgen.converters import (attributes, calls, common, control, declared, jumps,
                                        literals, names, observations, returns, unsupported)
-from janus.pyct import mangling, parser, recompile, sites
+from janus.pyct import frontend, mangling, parser, recompile
 from janus.runtime import operators
 from janus.runtime.namespace import FunctionNamespace
 
@@ -164,14 +165,14 @@ def _convert_code(fn):
                               'janus does not convert generators or coroutines (%s)'
                               % fn.__qualname__, fn.__code__.co_filename, fn.__code__.co_firstlineno)
     try:
-        tree, filename, source_lines = parser.parse_function(fn)
+        parsed = frontend.front_end(fn)   # the profiler's parse and site numbering
     except parser.NoSource as e:
         raise ConversionError(e.reason, str(e), fn.__code__.co_filename,
                               fn.__code__.co_firstlineno) from e
+    tree = copy.deepcopy(parsed.tree)   # the site annotations with it
     tree = mangling.mangle(tree, mangling.owner_class(fn))   # self.__x as in the class body
-    first_lineno = tree.lineno
-    ctx = _PassContext(filename, source_lines, first_lineno)
-    site_map = sites.number_sites(tree, source_lines, first_lineno)
+    filename, site_map = parsed.filename, parsed.sites
+    ctx = _PassContext(filename, parsed.source_lines, parsed.first_lineno)
     tree = _as_function_def(tree)
     for pass_cls in PASSES:
         tree = pass_cls(ctx).visit(tree)

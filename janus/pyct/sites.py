@@ -35,14 +35,3 @@ def number_sites(tree, source_lines, first_lineno):
             sites[site_id] = Site(site_id, type(node).__name__, lineno, text)
             anno.set(node, anno.Key.SITE, site_id)
     return sites
-
-
-def first_mismatch(profiled, converted):
-    """The first site id whose kind or line differs between two numberings of one
-    function (the profiler's and the converter's), as text; None when they agree
-    on every id both have."""
-    for site_id, site in profiled.items():
-        other = converted.get(site_id)
-        if other is None or (other.kind, other.lineno) != (site.kind, site.lineno):
-            return '%r vs %r' % (site, other)
-    return None

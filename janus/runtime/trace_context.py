@@ -19,7 +19,6 @@ from janus import guards, pytypes
 from janus.decisions import DYNAMIC
 from janus.errors import InvariantError, Unsupported
 from janus.guards import GuardKind
-from janus.pyct import sites
 from janus.reasons import Reason
 from janus.runtime import ops, scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING
@@ -681,15 +680,8 @@ class TraceContext:
                        (fn.__code__, fn.__defaults__, fn.__kwdefaults__))
 
     def register_converted(self, code, converted):
-        """A function the trace runs converted.  Its site ids must name the same
-        nodes the profiler numbered (both number one parse of the same source):
-        checked here, since a mismatch would pin assumptions to the wrong sites."""
-        profiled = {site_id: info for (site_code, site_id), info
-                    in self.plan.profile.site_info.items() if site_code is code}
-        mismatch = sites.first_mismatch(profiled, converted.sites)
-        if mismatch is not None:
-            raise InvariantError('internal: the profiler and the converter numbered the sites '
-                                 'of %s differently (%s)' % (code.co_name, mismatch))
+        """A function the trace runs converted.  Its site ids name the nodes the
+        profiler recorded: both come from one ``pyct.frontend.front_end`` of the code."""
         self.converted[code] = converted
         self.code_objects |= converted.code_objects
 
