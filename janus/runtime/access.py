@@ -19,7 +19,7 @@ from janus.config import config
 from janus.reasons import Reason
 from janus.guards import GuardKind
 from janus.runtime import fallible, observe, scalars, shadow_heap, whitelist
-from janus.runtime.shadow_heap import MISSING, Write, WriteKind
+from janus.runtime.shadow_heap import MISSING, Slot, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
 from janus.runtime.trace_context import Unsupported
 from janus.runtime.tracing import (Chosen, refuse_unmerged, current,
@@ -57,7 +57,7 @@ def load(ns, name):
         source = guards.GlobalSource(ns.globals, name, ns.builtins)
     else:
         raise NameError("name '%s' is not defined" % name)
-    written = ctx.heap.read(_namespace_of(ns, name), name)
+    written = ctx.heap.read(_namespace_of(ns, name), Slot.name(name))
     if written is not MISSING:
         return written
     return ctx.guard_value(source, value)
@@ -89,7 +89,7 @@ def store(ns, name, value):
         write = Write(WriteKind.GLOBAL, None, name, value, ns.globals)
         source = guards.GlobalSource(ns.globals, name, ns.builtins)
     ctx.note_number_write(source, value)
-    ctx.heap.write(_namespace_of(ns, name), name, write)
+    ctx.heap.write(_namespace_of(ns, name), Slot.name(name), write)
 
 
 # Builtin attribute lookups (a namedtuple's is tuple's): no user code runs.
@@ -167,7 +167,7 @@ def attr(obj, name):
                           'tensor is not the eager one); compare with `is`' % name)
     if isinstance(obj, tf.Tensor) and not isinstance(obj, guards.EagerTensor):
         return _tensor_attribute(obj, name)
-    written = ctx.heap.read(obj, name)
+    written = ctx.heap.read(obj, Slot.name(name))
     if written is not MISSING:
         return written
     if isinstance(obj, enum.Enum) and name in ('name', 'value'):
@@ -317,13 +317,13 @@ def _class_attribute_written(ctx, obj, source, name):
     else:
         own, classes = getattr(obj, '__dict__', None), type(obj).__mro__
     others = [klass for klass in classes if klass is not obj]
-    if own is None or all(ctx.heap.read(klass, name) is MISSING for klass in others):
+    if own is None or all(ctx.heap.read(klass, Slot.name(name)) is MISSING for klass in others):
         return MISSING
     chain = [(guards.AttrSource(source, '__dict__'), own, None)] + [
         (guards.AttrSource(guards.ObjectSource(klass), '__dict__'), vars(klass), klass)
         for klass in others]
     for where, namespace, klass in chain:
-        written = ctx.heap.read(klass, name) if klass is not None else MISSING
+        written = ctx.heap.read(klass, Slot.name(name)) if klass is not None else MISSING
         if written is not MISSING:
             return written
         found = name in namespace
@@ -362,9 +362,9 @@ def setattr_(obj, name, value):
     ctx.attributes_used.setdefault(id(obj), set()).add(name)
     ctx.note_number_write(guards.AttrSource(source, name), value)
     if _via_heap_op(value):
-        shadow_heap.write_op(ctx, obj, source, ('attr', name), value)
+        shadow_heap.write_op(ctx, obj, source, Slot.name(name), value)
         return
-    ctx.heap.write(obj, name, Write(WriteKind.ATTR, source, name, value, None))
+    ctx.heap.write(obj, Slot.name(name), Write(WriteKind.ATTR, source, name, value, None))
 
 
 def _library_setattr_keeps(kind, value):
@@ -438,7 +438,7 @@ def item(obj, key):
         value = ctx.view(obj)[key]
         return ctx.made(value) if type(key) is slice else value
     key = _list_index(ctx, obj, source, key)
-    written = ctx.heap.read(obj, ('item', key)) if _hashable(key) else MISSING
+    written = ctx.heap.read(obj, Slot.item(key)) if _hashable(key) else MISSING
     if written is not MISSING:
         return written
     if type(key) is slice:
@@ -495,7 +495,7 @@ def setitem(obj, key, value):
     if model.kind is pytypes.Kind.LIST:
         _check_list_index(ctx, obj, source, key)
     if id(obj) in ctx.heap.changed or (model.kind is pytypes.Kind.DICT and key not in obj
-                                       and ctx.heap.read(obj, ('item', key)) is MISSING):
+                                       and ctx.heap.read(obj, Slot.item(key)) is MISSING):
         # A new key changes the dict's structure; once changed, every item write is
         # replayed on the changed contents in program order (indices as Python has them).
         ctx.heap.change(obj, '__setitem__', (key, value))
@@ -503,9 +503,9 @@ def setitem(obj, key, value):
         return
     key = _list_index(ctx, obj, source, key)
     if _via_heap_op(value) and type(key) in (int, str):
-        shadow_heap.write_op(ctx, obj, source, ('item', key), value)
+        shadow_heap.write_op(ctx, obj, source, Slot.item(key), value)
         return
-    ctx.heap.write(obj, ('item', key), Write(WriteKind.ITEM, source, key, value, None))
+    ctx.heap.write(obj, Slot.item(key), Write(WriteKind.ITEM, source, key, value, None))
 
 
 def _check_list_index(ctx, obj, source, key):

@@ -25,6 +25,7 @@ import abc
 import dataclasses
 import enum
 import threading
+import typing
 
 import numpy as np
 import tensorflow as tf
@@ -72,6 +73,23 @@ class WriteKind(enum.StrEnum):
     GLOBAL = 'global'  # a declared global
     CELL = 'cell'      # a declared nonlocal (closure cell)
     PRINT = 'print'    # print(*args, **kwargs)
+
+
+class Slot(typing.NamedTuple):
+    """Where in an object a heap location is: a name (an attribute, or a global or
+    cell name in its namespace) or an item.  The one spelling of a location: the
+    trace heap keys it ``(id(obj), slot)``, whatever wrote it (a Python write, a
+    heap op)."""
+    is_item: bool
+    key: typing.Any    # the name (a str) or the item's key
+
+    @classmethod
+    def name(cls, name):
+        return cls(False, name)
+
+    @classmethod
+    def item(cls, key):
+        return cls(True, key)
 
 
 class Write:
@@ -155,12 +173,12 @@ class _Pending(dict):
 
 @dataclasses.dataclass(frozen=True)
 class Rebinding:
-    """A location (attribute, item, global, cell: ``obj``'s ``key``) a region
+    """A location (attribute, item, global, cell: ``obj``'s ``slot``) a region
     rebinds, with a ``Write`` of it.  ``condition``: None when rebound whenever
     the region runs, else a bool tensor of the region's graph (rebound by a
     nested branch only when that is true)."""
     obj: object
-    key: object
+    slot: Slot
     write: 'Write'
     condition: object = None
 
@@ -168,7 +186,7 @@ class Rebinding:
 class Region:
     """The writes of one tensor-dependent branch or loop body being traced.
 
-    ``keys``: (id(obj), key) -> the ``Rebinding`` of every location the region
+    ``keys``: (id(obj), slot) -> the ``Rebinding`` of every location the region
     rebinds."""
 
     def __init__(self):
@@ -199,7 +217,7 @@ class TraceHeap:
     """Per trace: overlaid values, the write log, and containers changed in place."""
 
     def __init__(self):
-        self.overlay = {}      # (id(obj), key) -> value written earlier in this trace
+        self.overlay = {}      # (id(obj), Slot) -> value written earlier in this trace
         self.writes = []
         self.changed = set()   # ids of outside containers whose structure changed in place
         self.pending = _Pending()   # id -> [(method name, args)]: those changes, in program order
@@ -223,32 +241,32 @@ class TraceHeap:
         dict.setdefault(self.pending, id(obj), []).append((method, tuple(args)))
         self._keep.append(obj)
 
-    def read(self, obj, key):
-        value = self.overlay.get((id(obj), key), _MISSING)
+    def read(self, obj, slot):
+        value = self.overlay.get((id(obj), slot), _MISSING)
         if isinstance(value, Deferred):
             return value.resolve()
         return value
 
-    def write(self, obj, key, write):
-        self.overlay[(id(obj), key)] = write.value
-        if isinstance(key, tuple) and key[0] == 'item':
+    def write(self, obj, slot, write):
+        self.overlay[(id(obj), slot)] = write.value
+        if slot.is_item:
             self.items_written.add(id(obj))
         self._keep.append(obj)
         self.writes.append(write)
-        self.note(obj, key, write, None)
+        self.note(obj, slot, write, None)
 
-    def note(self, obj, key, write, condition):
-        """Records in the innermost open region that ``obj``'s ``key`` was rebound:
+    def note(self, obj, slot, write, condition):
+        """Records in the innermost open region that ``obj``'s ``slot`` was rebound:
         under ``condition``, or also under the conditions it was rebound before in
         the region (a loop body's second conditional write must not hide the first)."""
         if not self.regions:
             return
         keys = self.regions[-1].keys
-        earlier = keys.get((id(obj), key))
+        earlier = keys.get((id(obj), slot))
         if earlier is not None and condition is not None:
             condition = None if earlier.condition is None \
                 else tf.logical_or(earlier.condition, condition)
-        keys[(id(obj), key)] = Rebinding(obj, key, write, condition)
+        keys[(id(obj), slot)] = Rebinding(obj, slot, write, condition)
 
     # -- regions (runtime/control/) ---------------------------------------
     def checkpoint(self):
@@ -391,30 +409,27 @@ def read_op(ctx, source, value):
     return heap.py_get_subscr(run_id_input(ctx), base, source.key, value.dtype, shape)
 
 
-def write_op(ctx, obj, source, key, value):
+def write_op(ctx, obj, source, slot, value):
     """``obj.name = t`` / ``obj[key] = t`` of a tensor, into the run's shadow copy."""
+    kind = WriteKind.ITEM if slot.is_item else WriteKind.ATTR
     if ctx.region_depth:
         # Inside a tensor-dependent branch or loop: a shadow write like any other (it
         # carries its path's condition; runtime/control/), written back after the
         # run and so after the ops' commit, as program order has it.
-        if key[0] == 'attr':
-            ctx.heap.write(obj, key[1], Write(WriteKind.ATTR, source, key[1], value, None))
-        else:
-            ctx.heap.write(obj, ('item', key[1]), Write(WriteKind.ITEM, source, key[1], value,
-                                                         None))
+        ctx.heap.write(obj, slot, Write(kind, source, slot.key, value, None))
         return
     base = handle_input(ctx, source)
     # The op's write is committed before the Python write-backs: an earlier
     # Python write of the same location must not land after it.
     ctx.heap.writes = [w for w in ctx.heap.writes
-                       if not (w.kind == key[0] and w.name == key[1]
+                       if not (w.kind == kind and w.name == slot.key
                                and w.source is not None and w.source.uid() == source.uid())]
-    if key[0] == 'attr':
-        heap.py_set_attr(run_id_input(ctx), base, key[1], value)
+    if slot.is_item:
+        heap.py_set_subscr(run_id_input(ctx), base, slot.key, value)
     else:
-        heap.py_set_subscr(run_id_input(ctx), base, key[1], value)
-    ctx.heap.op_writes['%s %r.%s (Janus>PySet op)' % (key[0], source, key[1])] = True
-    ctx.heap.overlay[(id(obj), key[1] if key[0] == 'attr' else ('item', key[1]))] = value
-    if key[0] == 'item':
+        heap.py_set_attr(run_id_input(ctx), base, slot.key, value)
+    ctx.heap.op_writes['%s %r.%s (Janus>PySet op)' % (kind.value, source, slot.key)] = True
+    ctx.heap.overlay[(id(obj), slot)] = value
+    if slot.is_item:
         ctx.heap.items_written.add(id(obj))
     ctx.heap._keep.append(obj)

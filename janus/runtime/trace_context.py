@@ -21,7 +21,7 @@ from janus.errors import InvariantError, Unsupported
 from janus.guards import GuardKind
 from janus.reasons import Reason
 from janus.runtime import ops, scalars, shadow_heap, whitelist
-from janus.runtime.shadow_heap import MISSING
+from janus.runtime.shadow_heap import MISSING, Slot
 from janus.runtime.tracing import Assumption
 
 
@@ -537,7 +537,7 @@ class TraceContext:
             self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
             items = enumerate(value)
         for key, item in items:
-            if self.heap.read(value, ('item', key)) is not MISSING:
+            if self.heap.read(value, Slot.item(key)) is not MISSING:
                 continue   # written earlier in this call: the trace knows it
             self.guard_value(guards.ItemSource(source, key), item, hoist=False)
             self.guard_deep(item, depth + 1)
@@ -658,7 +658,7 @@ class TraceContext:
         items = list(value.values()) + list(value) if type(value) is dict else value
         if not all(type(item) in guards.PRIMITIVES for item in items):
             return False
-        if any(self.heap.read(value, ('item', k)) is not MISSING
+        if any(self.heap.read(value, Slot.item(k)) is not MISSING
                for k in (value if type(value) is dict else range(len(value)))):
             return False
         snapshot = type(value)(value)
@@ -668,7 +668,7 @@ class TraceContext:
     def _item_now(self, container, source, key, value):
         """An item as this point of the call sees it: written earlier in the call
         (``obj.items[0] = x``), or the guarded outside value."""
-        written = self.heap.read(container, ('item', key))
+        written = self.heap.read(container, Slot.item(key))
         if written is not MISSING:
             return written
         return self.guard_value(guards.ItemSource(source, key), value)

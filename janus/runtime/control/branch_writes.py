@@ -186,19 +186,20 @@ class _Merged(Deferred):
                        extra=self.lineage)
 
 
-def location(write, key):
+def location(write, slot):
     """A written location as people name it (``self.best``, ``best``)."""
     if write.kind is WriteKind.ATTR:
         return '%r.%s' % (write.source, write.name)
     if write.kind is WriteKind.ITEM:
-        return '%r[%r]' % (write.source, key[1] if isinstance(key, tuple) else key)
+        return '%r[%r]' % (write.source, slot.key)
     return write.name
 
 
-def outside_reader(obj, key, write, where):
+def outside_reader(obj, slot, write, where):
     """How to read a written location's value from before the call (guarded), for
     a side of an ``if`` that did not write it."""
-    name = location(write, key)
+    name = location(write, slot)
+    key = slot.key
 
     def read():
         ctx = current()
@@ -206,7 +207,7 @@ def outside_reader(obj, key, write, where):
             if write.kind is WriteKind.ATTR:
                 value, source = getattr(obj, key), guards.AttrSource(write.source, key)
             elif write.kind is WriteKind.ITEM:
-                value, source = obj[key[1]], guards.ItemSource(write.source, key[1])
+                value, source = obj[key], guards.ItemSource(write.source, key)
             elif write.kind is WriteKind.GLOBAL:
                 found = obj.get('__builtins__', builtins)
                 value, source = obj[key], guards.GlobalSource(
@@ -267,13 +268,13 @@ def join(ctx, base, pred, found, where, lineage):
     for k in keys:
         records = {tag: found[tag].keys.get(k) for tag in (True, False)}
         rebound = (records[True] or records[False])[0]
-        obj, key, write = rebound.obj, rebound.key, rebound.write
+        obj, slot, write = rebound.obj, rebound.slot, rebound.write
         values = {tag: found[tag].exports.replace(records[tag][1]) if records[tag] else OLD
                   for tag in (True, False)}
         heap.overlay[k] = _Merged(pred, values[True], values[False],
                                   base.overlay.get(k, MISSING),
-                                  outside_reader(obj, key, write, where), where,
-                                  location(write, key), lineage)
+                                  outside_reader(obj, slot, write, where), where,
+                                  location(write, slot), lineage)
         conditions = [records[tag][0].condition for tag in (True, False) if records[tag]]
         if len(conditions) == 2 and conditions[0] is None and conditions[1] is None:
             condition = None   # written on both paths
@@ -281,8 +282,8 @@ def join(ctx, base, pred, found, where, lineage):
             parts = [found[tag].exports.condition(sides[tag], records[tag][0].condition)
                      for tag in (True, False) if records[tag]]
             condition = parts[0] if len(parts) == 1 else tf.logical_or(*parts)
-        heap.note(obj, key, write, condition)
-        if isinstance(key, tuple) and key[0] == 'item':
+        heap.note(obj, slot, write, condition)
+        if slot.is_item:
             heap.items_written.add(k[0])
     for tag in (True, False):
         heap.items_written |= found[tag].items_written

@@ -74,10 +74,10 @@ def dynamic_while(ns, site, test_fn, body_fn, get_state, set_state, lineage=froz
 
 def _loop_start(heap, rebinding, where):
     """A rebound location's value as the loop starts: a tensor or a dynamic scalar."""
-    obj, key, write = rebinding.obj, rebinding.key, rebinding.write
-    value = heap.read(obj, key)
+    obj, slot, write = rebinding.obj, rebinding.slot, rebinding.write
+    value = heap.read(obj, slot)
     if value is MISSING:
-        value = outside_reader(obj, key, write, where)()
+        value = outside_reader(obj, slot, write, where)()
     if is_tensor(value) or scalars.is_dynamic(value):
         return value
     if liftable(value):
@@ -85,7 +85,7 @@ def _loop_start(heap, rebinding, where):
     raise Unsupported(Reason.LOOP_CARRY_TYPES,
                       '%s: %s is %s before the tensor-dependent loop that rebinds it; janus '
                       'carries only tensors and numbers through such a loop'
-                      % (where, location(write, key), kind_of(value)))
+                      % (where, location(write, slot), kind_of(value)))
 
 
 def _check_loop_checks(outer, where, reads_variables):
@@ -252,7 +252,7 @@ class _WhileLoop:
         for (k, rebinding), first, value in zip(self.carried, self.starts, held):
             heap.overlay[k] = scalars.rewrap(first, value) if scalars.is_dynamic(first) \
                 else value
-            if isinstance(rebinding.key, tuple) and rebinding.key[0] == 'item':
+            if rebinding.slot.is_item:
                 heap.items_written.add(k[0])
 
     def cond(self, *values):
@@ -275,9 +275,9 @@ class _WhileLoop:
         self._check_fixed(state, region)
         out = list(self.loop_values(state))
         for (_, rebinding), first in zip(self.carried, self.starts):
-            value = heap.read(rebinding.obj, rebinding.key)
+            value = heap.read(rebinding.obj, rebinding.slot)
             out.append(_loop_value(first, value, where,
-                                   location(rebinding.write, rebinding.key)))
+                                   location(rebinding.write, rebinding.slot)))
         self.kept_outside.update(_check_loop_identity(ctx, out, values, self.first_values,
                                                       self.carry.n_local, where))
         out.extend(self._rebound_flags(region, flags))
@@ -315,7 +315,7 @@ class _WhileLoop:
 
     def build(self):
         self.first_values = self.loop_values(self.init) + tuple(
-            _loop_value(s, s, self.where, location(rebinding.write, rebinding.key))
+            _loop_value(s, s, self.where, location(rebinding.write, rebinding.slot))
             for s, (_, rebinding) in zip(self.starts, self.carried)) + \
             tuple(tf.constant(False) for _ in self.carried)
         try:
@@ -339,15 +339,15 @@ class _WhileLoop:
         local, held, flags = self.carry.split(final)
         self.set_state(self.full_state(local))
         for (k, rebinding), first, value, flag in zip(self.carried, self.starts, held, flags):
-            obj, key, write = rebinding.obj, rebinding.key, rebinding.write
+            obj, slot, write = rebinding.obj, rebinding.slot, rebinding.write
             if scalars.is_dynamic(first):
                 value = _with_lineage(scalars.rewrap(first, value), self.lineage)
             heap.overlay[k] = value
-            if isinstance(key, tuple) and key[0] == 'item':
+            if slot.is_item:
                 heap.items_written.add(k[0])
             # Written back only when some iteration rebound it (else it keeps its object).
             heap.writes.append(write.changed(value, flag))
-            heap.note(obj, key, write, flag)
+            heap.note(obj, slot, write, flag)
 
 
 def _check_loop_identity(ctx, values, given, first, n_local, where):
