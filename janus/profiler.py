@@ -44,7 +44,7 @@ import weakref
 import tensorflow as tf
 
 from janus import call_signature, callables, guards
-from janus.pyct import frontend, parser, probes
+from janus.pyct import frontend, parser, probes, sites
 from janus.runtime import layers, whitelist
 
 
@@ -200,15 +200,15 @@ class Recorder:
     def hooks(self, code):
         """The ``probes.Hooks`` of ``code``'s sites (keyed ``(code, site id)``)."""
         def keyed(records):
-            return tuple(((code, r.site), r.outcome, r.own_value) for r in records)
+            return tuple((sites.SiteKey(code, r.site), r.outcome, r.own_value) for r in records)
         return probes.Hooks(
             branch=lambda records: functools.partial(self.branch, tuple(map(keyed, records))),
             is_none=lambda records, is_none: functools.partial(
                 self.is_none, tuple(map(keyed, records)), is_none),
-            loop=lambda site: functools.partial(self.loop, (code, site)),
-            mark=lambda site: functools.partial(self.mark, (code, site)),
-            callee=lambda site: functools.partial(self.callee, (code, site)),
-            returned=lambda site: functools.partial(self.returned, (code, site)))
+            loop=lambda site: functools.partial(self.loop, sites.SiteKey(code, site)),
+            mark=lambda site: functools.partial(self.mark, sites.SiteKey(code, site)),
+            callee=lambda site: functools.partial(self.callee, sites.SiteKey(code, site)),
+            returned=lambda site: functools.partial(self.returned, sites.SiteKey(code, site)))
 
     def branch(self, records, value, truth, /):
         """A test leaf's value and truth (``bool`` taken in the user's frame): records
@@ -351,7 +351,7 @@ class Recorder:
         made = probes.instrument_code(code, parsed.tree, self.hooks(code))
         self._made.update(_code_objects(made))
         for site in parsed.sites.values():
-            self.profile.site_info[(code, site.id)] = site
+            self.profile.site_info[sites.SiteKey(code, site.id)] = site
         return made
 
 

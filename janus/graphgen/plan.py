@@ -34,8 +34,7 @@ import typing
 
 from janus.config import config
 from janus.decisions import DYNAMIC  # noqa: F401 - re-exported for the plan's users
-
-SiteKey = typing.Tuple[typing.Any, int]   # (code object, site id): pyct.sites numbering
+from janus.pyct.sites import SiteKey
 
 
 class Plan:
@@ -149,7 +148,7 @@ class SpeculationState:
     assumed again; only an assumption forced by unbuildable control flow is
     kept after it breaks, while the other path stays rare."""
 
-    relaxed_sites: set = dataclasses.field(default_factory=set)   # (code, site): dynamic
+    relaxed_sites: typing.Set[SiteKey] = dataclasses.field(default_factory=set)   # dynamic
     assumed_drops: int = 0     # graphs dropped for assumed-instead outcomes' breaks
 
     def plan(self, profile, last_call, dynamic_scalars, assume_instead, profile_calls):

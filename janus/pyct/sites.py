@@ -4,12 +4,22 @@ Runs right after parsing.  A site is a node whose run-time behaviour the
 profiler records (calls; branches and loops when those are profiled) and
 whose id an assumption carries, so a failure maps back to a source line.
 """
+import types
+import typing
+
 import gast
 
 from janus.pyct import anno
 
 SITE_NODES = (gast.Call, gast.If, gast.IfExp, gast.For, gast.While, gast.BoolOp,
               gast.Assert, gast.Break, gast.Continue, gast.Return)
+
+
+class SiteKey(typing.NamedTuple):
+    """A site as the profile, the plan and assumptions key it: the code object it is
+    in (callees' sites are distinct) and its id in that code's numbering."""
+    code: types.CodeType
+    site: int
 
 
 class Site:

@@ -7,6 +7,7 @@ traced.  Imports no other module of ``runtime/control/``.
 """
 import tensorflow as tf
 
+from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
 from janus.runtime import fallible, observe, scalars
 from janus.runtime.shadow_heap import Deferred
@@ -134,7 +135,7 @@ def _where_key(key):
 
 
 def describe_site(ns, site):
-    return current().site_text((ns.fn.__code__, site))
+    return current().site_text(SiteKey(ns.fn.__code__, site))
 
 
 class BranchRaised(Exception):

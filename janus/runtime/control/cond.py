@@ -8,6 +8,7 @@ the same for an expression (``x if t else y``, ``and``/``or``).  Needs a
 """
 import tensorflow as tf
 
+from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
 from janus.errors import ConversionError
 from janus.runtime.control.branch_writes import BranchEffects, join
@@ -177,7 +178,7 @@ def dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
             del ctx.assumptions[assumptions:]
             other = not raised.branch
             condition = pred if other else tf.logical_not(pred)
-            ctx.assume((ns.fn.__code__, site), AssumptionKind.RAISE, condition,
+            ctx.assume(SiteKey(ns.fn.__code__, site), AssumptionKind.RAISE, condition,
                        'the branch that raises %s is not taken' % type(raised.error).__name__)
             return (true_fn if other else false_fn)()
         except (ValueError, TypeError, AssertionError):

@@ -16,6 +16,7 @@ from janus import pytypes
 from janus.config import config
 from janus.decisions import DYNAMIC
 from janus.errors import ConversionDeferred, ConversionError
+from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
 from janus.guards import GuardKind
 from janus.runtime import observe, scalar_ops, scalars
@@ -50,7 +51,7 @@ def _decide_test(ns, site, value, what, can_build=True):
     that takes the other path (``graphgen/plan.py``); ``can_build``: the caller
     can build real control flow at all."""
     ctx = current()
-    key = (ns.fn.__code__, site)
+    key = SiteKey(ns.fn.__code__, site)
     outcome = ctx.decide(key)
     condition = condition_tensor(value)
     static = static_truth(condition)
@@ -95,7 +96,7 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
     ctx = current()
     if iterable.shape.rank == 0:
         raise TypeError('iteration over a 0-d tensor')
-    outcome = ctx.decide((ns.fn.__code__, site)) if site is not None else DYNAMIC
+    outcome = ctx.decide(SiteKey(ns.fn.__code__, site)) if site is not None else DYNAMIC
     length = iterable.shape[0] if iterable.shape.rank is not None else None
     if length is not None and length <= config.max_unroll:
         return tf.unstack(iterable, num=length) if length else []
@@ -103,7 +104,7 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
     if length is None and outcome is not DYNAMIC and outcome <= config.max_unroll and not soft\
             and depends_on_state_change(iterable) is None:
         # Slices only once the count is known good: a data dependency on the check.
-        iterable = ctx.assume((ns.fn.__code__, site), AssumptionKind.TRIP_COUNT,
+        iterable = ctx.assume(SiteKey(ns.fn.__code__, site), AssumptionKind.TRIP_COUNT,
                               tf.equal(tf.shape(iterable)[0], outcome),
                               'the loop runs %d times' % outcome, gate=iterable)
         return tf.unstack(iterable, num=outcome) if outcome else []
@@ -205,7 +206,7 @@ def _or_assume(ns, site):
     except ConversionDeferred:
         raise   # this call only (a Keras optimizer not built yet): the next trace builds it
     except ConversionError as e:
-        key = (ns.fn.__code__, site)
+        key = SiteKey(ns.fn.__code__, site)
         if current().region_depth == 0 and current().plan.cannot_build(
                 key, e.reason, str(e), value_needed=isinstance(e, NeedsValue)):
             raise CannotBuild(key, e) from e
@@ -221,7 +222,7 @@ def _at_least_once(ns, site, first_test):
         return
     # Not a speculation to relax (the loop is already dynamic): a call with no
     # iteration just runs imperatively, and the graph stays.
-    ctx.assume((ns.fn.__code__, site), AssumptionKind.NONEMPTY_LOOP, first_test,
+    ctx.assume(SiteKey(ns.fn.__code__, site), AssumptionKind.NONEMPTY_LOOP, first_test,
                'the loop runs at least once (eager gradients would be None otherwise)')
 
 
