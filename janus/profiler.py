@@ -153,7 +153,7 @@ class Recorder:
         self.broken = None                # (text, traceback) of the first internal failure
         self._calls = threading.local()   # per thread: this call's sequences, the last call's
         self._copies = weakref.WeakKeyDictionary()      # callee function -> (_identity, copy)
-        self._codes = weakref.WeakKeyDictionary()   # code -> its probed code, or why none
+        self._codes = frontend.ByCode()   # code -> its probed code, or why none
         self._made = weakref.WeakSet()              # the probed code objects (and nested ones)
         self._lock = threading.Lock()     # the profile is shared by every thread's calls
 
@@ -340,7 +340,7 @@ class Recorder:
                 made = self._probed(fn)
             except (parser.NoSource, SyntaxError) as e:
                 made = e
-            self._codes[code] = made
+            self._codes.put(code, made)
         if isinstance(made, Exception):
             raise made
         return made

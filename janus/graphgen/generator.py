@@ -5,7 +5,7 @@ Python function with the same parameters whose every call, attribute,
 subscript, free-name read, loop iterable, context manager and assert goes
 through ``janus.runtime.operators``.  Tracing that function (``tracer.py``)
 yields the specialized graph.  Conversions are cached per code object, by
-identity and weakly (``_ByCode``); each function gets its own ``Converted``
+identity and weakly (``frontend.ByCode``); each function gets its own ``Converted``
 around it (its globals and cells: two modules' functions with one text, or
 two closures of one ``def``, share a conversion, never each other's
 objects).  A failure raises ``ConversionError`` naming the user's line.
@@ -13,7 +13,6 @@ objects).  A failure raises ``ConversionError`` naming the user's line.
 import copy
 import dataclasses
 import types
-import weakref
 
 import astunparse
 import gast
@@ -99,39 +98,7 @@ class _PassContext:
         return parser.source_line(self.source_lines, self.first_lineno, lineno)
 
 
-class _ByCode:
-    """code object -> value, by the code object's identity, held weakly.
-
-    Code objects compare equal by value: two modules' functions with the same
-    text on the same lines have *equal* code objects (the file name is not
-    compared), so a dict keyed by them handed one module's conversion (its
-    file name, its globals) to the other.  An id is unique only while its
-    object lives: an entry goes when its code object is freed (the weakref's
-    callback), before the id can name another code object."""
-
-    def __init__(self):
-        self._entries = {}   # id(code) -> (weakref to code, value)
-
-    def get(self, code):
-        entry = self._entries.get(id(code))
-        if entry is None or entry[0]() is not code:   # an id alone is never trusted
-            return None
-        return entry[1]
-
-    def put(self, code, value):
-        key = id(code)
-        entries = self._entries
-
-        def forget(ref):
-            if entries.get(key, (None,))[0] is ref:
-                del entries[key]
-        entries[key] = (weakref.ref(code, forget), value)
-
-    def __len__(self):
-        return len(self._entries)
-
-
-_by_code = _ByCode()   # code object -> _Compiled or _Failed
+_by_code = frontend.ByCode()   # code object -> _Compiled or _Failed
 
 
 def convert(fn):

@@ -6,7 +6,8 @@ the tree) both start from ``front_end(fn)``: one parse (checked against the
 code Python runs, ``parser.parse_function``) and one numbering
 (``sites.number_sites``), so a site id names the same node for both by
 construction.  The tree is shared and read-only: the generator converts a
-deep copy of it.
+deep copy of it.  Caches here and in the generator are keyed by a code
+object's identity (``ByCode``), never by its value.
 """
 import dataclasses
 import threading
@@ -28,7 +29,39 @@ class FrontEnd:
     sites: typing.Dict[int, sites.Site]   # site id -> Site
 
 
-_parsed = weakref.WeakKeyDictionary()   # code object -> FrontEnd
+class ByCode:
+    """code object -> value, by the code object's identity, held weakly.
+
+    Code objects compare equal by value: two modules' functions with the same
+    text on the same lines have *equal* code objects (the file name is not
+    compared), so a dict keyed by them handed one module's conversion (its
+    file name, its globals) to the other.  An id is unique only while its
+    object lives: an entry goes when its code object is freed (the weakref's
+    callback), before the id can name another code object."""
+
+    def __init__(self):
+        self._entries = {}   # id(code) -> (weakref to code, value)
+
+    def get(self, code):
+        entry = self._entries.get(id(code))
+        if entry is None or entry[0]() is not code:   # an id alone is never trusted
+            return None
+        return entry[1]
+
+    def put(self, code, value):
+        key = id(code)
+        entries = self._entries
+
+        def forget(ref):
+            if entries.get(key, (None,))[0] is ref:
+                del entries[key]
+        entries[key] = (weakref.ref(code, forget), value)
+
+    def __len__(self):
+        return len(self._entries)
+
+
+_parsed = ByCode()   # code object -> FrontEnd
 _lock = threading.Lock()
 
 
@@ -45,4 +78,8 @@ def front_end(fn):
     found = FrontEnd(tree, filename, source_lines, tree.lineno,
                      sites.number_sites(tree, source_lines, tree.lineno))
     with _lock:
-        return _parsed.setdefault(code, found)
+        first = _parsed.get(code)   # another thread's, parsed meanwhile
+        if first is not None:
+            return first
+        _parsed.put(code, found)
+    return found
