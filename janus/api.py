@@ -39,7 +39,7 @@ from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
                           StrictModeError)
 from janus.replay.executor import AssertionBroke, GraphError, GraphInvalid, WriteBackFailed, run_graph
-from janus.graphgen import build, generator
+from janus.graphgen import build, generator, segments, tracer
 from janus.graphgen.plan import Verdict
 from janus.pyct import parser
 from janus.reasons import Reason
@@ -55,11 +55,14 @@ class Step(enum.Enum):
     PROFILE = 'profile'      # imperatively, through the profiler's probed twin
     GENERATE = 'generate'    # build a graph for this call, then replay it
     PLAIN = 'plain'          # plain Python: the user's callable itself
+    SPLIT = 'split'          # graph breaks: the skeleton in Python, its segments in graphs
 
 
 class Stats:
     FIELDS = ('calls', 'profiled_calls', 'graphs_built', 'graph_calls', 'fallbacks',
-              'imperative_calls', 'cache_misses', 'evictions')
+              'imperative_calls', 'cache_misses', 'evictions',
+              'split_calls',       # calls run with graph breaks (segments.py)
+              'graph_part_calls')  # of those, the calls in which a segment ran a graph
 
     def __init__(self):
         for name in self.FIELDS:
@@ -165,6 +168,8 @@ class JanusFunction(callables.JanusCallable):
             step = Step.PLAIN   # run below, outside this handler (no janus __context__)
         if step is Step.REPLAY:
             return self._run(entry, call)
+        if step is Step.SPLIT:
+            return self._run_split(call)
         if step is Step.PROFILE:                      # warm-up, re-profile
             return self._run_profiled(call, count=not misses)
         return self._run_plain(call)                  # could not generate, or bad arguments
@@ -176,6 +181,8 @@ class JanusFunction(callables.JanusCallable):
             return Step.PLAIN, None, ()
         if not function_state.same_definition(self.function, self.state.defined_as):
             self._redefined()
+        if self.state.split is not None:
+            return Step.SPLIT, None, ()
         try:
             call.bound = self._bind(call.full_args, call.full_kwargs)
         except TypeError:
@@ -195,7 +202,7 @@ class JanusFunction(callables.JanusCallable):
             if step is Step.GENERATE:
                 entry = self._generate(call.bound, call.arguments)
                 if entry is None:
-                    return Step.PLAIN, None, misses
+                    return (Step.PLAIN if self.state.split is None else Step.SPLIT), None, misses
                 self.reprofile_budget = config.reprofile_calls
                 return Step.REPLAY, entry, misses
         return step, None, misses
@@ -442,6 +449,18 @@ class JanusFunction(callables.JanusCallable):
         self.stats.imperative_calls += 1
         return self.fn(*call.args, **call.kwargs)
 
+    def _run_split(self, call):
+        """The skeleton: the statements janus could not convert in Python, each
+        segment around them through its own janus function."""
+        self.stats.split_calls += 1
+        parts = self.state.split.slots
+        before = sum(_graph_runs(part) for part in parts)
+        try:
+            return self.state.split.skeleton(*call.full_args, **call.full_kwargs)
+        finally:
+            if sum(_graph_runs(part) for part in parts) > before:
+                self.stats.graph_part_calls += 1
+
     def _run_reentered(self, args, kwargs):
         """A call from inside a running call of this function (recursion): plain Python."""
         self.stats.imperative_calls += 1
@@ -480,9 +499,41 @@ class JanusFunction(callables.JanusCallable):
                                   short_traceback(refused.internal))
         if not _deferred(error):   # deferred: this call only (an optimizer builds in it)
             _without_frames(error)   # kept: its frames would keep the trace's objects alive
+            if self._break_at(error):
+                return None
             if refused.signature is not None:
                 self.state.note_failed(refused.signature, error)
         return self._give_up(error)
+
+    def _break_at(self, error):
+        """Whether the statement ``error`` stopped in now runs in Python, the rest of
+        the function in segments (``graphgen/segments.py``): from now on every call
+        runs the split function."""
+        line = error.statement_line
+        if line is None and error is self.failed_conversion and error.lineno is not None \
+                and error.filename == self.function.__code__.co_filename:
+            line = error.lineno   # the converter refused a statement of this function
+        if line is None or not tracer.breaks_at_statement_line(error, line):
+            return False
+        try:
+            made = segments.split(self.function, [line])
+        except segments.CannotSplit as e:
+            self._event(EventKind.GRAPH_BREAK, 'no graph break at line %d: %s' % (line, e),
+                        reason=Reason.CANNOT_SPLIT, filename=error.filename, lineno=line)
+            return False
+        except Exception as e:  # noqa: BLE001 - a splitter bug: the function runs as before
+            self._internal_error('cutting the function at a graph break', e)
+            return False
+        made.slots[:] = [JanusFunction(part.function, profile_calls=self._profile_calls,
+                                       strict=self._strict) for part in made.segments]
+        self.state.split = made
+        cause = error.error if isinstance(getattr(error, 'error', None), ConversionError) \
+            else error   # real control flow failed to build around the statement
+        self._event(EventKind.GRAPH_BREAK, 'line %d runs in Python (%s); %s run as graphs of '
+                    'their own' % (line, cause.context, ', '.join(
+                        'lines %d-%d' % (p.first_line, p.last_line) for p in made.segments)),
+                    error=cause, lineno=line, filename=self.function.__code__.co_filename)
+        return True
 
     def _convert(self):
         """The converted function; raises the ConversionError that stopped it (kept:
@@ -582,6 +633,11 @@ class JanusFunction(callables.JanusCallable):
             self._record_internal('instrumenting for the profiler',
                                   '%s: %s' % (type(e).__name__, e), short_traceback(e))
         return None
+
+
+def _graph_runs(jf):
+    """Graph runs of a janus function, its own or its segments'."""
+    return jf.stats.graph_calls + jf.stats.graph_part_calls
 
 
 def _deferred(error):

@@ -40,6 +40,7 @@ class _Config:
         host_checks=True,         # recompute checks and Python calls on relaxed numbers on the host before a graph runs (graphgen/hostcheck.py); False: they stay in the graph
         fast_replay=True,         # feed hoisted reads through janus's own guarded readers, not TF's capture machinery (graphgen/tracer.py)
         restore_on_error=True,    # a graph with an op that may fail after a variable update keeps those variables' values before each run; a failure restores them and re-runs the call imperatively (eager's exception and state; graphgen/rollback.py); False: the graph's error is raised, state changed
+        graph_breaks=True,        # a statement janus cannot put in a graph runs in Python and the statements around it in graphs of their own (graphgen/segments.py); False: the whole function runs imperatively
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

@@ -31,7 +31,13 @@ class ConversionError(JanusError):
     Library code that re-raises an exception with more text (Keras's
     ``e.__class__(message)``) makes one from a message alone, while it handles
     janus's refusal: the refusal's reason is taken from that one.
+
+    ``statement_line``: set by the tracer when a trace stopped inside a statement
+    of the converted function itself (the line of that statement, which may be a
+    call that led to ``lineno`` in a callee): where a graph break would go.
     """
+
+    statement_line = None
 
     def __init__(self, reason, context=None, filename=None, lineno=None, source_line=None):
         if context is None and isinstance(reason, str):

@@ -31,6 +31,7 @@ class EventKind(enum.StrEnum):
     GRAPH_DROPPED = 'graph dropped'
     SCALAR_PINNED = 'number kept constant'
     ASSUMED_INSTEAD = 'assumed instead'
+    GRAPH_BREAK = 'graph break'
 
 
 @dataclasses.dataclass(frozen=True)

@@ -171,7 +171,27 @@ def _explain_one(jf, verbose):
         out.append('  events (call: what happened; then where in your code, and what to do):')
         for block in _blocks(list(jf.events)):
             out += block
+    out += _explain_split(jf, verbose)
     return '\n'.join(_clip(line) for line in out)
+
+
+def _explain_split(jf, verbose):
+    """A function run with graph breaks: what runs in Python, then each segment's
+    own report, indented."""
+    split = jf.state.split
+    if split is None:
+        return []
+    s = jf.stats
+    out = _wrap('graph breaks: %d calls ran with them, %d of them ran graphs; lines %s run in '
+                'Python, %d segments in graphs of their own:'
+                % (s.split_calls, s.graph_part_calls,
+                   ', '.join(str(n) for n in split.python_lines), len(split.segments)),
+                '  ', '    ')
+    for part in split.slots:
+        if callables.is_janus(part):
+            out += ['    ' + line for line in _explain_one(part.__janus_function__,
+                                                           verbose).split('\n')]
+    return out
 
 
 def _state_note(entry):
@@ -581,6 +601,9 @@ def advise(jf, event):
                                    'so janus assumes less')
     if kind == 'assumed instead':
         return _sites_line(jf, event.sites) or where_defined(jf), _other_path(event.reason)
+    if kind == 'graph break':
+        return line or where_defined(jf), (event.reason.advice if event.reason is not None
+                                           else NOTHING + 'janus handled it')
     return where_defined(jf), NOTHING + 'janus handled it'
 
 

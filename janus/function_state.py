@@ -65,6 +65,7 @@ class FunctionState:
     opaque_lists: set = dataclasses.field(default_factory=set)   # list args passed as such
     miss_values: dict = dataclasses.field(default_factory=dict)  # (kind, where) -> values
     reprofile_budget: int = 0                   # profiled calls still due after a miss
+    split: typing.Any = None                    # segments.Split: runs with graph breaks
 
     def __post_init__(self):
         self.recorder = profiler.Recorder(self.profile)

@@ -46,6 +46,10 @@ class Reason(enum.Enum):
                        'that does the tensor work (janus does not convert recursion)')
     RECOMPILE_LIMIT = (True, 'keep the arguments that changed between calls the same, or '
                              'raise janus.config.recompile_limit')
+    CANNOT_SPLIT = (True, 'a graph break cannot go here (the message says why): bind the '
+                          'local a nested function reads only before the function is made, '
+                          'or move the statement janus cannot convert into a function of '
+                          'its own')
     LAYER_NOT_BUILT = (False, 'only this first call (the one that creates the variables) runs '
                               'imperatively; later calls convert')
     INTERNAL_ERROR = (False, 'a janus bug, not your code; the call ran as plain Python (please '
@@ -115,8 +119,9 @@ class Reason(enum.Enum):
     # -- values only the graph run has --------------------------------------------------
     NUMPY_IN_GRAPH = (True, 'keep values as tensors inside the function: print them with '
                             'tf.print(x) instead of print(x.numpy()), and call .numpy()/.item()/'
-                            'float() on the result after the call returns (every call that '
-                            'reaches a .numpy() runs imperatively)')
+                            'float() on the result after the call returns (janus runs the '
+                            'statement in Python, a graph break, and the code around it in '
+                            'graphs)')
     TENSOR_KEY = (True, 'compare the tensors with `is` (janus keeps identity), or key the '
                         'cache outside the janus function')
     TENSOR_TYPE = (True, 'test isinstance(x, tf.Tensor) instead of type(x)')

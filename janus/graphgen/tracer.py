@@ -417,15 +417,29 @@ def _retrace_request(ctx, error, signature, heap_shapes):
     progress that no later trace of the build undoes (``graphgen/build.py``)."""
     evolving = frozenset(ctx.evolving)
     failed_sites = ctx.plan.failed()
-    if failed_sites:
+    if failed_sites and not breaks_at_statement(error):
         return retrace.AssumeInstead(error, evolving, failed_sites)
     if isinstance(error, errors.ScalarValueNeeded):
         return retrace.PinNumbers(error, evolving)
-    if heap_shapes is not None and signature.has_unknown_dims():
+    if heap_shapes is not None and signature.has_unknown_dims() \
+            and error.reason is not Reason.NUMPY_IN_GRAPH:   # no shape makes a value known
         return retrace.ExactShapes(error, evolving)
     if evolving:
         return retrace.RelaxEvolving(error, evolving)
     return None
+
+
+def breaks_at_statement(error):
+    """Whether the statement ``error`` stopped in becomes a graph break (runs in
+    Python, ``graphgen/segments.py``) rather than an assumed path or a refusal."""
+    return breaks_at_statement_line(error, error.statement_line)
+
+
+def breaks_at_statement_line(error, line):
+    """Whether a refusal ``error`` at statement ``line`` becomes a graph break.  janus's
+    own failures do not: they stay visible as internal errors."""
+    return (config.graph_breaks and line is not None
+            and error.reason is not Reason.INTERNAL_ERROR)
 
 
 def _new_context(fn, converted, bound, plan, heap_shapes, distributed):
@@ -590,9 +604,25 @@ def _trace_failure(error):
 
 
 def _locate(error, ctx, converted, tb):
-    """Attaches the user's source line (the innermost converted frame) to ``error``."""
-    if error.lineno is not None:
-        return error
+    """Attaches the user's source line (the innermost converted frame) to ``error``,
+    and the line of ``converted``'s own statement the trace was in (its outermost
+    frame: a graph break goes there, ``ConversionError.statement_line``)."""
+    statement = _statement_line(tb, converted.py_fn.__code__)
+    if error.lineno is None:
+        error = _with_user_line(error, ctx, tb)
+    error.statement_line = statement
+    return error
+
+
+def _statement_line(tb, code):
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return tb.tb_lineno
+        tb = tb.tb_next
+    return None
+
+
+def _with_user_line(error, ctx, tb):
     filename = lineno = None
     while tb is not None:
         if tb.tb_frame.f_code in ctx.code_objects:

@@ -83,3 +83,10 @@ def front_end(fn):
             return first
         _parsed.put(code, found)
     return found
+
+
+def register(code, parsed):
+    """``parsed`` is the front end of ``code``: janus compiled ``code`` from its tree
+    (a graph break's segment, ``graphgen/segments.py``), so there is no file to read."""
+    with _lock:
+        _parsed.put(code, parsed)

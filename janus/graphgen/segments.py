@@ -1,0 +1,468 @@
+"""Graph breaks: a function cut into Python statements and graph segments.
+
+Needs the function's front end (``pyct/frontend.py``) and the lines janus
+could not convert (the *breaks*).  ``split(fn, lines)`` returns a ``Split``:
+
+* the **skeleton**, a plain Python function with ``fn``'s signature, defaults,
+  globals and closure cells: the statements at the break lines run in it as
+  written, and so do the loops, branches, ``with`` and ``try`` statements
+  around them (*structural* statements, whose bodies are cut in turn);
+* the **segments**: every maximal run of other statements becomes a function
+  of the locals it reads, returning the locals it binds that are read
+  elsewhere.  The janus function (``api.py``) runs each segment through a
+  janus function of its own, so a segment is profiled, guarded, cached,
+  relaxed and falls back exactly like a whole function.
+
+Values cross a cut only as real values: a segment's results are the graph's
+outputs, materialized.  A name that may be unbound at a cut crosses as
+``UNDEFINED`` and is unbound again on the other side.  A ``return`` ends a
+segment (the skeleton returns what the segment returns); a statement that
+may leave a segment otherwise (a ``return`` inside an ``if``, a ``break``
+of a loop outside the segment) is structural or runs in Python.
+
+Segments are registered with the front end (their trees are the code they
+were compiled from), so the profiler and the generator treat them as any
+function.  DESIGN.md ("Graph breaks") states the invariants.
+"""
+import ast
+import copy
+import dataclasses
+import types
+import typing
+
+import gast
+
+from janus.pyct import frontend, liveness, mangling, recompile, scopes, sites
+from janus.runtime.control import common
+
+SEGMENTS = '__janus_segments'    # the skeleton's list of segment callables (a closure)
+HELPERS = '__jr'                 # read_local / UNDEFINED, as converted code names them
+_INPUT = '__janus_in_'           # the skeleton's copy of a maybe-unbound input
+_RESULT = '__janus_out'          # the skeleton's tuple of a segment's results
+
+
+class CannotSplit(Exception):
+    """``fn`` cannot be cut at these lines without changing what it means."""
+
+
+class _Helpers:
+    """What plain segment code reads as ``__jr`` (converted code gets the operators)."""
+    read_local = staticmethod(common.read_local)
+    UNDEFINED = common.UNDEFINED
+
+
+@dataclasses.dataclass(eq=False)
+class Segment:
+    """One run of statements compiled as a function of the locals it reads."""
+    function: types.FunctionType
+    first_line: int
+    last_line: int
+    inputs: tuple          # parameter names, in order
+    outputs: tuple         # names returned (empty when the segment returns for the function)
+    returns: bool          # ends with the function's ``return``
+
+
+@dataclasses.dataclass(eq=False)
+class Split:
+    """A function cut at its breaks (see the module docstring)."""
+    skeleton: types.FunctionType
+    segments: typing.List[Segment]
+    python_lines: typing.Tuple[int, ...]   # first lines of the statements run in Python
+    slots: list                            # the skeleton's segment callables, by index
+
+
+def split(fn, break_lines):
+    """``fn`` cut so that the statements at ``break_lines`` run in Python; raises
+    ``CannotSplit``.  The skeleton calls ``Split.slots[i]`` for segment i: plain
+    segment functions until the caller puts janus functions there."""
+    parsed = frontend.front_end(fn)
+    tree = parsed.tree
+    if not isinstance(tree, gast.FunctionDef):
+        raise CannotSplit('a lambda is one expression')
+    tree = mangling.mangle(copy.deepcopy(tree), mangling.owner_class(fn))
+    cutter = _Cutter(fn, tree, set(break_lines))
+    skeleton_body = cutter.block(tree.body, liveness.at_entry(tree), loops=0)
+    if not cutter.segments:
+        raise CannotSplit('no statement is left to convert')
+    return _compile(fn, tree, parsed, cutter, skeleton_body)
+
+
+# -- finding what runs in Python ------------------------------------------------
+
+def _blocks(stmt):
+    """The statement lists directly inside a compound statement janus cuts through."""
+    if isinstance(stmt, (gast.If, gast.For, gast.While)):
+        return [stmt.body, stmt.orelse]
+    if isinstance(stmt, gast.With):
+        return [stmt.body]
+    if isinstance(stmt, gast.Try):
+        return [stmt.body] + [h.body for h in stmt.handlers] + [stmt.orelse, stmt.finalbody]
+    return []
+
+
+def _first_line(stmt):
+    decorators = getattr(stmt, 'decorator_list', ())
+    return min([stmt.lineno] + [d.lineno for d in decorators])
+
+
+def _innermost(stmts, line, path):
+    """The path of statements (outermost first) down to the innermost one at ``line``."""
+    for stmt in stmts:
+        if _first_line(stmt) <= line <= stmt.end_lineno:
+            for block in _blocks(stmt):
+                found = _innermost(block, line, path + [stmt])
+                if found:
+                    return found
+            return path + [stmt]
+    return None
+
+
+def _escapes(stmt, loops=0):
+    """Whether ``stmt`` may leave the statements around it: a ``return``, or a
+    ``break``/``continue`` of a loop outside it (nested functions aside)."""
+    if isinstance(stmt, gast.Return):
+        return True
+    if isinstance(stmt, (gast.Break, gast.Continue)):
+        return loops == 0
+    if isinstance(stmt, (gast.For, gast.While)):
+        return (any(_escapes(s, loops + 1) for s in stmt.body)
+                or any(_escapes(s, loops) for s in stmt.orelse))
+    if isinstance(stmt, gast.Match):
+        return any(_escapes(s, loops) for case in stmt.cases for s in case.body)
+    return any(_escapes(s, loops) for block in _blocks(stmt) for s in block)
+
+
+_DYNAMIC_SCOPE = ('locals', 'vars', 'eval', 'exec', 'dir')
+
+
+class _Cutter:
+    """Cuts blocks into skeleton statements and segment functions."""
+
+    def __init__(self, fn, tree, lines):
+        self.fn, self.tree = fn, tree
+        self.declared = _declared(tree)
+        self.locals = scopes.bound_names(tree) - self.declared
+        self.python, self.structural = set(), set()
+        for line in lines:
+            path = _innermost(tree.body, line, [])
+            if path is None:
+                raise CannotSplit('line %d is not a statement of %s' % (line, fn.__qualname__))
+            *outer, stmt = path
+            (self.structural if _blocks(stmt) else self.python).add(id(stmt))
+            self.structural |= {id(s) for s in outer}
+        self.python_lines = sorted(_first_line(s) for s in gast.walk(tree)
+                                   if id(s) in self.python)
+        _refuse_dynamic_scope(tree)
+        _refuse_escaping_closures(tree, self.locals)
+        self.segments = []      # (FunctionDef, first, last, inputs, outputs, returns)
+
+    def block(self, stmts, bound, loops):
+        """The skeleton statements for ``stmts``, run from ``bound`` (liveness.Bound)."""
+        out, run = [], []
+        for stmt in stmts:
+            kind = self._kind(stmt)
+            if kind == 'segment':
+                run.append(stmt)
+                if isinstance(stmt, gast.Return):
+                    out += self._segment(run, bound, loops)
+                    bound, run = bound.after_all(run), []
+                continue
+            out += self._segment(run, bound, loops)
+            bound, run = bound.after_all(run), []
+            if kind == 'structural':
+                out.append(self._structural(stmt, bound, loops))
+            elif not isinstance(stmt, (gast.Global, gast.Nonlocal)):
+                out.append(stmt)
+            bound = bound.after(stmt)
+        return out + self._segment(run, bound, loops)
+
+    def _kind(self, stmt):
+        if id(stmt) in self.structural:
+            return 'structural'
+        if id(stmt) in self.python or isinstance(stmt, (gast.Global, gast.Nonlocal)):
+            return 'python'
+        if isinstance(stmt, gast.Return):
+            return 'segment'
+        if _escapes(stmt):
+            return 'structural' if _blocks(stmt) else 'python'
+        return 'segment'
+
+    def _structural(self, stmt, bound, loops):
+        """``stmt`` kept in the skeleton, its bodies cut in turn."""
+        stmt = copy.copy(stmt)
+        inner = loops + 1 if isinstance(stmt, (gast.For, gast.While)) else loops
+        if isinstance(stmt, (gast.For, gast.While)):
+            start = bound if isinstance(stmt, gast.While) else bound.after(
+                gast.Assign([stmt.target], stmt.iter))
+            start = liveness.Bound(start.surely, start.maybe | liveness.binds(stmt.body))
+            stmt.body = self.block(stmt.body, start, inner) or [gast.Pass()]
+            stmt.orelse = self.block(stmt.orelse, bound, loops)
+        elif isinstance(stmt, gast.If):
+            stmt.body = self.block(stmt.body, bound, loops) or [gast.Pass()]
+            stmt.orelse = self.block(stmt.orelse, bound, loops)
+        elif isinstance(stmt, gast.With):
+            targets = liveness.binds([i.optional_vars for i in stmt.items
+                                      if i.optional_vars is not None])
+            start = liveness.Bound(bound.surely | targets, bound.maybe | targets)
+            stmt.body = self.block(stmt.body, start, loops) or [gast.Pass()]
+        elif isinstance(stmt, gast.Try):
+            maybe = liveness.Bound(bound.surely, bound.maybe | liveness.binds([stmt]))
+            stmt.body = self.block(stmt.body, bound, loops) or [gast.Pass()]
+            stmt.handlers = [self._handler(h, maybe, loops) for h in stmt.handlers]
+            stmt.orelse = self.block(stmt.orelse, maybe, loops)
+            stmt.finalbody = self.block(stmt.finalbody, maybe, loops)
+        for field in ('body', 'orelse', 'finalbody'):
+            if getattr(stmt, field, None):
+                for node in getattr(stmt, field):
+                    _locate_missing(node, stmt)
+        return stmt
+
+    def _handler(self, handler, bound, loops):
+        handler = copy.copy(handler)
+        start = bound if handler.name is None else liveness.Bound(
+            bound.surely | {handler.name.id}, bound.maybe | {handler.name.id})
+        handler.body = self.block(handler.body, start, loops) or [gast.Pass()]
+        return handler
+
+    def _segment(self, run, bound, loops):
+        """The skeleton statements calling a new segment for ``run`` (none for none)."""
+        if not run:
+            return []
+        if not any(_does_work(s) for s in run):
+            return list(run)   # moves names around only: cheaper as Python
+        returns = isinstance(run[-1], gast.Return)
+        inputs, maybe_unbound = self._inputs(run, bound)
+        outputs = () if returns else self._outputs(run, loops)
+        after = bound.after_all(run)
+        index = len(self.segments)
+        name = '%s_lines_%d_%d' % (self.tree.name, _first_line(run[0]), run[-1].end_lineno)
+        definition = self._definition(name, run, inputs, maybe_unbound, outputs, after)
+        self.segments.append((definition, _first_line(run[0]), run[-1].end_lineno,
+                              inputs, outputs, returns))
+        return _call_statements(index, run, inputs, maybe_unbound, outputs, after,
+                                liveness.deletes(run), returns)
+
+    def _inputs(self, run, bound):
+        """The segment's parameters (``fn``'s own first, in its order) and those of them
+        that may be unbound when it starts."""
+        exposed = liveness.exposed_reads(run) & self.locals
+        written = liveness.binds(run)
+        inputs = {n for n in exposed if n in bound.maybe or n not in written}
+        params = [a.id for a in self.tree.args.posonlyargs + self.tree.args.args]
+        ordered = [n for n in params if n in inputs] + sorted(inputs - set(params))
+        return tuple(ordered), frozenset(n for n in ordered if n not in bound.surely)
+
+    def _outputs(self, run, loops):
+        """The locals ``run`` binds that code outside it reads (inside it too, in a loop)."""
+        elsewhere = _reads_outside(self.tree, run)
+        if loops:
+            elsewhere |= liveness.reads(run)
+        return tuple(sorted(liveness.binds(run) & self.locals & elsewhere))
+
+    def _definition(self, name, run, inputs, maybe_unbound, outputs, after):
+        """The segment's FunctionDef: declarations, unbinding prologue, ``run``, results."""
+        first, last = run[0], run[-1]
+        params = gast.arguments([gast.Name(n, gast.Param(), None, None) for n in inputs],
+                                [], None, [], [], None, [])
+        body = _declarations(self.declared, self.tree, first)
+        for n in sorted(maybe_unbound):
+            body.append(_at(gast.If(gast.Compare(_name(n), [gast.Is()], [_undefined()]),
+                                    [gast.Delete([_name(n, gast.Del())])], []), first, start=True))
+        body += copy.deepcopy(run)
+        if outputs:
+            values = [_name(n) if n in after.surely else _read_local(n) for n in outputs]
+            body.append(_at(gast.Return(gast.Tuple(values, gast.Load())), last, start=False))
+        definition = gast.FunctionDef(name, params, body, [], None, None, [])
+        return _at(definition, first, start=True)
+
+
+def _does_work(stmt):
+    """Whether a statement computes anything (a call, an operator, an item): a run of
+    statements that only move names and constants stays Python."""
+    return any(isinstance(n, (gast.Call, gast.BinOp, gast.UnaryOp, gast.Compare,
+                              gast.Subscript, gast.BoolOp, gast.AugAssign, gast.For,
+                              gast.While, gast.Attribute))
+               for n in gast.walk(stmt))
+
+
+def _reads_outside(tree, run):
+    ids = {id(n) for stmt in run for n in gast.walk(stmt)}
+    return {n.id for n in gast.walk(tree) if isinstance(n, gast.Name) and id(n) not in ids
+            and isinstance(n.ctx, (gast.Load, gast.Del))} | {
+        n.target.id for n in gast.walk(tree) if isinstance(n, gast.AugAssign)
+        and isinstance(n.target, gast.Name) and id(n) not in ids}
+
+
+def _declared(tree):
+    """Names the function declares ``global`` or ``nonlocal`` (its own scope)."""
+    found, stack = set(), list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (gast.Global, gast.Nonlocal)):
+            found |= set(node.names)
+        if not isinstance(node, scopes.SCOPE_NODES):
+            stack.extend(gast.iter_child_nodes(node))
+    return found
+
+
+def _declarations(names, tree, like):
+    """The function's ``global``/``nonlocal`` statements, first in a part of it."""
+    kinds = {}
+    for node in gast.walk(tree):
+        if isinstance(node, (gast.Global, gast.Nonlocal)):
+            for n in node.names:
+                kinds[n] = type(node)
+    out = []
+    for kind in (gast.Global, gast.Nonlocal):
+        chosen = sorted(n for n in names if kinds.get(n) is kind)
+        if chosen:
+            out.append(_at(kind(chosen), like, start=True))
+    return out
+
+
+def _refuse_dynamic_scope(tree):
+    for node in gast.walk(tree):
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name) \
+                and node.func.id in _DYNAMIC_SCOPE and not (node.func.id == 'dir' and node.args):
+            raise CannotSplit('line %d calls %s(), which sees the function\'s locals'
+                              % (node.lineno, node.func.id))
+
+
+def _refuse_escaping_closures(tree, local_names):
+    """A nested function or lambda reading a local that is bound again after it (in
+    source order, or anywhere in a loop around it) would see the cut's copy."""
+    for node in gast.walk(tree):
+        if node is tree or not isinstance(node, (gast.FunctionDef, gast.Lambda)):
+            continue
+        captured = {n.id for n in gast.walk(node) if isinstance(n, gast.Name)} & local_names
+        captured -= scopes.bound_names(node)
+        later = {n.id for n in gast.walk(tree) if isinstance(n, gast.Name)
+                 and isinstance(n.ctx, (gast.Store, gast.Del)) and n.lineno > node.end_lineno}
+        looped = set()
+        for loop in gast.walk(tree):
+            if isinstance(loop, (gast.For, gast.While)) and loop.lineno <= node.lineno \
+                    <= loop.end_lineno:
+                looped |= liveness.binds(loop.body)
+        if captured & (later | looped):
+            raise CannotSplit('line %d: a nested function reads %s, which the function binds '
+                              'again later' % (node.lineno, ', '.join(sorted(captured & (later | looped)))))
+
+
+# -- the skeleton's side of a cut -------------------------------------------------
+
+def _call_statements(index, run, inputs, maybe_unbound, outputs, after, deleted, returns):
+    """``out = __janus_segments[i](ins)`` and the unpacking of ``out`` into locals."""
+    first = run[0]
+    out = []
+    args = []
+    for n in inputs:
+        if n in maybe_unbound:
+            copy_name = _INPUT + n
+            out.append(_at(gast.Try([gast.Assign([_name(copy_name, gast.Store())], _name(n))],
+                                    [gast.ExceptHandler(_name('NameError'), None, [gast.Assign(
+                                        [_name(copy_name, gast.Store())], _undefined())])],
+                                    [], []), first, start=True))
+            args.append(_name(copy_name))
+        else:
+            args.append(_name(n))
+    call = gast.Call(gast.Subscript(_name(SEGMENTS), gast.Constant(index, None), gast.Load()),
+                     args, [])
+    if returns:
+        return out + [_at(gast.Return(call), first, start=True)]
+    if not outputs:
+        return out + [_at(gast.Expr(call), first, start=True)]
+    out.append(_at(gast.Assign([_name(_RESULT, gast.Store())], call), first, start=True))
+    for position, n in enumerate(outputs):
+        value = gast.Subscript(_name(_RESULT), gast.Constant(position, None), gast.Load())
+        assign = gast.Assign([_name(n, gast.Store())], value)
+        if n in after.surely:
+            out.append(_at(assign, first, start=True))
+            continue
+        unbind = [gast.Try([gast.Delete([_name(n, gast.Del())])], [gast.ExceptHandler(
+            _name('NameError'), None, [gast.Pass()])], [], [])] if n in deleted else [gast.Pass()]
+        out.append(_at(gast.If(gast.Compare(copy.deepcopy(value), [gast.IsNot()], [_undefined()]),
+                               [assign], unbind), first, start=True))
+    return out
+
+
+def _name(identifier, ctx=None):
+    return gast.Name(identifier, ctx or gast.Load(), None, None)
+
+
+def _undefined():
+    return gast.Attribute(_name(HELPERS), 'UNDEFINED', gast.Load())
+
+
+def _read_local(n):
+    thunk = gast.Lambda(gast.arguments([], [], None, [], [], None, []), _name(n))
+    return gast.Call(gast.Attribute(_name(HELPERS), 'read_local', gast.Load()), [thunk], [])
+
+
+def _at(node, like, start):
+    """``node`` (and what it holds) at a zero-width position at the start or end of
+    ``like``: no user node has that position, so the profiler's sites stay apart."""
+    line, col = ((like.lineno, like.col_offset) if start
+                 else (like.end_lineno, like.end_col_offset))
+    for inner in gast.walk(node):
+        if isinstance(inner, (gast.stmt, gast.expr, gast.excepthandler)) \
+                and getattr(inner, 'lineno', None) is None:   # janus's own nodes only
+            inner.lineno = inner.end_lineno = line
+            inner.col_offset = inner.end_col_offset = col
+    return node
+
+
+def _locate_missing(node, like):
+    _at(node, like, start=True)
+
+
+# -- compiling -------------------------------------------------------------------
+
+def _compile(fn, tree, parsed, cutter, skeleton_body):
+    """The skeleton and the segment functions, with ``fn``'s globals and cells."""
+    skeleton = copy.copy(tree)
+    skeleton.body = _declarations(cutter.declared, tree, tree) + skeleton_body
+    skeleton.decorator_list, skeleton.returns = [], None
+    definitions = [skeleton] + [d for d, *_ in cutter.segments]
+    freevars = fn.__code__.co_freevars
+    params = [n for n in freevars] + [SEGMENTS, HELPERS]
+    factory = gast.FunctionDef('__janus_split', gast.arguments(
+        [gast.Name(n, gast.Param(), None, None) for n in params], [], None, [], [], None, []),
+        definitions + [gast.Return(gast.Constant(None, None))], [], None, None, [])
+    _at(factory.body[-1], tree, start=True)
+    factory = gast.copy_location(factory, tree)
+    factory.end_lineno, factory.end_col_offset = tree.end_lineno, tree.end_col_offset
+    module = ast.fix_missing_locations(gast.gast_to_ast(gast.Module([factory], [])))
+    code = compile(module, fn.__code__.co_filename, 'exec', dont_inherit=True,
+                   flags=recompile.future_flags(fn.__code__))
+    factory_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    nested = {c.co_name: c for c in factory_code.co_consts if isinstance(c, types.CodeType)}
+    slots = []
+    cells = dict(zip(freevars, fn.__closure__ or ()))
+    cells[SEGMENTS] = types.CellType(slots)
+    cells[HELPERS] = types.CellType(_Helpers)
+    skeleton_fn = _function(nested[tree.name], fn, cells, fn.__name__)
+    skeleton_fn.__defaults__, skeleton_fn.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+    skeleton_fn.__qualname__ = fn.__qualname__
+    segments = []
+    for definition, first, last, inputs, outputs, returns in cutter.segments:
+        function = _function(nested[definition.name], fn, cells, definition.name)
+        function.__qualname__ = '%s (lines %d-%d)' % (fn.__qualname__, first, last)
+        _register(function, definition, parsed)
+        segments.append(Segment(function, first, last, inputs, outputs, returns))
+    slots.extend(s.function for s in segments)
+    return Split(skeleton_fn, segments, tuple(cutter.python_lines), slots)
+
+
+def _function(code, fn, cells, name):
+    closure = tuple(cells[n] for n in code.co_freevars)
+    made = types.FunctionType(code, fn.__globals__, name, None, closure)
+    made.__module__ = fn.__module__
+    return made
+
+
+def _register(function, definition, parsed):
+    """The segment's tree, as compiled, is its front end (its sites numbered anew)."""
+    tree = copy.deepcopy(definition)
+    frontend.register(function.__code__, frontend.FrontEnd(
+        tree, parsed.filename, parsed.source_lines, parsed.first_lineno,
+        sites.number_sites(tree, parsed.source_lines, parsed.first_lineno)))

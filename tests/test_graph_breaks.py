@@ -1,0 +1,336 @@
+"""Graph breaks (graphgen/segments.py): a statement janus cannot put in a graph runs
+in Python, the statements around it in graphs of their own.
+
+Every program runs eagerly and under janus on fresh objects (``differential``):
+returns, exceptions, stdout, identity and state after every call agree, also
+on calls where an assumption of a segment breaks.
+"""
+import bisect
+import statistics
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import janus
+from janus.graphgen import segments
+from tests.conftest import differential
+
+X = np.random.RandomState(0).randn(8, 5).astype(np.float32)
+Y = np.random.RandomState(1).randint(0, 3, size=8)
+
+
+def _graph_parts(jf):
+    return janus.stats(jf)['graph_part_calls']
+
+
+class Classifier:
+    """A Keras training step as users write it: the loss printed every few steps."""
+
+    def __init__(self):
+        tf.keras.utils.set_random_seed(0)
+        self.dense = tf.keras.layers.Dense(3)
+        self.opt = tf.keras.optimizers.SGD(0.1)
+        self.step = 0
+        self.history = []
+
+    def train_step(self, x, y):
+        with tf.GradientTape() as tape:
+            logits = self.dense(x)
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True))
+        grads = tape.gradient(loss, self.dense.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.dense.trainable_variables))
+        self.step += 1
+        if self.step % 3 == 0:
+            print('step', self.step, 'loss %.4f' % loss.numpy())
+        return loss
+
+    def train_step_with_metrics(self, x, y):
+        with tf.GradientTape() as tape:
+            logits = self.dense(x)
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True))
+        grads = tape.gradient(loss, self.dense.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.dense.trainable_variables))
+        accuracy = np.mean(np.argmax(logits.numpy(), axis=1) == y.numpy())
+        self.history.append(float(accuracy))
+        return loss, accuracy
+
+
+def _weights(model):
+    return [v.numpy() for v in model.dense.weights] + [model.step, list(model.history)]
+
+
+def _batches(n):
+    return [lambda i=i: ((tf.constant(X + i), tf.constant(Y)), {}) for i in range(n)]
+
+
+def test_print_of_a_value_every_few_steps():
+    def make():
+        model = Classifier()
+        return model.train_step, model
+    jf = differential(make, _batches(12), _weights)
+    assert _graph_parts(jf) >= 5
+    assert janus.stats(jf)['imperative_calls'] == 0
+
+
+def test_numpy_metrics_every_step_keep_the_training_in_one_graph():
+    def make():
+        model = Classifier()
+        return model.train_step_with_metrics, model
+    jf = differential(make, _batches(10), _weights)
+    assert _graph_parts(jf) >= 3   # calls 1-3 profile the function, 4-6 its segments
+    text = janus.explain(jf)
+    assert 'graph break' in text and 'runs in Python' in text
+
+
+def test_int_of_numpy_sizes_later_tensors():
+    def pad_to_longest(lengths, x):
+        longest = int(tf.reduce_max(lengths).numpy())
+        padded = tf.pad(x, [[0, longest - x.shape[0]], [0, 0]])
+        return tf.reduce_sum(padded * 2.0, axis=1)
+
+    def make():
+        return pad_to_longest, None
+    calls = [lambda n=n: ((tf.constant([n, 2]), tf.ones([2, 3])), {}) for n in (4, 4, 5, 4, 6, 6, 4)]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['split_calls'] > 0
+
+
+class Environment:
+    """A NumPy environment with its own RandomState, as RL code keeps one."""
+
+    def __init__(self, seed):
+        self.rng = np.random.RandomState(seed)
+        self.state = self.rng.randn(4).astype(np.float32)
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        self.state = (self.state * 0.9 + (action - 0.5) * 0.1).astype(np.float32)
+        return self.state, float(-abs(self.state).sum()), self.steps >= 5
+
+
+class Agent:
+    def __init__(self):
+        tf.keras.utils.set_random_seed(1)
+        self.policy = tf.keras.layers.Dense(2)
+        self.rng = np.random.RandomState(7)
+        self.rewards = []
+
+    def episode(self, env):
+        observation = env.state
+        total = 0.0
+        done = False
+        while not done:
+            logits = self.policy(tf.constant(observation[None]))
+            probs = tf.nn.softmax(logits)
+            action = self.rng.choice(2, p=probs.numpy()[0].astype(np.float64) / probs.numpy()[0].sum())
+            observation, reward, done = env.step(action)
+            total += reward
+        self.rewards.append(total)
+        return total, tf.reduce_sum(logits)
+
+
+def test_reinforce_style_agent_with_a_numpy_environment():
+    def make():
+        agent = Agent()
+        return agent.episode, agent
+    calls = [lambda s=s: ((Environment(s),), {}) for s in range(6)]
+    differential(make, calls, lambda agent: (agent.rewards, agent.rng.randint(1000)))
+
+
+def test_next_of_a_python_iterator():
+    class Feeder:
+        def __init__(self):
+            self.batches = iter([np.float32(i) for i in range(100)])
+            self.total = tf.Variable(0.0)
+
+        def step(self, w):
+            batch = next(self.batches)
+            y = tf.constant(batch) * w + 1.0
+            self.total.assign_add(y)
+            return y
+
+    def make():
+        feeder = Feeder()
+        return feeder.step, feeder
+    calls = [lambda: ((tf.constant(2.0),), {})] * 8
+    differential(make, calls, lambda f: f.total.numpy())
+
+
+def test_try_except_runs_in_python_with_its_body_in_graphs():
+    class Cache:
+        def __init__(self):
+            self.table = {}
+
+        def lookup(self, key, x):
+            y = tf.square(x) + 1.0
+            try:
+                scale = self.table[key]
+            except KeyError:
+                scale = 2.0
+                self.table[key] = scale + 1.0
+            return y * scale
+
+    def make():
+        cache = Cache()
+        return cache.lookup, cache
+    calls = [lambda k=k: ((k, tf.constant([1.0, 2.0])), {}) for k in 'aabab' * 2]
+    differential(make, calls, lambda c: dict(c.table))
+
+
+def test_third_party_statistics_and_bisect():
+    class Tracker:
+        def __init__(self):
+            self.losses = []
+            self.bounds = [0.5, 1.0, 2.0]
+
+        def update(self, x):
+            loss = tf.reduce_mean(x * x)
+            self.losses.append(float(loss))
+            bucket = bisect.bisect(self.bounds, statistics.mean(self.losses))
+            return loss * 2.0, bucket
+
+    def make():
+        tracker = Tracker()
+        return tracker.update, tracker
+    calls = [lambda i=i: ((tf.constant([0.5 * i, 1.0]),), {}) for i in range(8)]
+    differential(make, calls, lambda t: list(t.losses))
+
+
+def test_a_user_exception_after_a_break_leaves_state_and_output_as_eager():
+    class Checker:
+        def __init__(self):
+            self.seen = []
+
+        def check(self, x):
+            y = x * 3.0
+            value = float(y.numpy().sum())
+            print('value', value)
+            self.seen.append(value)
+            if value > 10:
+                raise ValueError('too large: %s' % value)
+            return tf.sqrt(y)
+
+    def make():
+        checker = Checker()
+        return checker.check, checker
+    calls = [lambda v=v: ((tf.constant([v, 1.0]),), {}) for v in (1.0, 2.0, 9.0, 1.0, 3.0, 8.0)]
+    differential(make, calls, lambda c: list(c.seen))
+
+
+def test_a_local_unbound_across_a_break_raises_as_eagerly():
+    def sum_rows(x, n):
+        for i in range(n):
+            row = x[i] * 2.0
+        print('last row', row.numpy())
+        return tf.reduce_sum(row)
+
+    def make():
+        return sum_rows, None
+    calls = [((tf.ones([3, 2]), n), {}) for n in (2, 2, 3, 2, 0, 3, 0, 2)]
+    differential(make, calls)
+
+
+def test_an_assumption_breaking_inside_a_segment_reruns_only_that_segment():
+    class Scaler:
+        def __init__(self):
+            self.calls = 0
+
+        def scale(self, x, limit):
+            self.calls += 1
+            y = x * 2.0
+            if tf.reduce_sum(y) > limit:   # assumed from the profile, then broken
+                y = y / 10.0
+            print('sum', y.numpy().sum())
+            return y + 1.0
+
+    def make():
+        scaler = Scaler()
+        return scaler.scale, scaler
+    calls = [((tf.constant([1.0, 1.0]), 100.0), {})] * 6 + [
+        ((tf.constant([100.0, 1.0]), 100.0), {}), ((tf.constant([1.0, 1.0]), 100.0), {})]
+    differential(make, calls, lambda s: s.calls)
+
+
+def test_nonlocals_written_across_breaks():
+    def make():
+        counter = 0
+
+        def step(x):
+            nonlocal counter
+            counter += 1
+            y = x + counter
+            print('y', y.numpy())
+            counter += 1
+            return y * 2.0
+        return step, lambda: counter
+    calls = [((tf.constant([1.0]),), {})] * 6
+    differential(make, calls, lambda read: read())
+
+
+TOTAL = [0]
+seen_total = 0
+
+
+def _count_globally(x):
+    global seen_total
+    seen_total += 1
+    y = x + seen_total
+    print('y', y.numpy())
+    seen_total += 1
+    TOTAL[0] += 1
+    return y * 2.0
+
+
+def test_globals_written_across_breaks():
+    global seen_total
+    eager = []
+    for _ in range(6):
+        eager.append(_count_globally(tf.constant([1.0])).numpy())
+    after_eager, seen_total, TOTAL[0] = (seen_total, TOTAL[0]), 0, 0
+    jf = janus.function(_count_globally)
+    got = [jf(tf.constant([1.0])).numpy() for _ in range(6)]
+    assert np.allclose(eager, got) and (seen_total, TOTAL[0]) == after_eager
+    assert janus.stats(jf)['split_calls'] == 3
+
+
+def test_breaks_are_off_with_the_knob():
+    with janus.config.patch(graph_breaks=False):
+        def make():
+            model = Classifier()
+            return model.train_step_with_metrics, model
+        jf = differential(make, _batches(6), _weights)
+    assert janus.stats(jf)['split_calls'] == 0
+
+
+def test_a_nested_function_reading_a_rebound_local_is_not_cut():
+    def fn(x):
+        scale = 2.0
+        get = lambda: scale  # noqa: E731 - reads the local bound again below
+        y = x * get()
+        print(y.numpy())
+        scale = 3.0
+        return y * get()
+
+    with pytest.raises(segments.CannotSplit):
+        segments.split(fn, [fn.__code__.co_firstlineno + 4])
+
+    def make():
+        return fn, None
+    differential(make, [((tf.constant([1.0]),), {})] * 5)
+
+
+def test_the_skeleton_keeps_the_signature_and_defaults():
+    def fn(x, scale=2.0, *rest, shift=1.0, **extra):
+        y = x * scale + shift
+        print('y', y.numpy(), rest, sorted(extra))
+        return y + len(rest)
+
+    def make():
+        return fn, None
+    calls = [((tf.constant([1.0]),), {}), ((tf.constant([1.0]), 3.0), {'shift': 0.5}),
+             ((tf.constant([1.0]), 3.0, 'a', 'b'), {'k': 1}), ((tf.constant([2.0]),), {})] * 2
+    differential(make, calls + [((), {})])
