@@ -46,6 +46,9 @@ class Reason(enum.Enum):
                        'that does the tensor work (janus does not convert recursion)')
     RECOMPILE_LIMIT = (True, 'keep the arguments that changed between calls the same, or '
                              'raise janus.config.recompile_limit')
+    OUTSIDE_TAPE = (False, 'the statement using a GradientTape that records outside the '
+                           'graph runs in Python (a graph break); the graphs around it are '
+                           'recorded on the tape as eager ops are')
     CANNOT_SPLIT = (True, 'a graph break cannot go here (the message says why): bind the '
                           'local a nested function reads only before the function is made, '
                           'or move the statement janus cannot convert into a function of '

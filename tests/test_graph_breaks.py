@@ -334,3 +334,91 @@ def test_the_skeleton_keeps_the_signature_and_defaults():
     calls = [((tf.constant([1.0]),), {}), ((tf.constant([1.0]), 3.0), {'shift': 0.5}),
              ((tf.constant([1.0]), 3.0, 'a', 'b'), {'k': 1}), ((tf.constant([2.0]),), {})] * 2
     differential(make, calls + [((), {})])
+
+
+class Timer:
+    """A user context manager, as logging code has one."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append('enter')
+        return self
+
+    def __exit__(self, *exc):
+        self.log.append('exit %s' % (exc[0].__name__ if exc[0] else None))
+        return False
+
+
+def test_a_user_context_manager_around_tensor_work():
+    class Trainer:
+        def __init__(self):
+            self.log = []
+
+        def step(self, x):
+            with Timer(self.log):
+                y = tf.nn.relu(x) * 2.0
+                z = tf.reduce_sum(y)
+            return z + 1.0
+
+    def make():
+        trainer = Trainer()
+        return trainer.step, trainer
+    calls = [lambda i=i: ((tf.constant([1.0, -float(i)]),), {}) for i in range(7)]
+    differential(make, calls, lambda t: list(t.log))
+
+
+def _pairs(values):
+    for i in range(len(values) - 1):
+        yield values[i], values[i + 1]
+
+
+def test_a_generator_consumed_inside_the_function():
+    def total(xs):
+        out = tf.zeros([2])
+        for a, b in _pairs(xs):
+            out = out + a * b
+        return out
+
+    def make():
+        return total, None
+    calls = [lambda n=n: (([tf.constant([1.0, float(i)]) for i in range(n)],), {})
+             for n in (3, 3, 4, 3, 2, 3)]
+    differential(make, calls)
+
+
+def test_explain_names_the_break_line_and_its_reason():
+    model = Classifier()
+    jf = janus.function(model.train_step_with_metrics)
+    for i in range(8):
+        jf(tf.constant(X + i), tf.constant(Y))
+    text = janus.explain(jf)
+    line = Classifier.train_step_with_metrics.__code__.co_firstlineno + 7
+    assert 'test_graph_breaks.py:%d' % line in text, text
+    assert 'numpy' in text.lower() and 'segments in graphs of their own' in text
+
+
+def test_a_break_inside_a_gradient_tape():
+    class Model:
+        def __init__(self):
+            tf.keras.utils.set_random_seed(0)
+            self.dense = tf.keras.layers.Dense(2)
+            self.opt = tf.keras.optimizers.SGD(0.1)
+
+        def step(self, x):
+            with tf.GradientTape() as tape:
+                y = self.dense(x)
+                print('sum %.5f' % y.numpy().sum())
+                loss = tf.reduce_sum(y * y)
+            grads = tape.gradient(loss, self.dense.trainable_variables)
+            self.opt.apply_gradients(zip(grads, self.dense.trainable_variables))
+            return loss
+
+    def make():
+        model = Model()
+        return model.step, model
+    calls = [lambda i=i: ((tf.constant(np.full([3, 4], 0.1 * (i + 1), np.float32)),), {})
+             for i in range(9)]
+    jf = differential(make, calls, lambda m: [v.numpy() for v in m.dense.weights])
+    assert _graph_parts(jf) > 0

@@ -142,7 +142,7 @@ class _Cutter:
         self.fn, self.tree = fn, tree
         self.declared = _declared(tree)
         self.locals = scopes.bound_names(tree) - self.declared
-        self.python, self.structural = set(), set()
+        self.python, self.structural, broken = set(), set(), set()
         for line in lines:
             path = _innermost(tree.body, line, [])
             if path is None:
@@ -150,8 +150,10 @@ class _Cutter:
             *outer, stmt = path
             (self.structural if _blocks(stmt) else self.python).add(id(stmt))
             self.structural |= {id(s) for s in outer}
-        self.python_lines = sorted(_first_line(s) for s in gast.walk(tree)
-                                   if id(s) in self.python)
+            broken.add(id(stmt))
+        # The refused statements (a loop or branch refused at its header runs in Python
+        # around its cut body).
+        self.python_lines = sorted(_first_line(s) for s in gast.walk(tree) if id(s) in broken)
         _refuse_dynamic_scope(tree)
         _refuse_escaping_closures(tree, self.locals)
         self.segments = []      # (FunctionDef, first, last, inputs, outputs, returns)

@@ -45,6 +45,7 @@ def call(__callee, /, *args, **kwargs):
         handled = _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage)
         if handled is not _NOT_HANDLED:
             return handled
+    _refuse_outside_tape(ctx, callee)
     answer = whitelist.trace_time_only(callee)
     if answer is not None:
         return ctx.made_result(_as_eagerly(callee, answer, args, kwargs), deep=True)
@@ -89,6 +90,17 @@ def call(__callee, /, *args, **kwargs):
     raise Unsupported(Reason.UNCONVERTED_CALL,
                       'janus does not convert calls to %s; only TF/Keras APIs, whitelisted '
                       'builtins and your own Python functions are converted' % _name(callee))
+
+
+def _refuse_outside_tape(ctx, callee):
+    """A GradientTape from outside the call records eagerly, outside any graph: a
+    trace calling its methods would use it up (``tape.gradient`` once) or record
+    symbolic tensors on it."""
+    tape = getattr(callee, '__self__', None)
+    if isinstance(tape, tf.GradientTape) and ctx.source_of(tape) is not None:
+        raise Unsupported(Reason.OUTSIDE_TAPE,
+                          'janus does not call %s of a GradientTape made outside the graph'
+                          % getattr(callee, '__name__', 'a method'))
 
 
 _NOT_HANDLED = object()
