@@ -458,8 +458,11 @@ class TraceContext:
             return value
         if kind is guards.EagerTensor and hoist and self.top_graph is not None:
             return shadow_heap.hoist_tensor(self, source, value)
-        if isinstance(value, tf.Tensor) and kind is not guards.EagerTensor:
-            return value   # already in this graph: an argument's placeholder or a hoisted read
+        if isinstance(value, tf.Tensor) and kind is not guards.EagerTensor \
+                or kind is scalars.DynamicScalar:
+            # Already in this graph: an argument's placeholder, a hoisted read, or a
+            # relaxed number of a container argument (its signature node guards it).
+            return value
         if isinstance(value, enum.Enum):
             self.add_guard(GuardKind.ID_MATCH, source, value)   # Mode.EVAL is not Mode.TRAIN
             return value
