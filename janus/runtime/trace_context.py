@@ -466,6 +466,12 @@ class TraceContext:
         if isinstance(value, enum.Enum):
             self.add_guard(GuardKind.ID_MATCH, source, value)   # Mode.EVAL is not Mode.TRAIN
             return value
+        if whitelist.is_numpy_callable(value):   # ``np.sqrt``: a call of it decides (calls.py)
+            self.add_guard(GuardKind.ID_MATCH, source, value)
+            return value
+        if is_numpy_scalar(value):   # ``self.scale = np.float32(2)``: a constant, by value
+            self.add_guard(GuardKind.VALUE_MATCH, source, value)
+            return value
         if type(value).__module__ == 'numpy':
             raise Unsupported(Reason.NUMPY_GLOBAL,
                               'janus does not convert reading the NumPy value %r from outside '
@@ -737,6 +743,11 @@ class TraceContext:
 # Immutable values whose identity no write can reach: builtin ones, and NumPy's
 # scalars (``tf.get_static_value(t) == 2`` gives an ``np.bool_``).
 _VALUE_TYPES = (frozenset, range, slice, type(Ellipsis), type(NotImplemented))
+
+
+def is_numpy_scalar(value):
+    """A NumPy number or bool: immutable, compared by value like a Python constant."""
+    return isinstance(value, (np.number, np.bool_))
 
 
 def _is_value(value):
