@@ -470,3 +470,52 @@ def test_numpy_on_a_tensor_is_refused():
     jf = run_both(make, steps, lambda p: None)
     assert reasons(jf) == {Reason.NUMPY_IN_GRAPH}
     assert janus.stats(jf)['graph_calls'] == 0
+
+
+class Tools:
+    def __init__(self):
+        self.double = np.vectorize(lambda v: v * 2.0)
+        self.table = np.arange(3.0)
+
+
+def _ufunc_method(p, x):
+    return x * np.add.reduce([1.0, 2.0])
+
+
+def _vectorized(p, x):
+    return x * p.double(3.0)
+
+
+def _view_stored(p, x):
+    p.view = np.arange(6.0).reshape(2, 3)
+    return x
+
+
+def _empty(p, x):
+    return x, np.empty(3).shape
+
+
+def _out(p, x):
+    a = np.zeros(2)
+    np.add(a, 1.0, out=a)
+    return x * float(a[0])
+
+
+@pytest.mark.parametrize('program', [_ufunc_method, _vectorized, _view_stored, _empty, _out])
+def test_numpy_beyond_pure_functions_is_refused_with_a_reason(program):
+    """NumPy that is not a pure function of known values (a ufunc's methods, a
+    vectorized Python function, ``np.empty``, ``out=``, an array view stored) runs
+    imperatively with a named reason, never a janus error."""
+    from janus.reasons import Reason
+
+    def make():
+        tools = Tools()
+
+        def step(x):
+            return program(tools, x)
+        return step, tools
+    steps = [(None, lambda p: ((c(1.0),), {}))] * 5
+    jf = run_both(make, steps, lambda p: p.__dict__.get('view'))
+    found = reasons(jf)
+    assert found and found <= {Reason.CUSTOM_ATTRIBUTE, Reason.NUMPY_GLOBAL, Reason.UNCONVERTED_CALL,
+                               Reason.RETURN_VALUE}, janus.explain(jf)

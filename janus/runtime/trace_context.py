@@ -468,6 +468,7 @@ class TraceContext:
             return value
         if whitelist.is_numpy_callable(value):   # ``np.sqrt``: a call of it decides (calls.py)
             self.add_guard(GuardKind.ID_MATCH, source, value)
+            self._remember(source, value)
             return value
         if is_numpy_scalar(value):   # ``self.scale = np.float32(2)``: a constant, by value
             self.add_guard(GuardKind.VALUE_MATCH, source, value)

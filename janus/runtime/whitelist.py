@@ -106,10 +106,14 @@ NUMPY_FUNCTIONS = frozenset(getattr(np, name) for name in (
 
 
 
+_NUMPY_DISPATCHER = type(np.mean)   # NumPy's Python functions (``np.mean``, ``np.clip``)
+
+
 def is_numpy_callable(value):
     """A function of NumPy's own (a ufunc, ``np.mean``): read from ``np`` by identity;
-    whether a call of it converts is decided where it is called."""
-    return type(value).__module__ == 'numpy' and callable(value)
+    whether a call of it converts is decided where it is called.  Not other NumPy
+    objects (``np.vectorize(f)``, a ``RandomState``): they hold state or run Python."""
+    return isinstance(value, np.ufunc) or type(value) is _NUMPY_DISPATCHER
 
 
 def is_numpy_function(callee):
