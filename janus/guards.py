@@ -15,6 +15,7 @@ import collections
 import enum
 import math
 
+import numpy as np
 import tensorflow as tf
 
 from janus import pytypes, sources
@@ -74,7 +75,7 @@ def same_constant(a, b):
     """Python-constant equality that also says NaN == NaN and 1 != 1.0 != True."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, float):
+    if isinstance(a, (float, np.floating)):   # NumPy's floats too (VALUE_MATCH of np.float32)
         if math.isnan(a) and math.isnan(b):
             return True
         # -0.0 == 0.0, but repr, copysign and 1 / x tell them apart

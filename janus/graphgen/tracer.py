@@ -21,6 +21,7 @@ import inspect
 import sys
 import time
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import auto_control_deps_utils as acd_utils
 
@@ -70,6 +71,12 @@ def _template(value, outputs, ctx, memo):
     if isinstance(value, tf.Variable):
         raise errors.Unsupported(Reason.RETURN_VALUE,
                                  'janus cannot return a tf.Variable made inside the call')
+    if isinstance(value, (np.number, np.bool_)):   # np.sqrt(self.d): immutable, by value
+        return templates.Const(value)
+    if _is_own_array(value, ctx):   # np.zeros(3) of constants: a new array every run
+        if id(value) not in memo:
+            memo[id(value)] = templates.Shared(templates.Copied(value))
+        return memo[id(value)]
     if isinstance(value, tf.TensorShape):
         if not value.is_fully_defined():
             raise errors.Unsupported(Reason.UNKNOWN_SHAPE,
@@ -89,6 +96,15 @@ def _template(value, outputs, ctx, memo):
     raise errors.Unsupported(Reason.RETURN_VALUE,
                              'janus cannot return a %s created inside the call from a graph'
                              % type(value).__name__)
+
+
+def _is_own_array(value, ctx):
+    """A NumPy array of numbers the call made at trace time that is no view of another
+    (a view would share memory with it, which copies per run cannot keep)."""
+    if type(value) is not np.ndarray or value.base is not None or value.dtype.kind not in 'biufc':
+        return False
+    ctx.provenance(value, 'a returned or stored NumPy array')
+    return True
 
 
 def _chosen_tensor(value, out, outputs, ctx, memo):

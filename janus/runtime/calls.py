@@ -15,6 +15,7 @@ import functools
 import inspect
 import types
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import func_graph, tensor_util
 
@@ -65,6 +66,8 @@ def call(__callee, /, *args, **kwargs):
     if _is_whitelisted_builtin(callee):
         with fallible.made_by_the_user():   # ``sum([a, b])`` of tensors: the user's adds
             return ctx.made_result(_call_builtin(ctx, callee, args, kwargs))
+    if whitelist.is_numpy_function(callee):
+        return ctx.made_result(_call_numpy(ctx, callee, args, kwargs), deep=True)
     if callee is print:
         return _deferred_print(ctx, args, kwargs)
     if whitelist.is_builtin_method(callee):
@@ -195,6 +198,48 @@ def _static_value(tensor, partial):
                           'janus does not convert tf.get_static_value() of a tensor whose value '
                           'only the graph run knows (eagerly it is always known)')
     return value[()] if value.ndim == 0 else value   # eager's numpy(): a NumPy scalar
+
+
+def _call_numpy(ctx, callee, args, kwargs):
+    """``np.sqrt(self.d)``, ``np.float32(lr)``: NumPy on values the trace knows (Python
+    constants and NumPy scalars, guarded where they were read; arrays and lists the call
+    made of them) runs now, as eagerly, its result a constant of the graph.  A tensor's
+    value only the run has (refused); a relaxed number never gets here (its value is
+    needed first, ``_call_with_dynamic_scalars``)."""
+    if 'out' in kwargs:
+        raise Unsupported(Reason.UNCONVERTED_CALL,
+                          'janus does not convert %s(out=...): it writes into an array'
+                          % _name(callee))
+    args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
+    for value in list(args) + list(kwargs.values()):
+        _refuse_unknown_to_numpy(ctx, callee, value)
+    return callee(*args, **kwargs)
+
+
+def _refuse_unknown_to_numpy(ctx, callee, value, depth=0):
+    """Refuses an argument of a NumPy function the trace does not know the value of."""
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        raise Unsupported(Reason.NUMPY_IN_GRAPH,
+                          'janus does not convert %s() of a tensor: NumPy needs its value, '
+                          'which only the graph run has (use the tf.math function)'
+                          % _name(callee))
+    if type(value) in guards.PRIMITIVES or _is_numpy_value(value) or isinstance(value, type):
+        return
+    if type(value) in (list, tuple) and depth < 8:
+        for item in value:
+            _refuse_unknown_to_numpy(ctx, callee, item, depth + 1)
+        return
+    raise Unsupported(Reason.LIBRARY_GETS_OBJECT,
+                      'janus does not convert %s() of a %s: NumPy would read it behind the '
+                      'guards' % (_name(callee), type(value).__name__))
+
+
+def _is_numpy_value(value):
+    """A NumPy scalar, or an array of numbers the call made (an outside array is refused
+    where it is read)."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in 'biufc'
+    return isinstance(value, (np.number, np.bool_))
 
 
 def _attribute_builtin(ctx, callee, obj, name, *default):

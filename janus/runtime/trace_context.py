@@ -458,10 +458,20 @@ class TraceContext:
             return value
         if kind is guards.EagerTensor and hoist and self.top_graph is not None:
             return shadow_heap.hoist_tensor(self, source, value)
-        if isinstance(value, tf.Tensor) and kind is not guards.EagerTensor:
-            return value   # already in this graph: an argument's placeholder or a hoisted read
+        if isinstance(value, tf.Tensor) and kind is not guards.EagerTensor \
+                or kind is scalars.DynamicScalar:
+            # Already in this graph: an argument's placeholder, a hoisted read, or a
+            # relaxed number of a container argument (its signature node guards it).
+            return value
         if isinstance(value, enum.Enum):
             self.add_guard(GuardKind.ID_MATCH, source, value)   # Mode.EVAL is not Mode.TRAIN
+            return value
+        if whitelist.is_numpy_callable(value):   # ``np.sqrt``: a call of it decides (calls.py)
+            self.add_guard(GuardKind.ID_MATCH, source, value)
+            self._remember(source, value)
+            return value
+        if is_numpy_scalar(value):   # ``self.scale = np.float32(2)``: a constant, by value
+            self.add_guard(GuardKind.VALUE_MATCH, source, value)
             return value
         if type(value).__module__ == 'numpy':
             raise Unsupported(Reason.NUMPY_GLOBAL,
@@ -734,6 +744,11 @@ class TraceContext:
 # Immutable values whose identity no write can reach: builtin ones, and NumPy's
 # scalars (``tf.get_static_value(t) == 2`` gives an ``np.bool_``).
 _VALUE_TYPES = (frozenset, range, slice, type(Ellipsis), type(NotImplemented))
+
+
+def is_numpy_scalar(value):
+    """A NumPy number or bool: immutable, compared by value like a Python constant."""
+    return isinstance(value, (np.number, np.bool_))
 
 
 def _is_value(value):
