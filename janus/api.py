@@ -381,6 +381,12 @@ class JanusFunction(callables.JanusCallable):
         build there broke there: kept, rebuilt or given up (``plan.SpeculationState``)."""
         if outcome.verdict is Verdict.KEEP:
             return
+        if outcome.verdict is Verdict.BREAK:
+            with self._lock:
+                self.cache.remove(entry)
+            if self._break_at(outcome.break_error):
+                return
+            outcome = dataclasses.replace(outcome, verdict=Verdict.REBUILD)
         where = ', '.join(self.site_name(key) for key in outcome.unbuildable)
         text = ('%s: the outcome janus had to assume (real control flow failed to build there) '
                 'broke in %d of %d runs' % (where, outcome.breaks, outcome.runs))
@@ -513,11 +519,13 @@ class JanusFunction(callables.JanusCallable):
         if line is None and error is self.failed_conversion and error.lineno is not None \
                 and error.filename == self.function.__code__.co_filename:
             line = error.lineno   # the converter refused a statement of this function
-        if line is None or not tracer.breaks_at_statement_line(error, line):
+        if line is None or not tracer.breaks_at_statement_line(error, line) \
+                or line in self.state.unsplittable:
             return False
         try:
             made = segments.split(self.function, [line])
         except segments.CannotSplit as e:
+            self.state.unsplittable.add(line)
             self._event(EventKind.GRAPH_BREAK, 'no graph break at line %d: %s' % (line, e),
                         reason=Reason.CANNOT_SPLIT, filename=error.filename, lineno=line)
             return False

@@ -66,6 +66,7 @@ class FunctionState:
     miss_values: dict = dataclasses.field(default_factory=dict)  # (kind, where) -> values
     reprofile_budget: int = 0                   # profiled calls still due after a miss
     split: typing.Any = None                    # segments.Split: runs with graph breaks
+    unsplittable: set = dataclasses.field(default_factory=set)   # lines a cut was refused at
 
     def __post_init__(self):
         self.recorder = profiler.Recorder(self.profile)

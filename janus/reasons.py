@@ -49,10 +49,8 @@ class Reason(enum.Enum):
     OUTSIDE_TAPE = (False, 'the statement using a GradientTape that records outside the '
                            'graph runs in Python (a graph break); the graphs around it are '
                            'recorded on the tape as eager ops are')
-    CANNOT_SPLIT = (True, 'a graph break cannot go here (the message says why): bind the '
-                          'local a nested function reads only before the function is made, '
-                          'or move the statement janus cannot convert into a function of '
-                          'its own')
+    CANNOT_SPLIT = (False, 'the function runs imperatively: janus cannot cut it at that '
+                           'statement without changing what it means (the message says why)')
     LAYER_NOT_BUILT = (False, 'only this first call (the one that creates the variables) runs '
                               'imperatively; later calls convert')
     INTERNAL_ERROR = (False, 'a janus bug, not your code; the call ran as plain Python (please '

@@ -99,10 +99,12 @@ def converted(jf, graphs=None):
 
 
 def imperative(jf, reason):
-    """No graph: every call after profiling ran imperatively, for ``reason``."""
+    """No graph for the refused code: every call after profiling ran imperatively,
+    or ran the refused statement in Python (a graph break), for ``reason``."""
     stats = janus.stats(jf)
     report = janus.explain(jf)
-    assert stats['graph_calls'] == 0 and stats['imperative_calls'] > 0, report
+    assert stats['graph_calls'] == 0, report
+    assert stats['imperative_calls'] > 0 or stats['split_calls'] > 0, report
     assert reason in report, report
     return stats
 
@@ -699,7 +701,8 @@ def test_computing_with_a_string_of_a_tensor_runs_imperatively(form, capsys):
 
     jf = run_both(make, plan(lambda p, i: ((c([float(i)]),), {}), 6), capsys=capsys)
     stats = janus.stats(jf)
-    assert stats['graph_calls'] == 0 and stats['imperative_calls'] > 0
+    assert stats['graph_calls'] == 0
+    assert stats['imperative_calls'] > 0 or stats['split_calls'] > 0
     assert 'graph value' in janus.explain(jf), janus.explain(jf)
 
 

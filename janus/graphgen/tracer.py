@@ -433,12 +433,12 @@ def _retrace_request(ctx, error, signature, heap_shapes):
     progress that no later trace of the build undoes (``graphgen/build.py``)."""
     evolving = frozenset(ctx.evolving)
     failed_sites = ctx.plan.failed()
-    if failed_sites and not breaks_at_statement(error):
+    if failed_sites:   # a graph break there once the assumption breaks (plan.py)
         return retrace.AssumeInstead(error, evolving, failed_sites)
     if isinstance(error, errors.ScalarValueNeeded):
         return retrace.PinNumbers(error, evolving)
     if heap_shapes is not None and signature.has_unknown_dims() \
-            and error.reason is not Reason.NUMPY_IN_GRAPH:   # no shape makes a value known
+            and error.reason in retrace.SHAPE_DEPENDENT:
         return retrace.ExactShapes(error, evolving)
     if evolving:
         return retrace.RelaxEvolving(error, evolving)
