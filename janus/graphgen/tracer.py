@@ -75,7 +75,8 @@ def _template(value, outputs, ctx, memo):
         raise errors.Unsupported(Reason.RETURN_VALUE,
                                  'janus cannot return a tf.Variable made inside the call')
     if isinstance(value, (np.number, np.bool_)):   # np.sqrt(self.d): immutable, by value
-        return templates.Const(value)
+        source = ctx.numpy_scalar_source(value)   # an argument: the caller's very object
+        return templates.FromSource(source) if source is not None else templates.Const(value)
     if _is_own_array(value, ctx):   # np.zeros(3) of constants: a new array every run
         if id(value) not in memo:
             memo[id(value)] = templates.Shared(templates.Copied(value))

@@ -213,6 +213,27 @@ def holds_stand_in(values, depth=0):
     return False
 
 
+def _all_alike(items):
+    """Whether ``items`` is a non-empty list or tuple of stand-ins of one dtype and shape
+    (NumPy's conversion of it is stacking them)."""
+    return (type(items) in (list, tuple) and items and all(map(is_stand_in, items))
+            and len({(v.dtype, v.shape) for v in items}) == 1)
+
+
+def stack(args, kwargs):
+    """``tf.stack(values, axis=0)`` of stand-ins only: eagerly NumPy converts the list
+    first (``axis=0``; a stacking for arrays of one dtype and shape), else TF packs
+    them.  None where ``values`` mixes in tensors (TF packs them to the tensors' dtype,
+    converting each array as it converts an ndarray)."""
+    bound = inspect.signature(tf.stack).bind(*args, **kwargs)
+    values = bound.arguments.get('values')
+    if type(values) not in (list, tuple) or not all(map(is_stand_in, values)):
+        return None
+    if not _all_alike(values):
+        refuse_use('tf.stack() of arrays of several dtypes or shapes, from')
+    return tf.stack([conversion(v) for v in values], bound.arguments.get('axis', 0))
+
+
 def constant(callee, args, kwargs):
     """``tf.constant(a, dtype=None, shape=None)`` / ``tf.convert_to_tensor(a, dtype=None,
     dtype_hint=None)`` of a stand-in, or of a list or tuple of stand-ins of one dtype
@@ -224,8 +245,7 @@ def constant(callee, args, kwargs):
         refuse_use('tf.constant(shape=...) of')
     hint = bound.arguments.get('dtype_hint') or bound.arguments.get('preferred_dtype')
     items = [value] if is_stand_in(value) else value
-    if type(items) not in (list, tuple) or not items or not all(map(is_stand_in, items)) \
-            or len({(v.dtype, v.shape) for v in items}) != 1:
+    if not _all_alike(items):
         refuse_use('tf.constant()/tf.convert_to_tensor() of a list mixing (or nesting)')
     # NumPy casts to any dtype asked for, so a hint is always taken (or refused).
     tensors = [conversion(v, dtype if dtype is not None else hint) for v in items]

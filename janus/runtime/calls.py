@@ -409,7 +409,10 @@ def _keep_unused_in_body(outer, result):
 
 
 def _call_builtin(ctx, callee, args, kwargs):
-    if arrays.holds_stand_in(list(args) + list(kwargs.values())):
+    values = list(args) + list(kwargs.values())
+    if any(map(arrays.is_stand_in, values)) or (
+            callee not in _PASSING_ON + (len, isinstance, issubclass)
+            and arrays.holds_stand_in(values)):   # ``sum([a, b])`` would add the arrays
         return _builtin_of_array(callee, args, kwargs)
     if callee is isinstance and len(args) == 2 and not kwargs and isinstance(args[0], tf.Tensor):
         return issubclass(guards.EagerTensor, args[1])   # a graph tensor stands for an eager one
@@ -640,6 +643,9 @@ def _call_library(ctx, callee, args, kwargs):
     args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
     if any(callee is fn for fn in _MAKE_CONSTANT) and args and arrays.holds_stand_in(args[0]):
         return arrays.constant(callee, args, kwargs)   # eagerly NumPy's own conversion
+    stacked = arrays.stack(args, kwargs) if callee is tf.stack and args else None
+    if stacked is not None:
+        return stacked
     args, kwargs = scalars.eager_zeros(callee, args, kwargs)
     with (fallible.made_by_the_user() if _adds_users_ops(callee)
           else contextlib.nullcontext()):

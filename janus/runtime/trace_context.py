@@ -80,6 +80,7 @@ class TraceContext:
         self._input_tensors = {}    # the same for every graph input, hoisted in a branch too
         self._stand_ins = {}   # id(a real argument container) -> the trace's rebuilt one
         self._arrays = {}      # id(an outside ndarray) -> (it, its arrays.ArrayStandIn)
+        self._numpy_scalars = {}   # id(a NumPy scalar argument) -> (it, its ArgSource...)
         self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
         self._looped = {}   # id(a tf.while_loop's variable or result) -> (it, maybe outside)
         self._copies = {}   # id(a tf.cond output for a branch's choice of outside tensors) -> it
@@ -105,6 +106,9 @@ class TraceContext:
             self.register_tensor(source, value)
             return
         if type(value) in guards.PRIMITIVES or type(value) is scalars.DynamicScalar:
+            return
+        if is_numpy_scalar(value):   # a constant (VALUE_MATCH), returned as the caller's own
+            self._numpy_scalars.setdefault(id(value), (value, source))
             return
         self._remember(source, value)
         if arrays.is_stand_in(value):   # the same ndarray read elsewhere is this stand-in
@@ -295,6 +299,12 @@ class TraceContext:
             self._alias(source, None)
         first, second = (source.value(self.call_arguments, {}) for source in sources)
         return first is second
+
+    def numpy_scalar_source(self, value):
+        """Where a NumPy scalar argument came from (eager returns that very object), or
+        None for one the call made."""
+        found = self._numpy_scalars.get(id(value))
+        return found[1] if found is not None and found[0] is value else None
 
     def tensor_source(self, tensor):
         found = self._tensor_sources.get(id(tensor))
