@@ -221,17 +221,26 @@ def _all_alike(items):
 
 
 def stack(args, kwargs):
-    """``tf.stack(values, axis=0)`` of stand-ins only: eagerly NumPy converts the list
-    first (``axis=0``; a stacking for arrays of one dtype and shape), else TF packs
-    them.  None where ``values`` mixes in tensors (TF packs them to the tensors' dtype,
-    converting each array as it converts an ndarray)."""
+    """``tf.stack(values, axis)`` of a list holding stand-ins, as eagerly: with
+    ``axis=0`` TF converts the list first, which NumPy does for arrays alone (a stacking
+    for arrays of one dtype and shape) and TF's autopacking for arrays among tensors
+    (each array converted to the first tensor's dtype).  None where TF's own packing
+    of the graph values does what it does eagerly (another axis: each array converted
+    on its own; no stand-in)."""
     bound = inspect.signature(tf.stack).bind(*args, **kwargs)
-    values = bound.arguments.get('values')
-    if type(values) not in (list, tuple) or not all(map(is_stand_in, values)):
+    values, axis = bound.arguments.get('values'), bound.arguments.get('axis', 0)
+    if type(values) not in (list, tuple) or not any(map(is_stand_in, values)):
         return None
-    if not _all_alike(values):
-        refuse_use('tf.stack() of arrays of several dtypes or shapes, from')
-    return tf.stack([conversion(v) for v in values], bound.arguments.get('axis', 0))
+    if all(map(is_stand_in, values)):
+        if not _all_alike(values):
+            refuse_use('tf.stack() of arrays of several dtypes or shapes, from')
+        return tf.stack([conversion(v) for v in values], axis)
+    if axis != 0:
+        return None
+    if not all(is_stand_in(v) or isinstance(v, tf.Tensor) for v in values):
+        refuse_use('tf.stack() of a list mixing Python values and')
+    dtype = next(v.dtype for v in values if isinstance(v, tf.Tensor))
+    return tf.stack([conversion(v, dtype) if is_stand_in(v) else v for v in values])
 
 
 def constant(callee, args, kwargs):
