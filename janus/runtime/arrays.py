@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from janus.errors import Unsupported
 from janus.reasons import Reason
+from janus.runtime.tracing import current_or_none
 
 _NUMERIC = 'biuf'
 NDARRAY = np.ndarray
@@ -89,7 +90,12 @@ class ArrayStandIn:
     # Backstops for code that reaches the object without janus's observations
     # (library code, NumPy's coercion): NumPy would need the run's values.
     def _refused(self, *args, **kwargs):
-        refuse_use('using (in NumPy or plain Python)')
+        what = 'using (in NumPy or plain Python)'
+        ctx = current_or_none()
+        if ctx is not None and ctx.refusals is not None:   # library code may swallow it
+            ctx.refusals.append((Reason.NUMPY_ARRAY, 'janus does not convert %s a NumPy array '
+                                 'from outside the call' % what))
+        refuse_use(what)
 
     __array__ = __bool__ = __iter__ = __getitem__ = __setitem__ = __contains__ = _refused
     __format__ = __str__ = __len__ = __hash__ = __index__ = __float__ = __int__ = _refused

@@ -199,7 +199,7 @@ def truth(value):
     if isinstance(value, LazyText):
         value.refuse()
     if arrays.is_stand_in(value):
-        value._refused()   # NumPy's truth of the run's values
+        arrays.refuse_use('the truth value of')   # NumPy's, of the run's values
     if type(value) is DynamicScalar:   # tests on it are tensor tests (runtime/control/)
         value.specialize('a Python-level truth test')
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
