@@ -349,3 +349,89 @@ def test_the_same_array_passed_twice_and_two_arrays_get_different_graphs():
 def test_the_explain_advice_for_an_array_shape_miss():
     from janus.explain import _guard_advice
     assert 'shape' in _guard_advice('ARRAY_MATCH')
+
+
+def _converting_uses():
+    """Programs janus models on an array argument: each runs as one graph."""
+    def operators(x, a):
+        return a - x, a / x, x ** a, x < a, a >= x, x == a, a != x
+
+    def printed(x, a):
+        print('a is', a)
+        return x * a
+
+    def in_a_branch(x, a):
+        if tf.reduce_sum(x * a) > 4.0:
+            y = x * a
+        else:
+            y = x - a
+        return y
+
+    def static(x, a):
+        return (isinstance(a, np.ndarray), type(a) is np.ndarray, len(a), a.shape, a.size,
+                a.ndim, a.dtype == np.float32, x)
+
+    def stacked(x, a):
+        return tf.stack([x, a]), tf.stack([a, a], axis=1), tf.convert_to_tensor([a, a])
+
+    def tf_functions(x, a):
+        return tf.zeros_like(a) + x, tf.shape(a), tf.matmul(x[None], tf.constant(a)[:, None])
+
+    def views(x, a):
+        return tf.constant(a[1:]), a[None], a[..., None], a[::-1] * x, a[3:]
+    return [operators, printed, in_a_branch, static, stacked, tf_functions, views]
+
+
+@pytest.mark.parametrize('fn', _converting_uses(), ids=lambda fn: fn.__name__)
+def test_what_janus_models_of_an_array_converts(fn):
+    def make():
+        return fn, None
+    calls = [lambda i=i: ((tf.ones([3]), np.arange(3, dtype=np.float32) + i), {})
+             for i in range(6)]
+    jf = differential(make, calls)
+    stats = janus.stats(jf)
+    assert stats['graph_calls'] >= 2 and stats['imperative_calls'] == 0, janus.explain(jf)
+
+
+class Recorder:
+    def __init__(self):
+        self.seen = []
+        self.last = None
+
+
+def test_arrays_appended_and_stored_are_the_very_arrays():
+    def make():
+        recorder = Recorder()
+
+        def f(x, a):
+            recorder.seen.append(a)
+            recorder.last = a
+            b = recorder.last   # read back in the same call: the array written
+            return x + b
+        return f, recorder
+
+    def state(recorder):
+        return len(recorder.seen), recorder.last
+    calls = [lambda i=i: ((tf.ones([3]), np.arange(3, dtype=np.float32) + i), {})
+             for i in range(6)]
+    jf = differential(make, calls, state=state)
+    assert janus.stats(jf)['graph_calls'] >= 2
+    recorder = Recorder()
+    g = janus.function(lambda x, a: (recorder.seen.append(a), x + a)[1])
+    arrays = [np.ones(3, np.float32) for _ in range(5)]
+    for a in arrays:
+        g(tf.ones([3]), a)
+    assert all(seen is a for seen, a in zip(recorder.seen, arrays))
+
+
+def test_a_cast_janus_does_not_model_is_refused_and_stays_correct():
+    """``int_tensor * float_array``: eager casts the floats to ints (NumPy's astype);
+    janus refuses that cast (the statement runs in Python) rather than guess."""
+    def make():
+        def f(x, a):
+            return x * a
+        return f, None
+    calls = [lambda i=i: ((tf.constant([1, 2, 3]), np.array([1.5, 2.5, -3.7]) * i), {})
+             for i in range(5)]
+    jf = differential(make, calls)
+    assert Reason.NUMPY_ARRAY in _reasons(jf)
