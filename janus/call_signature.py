@@ -20,6 +20,7 @@ from janus.guards import (PRIMITIVES, SCALAR_INT_BOUND, EagerTensor, GuardKind, 
                           describe_value, dims_compatible, dynamic_float_ok, same_constant,
                           tensor_dims)
 from janus.reasons import Reason
+from janus.runtime import arrays
 
 
 def _item_reader(names):
@@ -61,6 +62,36 @@ class TensorNode:
 
     def describe(self):
         return '%s: %s%s' % (self.path, self.dtype.name, self.shape)
+
+
+class ArrayNode:
+    """A NumPy ndarray argument (numbers or bools): one graph input fed with a copy of
+    its values on every call, guarded by type, dtype and exact shape (ARRAY_MATCH);
+    the trace sees an ``arrays.ArrayStandIn``."""
+
+    def __init__(self, path, value):
+        self.path, self.dtype, self.shape = path, value.dtype, value.shape
+        self.tf_dtype = tf.as_dtype(value.dtype)
+
+    def check(self, value):
+        if type(value) is np.ndarray and value.shape == self.shape and value.dtype == self.dtype:
+            return None
+        return Miss(GuardKind.ARRAY_MATCH, self.path, describe_value((self.dtype, self.shape)),
+                    describe_value(value))
+
+    def flatten(self, value, out):
+        out.append(arrays.feed(value))
+
+    def placeholder(self, inputs, memo):
+        stand_in = arrays.ArrayStandIn(next(inputs), self.dtype, self.shape)
+        memo[id(self)] = stand_in
+        return stand_in
+
+    def specs(self, out):
+        out.append(tf.TensorSpec(self.shape, self.tf_dtype))
+
+    def describe(self):
+        return '%s: NumPy array %s%s' % (self.path, self.dtype, list(self.shape))
 
 
 class _NoInputNode:
@@ -310,8 +341,32 @@ class DictNode:
         return '%s: dict%r' % (self.path, self.keys)
 
 
+class SameArrayNode:
+    """An ndarray passed again (``f(a, a)``): the stand-in of its first occurrence, one
+    object in the trace too; checked like it (ALIAS_MATCH says it is the same one)."""
+
+    def __init__(self, path, first):
+        self.path, self.first = path, first
+
+    def check(self, value):
+        miss = self.first.check(value)
+        return miss._replace(where=self.path) if miss else None
+
+    def flatten(self, value, out):
+        pass
+
+    def placeholder(self, inputs, memo):
+        return memo[id(self.first)]
+
+    def specs(self, out):
+        pass
+
+    def describe(self):
+        return '%s: the NumPy array %s' % (self.path, self.first.path)
+
+
 def _placeholder(node, inputs, memo):
-    if isinstance(node, (SequenceNode, DictNode)):
+    if isinstance(node, (SequenceNode, DictNode, ArrayNode, SameArrayNode)):
         return node.placeholder(inputs, memo)
     return node.placeholder(inputs)
 
@@ -387,6 +442,14 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
         raise UnsupportedArgument(Reason.SYMBOLIC_ARGUMENT,
                                   '%s: a symbolic tensor (janus function called inside a graph)'
                                   % path)
+    if arrays.is_numeric_array(value):
+        first = seen.get(id(value))
+        if first is not None:
+            return SameArrayNode(path, first)
+        node = seen[id(value)] = ArrayNode(path, value)
+        return node
+    if isinstance(value, (np.number, np.bool_)) and not isinstance(value, np.complexfloating):
+        return ConstNode(path, value)   # immutable, guarded by value (its type included)
     if type(value).__module__ == 'numpy':
         raise UnsupportedArgument(Reason.NUMPY_ARGUMENT,
                                   '%s: a NumPy value (%s); pass a tf.Tensor to get a graph'

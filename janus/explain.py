@@ -526,6 +526,9 @@ def _is_number(value):
 def _guard_advice(kind, values=()):
     if kind in ('SHAPE_MATCH', 'TENSOR_MATCH'):
         return FIX + 'pad or bucket the inputs to a few shapes'
+    if kind == 'ARRAY_MATCH':
+        return FIX + ('pass NumPy arrays of a few shapes and one dtype (pad or bucket them, '
+                      'astype before the call): each exact shape and dtype gets its own graph')
     if kind == 'DTYPE_MATCH':
         return FIX + 'pass tensors of one dtype (tf.cast before the call)'
     if kind in ('VALUE_MATCH', 'EQUALS_MATCH'):

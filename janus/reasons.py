@@ -123,6 +123,11 @@ class Reason(enum.Enum):
                             'float() on the result after the call returns (janus runs the '
                             'statement in Python, a graph break, and the code around it in '
                             'graphs)')
+    NUMPY_ARRAY = (True, 'convert the NumPy array with tf.constant(a) (or tf.convert_to_tensor) '
+                         'and compute on the tensor: janus feeds the array to the graph on '
+                         'every call, but NumPy on it (arithmetic with other arrays or '
+                         'numbers, its methods, truth, iteration, item writes) runs in Python '
+                         '(a graph break)')
     TENSOR_KEY = (True, 'compare the tensors with `is` (janus keeps identity), or key the '
                         'cache outside the janus function')
     TENSOR_TYPE = (True, 'test isinstance(x, tf.Tensor) instead of type(x)')

@@ -168,7 +168,12 @@ def global_tuple_write(x):
 
 
 def numpy_argument(x):
-    return x * 2.0
+    return x * 2.0   # a complex array: janus feeds arrays of ints, floats and bools only
+
+
+def numpy_on_an_array(x, a):
+    b = a * 2.0   # NumPy on an array fed to the graph: that statement runs in Python
+    return x * tf.constant(b)
 
 
 def outside_append(x):
@@ -243,7 +248,8 @@ DOCUMENTED = [
     (generator, _ones(3), Reason.GENERATOR),
     (print_object, _ones(4), Reason.PRINT_OF_OBJECT),
     (global_tuple_write, _ones(4), Reason.DECLARED_WRITE),
-    (numpy_argument, [((np.float32(1.0),), {})] * 4, Reason.NUMPY_ARGUMENT),
+    (numpy_argument, [((np.array([1 + 2j]),), {})] * 4, Reason.NUMPY_ARGUMENT),   # complex
+    (numpy_on_an_array, [((tf.ones([2]), np.ones(2, np.float32)), {})] * 4, Reason.NUMPY_ARRAY),
     (outside_append, [((tf.constant([float(i)]),), {}) for i in range(6)],
      Reason.OUTSIDE_APPEND_IN_LOOP),
     (state_then_assert, [((tf.constant(float(i + 1)),), {}) for i in range(4)],

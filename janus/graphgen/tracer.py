@@ -32,8 +32,9 @@ from janus.errors import ConversionError
 from janus.graphgen import effects, generator, hostcheck, retrace, rollback
 from janus.replay import templates
 from janus.replay.entry import GraphEntry
-from janus.runtime import (calls, control, fallible, graph_analysis, library_config, library_state,
-                           observe, ops, scalars, trace_context, trace_output, tracing)
+from janus.runtime import (arrays, calls, control, fallible, graph_analysis, library_config,
+                           library_state, observe, ops, scalars, trace_context, trace_output,
+                           tracing)
 
 
 # False: replays check guards one by one and evaluate call-time inputs through TF's
@@ -60,6 +61,8 @@ def _template(value, outputs, ctx, memo):
         return memo[id(value)]
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
         return templates.Const(value)
+    if arrays.is_stand_in(value):
+        return _array_template(value, outputs, ctx, memo)
     if type(value) is scalars.DynamicScalar:
         outputs.append(value.tensor)
         return templates.Scalar(len(outputs) - 1, value.type)
@@ -72,7 +75,8 @@ def _template(value, outputs, ctx, memo):
         raise errors.Unsupported(Reason.RETURN_VALUE,
                                  'janus cannot return a tf.Variable made inside the call')
     if isinstance(value, (np.number, np.bool_)):   # np.sqrt(self.d): immutable, by value
-        return templates.Const(value)
+        source = ctx.numpy_scalar_source(value)   # an argument: the caller's very object
+        return templates.FromSource(source) if source is not None else templates.Const(value)
     if _is_own_array(value, ctx):   # np.zeros(3) of constants: a new array every run
         if id(value) not in memo:
             memo[id(value)] = templates.Shared(templates.Copied(value))
@@ -96,6 +100,21 @@ def _template(value, outputs, ctx, memo):
     raise errors.Unsupported(Reason.RETURN_VALUE,
                              'janus cannot return a %s created inside the call from a graph'
                              % type(value).__name__)
+
+
+def _array_template(value, outputs, ctx, memo):
+    """An outside NumPy array comes back as that very array (re-read from its source);
+    a view of one made by basic indexing as the same index of it, one view per run
+    however often it is returned or stored (``v = obs[None]; self.v = v; return v``)."""
+    if value.base is None:
+        source = ctx.source_of(value)
+        if source is None:
+            raise errors.InvariantError('internal: a NumPy array stand-in without a source')
+        return templates.FromSource(source)
+    if id(value) not in memo:
+        memo[id(value)] = templates.Shared(templates.Indexed(
+            _template(value.base, outputs, ctx, memo), value.key))
+    return memo[id(value)]
 
 
 def _is_own_array(value, ctx):

@@ -5,8 +5,8 @@ describes every returned or written value as a template when it closes a
 graph; ``rebuild`` turns one back into Python values after each run: graph
 outputs, constants, outside objects re-read from their sources, containers the
 call made (one object per run however often it is returned or written),
-numbers, formatted text, the side a tensor-dependent ``if`` took, and copies of
-NumPy arrays the call made at trace time.
+numbers, formatted text, the side a tensor-dependent ``if`` took, copies of
+NumPy arrays the call made at trace time, and views of outside NumPy arrays.
 """
 
 
@@ -31,6 +31,15 @@ class Copied:
 
     def __init__(self, value):
         self.value = value
+
+
+class Indexed:
+    """A view of a NumPy array from outside the call made by basic indexing
+    (``obs[None]``): the same index of the array as it is after the run (eager makes
+    a new view of it on every call too)."""
+
+    def __init__(self, base, key):
+        self.base, self.key = base, key
 
 
 class Shared:
@@ -85,6 +94,8 @@ def rebuild(template, outputs, arguments, memo=None):
         return template.kind(outputs[template.index].numpy().item())
     if isinstance(template, FromSource):
         return template.source.value(arguments, {})
+    if isinstance(template, Indexed):
+        return rebuild(template.base, outputs, arguments, memo)[template.key]
     if isinstance(template, Choice):
         taken = bool(rebuild(template.pred, outputs, arguments, memo))
         return rebuild(template.when_true if taken else template.when_false, outputs,

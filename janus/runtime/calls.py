@@ -22,8 +22,8 @@ from tensorflow.python.framework import func_graph, tensor_util
 from janus.reasons import Reason
 from janus import callables, guards, pytypes
 from janus.guards import GuardKind
-from janus.runtime import (access, control, fallible, layers, observe, scalar_ops, scalars,
-                           whitelist)
+from janus.runtime import (access, arrays, control, fallible, layers, observe, scalar_ops,
+                           scalars, whitelist)
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -218,6 +218,11 @@ def _call_numpy(ctx, callee, args, kwargs):
 
 def _refuse_unknown_to_numpy(ctx, callee, value, depth=0):
     """Refuses an argument of a NumPy function the trace does not know the value of."""
+    if arrays.is_stand_in(value):
+        raise Unsupported(Reason.NUMPY_IN_GRAPH,
+                          'janus does not convert %s() of a NumPy array from outside the call: '
+                          'janus feeds the array to the graph, so only the run has its values '
+                          '(use the tf.math function on tf.constant(a))' % _name(callee))
     if isinstance(value, (tf.Tensor, tf.Variable)):
         raise Unsupported(Reason.NUMPY_IN_GRAPH,
                           'janus does not convert %s() of a tensor: NumPy needs its value, '
@@ -317,6 +322,8 @@ def _guard_library_args(ctx, callee, args, kwargs):
     def prepare(value, depth=0):
         if isinstance(value, observe.LazyText):
             value.refuse()
+        if arrays.is_stand_in(value):
+            return value   # TF converts it (arrays.conversion), as it converts an ndarray
         if _is_user_function(value):
             return _converted_callback(ctx, value, _runs_callbacks_op_by_op(callee))
         if type(value) in (list, tuple) and depth == 0 and ctx.source_of(value) is None:
@@ -402,6 +409,11 @@ def _keep_unused_in_body(outer, result):
 
 
 def _call_builtin(ctx, callee, args, kwargs):
+    values = list(args) + list(kwargs.values())
+    if any(map(arrays.is_stand_in, values)) or (
+            callee not in _PASSING_ON + (len, isinstance, issubclass)
+            and arrays.holds_stand_in(values)):   # ``sum([a, b])`` would add the arrays
+        return _builtin_of_array(callee, args, kwargs)
     if callee is isinstance and len(args) == 2 and not kwargs and isinstance(args[0], tf.Tensor):
         return issubclass(guards.EagerTensor, args[1])   # a graph tensor stands for an eager one
     if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs:
@@ -431,6 +443,18 @@ def _call_builtin(ctx, callee, args, kwargs):
         return callee(*[_items_of(ctx, callee, v) for v in args])
     args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
     return callee(*args, **kwargs)
+
+
+def _builtin_of_array(callee, args, kwargs):
+    """A builtin given an outside NumPy array's stand-in: ``isinstance``/``type``
+    answered for ``np.ndarray`` (its type is guarded), ``len`` its first dimension;
+    anything else would need NumPy's values (refused)."""
+    if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs \
+            and arrays.is_stand_in(args[0]) and not arrays.holds_stand_in(args[1]):
+        return issubclass(arrays.NDARRAY, args[1]) if callee is isinstance else callee(*args)
+    if callee is len and len(args) == 1 and not kwargs and arrays.is_stand_in(args[0]):
+        return arrays.length(args[0])
+    arrays.refuse_use('%s() of' % getattr(callee, '__name__', 'a builtin'))
 
 
 # Builtins whose result from a set does not depend on its order (its items are
@@ -617,6 +641,11 @@ def _call_library(ctx, callee, args, kwargs):
     if shape is not None:
         shape._refuse()   # library code would read its unknown dimensions as None
     args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
+    if any(callee is fn for fn in _MAKE_CONSTANT) and args and arrays.holds_stand_in(args[0]):
+        return arrays.constant(callee, args, kwargs)   # eagerly NumPy's own conversion
+    stacked = arrays.stack(args, kwargs) if callee is tf.stack and args else None
+    if stacked is not None:
+        return stacked
     args, kwargs = scalars.eager_zeros(callee, args, kwargs)
     with (fallible.made_by_the_user() if _adds_users_ops(callee)
           else contextlib.nullcontext()):
@@ -625,6 +654,12 @@ def _call_library(ctx, callee, args, kwargs):
         if _is_user_tf_function(callee):
             _refuse_retracing(callee, args, kwargs)
         return callee(*args, **kwargs)
+
+
+# Library functions that make a tensor of an ndarray (or a list of them) themselves,
+# without TF's conversion registry when building a graph.
+_MAKE_CONSTANT = (tf.constant, tf.convert_to_tensor, tf.compat.v1.constant,
+                  tf.compat.v1.convert_to_tensor)
 
 
 def _adds_users_ops(callee):

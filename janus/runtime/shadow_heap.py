@@ -33,7 +33,7 @@ import tensorflow as tf
 from janus import call_signature, guards
 from janus.config import config
 from janus.errors import Unsupported
-from janus.runtime import heap
+from janus.runtime import arrays, heap
 
 _call_time = threading.local()
 
@@ -328,6 +328,21 @@ def hoist_tensor(ctx, source, value):
     # A call-time input of the top graph wherever it is read (a branch captures it):
     # stored or returned as is, it comes back as the very tensor read.
     ctx.register_tensor(source, hoisted)
+    return hoisted
+
+
+def hoist_array(ctx, source, value):
+    """A call-time graph input fed with the NumPy array at ``source`` as it is when the
+    graph runs (a copy of its values then: an in-place write between calls is seen);
+    guarded by type, dtype and exact shape (ARRAY_MATCH)."""
+    ctx.add_guard(guards.GuardKind.ARRAY_MATCH, source, (value.dtype, value.shape))
+
+    def read_now():
+        return arrays.feed(source.value(_call_arguments(), {}))
+    key = ('janus', 'array') + source.uid()
+    spec = tf.TensorSpec(value.shape, tf.as_dtype(value.dtype))
+    hoisted = ctx.top_graph.capture_call_time_value(read_now, spec, key=key)
+    _register_reader(ctx, key, read_now)
     return hoisted
 
 
