@@ -169,7 +169,7 @@ class JanusFunction(callables.JanusCallable):
         if step is Step.REPLAY:
             return self._run(entry, call)
         if step is Step.SPLIT:
-            return self._run_split(call)
+            return self._run_split(entry, call)
         if step is Step.PROFILE:                      # warm-up, re-profile
             return self._run_profiled(call, count=not misses)
         return self._run_plain(call)                  # could not generate, or bad arguments
@@ -181,8 +181,8 @@ class JanusFunction(callables.JanusCallable):
             return Step.PLAIN, None, ()
         if not function_state.same_definition(self.function, self.state.defined_as):
             self._redefined()
-        if self.state.split is not None:
-            return Step.SPLIT, None, ()
+        if self.state.split_always is not None:   # the converter refused a statement
+            return Step.SPLIT, self.state.split_always, ()
         try:
             call.bound = self._bind(call.full_args, call.full_kwargs)
         except TypeError:
@@ -192,6 +192,9 @@ class JanusFunction(callables.JanusCallable):
             entry, misses = self.cache.lookup(call.arguments)
             if entry is not None:
                 return Step.REPLAY, entry, misses
+            split = self.state.split_for(call.arguments)
+            if split is not None:   # this call shape failed at a statement: cut there
+                return Step.SPLIT, split, ()
             step = self._next_step(misses)
             if misses and (self._relax_scalars(call.arguments)
                            | self._pass_lists_whole(misses, call.arguments)):
@@ -201,8 +204,10 @@ class JanusFunction(callables.JanusCallable):
                 step = Step.GENERATE
             if step is Step.GENERATE:
                 entry = self._generate(call.bound, call.arguments)
+                if isinstance(entry, segments.Split):
+                    return Step.SPLIT, entry, misses
                 if entry is None:
-                    return (Step.PLAIN if self.state.split is None else Step.SPLIT), None, misses
+                    return Step.PLAIN, None, misses
                 self.reprofile_budget = config.reprofile_calls
                 return Step.REPLAY, entry, misses
         return step, None, misses
@@ -384,7 +389,7 @@ class JanusFunction(callables.JanusCallable):
         if outcome.verdict is Verdict.BREAK:
             with self._lock:
                 self.cache.remove(entry)
-            if self._break_at(outcome.break_error):
+            if self._break_at(outcome.break_error, entry.signature) is not None:
                 return
             outcome = dataclasses.replace(outcome, verdict=Verdict.REBUILD)
         where = ', '.join(self.site_name(key) for key in outcome.unbuildable)
@@ -455,14 +460,14 @@ class JanusFunction(callables.JanusCallable):
         self.stats.imperative_calls += 1
         return self.fn(*call.args, **call.kwargs)
 
-    def _run_split(self, call):
+    def _run_split(self, split, call):
         """The skeleton: the statements janus could not convert in Python, each
         segment around them through its own janus function."""
         self.stats.split_calls += 1
-        parts = self.state.split.slots
+        parts = split.slots
         before = sum(_graph_runs(part) for part in parts)
         try:
-            return self.state.split.skeleton(*call.full_args, **call.full_kwargs)
+            return split.skeleton(*call.full_args, **call.full_kwargs)
         finally:
             if sum(_graph_runs(part) for part in parts) > before:
                 self.stats.graph_part_calls += 1
@@ -505,43 +510,54 @@ class JanusFunction(callables.JanusCallable):
                                   short_traceback(refused.internal))
         if not _deferred(error):   # deferred: this call only (an optimizer builds in it)
             _without_frames(error)   # kept: its frames would keep the trace's objects alive
-            if self._break_at(error):
-                return None
+            split = self._break_at(error, refused.signature)
+            if split is not None:
+                return split
             if refused.signature is not None:
                 self.state.note_failed(refused.signature, error)
         return self._give_up(error)
 
-    def _break_at(self, error):
-        """Whether the statement ``error`` stopped in now runs in Python, the rest of
-        the function in segments (``graphgen/segments.py``): from now on every call
-        runs the split function."""
+    def _break_at(self, error, signature):
+        """The ``segments.Split`` that runs the statement ``error`` stopped in in
+        Python and the rest of the function in segments, from now on for the calls
+        ``signature`` matches (None: every call; the converter refused the statement);
+        None when there is no such cut."""
         line = error.statement_line
-        if line is None and error is self.failed_conversion and error.lineno is not None \
+        static = error is self.failed_conversion
+        if line is None and static and error.lineno is not None \
                 and error.filename == self.function.__code__.co_filename:
             line = error.lineno   # the converter refused a statement of this function
         if line is None or not tracer.breaks_at_statement_line(error, line) \
                 or line in self.state.unsplittable:
-            return False
+            return None
+        made = self.state.splits.get(line) or self._cut(error, line)
+        if made is not None and (static or signature is not None):
+            self.state.note_split(None if static else signature, made)
+        return made
+
+    def _cut(self, error, line):
+        """The function cut at ``line`` (remembered), or None (the reason recorded)."""
         try:
             made = segments.split(self.function, [line])
         except segments.CannotSplit as e:
             self.state.unsplittable.add(line)
             self._event(EventKind.GRAPH_BREAK, 'no graph break at line %d: %s' % (line, e),
                         reason=Reason.CANNOT_SPLIT, filename=error.filename, lineno=line)
-            return False
+            return None
         except Exception as e:  # noqa: BLE001 - a splitter bug: the function runs as before
             self._internal_error('cutting the function at a graph break', e)
-            return False
+            self.state.unsplittable.add(line)
+            return None
         made.slots[:] = [JanusFunction(part.function, profile_calls=self._profile_calls,
                                        strict=self._strict) for part in made.segments]
-        self.state.split = made
+        self.state.splits[line] = made
         cause = error.error if isinstance(getattr(error, 'error', None), ConversionError) \
             else error   # real control flow failed to build around the statement
         self._event(EventKind.GRAPH_BREAK, 'line %d runs in Python (%s); %s run as graphs of '
                     'their own' % (line, cause.context, ', '.join(
                         'lines %d-%d' % (p.first_line, p.last_line) for p in made.segments)),
                     error=cause, lineno=line, filename=self.function.__code__.co_filename)
-        return True
+        return made
 
     def _convert(self):
         """The converted function; raises the ConversionError that stopped it (kept:

@@ -64,7 +64,9 @@ class Reason(enum.Enum):
                                   'pass them as tensors if they keep changing')
 
     # -- statements the generator does not convert ----------------------------------
-    TRY_STATEMENT = (True, 'move the try/except out of the janus function, around the call')
+    TRY_STATEMENT = (True, 'the try statement runs in Python and the code in it in graphs (a '
+                           'graph break); for one graph, move the try/except out of the janus '
+                           'function, around the call')
     MATCH_STATEMENT = (True, 'use if/elif instead of match')
     INLINE_CLASS = (True, 'define the class at module level')
     INLINE_IMPORT = (True, 'import at module level')

@@ -441,3 +441,44 @@ def test_a_failed_trace_is_not_repeated_for_new_dimensions(monkeypatch):
         tape, y = jf(tf.ones([n]))
         assert isinstance(tape, tf.GradientTape) and y.shape == [n]
     assert len(traced) == 1, janus.explain(jf)
+
+
+def _numbers(n):
+    for i in range(n):
+        if i == 2:
+            raise KeyError('no %d' % i)
+        yield float(i)
+
+
+def test_locals_bound_before_an_exception_caught_in_the_function():
+    """A loop over a generator that raises half-way, inside ``try``: the handler and
+    the code after it see the locals the loop bound before the raise."""
+    def walk(x):
+        try:
+            for v in _numbers(4):
+                x = x + v
+                last = v
+        except KeyError as e:
+            print('stopped', str(e), float(x), last)
+        return x * 2.0
+
+    def make():
+        return walk, None
+    differential(make, [((tf.constant([float(i)]),), {}) for i in range(7)])
+
+
+def test_a_nested_function_writing_a_local_is_not_cut():
+    def count_down(x):
+        steps = 0
+
+        def tick():
+            nonlocal steps
+            steps = steps + 1
+        while tf.reduce_sum(x) > 0:
+            tick()
+            x = x - 1.0
+        return steps
+
+    def make():
+        return count_down, None
+    differential(make, [((tf.constant([float(i % 3 + 1)]),), {}) for i in range(8)])

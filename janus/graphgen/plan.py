@@ -33,6 +33,7 @@ import enum
 import typing
 
 from janus.config import config
+from janus.errors import ConversionError
 from janus.decisions import DYNAMIC  # noqa: F401 - re-exported for the plan's users
 from janus.pyct.sites import SiteKey
 
@@ -158,8 +159,11 @@ class SpeculationState:
 
     def note_breakable(self, sites, error):
         """``sites`` are assumed because of ``error``, which a graph break could take."""
+        kept = ConversionError(error.reason, error.context, error.filename, error.lineno,
+                               error.source_line)   # not its frames: they hold the trace
+        kept.statement_line = error.statement_line
         for key in sites:
-            self.breakable.setdefault(key, error.with_traceback(None))
+            self.breakable.setdefault(key, kept)
 
     def plan(self, profile, last_call, dynamic_scalars, assume_instead, profile_calls):
         """The ``Plan`` of one trace.  ``assume_instead``: sites whose real control

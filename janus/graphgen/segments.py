@@ -81,7 +81,7 @@ def split(fn, break_lines):
         raise CannotSplit('a lambda is one expression')
     tree = mangling.mangle(copy.deepcopy(tree), mangling.owner_class(fn))
     cutter = _Cutter(fn, tree, set(break_lines))
-    skeleton_body = cutter.block(tree.body, liveness.at_entry(tree), loops=0)
+    skeleton_body = cutter.block(tree.body, liveness.at_entry(tree), _Where(0, False))
     if not cutter.segments:
         raise CannotSplit('no statement is left to convert')
     return _compile(fn, tree, parsed, cutter, skeleton_body)
@@ -135,6 +135,33 @@ def _escapes(stmt, loops=0):
 _DYNAMIC_SCOPE = ('locals', 'vars', 'eval', 'exec', 'dir')
 
 
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """Where a block is: inside how many loops the skeleton runs, and whether an
+    exception leaving a statement there may be caught inside the function (a ``try``
+    body, a ``with`` whose manager may suppress it)."""
+    loops: int
+    guarded: bool
+
+
+# ``with`` managers that never suppress an exception (``__exit__`` returns a false value).
+_NON_SUPPRESSING = ('GradientTape', 'name_scope', 'device', 'control_dependencies')
+
+
+def _never_suppresses(stmt):
+    for item in stmt.items:
+        call = item.context_expr
+        func = call.func if isinstance(call, gast.Call) else None
+        name = func.attr if isinstance(func, gast.Attribute) else getattr(func, 'id', None)
+        if name not in _NON_SUPPRESSING:
+            return False
+    return True
+
+
+def _has_blocks_or_body(stmt):
+    return bool(_blocks(stmt)) or isinstance(stmt, (gast.Match, gast.AsyncFor, gast.AsyncWith))
+
+
 class _Cutter:
     """Cuts blocks into skeleton statements and segment functions."""
 
@@ -158,75 +185,79 @@ class _Cutter:
         _refuse_escaping_closures(tree, self.locals)
         self.segments = []      # (FunctionDef, first, last, inputs, outputs, returns)
 
-    def block(self, stmts, bound, loops):
+    def block(self, stmts, bound, where):
         """The skeleton statements for ``stmts``, run from ``bound`` (liveness.Bound)."""
         out, run = [], []
         for stmt in stmts:
-            kind = self._kind(stmt)
+            kind = self._kind(stmt, where)
             if kind == 'segment':
                 run.append(stmt)
-                if isinstance(stmt, gast.Return):
-                    out += self._segment(run, bound, loops)
+                if isinstance(stmt, gast.Return) or where.guarded:
+                    out += self._segment(run, bound, where)
                     bound, run = bound.after_all(run), []
                 continue
-            out += self._segment(run, bound, loops)
+            out += self._segment(run, bound, where)
             bound, run = bound.after_all(run), []
             if kind == 'structural':
-                out.append(self._structural(stmt, bound, loops))
+                out.append(self._structural(stmt, bound, where))
             elif not isinstance(stmt, (gast.Global, gast.Nonlocal)):
                 out.append(stmt)
             bound = bound.after(stmt)
-        return out + self._segment(run, bound, loops)
+        return out + self._segment(run, bound, where)
 
-    def _kind(self, stmt):
+    def _kind(self, stmt, where):
         if id(stmt) in self.structural:
             return 'structural'
         if id(stmt) in self.python or isinstance(stmt, (gast.Global, gast.Nonlocal)):
             return 'python'
         if isinstance(stmt, gast.Return):
             return 'segment'
-        if _escapes(stmt):
+        if _escapes(stmt) or (where.guarded and _has_blocks_or_body(stmt)):
+            # Guarded: a segment that raised half-way would lose the locals it bound
+            # before, which the handler sees; one simple statement binds all or none.
             return 'structural' if _blocks(stmt) else 'python'
         return 'segment'
 
-    def _structural(self, stmt, bound, loops):
+    def _structural(self, stmt, bound, where):
         """``stmt`` kept in the skeleton, its bodies cut in turn."""
         stmt = copy.copy(stmt)
-        inner = loops + 1 if isinstance(stmt, (gast.For, gast.While)) else loops
         if isinstance(stmt, (gast.For, gast.While)):
             start = bound if isinstance(stmt, gast.While) else bound.after(
                 gast.Assign([stmt.target], stmt.iter))
             start = liveness.Bound(start.surely, start.maybe | liveness.binds(stmt.body))
+            inner = dataclasses.replace(where, loops=where.loops + 1)
             stmt.body = self.block(stmt.body, start, inner) or [gast.Pass()]
-            stmt.orelse = self.block(stmt.orelse, bound, loops)
+            stmt.orelse = self.block(stmt.orelse, bound, where)
         elif isinstance(stmt, gast.If):
-            stmt.body = self.block(stmt.body, bound, loops) or [gast.Pass()]
-            stmt.orelse = self.block(stmt.orelse, bound, loops)
+            stmt.body = self.block(stmt.body, bound, where) or [gast.Pass()]
+            stmt.orelse = self.block(stmt.orelse, bound, where)
         elif isinstance(stmt, gast.With):
             targets = liveness.binds([i.optional_vars for i in stmt.items
                                       if i.optional_vars is not None])
             start = liveness.Bound(bound.surely | targets, bound.maybe | targets)
-            stmt.body = self.block(stmt.body, start, loops) or [gast.Pass()]
+            inner = where if _never_suppresses(stmt) else dataclasses.replace(where, guarded=True)
+            stmt.body = self.block(stmt.body, start, inner) or [gast.Pass()]
         elif isinstance(stmt, gast.Try):
             maybe = liveness.Bound(bound.surely, bound.maybe | liveness.binds([stmt]))
-            stmt.body = self.block(stmt.body, bound, loops) or [gast.Pass()]
-            stmt.handlers = [self._handler(h, maybe, loops) for h in stmt.handlers]
-            stmt.orelse = self.block(stmt.orelse, maybe, loops)
-            stmt.finalbody = self.block(stmt.finalbody, maybe, loops)
+            guarded = dataclasses.replace(where, guarded=True)
+            stmt.body = self.block(stmt.body, bound, guarded) or [gast.Pass()]
+            stmt.handlers = [self._handler(h, maybe, where) for h in stmt.handlers]
+            stmt.orelse = self.block(stmt.orelse, maybe, where)
+            stmt.finalbody = self.block(stmt.finalbody, maybe, where)
         for field in ('body', 'orelse', 'finalbody'):
             if getattr(stmt, field, None):
                 for node in getattr(stmt, field):
                     _locate_missing(node, stmt)
         return stmt
 
-    def _handler(self, handler, bound, loops):
+    def _handler(self, handler, bound, where):
         handler = copy.copy(handler)
         start = bound if handler.name is None else liveness.Bound(
             bound.surely | {handler.name.id}, bound.maybe | {handler.name.id})
-        handler.body = self.block(handler.body, start, loops) or [gast.Pass()]
+        handler.body = self.block(handler.body, start, where) or [gast.Pass()]
         return handler
 
-    def _segment(self, run, bound, loops):
+    def _segment(self, run, bound, where):
         """The skeleton statements calling a new segment for ``run`` (none for none)."""
         if not run:
             return []
@@ -234,7 +265,7 @@ class _Cutter:
             return list(run)   # moves names around only: cheaper as Python
         returns = isinstance(run[-1], gast.Return)
         inputs, maybe_unbound = self._inputs(run, bound)
-        outputs = () if returns else self._outputs(run, loops)
+        outputs = () if returns else self._outputs(run, where.loops)
         after = bound.after_all(run)
         index = len(self.segments)
         name = '%s_lines_%d_%d' % (self.tree.name, _first_line(run[0]), run[-1].end_lineno)
@@ -336,6 +367,10 @@ def _refuse_escaping_closures(tree, local_names):
     for node in gast.walk(tree):
         if node is tree or not isinstance(node, (gast.FunctionDef, gast.Lambda)):
             continue
+        written = _declared(node) & local_names if isinstance(node, gast.FunctionDef) else set()
+        if written:
+            raise CannotSplit('line %d: a nested function writes %s (nonlocal), which the '
+                              'function reads' % (node.lineno, ', '.join(sorted(written))))
         captured = {n.id for n in gast.walk(node) if isinstance(n, gast.Name)} & local_names
         captured -= scopes.bound_names(node)
         later = {n.id for n in gast.walk(tree) if isinstance(n, gast.Name)
@@ -447,7 +482,10 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
     skeleton_fn.__qualname__ = fn.__qualname__
     segments = []
     for definition, first, last, inputs, outputs, returns in cutter.segments:
-        function = _function(nested[definition.name], fn, cells, definition.name)
+        # Frames show the function's own name, as eagerly (code looking at its
+        # caller's name sees it); the qualified name says which part it is.
+        code = nested[definition.name].replace(co_name=fn.__code__.co_name)
+        function = _function(code, fn, cells, fn.__name__)
         function.__qualname__ = '%s (lines %d-%d)' % (fn.__qualname__, first, last)
         _register(function, definition, parsed)
         segments.append(Segment(function, first, last, inputs, outputs, returns))

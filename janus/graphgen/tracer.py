@@ -642,19 +642,31 @@ def _locate(error, ctx, converted, tb):
     """Attaches the user's source line (the innermost converted frame) to ``error``,
     and the line of ``converted``'s own statement the trace was in (its outermost
     frame: a graph break goes there, ``ConversionError.statement_line``)."""
-    statement = _statement_line(tb, converted.py_fn.__code__)
+    statement = _statement_line(tb, converted)
     if error.lineno is None:
         error = _with_user_line(error, ctx, tb)
     error.statement_line = statement
     return error
 
 
-def _statement_line(tb, code):
+# Code nested in a converted function that is still its own statements: the bodies and
+# tests the converter makes of loops and branches, and comprehensions.  A nested def or
+# lambda of the user's is a callee: a failure in it breaks at the statement calling it.
+_OWN_NESTED = ('<listcomp>', '<dictcomp>', '<setcomp>', '<genexpr>')
+
+
+def _statement_line(tb, converted):
+    """The line of ``converted``'s own statement the failure happened in: its deepest
+    frame in the function's own code."""
+    line = None
     while tb is not None:
-        if tb.tb_frame.f_code is code:
-            return tb.tb_lineno
+        code = tb.tb_frame.f_code
+        if code is converted.py_fn.__code__ or (
+                code in converted.code_objects
+                and (code.co_name.startswith('__') or code.co_name in _OWN_NESTED)):
+            line = tb.tb_lineno
         tb = tb.tb_next
-    return None
+    return line
 
 
 def _with_user_line(error, ctx, tb):
