@@ -98,6 +98,7 @@ def short_traceback(error, frames=6):
 LIFETIME_ATTRIBUTES = frozenset((
     'fn', 'distributed', '_profile_calls', '_strict', 'target', 'function', 'name',
     'defined_at', 'stats', 'events', '_lock', '_local', 'state', '_reentry_noted',
+    'split_owner',
     'logged_reasons', '__wrapped__') + functools.WRAPPER_ASSIGNMENTS)
 
 
@@ -119,6 +120,7 @@ class JanusFunction(callables.JanusCallable):
         self.stats = Stats()               # lifetime counters (janus.stats)
         self.events = collections.deque(maxlen=200)
         self.logged_reasons = set()   # (kind, detail) explain.note logged already
+        self.split_owner = None   # a segment's: (owner JanusFunction, its cut's lines, slot)
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
         self._local = threading.local()    # per thread: is a call of this function running
         self._start_over()
@@ -464,7 +466,7 @@ class JanusFunction(callables.JanusCallable):
         """The skeleton: the statements janus could not convert in Python, each
         segment around them through its own janus function."""
         self.stats.split_calls += 1
-        parts = split.slots
+        parts = [part for part in split.slots if isinstance(part, JanusFunction)]
         before = sum(_graph_runs(part) for part in parts)
         try:
             return split.skeleton(*call.full_args, **call.full_kwargs)
@@ -497,6 +499,9 @@ class JanusFunction(callables.JanusCallable):
         self.graphs_built += 1
         self.stats.graphs_built += 1
         self.stats.evictions += len(self.cache.insert(entry))
+        if self.split_owner is not None and not entry.does_tensor_work():
+            owner, lines, index = self.split_owner
+            owner._run_plainly(lines, index, self.function)
         self._event(EventKind.GRAPH_BUILT, 'graph #%d built in %.0f ms, %d guards' % (
             entry.number, entry.trace_seconds * 1e3, len(entry.describe_guards())),
             graph=entry.number)
@@ -511,6 +516,8 @@ class JanusFunction(callables.JanusCallable):
         if not _deferred(error):   # deferred: this call only (an optimizer builds in it)
             _without_frames(error)   # kept: its frames would keep the trace's objects alive
             split = self._break_at(error, refused.signature)
+            if split is _RECUT:
+                return None   # this call runs plainly; the owner's next calls, the new cut
             if split is not None:
                 return split
             if refused.signature is not None:
@@ -527,30 +534,53 @@ class JanusFunction(callables.JanusCallable):
         if line is None and static and error.lineno is not None \
                 and error.filename == self.function.__code__.co_filename:
             line = error.lineno   # the converter refused a statement of this function
-        if line is None or not tracer.breaks_at_statement_line(error, line) \
-                or line in self.state.unsplittable:
+        if line is None or not tracer.breaks_at_statement_line(error, line):
             return None
-        made = self.state.splits.get(line) or self._cut(error, line)
+        if self.split_owner is not None:   # a segment: its owner cuts itself there too
+            owner, lines, _ = self.split_owner
+            return _RECUT if owner._recut(lines, line, error) else None
+        lines = frozenset((line,))
+        made = self.state.splits.get(lines) or self._cut(error, lines, line)
         if made is not None and (static or signature is not None):
             self.state.note_split(None if static else signature, made)
         return made
 
-    def _cut(self, error, line):
-        """The function cut at ``line`` (remembered), or None (the reason recorded)."""
+    def _recut(self, lines, line, error):
+        """A segment of the cut at ``lines`` failed at ``line``: the calls that ran that
+        cut run one at ``lines`` and ``line`` from now on (cuts stay one level deep:
+        a segment call costs a janus call).  False when there is no such cut."""
+        with self._lock:
+            wider = lines | {line}
+            made = self.state.splits.get(wider) or self._cut(error, wider, line)
+            if made is None:
+                return False
+            self.state.replace_split(self.state.splits.get(lines), made)
+            return True
+
+    def _cut(self, error, lines, line):
+        """The function cut at ``lines`` (remembered), or None (the reason recorded);
+        ``line``: the one ``error`` refused, new in ``lines``."""
+        if lines in self.state.unsplittable:
+            return None
         try:
-            made = segments.split(self.function, [line])
+            made = segments.split(self.function, sorted(lines))
         except segments.CannotSplit as e:
-            self.state.unsplittable.add(line)
+            self.state.unsplittable.add(lines)
             self._event(EventKind.GRAPH_BREAK, 'no graph break at line %d: %s' % (line, e),
                         reason=Reason.CANNOT_SPLIT, filename=error.filename, lineno=line)
             return None
         except Exception as e:  # noqa: BLE001 - a splitter bug: the function runs as before
             self._internal_error('cutting the function at a graph break', e)
-            self.state.unsplittable.add(line)
+            self.state.unsplittable.add(lines)
             return None
-        made.slots[:] = [JanusFunction(part.function, profile_calls=self._profile_calls,
-                                       strict=self._strict) for part in made.segments]
-        self.state.splits[line] = made
+        parts = []
+        for index, part in enumerate(made.segments):
+            jf = JanusFunction(part.function, profile_calls=self._profile_calls,
+                               strict=self._strict)
+            jf.split_owner = (self, lines, index)
+            parts.append(jf)
+        made.slots[:] = parts
+        self.state.splits[lines] = made
         cause = error.error if isinstance(getattr(error, 'error', None), ConversionError) \
             else error   # real control flow failed to build around the statement
         self._event(EventKind.GRAPH_BREAK, 'line %d runs in Python (%s); %s run as graphs of '
@@ -558,6 +588,19 @@ class JanusFunction(callables.JanusCallable):
                         'lines %d-%d' % (p.first_line, p.last_line) for p in made.segments)),
                     error=cause, lineno=line, filename=self.function.__code__.co_filename)
         return made
+
+    def _run_plainly(self, lines, index, function):
+        """Segment ``index`` of the cut at ``lines`` built a graph with no tensor work
+        (list appends, Python arithmetic): the skeleton calls it as plain Python from
+        now on, which costs less than a janus call."""
+        split = self.state.splits.get(lines)
+        if split is None or split.slots[index] is function:
+            return
+        split.slots[index] = function
+        part = split.segments[index]
+        self._event(EventKind.GRAPH_BREAK, 'lines %d-%d do no tensor work: they run as plain '
+                    'Python from now on' % (part.first_line, part.last_line),
+                    lineno=part.first_line, filename=self.function.__code__.co_filename)
 
     def _convert(self):
         """The converted function; raises the ConversionError that stopped it (kept:
@@ -657,6 +700,9 @@ class JanusFunction(callables.JanusCallable):
             self._record_internal('instrumenting for the profiler',
                                   '%s: %s' % (type(e).__name__, e), short_traceback(e))
         return None
+
+
+_RECUT = object()   # _break_at: a segment's owner took the break (it cut itself anew)
 
 
 def _graph_runs(jf):

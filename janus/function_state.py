@@ -68,7 +68,7 @@ class FunctionState:
     # Graph breaks (graphgen/segments.py): the function cut at a line, per line; the
     # call shapes that run each cut (a trace of theirs failed at that line); the cut
     # every call runs (the converter refused a statement); lines a cut was refused at.
-    splits: dict = dataclasses.field(default_factory=dict)        # line -> segments.Split
+    splits: dict = dataclasses.field(default_factory=dict)   # frozenset of lines -> Split
     split_signatures: list = dataclasses.field(default_factory=list)   # (Signature, Split)
     split_always: typing.Any = None
     unsplittable: set = dataclasses.field(default_factory=set)
@@ -89,6 +89,13 @@ class FunctionState:
             return
         self.split_signatures.append((signature, split))
         del self.split_signatures[:-_FAILED_SIGNATURES]
+
+    def replace_split(self, old, new):
+        """The calls that ran cut ``old`` run cut ``new`` from now on."""
+        if self.split_always is old:
+            self.split_always = new
+        self.split_signatures = [(signature, new if split is old else split)
+                                 for signature, split in self.split_signatures]
 
     def split_for(self, arguments):
         """The cut the call with ``arguments`` runs, or None."""
