@@ -6,7 +6,7 @@ policy-gradient code is written: the environment loop in Python, a
 the agent's own NumPy random generator, the discounted returns computed in
 NumPy, then one REINFORCE update under a ``GradientTape``, an episode
 counter (``self.episodes += 1``) and the episode's length printed every
-``log_every`` episodes.  Episodes are cut at ``T_MAX`` frames.
+``log_every`` episodes.  Episodes are cut at ``max_frames`` frames.
 
 janus cannot put ``.numpy()``, the NumPy draw or the environment's ``step``
 in a graph: those statements run in Python (graph breaks), and the policy's
@@ -28,7 +28,6 @@ import tensorflow as tf
 
 import common
 
-T_MAX = 50          # frames per episode at most
 GAMMA = 0.99        # discount
 ACTIONS = 2
 
@@ -52,6 +51,7 @@ class Reinforce(common.Workload):
     name, category, unit = 'REINFORCE', 'DRL', 'frames'
     steps, warmup = 30, 10      # episodes
     log_every = 10              # episodes between printed lengths
+    max_frames = 50             # frames per episode at most
 
     def __init__(self, mode, seed=0):
         super().__init__(mode, seed)
@@ -81,7 +81,7 @@ class Reinforce(common.Workload):
             actions.append(action)
             observation, reward, terminated, truncated, _ = self.env.step(action)
             rewards.append(reward)
-            done = terminated or truncated or len(rewards) >= T_MAX
+            done = terminated or truncated or len(rewards) >= self.max_frames
         returns = discounted(rewards)
         with tf.GradientTape() as tape:
             logits = self.policy(tf.constant(np.array(states)))
@@ -128,7 +128,7 @@ class Reinforce(common.Workload):
                 actions.append(action)
                 observation, reward, terminated, truncated, _ = self.env.step(action)
                 rewards.append(reward)
-                done = terminated or truncated or len(rewards) >= T_MAX
+                done = terminated or truncated or len(rewards) >= self.max_frames
             loss = update(tf.constant(np.array(states)), tf.constant(actions, tf.int32),
                           tf.constant(discounted(rewards)))
             self.episodes += 1
