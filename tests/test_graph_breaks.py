@@ -482,3 +482,40 @@ def test_a_nested_function_writing_a_local_is_not_cut():
     def make():
         return count_down, None
     differential(make, [((tf.constant([float(i % 3 + 1)]),), {}) for i in range(8)])
+
+
+class Detector:
+    """A detection-style step: the padding size comes from ``.numpy()`` of a count."""
+
+    def __init__(self):
+        tf.keras.utils.set_random_seed(3)
+        self.head = tf.keras.layers.Dense(4)
+        self.opt = tf.keras.optimizers.SGD(0.05)
+
+    def step(self, features, boxes):
+        counts = tf.reduce_sum(tf.cast(boxes[:, :, 0] > 0, tf.int32), axis=1)
+        longest = int(tf.reduce_max(counts).numpy())
+        kept = boxes[:, :longest, :]
+        with tf.GradientTape() as tape:
+            predicted = self.head(features)[:, None, :]
+            loss = tf.reduce_mean(tf.square(predicted - kept))
+        grads = tape.gradient(loss, self.head.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.head.trainable_variables))
+        return loss, longest
+
+
+def test_a_size_from_numpy_shapes_the_rest_of_the_step():
+    def make():
+        detector = Detector()
+        return detector.step, detector
+    rng = np.random.RandomState(5)
+
+    def batch(longest):
+        boxes = np.zeros([2, 6, 4], np.float32)
+        boxes[0, :longest] = rng.rand(longest, 4) + 0.1
+        boxes[1, :2] = rng.rand(2, 4) + 0.1
+        features = rng.rand(2, 8).astype(np.float32)
+        return lambda: ((tf.constant(features), tf.constant(boxes)), {})
+    calls = [batch(n) for n in (3, 3, 3, 4, 3, 5, 3, 4, 6, 3, 4, 5)]
+    jf = differential(make, calls, lambda d: [v.numpy() for v in d.head.weights])
+    assert _graph_parts(jf) > 0, janus.explain(jf)
