@@ -564,6 +564,9 @@ class JanusFunction(callables.JanusCallable):
             return None
         try:
             made = segments.split(self.function, sorted(lines))
+        except segments.NothingToCut:
+            self.state.unsplittable.add(lines)   # the refusal stands, as it is
+            return None
         except segments.CannotSplit as e:
             self.state.unsplittable.add(lines)
             self._event(EventKind.GRAPH_BREAK, 'no graph break at line %d: %s' % (line, e),

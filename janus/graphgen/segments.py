@@ -45,6 +45,10 @@ class CannotSplit(Exception):
     """``fn`` cannot be cut at these lines without changing what it means."""
 
 
+class NothingToCut(CannotSplit):
+    """Cut at these lines, ``fn`` would have no statement left for a graph."""
+
+
 class _Helpers:
     """What plain segment code reads as ``__jr`` (converted code gets the operators)."""
     read_local = staticmethod(common.read_local)
@@ -83,7 +87,7 @@ def split(fn, break_lines):
     cutter = _Cutter(fn, tree, set(break_lines))
     skeleton_body = cutter.block(tree.body, liveness.at_entry(tree), _Where(0, False))
     if not cutter.segments:
-        raise CannotSplit('no statement is left to convert')
+        raise NothingToCut('no statement is left to convert')
     return _compile(fn, tree, parsed, cutter, skeleton_body)
 
 
