@@ -597,3 +597,25 @@ def test_an_array_on_an_object_whose_length_changes_is_relaxed_too(method):
         guards = [g for entry in jf.cache.entries() for g in entry.source_guards
                   if getattr(g, 'kind', None) is GuardKind.ARRAY_MATCH]
         assert any(None in g.expected[1] for g in guards), janus.explain(jf)
+
+
+def _list_and_print_uses():
+    def in_a_list(x, pair):   # arrays in a list argument, each relaxed on its own
+        return tf.reduce_sum(tf.constant(pair[0])) * x + tf.reduce_mean(tf.constant(pair[1]))
+
+    def printed(x, pair):
+        print('first', pair[0])
+        return x
+    return [in_a_list, printed]
+
+
+@pytest.mark.parametrize('fn', _list_and_print_uses(), ids=lambda fn: fn.__name__)
+def test_arrays_in_a_list_argument_relax_each(fn):
+    def make():
+        return fn, None
+    lengths = [(2, 3), (4, 3), (3, 5), (6, 1), (2, 2), (5, 4), (1, 6)]
+    calls = [lambda n=n, m=m: ((tf.constant(2.0), [np.arange(n, dtype=np.float32),
+                                                   np.ones((m, 2), np.float32)]), {})
+             for n, m in lengths]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['graphs_built'] <= 2 and _graph_runs(jf) >= 3, janus.explain(jf)
