@@ -533,8 +533,10 @@ def _guard_advice(kind, values=()):
     if kind in ('SHAPE_MATCH', 'TENSOR_MATCH'):
         return FIX + 'pad or bucket the inputs to a few shapes'
     if kind == 'ARRAY_MATCH':
-        return FIX + ('pass NumPy arrays of a few shapes and one dtype (pad or bucket them, '
-                      'astype before the call): each exact shape and dtype gets its own graph')
+        return FIX + ('pass NumPy arrays of one rank and dtype (astype before the call); a '
+                      'dimension that varies is relaxed unless the code reads its size '
+                      '(len(a), a.shape: use tf.shape(tf.constant(a)), or pad or bucket the '
+                      'arrays to a few shapes)')
     if kind == 'DTYPE_MATCH':
         return FIX + 'pass tensors of one dtype (tf.cast before the call)'
     if kind in ('VALUE_MATCH', 'EQUALS_MATCH'):

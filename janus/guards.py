@@ -46,7 +46,7 @@ class GuardKind(enum.Enum):
     EQUALS_MATCH = 'EQUALS_MATCH'  # a flat list/tuple/dict of Python constants equal, one C-level compare
     SCALAR_MATCH = 'SCALAR_MATCH'  # a relaxed Python number (a graph input): same type, an int within +-2**62
     SET_MATCH = 'SET_MATCH'        # a set/frozenset of constants equal, item types and float signs too (order-free)
-    ARRAY_MATCH = 'ARRAY_MATCH'    # a NumPy ndarray of this dtype and exactly this shape (fed per run)
+    ARRAY_MATCH = 'ARRAY_MATCH'    # a NumPy ndarray of this dtype and this shape, relaxed dims any size (fed per run)
 
 
 SCALAR_INT_BOUND = 2 ** 62   # a dynamic int stays strictly inside +-this (int64 never wraps)
@@ -278,7 +278,11 @@ def _tensor_match(expected):
 
 
 def _array_match(dtype, shape):
-    return lambda v: type(v) is np.ndarray and v.shape == shape and v.dtype == dtype
+    """A NumPy array of ``dtype``, its shape ``shape`` (None: any size there)."""
+    if None not in shape:
+        return lambda v: type(v) is np.ndarray and v.shape == shape and v.dtype == dtype
+    return lambda v: (type(v) is np.ndarray and v.dtype == dtype
+                      and dims_compatible(shape, v.shape))
 
 
 # Per guard kind: expected -> predicate on the re-read value.

@@ -435,3 +435,187 @@ def test_a_cast_janus_does_not_model_is_refused_and_stays_correct():
              for i in range(5)]
     jf = differential(make, calls)
     assert Reason.NUMPY_ARRAY in _reasons(jf)
+
+
+# -- relaxed shapes: an array whose length changes every call ---------------------
+
+class Learner:
+    """A policy-gradient update on one episode: NumPy states and returns, the actions
+    (a NumPy array or a list of ints), all of the episode's length."""
+
+    def __init__(self):
+        tf.keras.utils.set_random_seed(0)
+        self.policy = tf.keras.Sequential([tf.keras.layers.Dense(8, activation='tanh'),
+                                           tf.keras.layers.Dense(2)])
+        self.policy.build((None, 4))
+        self.opt = tf.keras.optimizers.SGD(0.01)
+
+    def train(self, states_array, actions_list, returns_array):
+        with tf.GradientTape() as tape:
+            logits = self.policy(tf.constant(states_array))
+            taken = tf.reduce_sum(tf.nn.log_softmax(logits) * tf.one_hot(actions_list, 2),
+                                  axis=1)
+            loss = -tf.reduce_sum(taken * returns_array)
+        grads = tape.gradient(loss, self.policy.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.policy.trainable_variables))
+        return loss
+
+
+def _episode(length, seed, as_list=False):
+    rng = np.random.RandomState(seed)
+    states = rng.randn(length, 4).astype(np.float32)
+    actions = rng.randint(0, 2, size=length).astype(np.int32)
+    returns = rng.randn(length).astype(np.float32)
+    if as_list:
+        return lambda: ((states.copy(), [int(a) for a in actions], returns.copy()), {})
+    return lambda: ((states.copy(), actions.copy(), returns.copy()), {})
+
+
+EPISODE_LENGTHS = [5, 17, 9, 30, 12, 23, 6, 28, 14, 19, 8, 26]
+
+
+def test_an_update_on_episodes_of_changing_length_relaxes_the_arrays():
+    """After the first shape miss the episode's dimension is None in the graph's inputs
+    (ARRAY_MATCH accepts any size there): a few graphs serve every length."""
+    def make():
+        learner = Learner()
+        return learner.train, learner
+    calls = [_episode(n, seed) for seed, n in enumerate(EPISODE_LENGTHS)]
+    jf = differential(make, calls, state=_weights)
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] <= 3, janus.explain(jf)
+    assert _graph_runs(jf) >= 8 and stats['imperative_calls'] == 0, janus.explain(jf)
+    relaxed = [line for entry in jf.cache.entries() for line in entry.signature.describe()
+               if 'None' in line]
+    assert any('states_array: NumPy array float32[None, 4]' in line for line in relaxed)
+    assert any('returns_array: NumPy array float32[None]' in line for line in relaxed)
+    assert any('actions_list: NumPy array int32[None]' in line for line in relaxed)
+
+
+def test_an_update_taking_a_list_of_actions_matches_eager():
+    """The actions as a list of ints: its length is relaxed (passed whole), its values
+    are constants of the graph (EQUALS_MATCH), so each episode gets a graph of its own
+    until the recompile limit; the arrays beside it are relaxed all the same."""
+    def make():
+        learner = Learner()
+        return learner.train, learner
+    calls = [_episode(n, seed, as_list=True) for seed, n in enumerate(EPISODE_LENGTHS[:7])]
+    jf = differential(make, calls, state=_weights)
+    described = [line for entry in jf.cache.entries() for line in entry.signature.describe()]
+    assert 'returns_array: NumPy array float32[None]' in described, janus.explain(jf)
+
+
+def _reads_the_length():
+    def by_len(x, a):
+        return x * float(len(a)), tf.reduce_sum(tf.constant(a))
+
+    def by_shape(x, a):
+        return x + a.shape[0], a.shape, a.size, a.nbytes
+
+    def by_slices(x, a):   # slices along the relaxed dimension: any length
+        return tf.constant(a[1:]) * x, tf.constant(a[::-1, 1]), tf.constant(a[:, None, -1])
+
+    def by_int_index(x, a):   # in range or not depends on the length (IndexError)
+        return tf.constant(a[4]) * x, tf.constant(a[-1, 1:])
+
+    def stacked(x, a):   # the same array twice: alike at any length
+        return tf.stack([a, a]) * x, tf.convert_to_tensor([a, a])
+
+    def stacked_views(x, a):
+        return tf.convert_to_tensor([a, a[::-1]]) * x
+    return [by_len, by_shape, by_slices, by_int_index, stacked, stacked_views]
+
+
+@pytest.mark.parametrize('fn', _reads_the_length(), ids=lambda fn: fn.__name__)
+def test_reading_the_size_of_a_relaxed_array_matches_eager(fn):
+    """``len(a)``, ``a.shape``... of an array whose length varies: never a None, never
+    a stale size (an exact-shape graph, or the statement in Python)."""
+    def make():
+        return fn, None
+    lengths = [3, 5, 4, 6, 2, 7, 5, 8, 3]
+    calls = [lambda n=n: ((tf.constant(2.0), np.arange(3 * n, dtype=np.float32).reshape(n, 3)),
+                          {}) for n in lengths]
+    jf = differential(make, calls)
+    if fn.__name__ in ('by_slices', 'stacked'):   # nothing read of the size: one graph
+        assert janus.stats(jf)['graphs_built'] == 1 and _graph_runs(jf) >= 5, janus.explain(jf)
+
+
+def test_an_unknown_dimension_refuses_as_an_unknown_shape():
+    def f(x, a):
+        return x * len(a)
+    jf = janus.function(f)
+    for n in [3, 5, 4, 6, 2, 7]:
+        assert float(jf(tf.constant(2.0), np.ones(n, np.float32))) == 2.0 * n
+    texts = [str(event.detail) for event in jf.events]
+    assert Reason.UNKNOWN_SHAPE in _reasons(jf) or any('exact shapes' in t for t in texts), \
+        janus.explain(jf)
+
+
+@pytest.mark.parametrize('change', ['rank', 'dtype'])
+def test_a_rank_or_dtype_change_still_misses_after_relaxing(change):
+    def make():
+        def f(x, a):
+            return x + tf.reduce_sum(tf.constant(a), axis=0), tf.constant(a).dtype.name
+        return f, None
+    arrays_ = [np.ones(n, np.float32) for n in [3, 5, 4, 6, 2, 7]]
+    other = np.ones((3, 2), np.float32) if change == 'rank' else np.ones(4, np.float64)
+    arrays_ += [other, other, np.ones(5, np.float32), other]
+    calls = [lambda a=a: ((tf.constant(1.0), a.copy()), {}) for a in arrays_]
+    jf = differential(make, calls)
+    misses = [str(event.detail) for event in jf.events if 'ARRAY_MATCH' in str(event.detail)]
+    wanted = 'float32[3, 2]' if change == 'rank' else 'float64[4]'
+    assert any(wanted in text for text in misses), janus.explain(jf)
+    assert any('float32[None]' in text for text in misses), janus.explain(jf)
+
+
+class Buffer:
+    """An array kept on an object, replaced by one of another length between calls."""
+
+    def __init__(self):
+        self.data = np.zeros(3, np.float32)
+
+    def total(self, x):
+        return tf.reduce_sum(tf.constant(self.data)) + x
+
+    def count(self, x):
+        return x * len(self.data)
+
+
+@pytest.mark.parametrize('method', ['total', 'count'])
+def test_an_array_on_an_object_whose_length_changes_is_relaxed_too(method):
+    def make():
+        buffer = Buffer()
+        return getattr(buffer, method), buffer
+
+    def refill(buffer):   # after every call, on each side: a longer or shorter array
+        buffer.data = np.arange(len(buffer.data) * 7 % 11 + 1, dtype=np.float32)
+        return buffer.data.copy()
+    calls = [((tf.constant(1.0),), {})] * 9
+    jf = differential(make, calls, state=refill)
+    if method == 'total':
+        assert janus.stats(jf)['graphs_built'] <= 2 and _graph_runs(jf) >= 4, janus.explain(jf)
+        guards = [g for entry in jf.cache.entries() for g in entry.source_guards
+                  if getattr(g, 'kind', None) is GuardKind.ARRAY_MATCH]
+        assert any(None in g.expected[1] for g in guards), janus.explain(jf)
+
+
+def _list_and_print_uses():
+    def in_a_list(x, pair):   # arrays in a list argument, each relaxed on its own
+        return tf.reduce_sum(tf.constant(pair[0])) * x + tf.reduce_mean(tf.constant(pair[1]))
+
+    def printed(x, pair):
+        print('first', pair[0])
+        return x
+    return [in_a_list, printed]
+
+
+@pytest.mark.parametrize('fn', _list_and_print_uses(), ids=lambda fn: fn.__name__)
+def test_arrays_in_a_list_argument_relax_each(fn):
+    def make():
+        return fn, None
+    lengths = [(2, 3), (4, 3), (3, 5), (6, 1), (2, 2), (5, 4), (1, 6)]
+    calls = [lambda n=n, m=m: ((tf.constant(2.0), [np.arange(n, dtype=np.float32),
+                                                   np.ones((m, 2), np.float32)]), {})
+             for n, m in lengths]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['graphs_built'] <= 2 and _graph_runs(jf) >= 3, janus.explain(jf)

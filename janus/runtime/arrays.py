@@ -5,7 +5,8 @@ Needs nothing run before it (``call_signature`` and ``trace_context`` make stand
 A NumPy ndarray of numbers passed as an argument (``call_signature.ArrayNode``) or
 read from an object, a container or a global (``shadow_heap.hoist_array``) is a graph
 input the run feeds from where the array lives *now* (an in-place write between
-calls is seen), guarded by type, dtype and exact shape (``ARRAY_MATCH``).  The trace
+calls is seen), guarded by type, dtype and shape (``ARRAY_MATCH``; a dimension relaxed
+after a shape miss is ``None``, any size, as for tensors).  The trace
 sees an ``ArrayStandIn``: what janus models of the array, exactly as NumPy and TF
 treat an ndarray eagerly, and a refusal (``Unsupported``, so the statement runs in
 Python, a graph break) for everything else:
@@ -15,7 +16,10 @@ Python, a graph break) for everything else:
   with TF (``conversion``), so a requested or preferred dtype is honoured as TF
   honours it for an ndarray (a cast NumPy and TF's Cast do alike; others refuse);
 * ``shape``, ``dtype``, ``ndim``, ``size``, ``itemsize``, ``nbytes``, ``len``:
-  static values (the shape is guarded);
+  static values (the shape is guarded).  A dimension relaxed after a shape miss
+  (``None`` in the stand-in's ``shape``: any size at run time) is never answered
+  with ``None``: reading it refuses (UNKNOWN_SHAPE), so janus builds a graph with
+  the call's exact shapes instead, as for a tensor's unknown static shape;
 * an operator with a tensor on the other side: NumPy defers to the tensor
   (``__array_priority__``), so the tensor's own operator, reflected where the array
   is on the left (``binop``, ``compare``);
@@ -64,10 +68,28 @@ def refuse_use(what):
                       'would need its values, which only the run has)' % what)
 
 
+def refuse_unknown(value, what):
+    """Refuses reading ``what`` of a stand-in whose shape has a relaxed dimension
+    (UNKNOWN_SHAPE: the build traces again with the call's exact shapes); recorded on
+    the trace too, in case library code swallows the exception."""
+    reason = ('the code reads %s of a NumPy array %s%s whose dimensions are only known '
+              'at run time in a graph with relaxed shapes' % (what, value.dtype,
+                                                             list(value.shape)))
+    ctx = current_or_none()
+    if ctx is not None and ctx.refusals is not None:
+        ctx.refusals.append((Reason.UNKNOWN_SHAPE, reason))
+    raise Unsupported(Reason.UNKNOWN_SHAPE, reason)
+
+
+def known(shape):
+    return None not in shape
+
+
 class ArrayStandIn:
     """What converted code holds for an outside ndarray while traced: ``tensor`` (a
     graph tensor of the array's dtype and shape), ``dtype``/``shape`` (NumPy's, the
-    guarded ones), and for a view made by basic indexing ``base`` (the stand-in it
+    guarded ones; ``None`` where a dimension is relaxed, for janus and library code
+    only: user code reads them through ``attribute`` and ``length``), and for a view made by basic indexing ``base`` (the stand-in it
     indexes) and ``key`` (the index)."""
 
     __slots__ = ('tensor', 'dtype', 'shape', 'base', 'key')
@@ -82,7 +104,7 @@ class ArrayStandIn:
 
     @property
     def size(self):
-        return math.prod(self.shape)
+        return math.prod(self.shape) if known(self.shape) else None
 
     def __repr__(self):
         return '<janus stand-in for a NumPy array %s%s>' % (self.dtype, list(self.shape))
@@ -131,7 +153,10 @@ tf.register_tensor_conversion_function(ArrayStandIn, conversion)
 
 
 def attribute(value, name):
-    """``a.shape``, ``a.dtype``...: what the guards fix; anything else refuses."""
+    """``a.shape``, ``a.dtype``...: what the guards fix; anything else refuses.  What
+    depends on a relaxed dimension refuses (UNKNOWN_SHAPE)."""
+    if name in ('shape', 'size', 'nbytes') and not known(value.shape):
+        refuse_unknown(value, '.%s' % name)
     if name in ('shape', 'dtype', 'ndim', 'size'):
         return getattr(value, name)
     if name == 'itemsize':
@@ -145,6 +170,8 @@ def length(value):
     """``len(a)``: the first dimension; a 0-d array raises eagerly (refused here)."""
     if not value.shape:
         refuse_use('len() of a 0-d')
+    if value.shape[0] is None:
+        refuse_unknown(value, 'len()')
     return value.shape[0]
 
 
@@ -164,19 +191,41 @@ def _basic_key(key):
 
 def index(value, key):
     """``a[key]`` for basic indexing: a view of the array, itself a stand-in (eager gives
-    a new view of it each call; NumPy scalars, out-of-range and other indexing refuse)."""
+    a new view of it each call; NumPy scalars, out-of-range and other indexing refuse).
+    Along a relaxed dimension a slice gives a relaxed one; an int refuses
+    (UNKNOWN_SHAPE: whether it is in range depends on the size)."""
     if not _basic_key(key):
         refuse_use('indexing (other than by ints, slices, None and ...)')
-    try:
-        sample = np.empty(value.shape, value.dtype)[key]
+    if not known(value.shape):
+        _refuse_ints_on_relaxed(value, key)
+    try:   # NumPy's checks on the known dimensions (a relaxed one: any size, here 1)
+        sample = np.empty([1 if d is None else d for d in value.shape], value.dtype)[key]
     except Exception:  # noqa: BLE001 - NumPy raises eagerly: that statement runs in Python
         refuse_use('indexing out of range')
     if type(sample) is not np.ndarray:
         refuse_use('indexing to a NumPy scalar')
     tensor = value.tensor[key]
-    if tuple(tensor.shape.as_list()) != sample.shape:
+    shape = tuple(tensor.shape.as_list())
+    if (known(value.shape) and shape != sample.shape) or len(shape) != sample.ndim or any(
+            d is not None and d != s for d, s in zip(shape, sample.shape)):
         refuse_use('indexing (janus and NumPy disagree on the shape)')
-    return ArrayStandIn(tensor, value.dtype, sample.shape, value, key)
+    return ArrayStandIn(tensor, value.dtype, shape, value, key)
+
+
+def _refuse_ints_on_relaxed(value, key):
+    """Refuses (UNKNOWN_SHAPE) an int index along a relaxed dimension of ``value``."""
+    items = key if type(key) is tuple else (key,)
+    if sum(item is Ellipsis for item in items) > 1:
+        return   # NumPy raises whatever the sizes: refused as out of range
+    consumed = sum(item is not None and item is not Ellipsis for item in items)
+    axis = 0
+    for item in items:
+        if item is Ellipsis:
+            axis += max(value.ndim - consumed, 0)
+        elif item is not None:
+            if type(item) is int and axis < value.ndim and value.shape[axis] is None:
+                refuse_unknown(value, 'an item (an int index along a relaxed dimension)')
+            axis += 1
 
 
 _REFLECTED = {'__lt__': '__gt__', '__le__': '__ge__', '__gt__': '__lt__', '__ge__': '__le__',
@@ -221,9 +270,15 @@ def holds_stand_in(values, depth=0):
 
 def _all_alike(items):
     """Whether ``items`` is a non-empty list or tuple of stand-ins of one dtype and shape
-    (NumPy's conversion of it is stacking them)."""
-    return (type(items) in (list, tuple) and items and all(map(is_stand_in, items))
-            and len({(v.dtype, v.shape) for v in items}) == 1)
+    (NumPy's conversion of it is stacking them).  Several arrays with a relaxed
+    dimension refuse (UNKNOWN_SHAPE): whether they are alike depends on the sizes."""
+    if not (type(items) in (list, tuple) and items and all(map(is_stand_in, items))):
+        return False
+    if any(item is not items[0] for item in items):   # one array again: alike at any size
+        for item in items:
+            if not known(item.shape):
+                refuse_unknown(item, 'the shape (stacking it with other arrays)')
+    return len({(v.dtype, v.shape) for v in items}) == 1
 
 
 def stack(args, kwargs):

@@ -525,10 +525,10 @@ class TraceContext:
         found = self._arrays.get(id(value))
         if found is not None and found[0] is value:
             stand_in = found[1]
-            self.add_guard(GuardKind.ARRAY_MATCH, source, (value.dtype, value.shape))
+            self.add_guard(GuardKind.ARRAY_MATCH, source, (value.dtype, stand_in.shape))
         else:
-            stand_in = arrays.ArrayStandIn(shadow_heap.hoist_array(self, source, value),
-                                           value.dtype, value.shape)
+            hoisted, shape = shadow_heap.hoist_array(self, source, value)
+            stand_in = arrays.ArrayStandIn(hoisted, value.dtype, shape)
             self._arrays[id(value)] = (value, stand_in)
         self._remember(source, stand_in)   # and ALIAS_MATCH, per source
         return stand_in
