@@ -437,10 +437,13 @@ def test_a_failed_trace_is_not_repeated_for_new_dimensions(monkeypatch):
         return tape, x * 2.0
 
     jf = janus.function(make_tape)
-    for n in (2, 2, 2, 3, 4, 5, 6, 3):
+    for n in (2, 2, 2, 3):   # the build at the 4th call traces (relaxed, then exact shapes)
+        jf(tf.ones([n]))
+    first_build = len(traced)
+    for n in (4, 5, 6, 3, 7):
         tape, y = jf(tf.ones([n]))
         assert isinstance(tape, tf.GradientTape) and y.shape == [n]
-    assert len(traced) == 1, janus.explain(jf)
+    assert first_build >= 1 and len(traced) == first_build, janus.explain(jf)
 
 
 def _numbers(n):

@@ -14,15 +14,15 @@ import typing
 from janus.errors import ConversionError, ScalarValueNeeded
 from janus.reasons import Reason
 
-# Refusals that may hold under some dimensions of the arguments and not under others:
-# only these, raised by a trace with unknown dimensions, ask for a trace with the
-# call's exact shapes.  Any other refusal would recur there: the call shape (its
-# relaxed dimensions) is refused at once, so no failed trace is repeated for it.
-SHAPE_DEPENDENT = frozenset((Reason.TRACE_FAILED, Reason.UNKNOWN_SHAPE,
-                             Reason.DYNAMIC_ITERATION, Reason.INTERNAL_ERROR,
-                             Reason.BRANCH_TYPES, Reason.LOOP_CARRY_TYPES,
-                             Reason.TF_FUNCTION_RETRACE, Reason.PYTHON_RAISES,
-                             Reason.LIBRARY_SIDE_EFFECT))
+# Refusals no dimension of the arguments can change (the statement is refused
+# whatever a trace knows of shapes): a trace with unknown dimensions that fails
+# for one of these does not ask for a trace with the call's exact shapes.  Any
+# other refusal may (an unknown trip count makes a loop a tf.while_loop whose
+# list janus cannot return; exact shapes unroll it).
+SHAPE_INDEPENDENT = frozenset((Reason.NUMPY_IN_GRAPH, Reason.OUTSIDE_TAPE,
+                               Reason.TRY_STATEMENT, Reason.MATCH_STATEMENT,
+                               Reason.INLINE_CLASS, Reason.INLINE_IMPORT,
+                               Reason.ZERO_ARGUMENT_SUPER, Reason.GENERATOR))
 
 
 @dataclasses.dataclass(frozen=True)

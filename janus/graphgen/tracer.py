@@ -457,7 +457,7 @@ def _retrace_request(ctx, error, signature, heap_shapes):
     if isinstance(error, errors.ScalarValueNeeded):
         return retrace.PinNumbers(error, evolving)
     if heap_shapes is not None and signature.has_unknown_dims() \
-            and error.reason in retrace.SHAPE_DEPENDENT:
+            and error.reason not in retrace.SHAPE_INDEPENDENT:
         return retrace.ExactShapes(error, evolving)
     if evolving:
         return retrace.RelaxEvolving(error, evolving)
