@@ -550,11 +550,18 @@ class JanusFunction(callables.JanusCallable):
         cut run one at ``lines`` and ``line`` from now on (cuts stay one level deep:
         a segment call costs a janus call).  False when there is no such cut."""
         with self._lock:
+            while lines in self.state.recut:   # another segment of it re-cut it already
+                lines = self.state.recut[lines]
             wider = lines | {line}
+            if wider == lines:
+                return True
             made = self.state.splits.get(wider) or self._cut(error, wider, line)
             if made is None:
                 return False
-            self.state.replace_split(self.state.splits.get(lines), made)
+            old = self.state.splits.pop(lines, None)   # every call shape moves on: freed
+            if old is not None:
+                self.state.replace_split(old, made)
+            self.state.recut[lines] = wider
             return True
 
     def _cut(self, error, lines, line):

@@ -72,6 +72,7 @@ class FunctionState:
     split_signatures: list = dataclasses.field(default_factory=list)   # (Signature, Split)
     split_always: typing.Any = None
     unsplittable: set = dataclasses.field(default_factory=set)
+    recut: dict = dataclasses.field(default_factory=dict)   # lines -> the wider lines now cut
 
     def __post_init__(self):
         self.recorder = profiler.Recorder(self.profile)
@@ -92,6 +93,7 @@ class FunctionState:
 
     def replace_split(self, old, new):
         """The calls that ran cut ``old`` run cut ``new`` from now on."""
+        assert old is not None and new is not None
         if self.split_always is old:
             self.split_always = new
         self.split_signatures = [(signature, new if split is old else split)
