@@ -334,3 +334,36 @@ def test_the_skeleton_keeps_the_signature_and_defaults():
     calls = [((tf.constant([1.0]),), {}), ((tf.constant([1.0]), 3.0), {'shift': 0.5}),
              ((tf.constant([1.0]), 3.0, 'a', 'b'), {'k': 1}), ((tf.constant([2.0]),), {})] * 2
     differential(make, calls + [((), {})])
+
+
+def _segment_functions(jf):
+    """The janus functions of ``jf``'s segments, and theirs (a segment may break again)."""
+    found, todo = [], list(jf.state.split.slots)
+    while todo:
+        part = todo.pop(0)
+        found.append(part)
+        if part.state.split is not None:
+            todo += part.state.split.slots
+    return found
+
+
+def test_a_segment_with_a_maybe_unbound_input_breaks_again():
+    """Fuzzer finding (tests/fuzz_findings_breaks/): a segment whose input may be unbound
+    (bound in a loop that may not run) reads janus's helpers as a closure cell ``__jr``;
+    a second break in it cut it again with ``__jr`` a parameter twice (SyntaxError,
+    an internal error on every call)."""
+    def fn(x, n):
+        for _ in range(n):
+            last = x * 2.0
+        print('a', last.numpy())
+        z = last + 1.0
+        print('b', z.numpy())
+        return z * 2.0
+
+    def make():
+        return fn, None
+    calls = [((tf.constant([0.5, 1.0]), n), {}) for n in (2, 2, 2, 1, 2, 0, 3, 2, 2, 2, 0, 1)]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['split_calls'] > 0
+    events = [ev for part in [jf] + _segment_functions(jf) for ev in part.events]
+    assert not [ev for ev in events if ev.kind.value == 'internal error'], events

@@ -424,7 +424,9 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
     skeleton.decorator_list, skeleton.returns = [], None
     definitions = [skeleton] + [d for d, *_ in cutter.segments]
     freevars = fn.__code__.co_freevars
-    params = [n for n in freevars] + [SEGMENTS, HELPERS]
+    # a segment cut again (a second break in it) already has __jr (and maybe the
+    # segment list) among its cells: the new split's cells replace them
+    params = [n for n in freevars if n not in (SEGMENTS, HELPERS)] + [SEGMENTS, HELPERS]
     factory = gast.FunctionDef('__janus_split', gast.arguments(
         [gast.Name(n, gast.Param(), None, None) for n in params], [], None, [], [], None, []),
         definitions + [gast.Return(gast.Constant(None, None))], [], None, None, [])
