@@ -1887,6 +1887,15 @@ def f_static_eager(b):
 # what it changes (a NumPy RNG, a Python iterator, a list of floats, a counter) must be
 # what the next segment reads.
 
+def _break_calls(b):
+    """Enough calls for a break's segments to run graphs (a break is found when the first
+    graph is built, at call 4; each segment then profiles 3 calls of its own), and, half
+    the time, the regime flip after that: assumptions of the segments' graphs break."""
+    b.ncalls = max(b.ncalls, b.rng.randint(9, 13))
+    if b.rng.random() < 0.5:
+        b.flip = b.rng.randint(7, b.ncalls - 1)
+
+
 BREAK_PRINTS = [
     "print('loss', @T.numpy())",
     "print('total %.4f' % float(tf.reduce_sum(@T)))",
@@ -2310,6 +2319,8 @@ def generate(seed, index=None, skip=(), focus=()):
         if name in BREAK_FEATURES:
             for it in b.items[before:]:
                 it['brk'] = True
+    if any(name in BREAK_FEATURES for name in chosen):
+        _break_calls(b)
     b.features = chosen
     if not b.items:
         f_arith(b)
