@@ -367,3 +367,26 @@ def test_a_segment_with_a_maybe_unbound_input_breaks_again():
     assert janus.stats(jf)['split_calls'] > 0
     events = [ev for part in [jf] + _segment_functions(jf) for ev in part.events]
     assert not [ev for ev in events if ev.kind.value == 'internal error'], events
+
+
+def test_a_nested_function_writing_a_local_is_not_cut():
+    """Fuzzer finding (tests/fuzz_findings_breaks/): ``bump`` writes the local ``tally``
+    through ``nonlocal``; cut at the break, the segment defining ``bump`` kept the cell it
+    writes, and ``return tally`` read the skeleton's copy (0, eagerly 2)."""
+    def fn(x):
+        tally = 0
+
+        def bump():
+            nonlocal tally
+            tally += 1
+        size = int(np.ceil(float(tf.reduce_sum(tf.abs(x))))) % 4
+        for _ in range(2):
+            bump()
+        return tally, x * 2.0 + size
+
+    with pytest.raises(segments.CannotSplit):
+        segments.split(fn, [fn.__code__.co_firstlineno + 6])
+
+    def make():
+        return fn, None
+    differential(make, [((tf.constant([1.0, -0.5 * i]),), {}) for i in range(7)])

@@ -330,10 +330,16 @@ def _refuse_dynamic_scope(tree):
 
 def _refuse_escaping_closures(tree, local_names):
     """A nested function or lambda reading a local that is bound again after it (in
-    source order, or anywhere in a loop around it) would see the cut's copy."""
+    source order, or anywhere in a loop around it) would see the cut's copy; one
+    writing a local (``nonlocal``) would write the copy of the segment defining it."""
     for node in gast.walk(tree):
         if node is tree or not isinstance(node, (gast.FunctionDef, gast.Lambda)):
             continue
+        written = {n for inner in gast.walk(node) if isinstance(inner, gast.Nonlocal)
+                   for n in inner.names} & local_names
+        if written:   # its writes would go to the cell of the segment that defined it
+            raise CannotSplit('line %d: a nested function writes %s (nonlocal), a local of the '
+                              'function' % (node.lineno, ', '.join(sorted(written))))
         captured = {n.id for n in gast.walk(node) if isinstance(n, gast.Name)} & local_names
         captured -= scopes.bound_names(node)
         later = {n.id for n in gast.walk(tree) if isinstance(n, gast.Name)
