@@ -390,3 +390,36 @@ def test_a_nested_function_writing_a_local_is_not_cut():
     def make():
         return fn, None
     differential(make, [((tf.constant([1.0, -0.5 * i]),), {}) for i in range(7)])
+
+
+def test_locals_bound_in_a_try_body_before_an_exception_reach_the_handler():
+    """Fuzzer finding (tests/fuzz_findings_breaks/): the try body ran as one segment;
+    raising KeyError at its second statement, it returned none of its locals, so the
+    handler saw ``acc`` from before the body (janus 0.5, eagerly 1.5).  Each statement
+    of a try body is now a segment of its own."""
+    class Table:
+        def __init__(self):
+            self.table = {}
+
+        def lookup(self, x, p):
+            acc = x * 1.0
+            try:
+                acc = acc * 2.0
+                acc = acc + self.table['k%d' % p]
+            except KeyError:
+                acc = acc - 0.5
+                self.table['k%d' % p] = float(len(self.table))
+            for k in range(2):
+                try:
+                    acc = acc + 1.0
+                    acc = acc / (p - k)
+                except ZeroDivisionError:
+                    acc = acc * 3.0
+            return acc
+
+    def make():
+        table = Table()
+        return table.lookup, table
+    calls = [((tf.constant([1.0, 2.0]), p), {}) for p in (0, 1, 0, 2, 2, 3, 0, 4, 1, 5, 6)]
+    jf = differential(make, calls, lambda t: dict(t.table))
+    assert janus.stats(jf)['graph_part_calls'] > 0

@@ -156,28 +156,33 @@ class _Cutter:
         _refuse_escaping_closures(tree, self.locals)
         self.segments = []      # (FunctionDef, first, last, inputs, outputs, returns)
 
-    def block(self, stmts, bound, loops):
-        """The skeleton statements for ``stmts``, run from ``bound`` (liveness.Bound)."""
+    def block(self, stmts, bound, loops, guarded=False):
+        """The skeleton statements for ``stmts``, run from ``bound`` (liveness.Bound).
+
+        ``guarded``: the block is in a ``try`` body of the function, where an exception
+        may be caught and the function go on with the locals bound before it.  A segment that raises binds none of its locals, so there
+        every statement is a segment of its own (a compound one is kept in Python,
+        its bodies cut in turn): a statement that raises binds nothing eagerly either."""
         out, run = [], []
         for stmt in stmts:
-            kind = self._kind(stmt)
+            kind = self._kind(stmt, guarded)
             if kind == 'segment':
                 run.append(stmt)
-                if isinstance(stmt, gast.Return):
+                if isinstance(stmt, gast.Return) or guarded:
                     out += self._segment(run, bound, loops)
                     bound, run = bound.after_all(run), []
                 continue
             out += self._segment(run, bound, loops)
             bound, run = bound.after_all(run), []
             if kind == 'structural':
-                out.append(self._structural(stmt, bound, loops))
+                out.append(self._structural(stmt, bound, loops, guarded))
             elif not isinstance(stmt, (gast.Global, gast.Nonlocal)):
                 out.append(stmt)
             bound = bound.after(stmt)
         return out + self._segment(run, bound, loops)
 
-    def _kind(self, stmt):
-        if id(stmt) in self.structural:
+    def _kind(self, stmt, guarded=False):
+        if id(stmt) in self.structural or (guarded and _blocks(stmt)):
             return 'structural'
         if id(stmt) in self.python or isinstance(stmt, (gast.Global, gast.Nonlocal)):
             return 'python'
@@ -187,7 +192,7 @@ class _Cutter:
             return 'structural' if _blocks(stmt) else 'python'
         return 'segment'
 
-    def _structural(self, stmt, bound, loops):
+    def _structural(self, stmt, bound, loops, guarded=False):
         """``stmt`` kept in the skeleton, its bodies cut in turn."""
         stmt = copy.copy(stmt)
         inner = loops + 1 if isinstance(stmt, (gast.For, gast.While)) else loops
@@ -195,33 +200,35 @@ class _Cutter:
             start = bound if isinstance(stmt, gast.While) else bound.after(
                 gast.Assign([stmt.target], stmt.iter))
             start = liveness.Bound(start.surely, start.maybe | liveness.binds(stmt.body))
-            stmt.body = self.block(stmt.body, start, inner) or [gast.Pass()]
-            stmt.orelse = self.block(stmt.orelse, bound, loops)
+            stmt.body = self.block(stmt.body, start, inner, guarded) or [gast.Pass()]
+            stmt.orelse = self.block(stmt.orelse, bound, loops, guarded)
         elif isinstance(stmt, gast.If):
-            stmt.body = self.block(stmt.body, bound, loops) or [gast.Pass()]
-            stmt.orelse = self.block(stmt.orelse, bound, loops)
+            stmt.body = self.block(stmt.body, bound, loops, guarded) or [gast.Pass()]
+            stmt.orelse = self.block(stmt.orelse, bound, loops, guarded)
         elif isinstance(stmt, gast.With):
             targets = liveness.binds([i.optional_vars for i in stmt.items
                                       if i.optional_vars is not None])
             start = liveness.Bound(bound.surely | targets, bound.maybe | targets)
-            stmt.body = self.block(stmt.body, start, loops) or [gast.Pass()]
+            # a context manager suppressing an exception (contextlib.suppress) would need
+            # guarded=True too; not assumed: it would cut a GradientTape's body apart
+            stmt.body = self.block(stmt.body, start, loops, guarded) or [gast.Pass()]
         elif isinstance(stmt, gast.Try):
             maybe = liveness.Bound(bound.surely, bound.maybe | liveness.binds([stmt]))
-            stmt.body = self.block(stmt.body, bound, loops) or [gast.Pass()]
-            stmt.handlers = [self._handler(h, maybe, loops) for h in stmt.handlers]
-            stmt.orelse = self.block(stmt.orelse, maybe, loops)
-            stmt.finalbody = self.block(stmt.finalbody, maybe, loops)
+            stmt.body = self.block(stmt.body, bound, loops, True) or [gast.Pass()]
+            stmt.handlers = [self._handler(h, maybe, loops, guarded) for h in stmt.handlers]
+            stmt.orelse = self.block(stmt.orelse, maybe, loops, guarded)
+            stmt.finalbody = self.block(stmt.finalbody, maybe, loops, guarded)
         for field in ('body', 'orelse', 'finalbody'):
             if getattr(stmt, field, None):
                 for node in getattr(stmt, field):
                     _locate_missing(node, stmt)
         return stmt
 
-    def _handler(self, handler, bound, loops):
+    def _handler(self, handler, bound, loops, guarded):
         handler = copy.copy(handler)
         start = bound if handler.name is None else liveness.Bound(
             bound.surely | {handler.name.id}, bound.maybe | {handler.name.id})
-        handler.body = self.block(handler.body, start, loops) or [gast.Pass()]
+        handler.body = self.block(handler.body, start, loops, guarded) or [gast.Pass()]
         return handler
 
     def _segment(self, run, bound, loops):
