@@ -423,3 +423,30 @@ def test_locals_bound_in_a_try_body_before_an_exception_reach_the_handler():
     calls = [((tf.constant([1.0, 2.0]), p), {}) for p in (0, 1, 0, 2, 2, 3, 0, 4, 1, 5, 6)]
     jf = differential(make, calls, lambda t: dict(t.table))
     assert janus.stats(jf)['graph_part_calls'] > 0
+
+
+def test_a_name_bound_before_a_segment_and_maybe_in_it_keeps_its_value():
+    """Fuzzer finding (tests/fuzz_findings_breaks/): ``msg`` is bound (a parameter) and
+    the segment before the break binds it only when the branch runs, never reading it;
+    the segment returned ``msg`` as if bound inside it: UnboundLocalError when the
+    branch did not run.  Also through a second break in a segment (the fuzzer's case)."""
+    def fn(x, msg='none'):
+        if x[0] > 0.5:
+            msg = 'big'
+        print(msg, x.numpy())
+        return x * 2.0, msg
+
+    def twice(x):
+        acc = x * 1.0
+        msg = ''
+        print(acc.numpy())
+        if x[0] > 0.625:
+            msg = str(x)
+            acc = acc + 1.0
+        msg = msg + 'a'
+        return acc, msg
+
+    calls = [((tf.constant([v]),), {}) for v in [1.0] * 8 + [0.25, 1.0, 0.25]]
+    for function in (fn, twice):
+        jf = differential(lambda function=function: (function, None), calls)
+        assert janus.stats(jf)['split_calls'] > 0

@@ -240,7 +240,11 @@ class _Cutter:
         returns = isinstance(run[-1], gast.Return)
         inputs, maybe_unbound = self._inputs(run, bound)
         outputs = () if returns else self._outputs(run, loops)
-        after = bound.after_all(run)
+        # what is bound after the run *in the segment*: its inputs and what it binds (a
+        # name the skeleton has bound but the segment neither reads nor surely binds is
+        # not bound there: it comes back UNDEFINED and the skeleton keeps its own)
+        after = liveness.Bound(frozenset(inputs) - maybe_unbound,
+                               frozenset(inputs)).after_all(run)
         index = len(self.segments)
         name = '%s_lines_%d_%d' % (self.tree.name, _first_line(run[0]), run[-1].end_lineno)
         definition = self._definition(name, run, inputs, maybe_unbound, outputs, after)
