@@ -450,3 +450,32 @@ def test_a_name_bound_before_a_segment_and_maybe_in_it_keeps_its_value():
     for function in (fn, twice):
         jf = differential(lambda function=function: (function, None), calls)
         assert janus.stats(jf)['split_calls'] > 0
+
+
+def test_a_break_inside_a_gradient_tape_body():
+    """Fuzz-session finding (tests/fuzz_findings_breaks/): with a break inside the tape's
+    body, ``tape.gradient`` after it landed in a segment taking the tape as input; traced
+    in that segment's graph, the loss was a placeholder and the gradient None.  What a
+    ``with`` cut by a break binds is now read in Python only."""
+    class Step:
+        def __init__(self):
+            self.w = tf.Variable([1.0, 2.0])
+            self.losses = []
+
+        def step(self, x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = x * self.w
+                print('y', y.numpy())
+                loss = tf.reduce_sum(y * y)
+            gw, gx = tape.gradient(loss, [self.w, x])
+            self.w.assign_sub(0.01 * gw)
+            self.losses.append(float(loss))
+            return loss, gx
+
+    def make():
+        step = Step()
+        return step.step, step
+    calls = [((tf.constant([1.0, 0.5 * i]),), {}) for i in range(10)]
+    jf = differential(make, calls, lambda s: (s.w.numpy(), list(s.losses)))
+    assert janus.stats(jf)['graph_part_calls'] > 0

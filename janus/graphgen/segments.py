@@ -152,6 +152,15 @@ class _Cutter:
             self.structural |= {id(s) for s in outer}
         self.python_lines = sorted(_first_line(s) for s in gast.walk(tree)
                                    if id(s) in self.python)
+        # What a ``with`` cut by a break binds (``with tf.GradientTape() as tape``) is live
+        # across segments; a segment's graph would trace its methods apart from what it
+        # recorded (tape.gradient of a placeholder is None): statements reading it run
+        # in Python.
+        self.held = set()
+        for node in gast.walk(tree):
+            if isinstance(node, gast.With) and id(node) in self.structural:
+                self.held |= liveness.binds([item.optional_vars for item in node.items
+                                             if item.optional_vars is not None])
         _refuse_dynamic_scope(tree)
         _refuse_escaping_closures(tree, self.locals)
         self.segments = []      # (FunctionDef, first, last, inputs, outputs, returns)
@@ -186,6 +195,8 @@ class _Cutter:
             return 'structural'
         if id(stmt) in self.python or isinstance(stmt, (gast.Global, gast.Nonlocal)):
             return 'python'
+        if self.held and self.held & liveness.reads([stmt]):
+            return 'structural' if _blocks(stmt) else 'python'
         if isinstance(stmt, gast.Return):
             return 'segment'
         if _escapes(stmt):
