@@ -2111,6 +2111,31 @@ def f_break_counters(b):
     b.outs.append(C)
 
 
+def f_break_tape(b):
+    """A break inside a ``GradientTape`` body (a train step printing its loss), the
+    gradient taken after it; sometimes an optimizer-style update with it."""
+    W = b.fresh('WT')
+    b.glob(W, 'tf.Variable(%r)' % b.rng.choice([0.5, 1.5, -1.0]))
+    brk = b.rng.choice(["print('loss', loss_t.numpy())",
+                        "print('loss %.3f' % float(loss_t))",
+                        "if float(loss_t) > 50.0:\n    print('large loss')"])
+    watch = b.rng.random() < 0.5
+    body = ['tape_t.watch(x)'] if watch else []
+    body += ['y_t = tf.cast(acc, tf.float32) * %s' % W,
+             'loss_t = tf.reduce_sum(y_t * y_t) * 0.5'] + brk.split('\n')
+    if b.rng.random() < 0.4:
+        body.append('loss_t = loss_t + 0.0 * tf.reduce_sum(y_t)')
+    if watch:
+        after = ['gw_t, gx_t = tape_t.gradient(loss_t, [%s, x])' % W,
+                 'acc = acc + tf.cast(gx_t, acc.dtype) * 0.1']
+    else:
+        after = ['gw_t = tape_t.gradient(loss_t, %s)' % W]
+    if b.rng.random() < 0.6:
+        after.append('%s.assign_sub(0.01 * tf.clip_by_value(gw_t, -10.0, 10.0))' % W)
+    b.item(['with tf.GradientTape() as tape_t:'] + _indent(body) + after)
+    b.outs += [W, 'gw_t']
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -2139,11 +2164,13 @@ FEATURES = {
     'break_rng': f_break_rng, 'break_iter': f_break_iter, 'break_try': f_break_try,
     'break_stats': f_break_stats, 'break_unbound': f_break_unbound,
     'break_raise': f_break_raise, 'break_counters': f_break_counters,
+    'break_tape': f_break_tape,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
 BREAK_FEATURES = ('break_print', 'break_size', 'break_numpy', 'break_rng', 'break_iter',
-                  'break_try', 'break_stats', 'break_unbound', 'break_raise', 'break_counters')
+                  'break_try', 'break_stats', 'break_unbound', 'break_raise', 'break_counters',
+                  'break_tape')
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -2160,7 +2187,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'raise_mid': 2, 'static_eager': 1,
            'break_print': 3, 'break_size': 2, 'break_numpy': 2, 'break_rng': 2, 'break_iter': 2,
            'break_try': 2, 'break_stats': 2, 'break_unbound': 1, 'break_raise': 2,
-           'break_counters': 2}
+           'break_counters': 2, 'break_tape': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
