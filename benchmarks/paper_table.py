@@ -43,7 +43,8 @@ EXAMPLES = os.path.join(ROOT, 'examples')
 # name on the command line: (module in examples/, Workload class)
 MODELS = {'lenet': ('lenet', 'LeNet'), 'resnet': ('resnet', 'ResNet'),
           'lstm': ('lstm_lm', 'LSTMLanguageModel'), 'treernn': ('tree_rnn', 'TreeRNN'),
-          'a3c': ('a3c', 'A3C'), 'gan': ('gan', 'GAN'), 'keras': ('keras_loop', 'KerasLoop')}
+          'a3c': ('a3c', 'A3C'), 'gan': ('gan', 'GAN'), 'keras': ('keras_loop', 'KerasLoop'),
+          'reinforce': ('reinforce', 'Reinforce')}
 ABLATION_MODELS = ('lstm', 'a3c')
 # Figure 7's cumulative stages: (name, mode, janus.config knobs).
 SERIAL_STAGES = (('IMP', 'eager', {}),

@@ -98,6 +98,7 @@ def short_traceback(error, frames=6):
 LIFETIME_ATTRIBUTES = frozenset((
     'fn', 'distributed', '_profile_calls', '_strict', 'target', 'function', 'name',
     'defined_at', 'stats', 'events', '_lock', '_local', 'state', '_reentry_noted',
+    'split_owner',
     'logged_reasons', '__wrapped__') + functools.WRAPPER_ASSIGNMENTS)
 
 
@@ -119,6 +120,7 @@ class JanusFunction(callables.JanusCallable):
         self.stats = Stats()               # lifetime counters (janus.stats)
         self.events = collections.deque(maxlen=200)
         self.logged_reasons = set()   # (kind, detail) explain.note logged already
+        self.split_owner = None   # a segment's: (owner JanusFunction, its cut's lines, slot)
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
         self._local = threading.local()    # per thread: is a call of this function running
         self._start_over()
@@ -169,7 +171,7 @@ class JanusFunction(callables.JanusCallable):
         if step is Step.REPLAY:
             return self._run(entry, call)
         if step is Step.SPLIT:
-            return self._run_split(call)
+            return self._run_split(entry, call)
         if step is Step.PROFILE:                      # warm-up, re-profile
             return self._run_profiled(call, count=not misses)
         return self._run_plain(call)                  # could not generate, or bad arguments
@@ -181,8 +183,8 @@ class JanusFunction(callables.JanusCallable):
             return Step.PLAIN, None, ()
         if not function_state.same_definition(self.function, self.state.defined_as):
             self._redefined()
-        if self.state.split is not None:
-            return Step.SPLIT, None, ()
+        if self.state.split_always is not None:   # the converter refused a statement
+            return Step.SPLIT, self.state.split_always, ()
         try:
             call.bound = self._bind(call.full_args, call.full_kwargs)
         except TypeError:
@@ -192,6 +194,9 @@ class JanusFunction(callables.JanusCallable):
             entry, misses = self.cache.lookup(call.arguments)
             if entry is not None:
                 return Step.REPLAY, entry, misses
+            split = self.state.split_for(call.arguments)
+            if split is not None:   # this call shape failed at a statement: cut there
+                return Step.SPLIT, split, ()
             step = self._next_step(misses)
             if misses and (self._relax_scalars(call.arguments)
                            | self._pass_lists_whole(misses, call.arguments)):
@@ -201,8 +206,10 @@ class JanusFunction(callables.JanusCallable):
                 step = Step.GENERATE
             if step is Step.GENERATE:
                 entry = self._generate(call.bound, call.arguments)
+                if isinstance(entry, segments.Split):
+                    return Step.SPLIT, entry, misses
                 if entry is None:
-                    return (Step.PLAIN if self.state.split is None else Step.SPLIT), None, misses
+                    return Step.PLAIN, None, misses
                 self.reprofile_budget = config.reprofile_calls
                 return Step.REPLAY, entry, misses
         return step, None, misses
@@ -381,6 +388,12 @@ class JanusFunction(callables.JanusCallable):
         build there broke there: kept, rebuilt or given up (``plan.SpeculationState``)."""
         if outcome.verdict is Verdict.KEEP:
             return
+        if outcome.verdict is Verdict.BREAK:
+            with self._lock:
+                self.cache.remove(entry)
+            if self._break_at(outcome.break_error, entry.signature) is not None:
+                return
+            outcome = dataclasses.replace(outcome, verdict=Verdict.REBUILD)
         where = ', '.join(self.site_name(key) for key in outcome.unbuildable)
         text = ('%s: the outcome janus had to assume (real control flow failed to build there) '
                 'broke in %d of %d runs' % (where, outcome.breaks, outcome.runs))
@@ -449,14 +462,14 @@ class JanusFunction(callables.JanusCallable):
         self.stats.imperative_calls += 1
         return self.fn(*call.args, **call.kwargs)
 
-    def _run_split(self, call):
+    def _run_split(self, split, call):
         """The skeleton: the statements janus could not convert in Python, each
         segment around them through its own janus function."""
         self.stats.split_calls += 1
-        parts = self.state.split.slots
+        parts = [part for part in split.slots if isinstance(part, JanusFunction)]
         before = sum(_graph_runs(part) for part in parts)
         try:
-            return self.state.split.skeleton(*call.full_args, **call.full_kwargs)
+            return split.skeleton(*call.full_args, **call.full_kwargs)
         finally:
             if sum(_graph_runs(part) for part in parts) > before:
                 self.stats.graph_part_calls += 1
@@ -486,6 +499,9 @@ class JanusFunction(callables.JanusCallable):
         self.graphs_built += 1
         self.stats.graphs_built += 1
         self.stats.evictions += len(self.cache.insert(entry))
+        if self.split_owner is not None and not entry.does_tensor_work():
+            owner, lines, index = self.split_owner
+            owner._run_plainly(lines, index, self.function)
         self._event(EventKind.GRAPH_BUILT, 'graph #%d built in %.0f ms, %d guards' % (
             entry.number, entry.trace_seconds * 1e3, len(entry.describe_guards())),
             graph=entry.number)
@@ -499,41 +515,95 @@ class JanusFunction(callables.JanusCallable):
                                   short_traceback(refused.internal))
         if not _deferred(error):   # deferred: this call only (an optimizer builds in it)
             _without_frames(error)   # kept: its frames would keep the trace's objects alive
-            if self._break_at(error):
-                return None
+            split = self._break_at(error, refused.signature)
+            if split is _RECUT:
+                return None   # this call runs plainly; the owner's next calls, the new cut
+            if split is not None:
+                return split
             if refused.signature is not None:
                 self.state.note_failed(refused.signature, error)
         return self._give_up(error)
 
-    def _break_at(self, error):
-        """Whether the statement ``error`` stopped in now runs in Python, the rest of
-        the function in segments (``graphgen/segments.py``): from now on every call
-        runs the split function."""
+    def _break_at(self, error, signature):
+        """The ``segments.Split`` that runs the statement ``error`` stopped in in
+        Python and the rest of the function in segments, from now on for the calls
+        ``signature`` matches (None: every call; the converter refused the statement);
+        None when there is no such cut."""
         line = error.statement_line
-        if line is None and error is self.failed_conversion and error.lineno is not None \
+        static = error is self.failed_conversion
+        if line is None and static and error.lineno is not None \
                 and error.filename == self.function.__code__.co_filename:
             line = error.lineno   # the converter refused a statement of this function
         if line is None or not tracer.breaks_at_statement_line(error, line):
-            return False
+            return None
+        if self.split_owner is not None:   # a segment: its owner cuts itself there too
+            owner, lines, _ = self.split_owner
+            return _RECUT if owner._recut(lines, line, error) else None
+        lines = frozenset((line,))
+        made = self.state.splits.get(lines) or self._cut(error, lines, line)
+        if made is not None and (static or signature is not None):
+            self.state.note_split(None if static else signature, made)
+        return made
+
+    def _recut(self, lines, line, error):
+        """A segment of the cut at ``lines`` failed at ``line``: the calls that ran that
+        cut run one at ``lines`` and ``line`` from now on (cuts stay one level deep:
+        a segment call costs a janus call).  False when there is no such cut."""
+        with self._lock:
+            wider = lines | {line}
+            made = self.state.splits.get(wider) or self._cut(error, wider, line)
+            if made is None:
+                return False
+            self.state.replace_split(self.state.splits.get(lines), made)
+            return True
+
+    def _cut(self, error, lines, line):
+        """The function cut at ``lines`` (remembered), or None (the reason recorded);
+        ``line``: the one ``error`` refused, new in ``lines``."""
+        if lines in self.state.unsplittable:
+            return None
         try:
-            made = segments.split(self.function, [line])
+            made = segments.split(self.function, sorted(lines))
+        except segments.NothingToCut:
+            self.state.unsplittable.add(lines)   # the refusal stands, as it is
+            return None
         except segments.CannotSplit as e:
+            self.state.unsplittable.add(lines)
             self._event(EventKind.GRAPH_BREAK, 'no graph break at line %d: %s' % (line, e),
                         reason=Reason.CANNOT_SPLIT, filename=error.filename, lineno=line)
-            return False
+            return None
         except Exception as e:  # noqa: BLE001 - a splitter bug: the function runs as before
             self._internal_error('cutting the function at a graph break', e)
-            return False
-        made.slots[:] = [JanusFunction(part.function, profile_calls=self._profile_calls,
-                                       strict=self._strict) for part in made.segments]
-        self.state.split = made
+            self.state.unsplittable.add(lines)
+            return None
+        parts = []
+        for index, part in enumerate(made.segments):
+            jf = JanusFunction(part.function, profile_calls=self._profile_calls,
+                               strict=self._strict)
+            jf.split_owner = (self, lines, index)
+            parts.append(jf)
+        made.slots[:] = parts
+        self.state.splits[lines] = made
         cause = error.error if isinstance(getattr(error, 'error', None), ConversionError) \
             else error   # real control flow failed to build around the statement
         self._event(EventKind.GRAPH_BREAK, 'line %d runs in Python (%s); %s run as graphs of '
                     'their own' % (line, cause.context, ', '.join(
                         'lines %d-%d' % (p.first_line, p.last_line) for p in made.segments)),
                     error=cause, lineno=line, filename=self.function.__code__.co_filename)
-        return True
+        return made
+
+    def _run_plainly(self, lines, index, function):
+        """Segment ``index`` of the cut at ``lines`` built a graph with no tensor work
+        (list appends, Python arithmetic): the skeleton calls it as plain Python from
+        now on, which costs less than a janus call."""
+        split = self.state.splits.get(lines)
+        if split is None or split.slots[index] is function:
+            return
+        split.slots[index] = function
+        part = split.segments[index]
+        self._event(EventKind.GRAPH_BREAK, 'lines %d-%d do no tensor work: they run as plain '
+                    'Python from now on' % (part.first_line, part.last_line),
+                    lineno=part.first_line, filename=self.function.__code__.co_filename)
 
     def _convert(self):
         """The converted function; raises the ConversionError that stopped it (kept:
@@ -633,6 +703,9 @@ class JanusFunction(callables.JanusCallable):
             self._record_internal('instrumenting for the profiler',
                                   '%s: %s' % (type(e).__name__, e), short_traceback(e))
         return None
+
+
+_RECUT = object()   # _break_at: a segment's owner took the break (it cut itself anew)
 
 
 def _graph_runs(jf):

@@ -20,6 +20,7 @@ from janus.guards import (PRIMITIVES, SCALAR_INT_BOUND, EagerTensor, GuardKind, 
                           describe_value, dims_compatible, dynamic_float_ok, same_constant,
                           tensor_dims)
 from janus.reasons import Reason
+from janus.runtime import arrays
 
 
 def _item_reader(names):
@@ -61,6 +62,40 @@ class TensorNode:
 
     def describe(self):
         return '%s: %s%s' % (self.path, self.dtype.name, self.shape)
+
+
+class ArrayNode:
+    """A NumPy ndarray argument (numbers or bools): one graph input fed with a copy of
+    its values on every call, guarded by type, dtype and shape (ARRAY_MATCH: its rank,
+    and every dimension the spec knows; one that differed between calls is relaxed to
+    None, as for tensors); the trace sees an ``arrays.ArrayStandIn``."""
+
+    def __init__(self, path, value, shape=None):
+        self.path, self.dtype = path, value.dtype
+        self.spec_shape = specialized(tf.TensorShape(value.shape if shape is None else shape))
+        self.shape = tuple(self.spec_shape.as_list())   # None: any size there
+        self.tf_dtype = tf.as_dtype(value.dtype)
+
+    def check(self, value):
+        if type(value) is np.ndarray and value.dtype == self.dtype and (
+                value.shape == self.shape or dims_compatible(self.shape, value.shape)):
+            return None
+        return Miss(GuardKind.ARRAY_MATCH, self.path, describe_value((self.dtype, self.shape)),
+                    describe_value(value))
+
+    def flatten(self, value, out):
+        out.append(arrays.feed(value))
+
+    def placeholder(self, inputs, memo):
+        stand_in = arrays.ArrayStandIn(next(inputs), self.dtype, self.shape)
+        memo[id(self)] = stand_in
+        return stand_in
+
+    def specs(self, out):
+        out.append(tf.TensorSpec(self.spec_shape, self.tf_dtype))
+
+    def describe(self):
+        return '%s: NumPy array %s%s' % (self.path, self.dtype, list(self.shape))
 
 
 class _NoInputNode:
@@ -310,8 +345,32 @@ class DictNode:
         return '%s: dict%r' % (self.path, self.keys)
 
 
+class SameArrayNode:
+    """An ndarray passed again (``f(a, a)``): the stand-in of its first occurrence, one
+    object in the trace too; checked like it (ALIAS_MATCH says it is the same one)."""
+
+    def __init__(self, path, first):
+        self.path, self.first = path, first
+
+    def check(self, value):
+        miss = self.first.check(value)
+        return miss._replace(where=self.path) if miss else None
+
+    def flatten(self, value, out):
+        pass
+
+    def placeholder(self, inputs, memo):
+        return memo[id(self.first)]
+
+    def specs(self, out):
+        pass
+
+    def describe(self):
+        return '%s: the NumPy array %s' % (self.path, self.first.path)
+
+
 def _placeholder(node, inputs, memo):
-    if isinstance(node, (SequenceNode, DictNode)):
+    if isinstance(node, (SequenceNode, DictNode, ArrayNode, SameArrayNode)):
         return node.placeholder(inputs, memo)
     return node.placeholder(inputs)
 
@@ -387,6 +446,15 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
         raise UnsupportedArgument(Reason.SYMBOLIC_ARGUMENT,
                                   '%s: a symbolic tensor (janus function called inside a graph)'
                                   % path)
+    if arrays.is_numeric_array(value):
+        first = seen.get(id(value))
+        if first is not None:
+            return SameArrayNode(path, first)
+        shape = None if shapes is None else shapes.get(array_shape_key(path, value))
+        node = seen[id(value)] = ArrayNode(path, value, shape)
+        return node
+    if isinstance(value, (np.number, np.bool_)) and not isinstance(value, np.complexfloating):
+        return ConstNode(path, value)   # immutable, guarded by value (its type included)
     if type(value).__module__ == 'numpy':
         raise UnsupportedArgument(Reason.NUMPY_ARGUMENT,
                                   '%s: a NumPy value (%s); pass a tf.Tensor to get a graph'
@@ -432,12 +500,23 @@ def widen_shape(old, new):
     return tf.TensorShape(old).most_specific_compatible_shape(tf.TensorShape(new))
 
 
+def array_shape_key(path, array):
+    """Where ``shapes`` keeps the relaxed shape of NumPy arrays of ``array``'s rank at
+    ``path``: one per rank (a rank change is a miss, never relaxed)."""
+    return ('array', path, array.ndim)
+
+
 def record_shapes(value, path, shapes, depth=0):
-    """Accumulates, per tensor path, the relaxed shape of every call seen."""
+    """Accumulates, per tensor path (per NumPy array path and rank), the relaxed shape
+    of every call seen."""
     if depth > 16:
         return   # deep or cyclic nesting: such arguments are refused by node_for
     if type(value) is EagerTensor:
         shapes[path] = widen_shape(shapes[path], value.shape) if path in shapes else value.shape
+    elif arrays.is_numeric_array(value):
+        key = array_shape_key(path, value)
+        shapes[key] = widen_shape(shapes[key], value.shape) if key in shapes \
+            else tf.TensorShape(value.shape)
     elif type(value) is list or isinstance(value, tuple):
         for i, v in enumerate(value):
             record_shapes(v, '%s[%d]' % (path, i), shapes, depth + 1)

@@ -142,7 +142,7 @@ def _explain_one(jf, verbose):
                  'graphs built %d, cache misses %d, evictions %d'
                  % (s.calls, s.graph_calls, s.profiled_calls, s.imperative_calls, s.fallbacks,
                     s.graphs_built, s.cache_misses, s.evictions), '  ', '    ')
-    if jf.failed_conversion is not None:
+    if jf.failed_conversion is not None and jf.state.split_always is None:
         where, advice = _imperative(jf, jf.failed_conversion.reason,
                                     _error_line(jf.failed_conversion))
         reason = _short_paths(str(jf.failed_conversion))
@@ -178,19 +178,25 @@ def _explain_one(jf, verbose):
 def _explain_split(jf, verbose):
     """A function run with graph breaks: what runs in Python, then each segment's
     own report, indented."""
-    split = jf.state.split
-    if split is None:
+    splits = list(jf.state.splits.values())
+    if not splits:
         return []
     s = jf.stats
-    out = _wrap('graph breaks: %d calls ran with them, %d of them ran graphs; lines %s run in '
-                'Python, %d segments in graphs of their own:'
+    out = _wrap('graph breaks: %d calls ran with them, %d of them ran graphs%s:'
                 % (s.split_calls, s.graph_part_calls,
-                   ', '.join(str(n) for n in split.python_lines), len(split.segments)),
-                '  ', '    ')
-    for part in split.slots:
-        if callables.is_janus(part):
-            out += ['    ' + line for line in _explain_one(part.__janus_function__,
-                                                           verbose).split('\n')]
+                   '' if jf.state.split_always is not None else
+                   ' (the call shapes whose trace failed at a statement)'), '  ', '    ')
+    for split in splits:
+        many = len(split.python_lines) > 1
+        out += _wrap('%s %s %s in Python, %d segment%s in graphs of their own:'
+                     % ('lines' if many else 'line',
+                        ', '.join(str(n) for n in split.python_lines), 'run' if many else 'runs',
+                        len(split.segments), 's' if len(split.segments) > 1 else ''),
+                     '    ', '      ')
+        for part in split.slots:
+            if callables.is_janus(part):
+                out += ['      ' + line for line in _explain_one(part.__janus_function__,
+                                                                 verbose).split('\n')]
     return out
 
 
@@ -526,6 +532,11 @@ def _is_number(value):
 def _guard_advice(kind, values=()):
     if kind in ('SHAPE_MATCH', 'TENSOR_MATCH'):
         return FIX + 'pad or bucket the inputs to a few shapes'
+    if kind == 'ARRAY_MATCH':
+        return FIX + ('pass NumPy arrays of one rank and dtype (astype before the call); a '
+                      'dimension that varies is relaxed unless the code reads its size '
+                      '(len(a), a.shape: use tf.shape(tf.constant(a)), or pad or bucket the '
+                      'arrays to a few shapes)')
     if kind == 'DTYPE_MATCH':
         return FIX + 'pass tensors of one dtype (tf.cast before the call)'
     if kind in ('VALUE_MATCH', 'EQUALS_MATCH'):

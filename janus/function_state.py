@@ -65,7 +65,13 @@ class FunctionState:
     opaque_lists: set = dataclasses.field(default_factory=set)   # list args passed as such
     miss_values: dict = dataclasses.field(default_factory=dict)  # (kind, where) -> values
     reprofile_budget: int = 0                   # profiled calls still due after a miss
-    split: typing.Any = None                    # segments.Split: runs with graph breaks
+    # Graph breaks (graphgen/segments.py): the function cut at a line, per line; the
+    # call shapes that run each cut (a trace of theirs failed at that line); the cut
+    # every call runs (the converter refused a statement); lines a cut was refused at.
+    splits: dict = dataclasses.field(default_factory=dict)   # frozenset of lines -> Split
+    split_signatures: list = dataclasses.field(default_factory=list)   # (Signature, Split)
+    split_always: typing.Any = None
+    unsplittable: set = dataclasses.field(default_factory=set)
 
     def __post_init__(self):
         self.recorder = profiler.Recorder(self.profile)
@@ -75,6 +81,28 @@ class FunctionState:
         """A call shape that runs imperatively from now on, and why (bounded)."""
         self.failed_signatures.append((signature, error))
         del self.failed_signatures[:-_FAILED_SIGNATURES]
+
+    def note_split(self, signature, split):
+        """Calls ``signature`` matches (None: every call) run ``split`` from now on."""
+        if signature is None:
+            self.split_always = split
+            return
+        self.split_signatures.append((signature, split))
+        del self.split_signatures[:-_FAILED_SIGNATURES]
+
+    def replace_split(self, old, new):
+        """The calls that ran cut ``old`` run cut ``new`` from now on."""
+        if self.split_always is old:
+            self.split_always = new
+        self.split_signatures = [(signature, new if split is old else split)
+                                 for signature, split in self.split_signatures]
+
+    def split_for(self, arguments):
+        """The cut the call with ``arguments`` runs, or None."""
+        for signature, split in reversed(self.split_signatures):
+            if signature.check(arguments) is None:
+                return split
+        return None
 
     def site_name(self, key):
         """A site as the user reads it: the function, the line and the statement kind."""

@@ -15,6 +15,7 @@ import collections
 import enum
 import math
 
+import numpy as np
 import tensorflow as tf
 
 from janus import pytypes, sources
@@ -45,6 +46,7 @@ class GuardKind(enum.Enum):
     EQUALS_MATCH = 'EQUALS_MATCH'  # a flat list/tuple/dict of Python constants equal, one C-level compare
     SCALAR_MATCH = 'SCALAR_MATCH'  # a relaxed Python number (a graph input): same type, an int within +-2**62
     SET_MATCH = 'SET_MATCH'        # a set/frozenset of constants equal, item types and float signs too (order-free)
+    ARRAY_MATCH = 'ARRAY_MATCH'    # a NumPy ndarray of this dtype and this shape, relaxed dims any size (fed per run)
 
 
 SCALAR_INT_BOUND = 2 ** 62   # a dynamic int stays strictly inside +-this (int64 never wraps)
@@ -62,6 +64,10 @@ Miss = collections.namedtuple('Miss', 'kind where expected actual key', defaults
 
 
 def describe_value(value):
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], np.dtype):
+        return 'array %s%s' % (value[0], list(value[1]))
+    if type(value) is np.ndarray:
+        return 'array %s%s' % (value.dtype, list(value.shape))
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tf.DType):
         return 'tensor %s%s' % (value[0].name, value[1])
     if isinstance(value, EagerTensor):
@@ -74,7 +80,7 @@ def same_constant(a, b):
     """Python-constant equality that also says NaN == NaN and 1 != 1.0 != True."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, float):
+    if isinstance(a, (float, np.floating)):   # NumPy's floats too (VALUE_MATCH of np.float32)
         if math.isnan(a) and math.isnan(b):
             return True
         # -0.0 == 0.0, but repr, copysign and 1 / x tell them apart
@@ -271,6 +277,14 @@ def _tensor_match(expected):
                       and dims_compatible(dims, tensor_dims(v)))
 
 
+def _array_match(dtype, shape):
+    """A NumPy array of ``dtype``, its shape ``shape`` (None: any size there)."""
+    if None not in shape:
+        return lambda v: type(v) is np.ndarray and v.shape == shape and v.dtype == dtype
+    return lambda v: (type(v) is np.ndarray and v.dtype == dtype
+                      and dims_compatible(shape, v.shape))
+
+
 # Per guard kind: expected -> predicate on the re-read value.
 def _same_items(values, expected):
     """Item by item: the same type, and a float's sign (``==`` holds for 0.0 and -0.0,
@@ -326,6 +340,7 @@ _PREDICATES = {
     # A version compare; a fingerprint only after a change (runtime/library_config.py).
     GuardKind.LIBRARY_CONFIG: lambda e: e.holds,
     GuardKind.TENSOR_MATCH: _tensor_match,
+    GuardKind.ARRAY_MATCH: lambda e: _array_match(*e),
     GuardKind.SCALAR_MATCH: lambda e: lambda v: type(v) is e and (
         dynamic_float_ok(v) if e is float else -SCALAR_INT_BOUND < v < SCALAR_INT_BOUND),
 }

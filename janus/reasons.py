@@ -46,10 +46,11 @@ class Reason(enum.Enum):
                        'that does the tensor work (janus does not convert recursion)')
     RECOMPILE_LIMIT = (True, 'keep the arguments that changed between calls the same, or '
                              'raise janus.config.recompile_limit')
-    CANNOT_SPLIT = (True, 'a graph break cannot go here (the message says why): bind the '
-                          'local a nested function reads only before the function is made, '
-                          'or move the statement janus cannot convert into a function of '
-                          'its own')
+    OUTSIDE_TAPE = (False, 'the statement using a GradientTape that records outside the '
+                           'graph runs in Python (a graph break); the graphs around it are '
+                           'recorded on the tape as eager ops are')
+    CANNOT_SPLIT = (False, 'the function runs imperatively: janus cannot cut it at that '
+                           'statement without changing what it means (the message says why)')
     LAYER_NOT_BUILT = (False, 'only this first call (the one that creates the variables) runs '
                               'imperatively; later calls convert')
     INTERNAL_ERROR = (False, 'a janus bug, not your code; the call ran as plain Python (please '
@@ -63,7 +64,9 @@ class Reason(enum.Enum):
                                   'pass them as tensors if they keep changing')
 
     # -- statements the generator does not convert ----------------------------------
-    TRY_STATEMENT = (True, 'move the try/except out of the janus function, around the call')
+    TRY_STATEMENT = (True, 'the try statement runs in Python and the code in it in graphs (a '
+                           'graph break); for one graph, move the try/except out of the janus '
+                           'function, around the call')
     MATCH_STATEMENT = (True, 'use if/elif instead of match')
     INLINE_CLASS = (True, 'define the class at module level')
     INLINE_IMPORT = (True, 'import at module level')
@@ -122,6 +125,11 @@ class Reason(enum.Enum):
                             'float() on the result after the call returns (janus runs the '
                             'statement in Python, a graph break, and the code around it in '
                             'graphs)')
+    NUMPY_ARRAY = (True, 'convert the NumPy array with tf.constant(a) (or tf.convert_to_tensor) '
+                         'and compute on the tensor: janus feeds the array to the graph on '
+                         'every call, but NumPy on it (arithmetic with other arrays or '
+                         'numbers, its methods, truth, iteration, item writes) runs in Python '
+                         '(a graph break)')
     TENSOR_KEY = (True, 'compare the tensors with `is` (janus keeps identity), or key the '
                         'cache outside the janus function')
     TENSOR_TYPE = (True, 'test isinstance(x, tf.Tensor) instead of type(x)')

@@ -122,3 +122,11 @@ def strict():
     """Claims the program converts: any imperative fallback is an error."""
     with janus.config.patch(strict=True):
         yield
+
+
+@pytest.fixture
+def without_graph_breaks():
+    """For tests of what janus does where it cannot convert a statement and does not
+    cut the function there: assumed outcomes, whole-function fallback."""
+    with janus.config.patch(graph_breaks=False):
+        yield

@@ -301,7 +301,8 @@ def test_unconvertible_every_n_branch_from_step_0_is_assumed():
     jf = janus.function(t.train)
     for _ in range(60):
         jf(tf.constant([1.0, 0.5]))
-    assert janus.stats(jf)['graph_calls'] >= 50, janus.explain(jf)
+    stats = janus.stats(jf)   # whole-function graphs, then graph segments around a break
+    assert stats['graph_calls'] + stats['graph_part_calls'] >= 50, janus.explain(jf)
 
 
 def test_unconvertible_every_n_branch_taken_at_the_first_trace_is_assumed():
@@ -311,4 +312,5 @@ def test_unconvertible_every_n_branch_taken_at_the_first_trace_is_assumed():
     jf = janus.function(t.train)
     for _ in range(60):
         jf(tf.constant([1.0, 0.5]))
-    assert janus.stats(jf)['graph_calls'] >= 50, janus.explain(jf)
+    stats = janus.stats(jf)   # whole-function graphs, then graph segments around a break
+    assert stats['graph_calls'] + stats['graph_part_calls'] >= 50, janus.explain(jf)

@@ -13,6 +13,7 @@ either version.
   trace failure that relaxing the number fixed left an exact-shape graph: a
   cache miss and a new graph per shape).
 """
+import pytest
 import tensorflow as tf
 
 import janus
@@ -58,6 +59,7 @@ def _counter_state(counter):
     return counter.step
 
 
+@pytest.mark.usefixtures('without_graph_breaks')   # with them: a break at the 2nd break
 def test_a_rewritten_number_made_dynamic_keeps_the_relaxed_shapes():
     """Every 4th step takes a branch janus does not convert; the first trace (step 4)
     takes it statically and fails.  Made dynamic, the step's test is a tf.cond whose

@@ -5,7 +5,9 @@ real control flow from the first graph: assuming its outcome would break at
 the first call that takes the other path.  Where real control flow cannot be
 built (the branch calls something janus does not convert), the outcome is
 assumed instead and only the calls that take the other path run imperatively;
-when that happens too often the graph is dropped.  Every test compares janus
+when that happens too often the graph is dropped (these tests run without graph
+breaks; with them, the statement runs in Python once the other path is taken
+again: tests/test_graph_breaks.py).  Every test compares janus
 with eager on fresh objects after every call: returns, stdout, state.
 """
 import contextlib
@@ -101,6 +103,7 @@ def test_every_n_branch_is_real_control_flow_from_the_first_graph():
     assert stats['graph_calls'] >= 55, stats
 
 
+@pytest.mark.usefixtures('without_graph_breaks')
 def test_unconvertible_branch_is_assumed_and_its_rare_calls_run_imperatively():
     jf = differential('train_and_save', every=20, calls=100)
     stats = janus.stats(jf)
@@ -111,6 +114,7 @@ def test_unconvertible_branch_is_assumed_and_its_rare_calls_run_imperatively():
     assert 'assumed instead' in report and 'kept while rare' in report, report
 
 
+@pytest.mark.usefixtures('without_graph_breaks')
 def test_assumed_outcome_breaking_often_drops_the_graph():
     """From step 5 on, 3 calls in 4 take the other path: more breaks than
     1 + ``assumed_break_rate`` x successful runs, so the graph is dropped and the calls
@@ -125,6 +129,7 @@ def test_assumed_outcome_breaking_often_drops_the_graph():
     assert 'had to assume' in report and "calls to 'open'" in report, report
 
 
+@pytest.mark.usefixtures('without_graph_breaks')
 def test_every_few_calls_keeps_the_graph():
     """Every 5th call takes the other path: the graph stays (it holds 4 calls in 5)."""
     jf = differential('train_and_save', every=5, calls=40)
@@ -133,6 +138,7 @@ def test_every_few_calls_keeps_the_graph():
     assert stats['graph_calls'] == 29, stats      # 40 calls: 3 profiled, 8 broke
 
 
+@pytest.mark.usefixtures('without_graph_breaks')
 def test_break_rate_is_a_knob():
     """With a rate of 0 and no rebuilds, the graph survives one break only (the free
     one), then the calls run imperatively."""
@@ -144,6 +150,7 @@ def test_break_rate_is_a_knob():
     assert stats['graph_calls'] == 4 + 7, stats
 
 
+@pytest.mark.usefixtures('without_graph_breaks')
 def test_graph_built_on_a_call_taking_the_other_path():
     """Training resumed at step 16, saving every 20 steps: the call that builds the
     first graph (step 20) takes the branch janus cannot convert."""
@@ -160,6 +167,7 @@ def test_graph_built_on_a_call_taking_the_other_path():
     assert stats['graphs_built'] == 1 and stats['graph_calls'] >= 53, janus.explain(jf)
 
 
+@pytest.mark.usefixtures('without_graph_breaks')
 def test_relaxed_tensor_branch_that_cannot_be_built_assumes_the_usual_outcome():
     """A tensor test whose assumption broke (the loss rose) and whose real control flow
     cannot be built: the next graph assumes what the profile showed most often."""

@@ -235,7 +235,8 @@ def test_the_relax_scalars_knob(knob):
 
 
 def test_numpy_scalars_are_not_dynamic_scalars():
-    """A NumPy number read from outside is refused (frozen otherwise), as before."""
+    """A NumPy number read from outside is a constant guarded by value (VALUE_MATCH),
+    never a dynamic scalar."""
     def make():
         c = Counter()
         c.scale = np.float32(2.0)

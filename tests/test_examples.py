@@ -29,6 +29,7 @@ import gan  # noqa: E402
 import keras_loop  # noqa: E402
 import lenet  # noqa: E402
 import lstm_lm  # noqa: E402
+import reinforce  # noqa: E402
 import resnet  # noqa: E402
 import tree_rnn  # noqa: E402
 
@@ -55,6 +56,10 @@ class GAN(gan.GAN):
     examples = 400                                  # batches of 128: every 4th is short (16)
 
 
+class Reinforce(reinforce.Reinforce):
+    log_every, max_frames = 3, 12           # short episodes; the print every 3rd
+
+
 class KerasLoop(keras_loop.KerasLoop):
     print_every = 3
     examples = 300                          # epochs of 5 batches, the last one short (44)
@@ -72,6 +77,9 @@ CASES = {
     A3C: 8,
     GAN: 9,
     KerasLoop: 12,
+    # Its breaks are found one call at a time (each re-cuts the function and its
+    # segments profile anew): 24 episodes reach graphs for the frames and the update.
+    Reinforce: 24,
 }
 
 
@@ -153,7 +161,7 @@ def test_recursive_tree_rnn_runs_imperatively_and_says_so():
     assert 'janus does not convert recursive calls (TreeRNN.encode)' in converted.explain()
 
 
-@pytest.mark.parametrize('cls', [LeNet, ResNet, LSTM, A3C, GAN, KerasLoop, tree_rnn.TreeRNN],
+@pytest.mark.parametrize("cls", [LeNet, ResNet, LSTM, A3C, GAN, KerasLoop, Reinforce, tree_rnn.TreeRNN],
                          ids=lambda cls: cls.name)
 def test_symbolic_versions_are_the_same_programs(cls):
     """The hand-written graphs (the benchmark's speed target) compute the same losses

@@ -9,7 +9,6 @@ import os
 import re
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -19,7 +18,7 @@ from janus.pyct import parser
 
 HERE = os.path.basename(__file__)
 REASONS = ('ran imperatively', 'recompiled', 'fallback', 'relaxed', 'internal error',
-           'graph error', 'recursive call', 'assumed instead')
+           'graph error', 'recursive call', 'assumed instead', 'graph break')
 WIDTH = 120
 
 
@@ -66,7 +65,7 @@ def _mixed():
     return step
 
 
-def test_storm_fallback_and_numpy_argument_each_say_where_and_what(caplog):
+def test_storm_and_fallback_each_say_where_and_what(caplog):
     step = _mixed()
     pos, neg = tf.constant([1.0, 2.0]), tf.constant([-1.0, -2.0])
     with caplog.at_level(logging.INFO, logger='janus'), \
@@ -74,16 +73,13 @@ def test_storm_fallback_and_numpy_argument_each_say_where_and_what(caplog):
         for _ in range(4):
             step(pos, 'a')
         assert_same(step(neg, 'a'), neg - 1.0 + 1)   # the branch flips: a fallback
-        for _ in range(3):
-            step(np.array([1.0, 2.0], np.float32), 'a')   # imperative: a NumPy argument
         for i in range(10):
             assert_same(step(pos, 'mode%d' % i), pos * 2.0 + len('mode%d' % i))
     report = janus.explain(step)
     reasons = assert_acts_on(report)
     kinds = ' '.join(b[0] for b in reasons)
-    assert 'fallback' in kinds and 'NumPy' in kinds and 'recompiled' in kinds
+    assert 'fallback' in kinds and 'recompiled' in kinds
     assert 'recompile limit reached' in report and 'janus.config.recompile_limit' in report
-    assert 'tf.convert_to_tensor(' in report                        # NumPy: what to pass
     assert "use a few distinct values" in report                   # the storm: what to change
     assert 'nothing to change' in report                           # the fallback relaxes
     # Guards are listed under their graph, grouped, once; events name graphs by number.

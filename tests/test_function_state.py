@@ -400,6 +400,7 @@ def test_a_function_that_did_not_convert_converts_once_redefined(first):
     assert 'redefined' in janus.explain(jf)
 
 
+@pytest.mark.usefixtures("without_graph_breaks")
 def test_redefinition_replaces_every_field_of_the_function_state():
     """Everything janus learned per function lives in one record, and a redefinition
     replaces all of it: after it no field holds what the old definition had."""

@@ -99,10 +99,12 @@ def converted(jf, graphs=None):
 
 
 def imperative(jf, reason):
-    """No graph: every call after profiling ran imperatively, for ``reason``."""
+    """No graph for the refused code: every call after profiling ran imperatively,
+    or ran the refused statement in Python (a graph break), for ``reason``."""
     stats = janus.stats(jf)
     report = janus.explain(jf)
-    assert stats['graph_calls'] == 0 and stats['imperative_calls'] > 0, report
+    assert stats['graph_calls'] == 0, report
+    assert stats['imperative_calls'] > 0 or stats['split_calls'] > 0, report
     assert reason in report, report
     return stats
 
@@ -351,14 +353,16 @@ def test_membership_in_an_outside_set_is_guarded_and_in_a_user_container_refused
 
 
 # ---------------------------------------------------------------------------
-# NumPy arrays held in the program: refused, never baked into a graph
+# NumPy arrays held in the program: fed to the graph on every run, never baked in
 # ---------------------------------------------------------------------------
 
 MEAN = None
 
 
 @pytest.mark.parametrize('where', ['attribute', 'global', 'closure', 'dict item'])
-def test_numpy_array_from_outside_runs_imperatively_and_sees_updates(where):
+def test_numpy_array_from_outside_is_fed_to_the_graph_and_sees_updates(where):
+    """Re-read when the graph runs (ARRAY_MATCH): in-place updates and replacements
+    between calls are seen (a copy made when tracing would not see them)."""
     def make():
         norm = Box(mean=np.zeros(2, np.float32), stats={'mean': np.zeros(2, np.float32)})
         if where == 'attribute':
@@ -397,7 +401,7 @@ def test_numpy_array_from_outside_runs_imperatively_and_sees_updates(where):
                              {5: update_in_place, 7: replace}),
                   state=lambda n: array(n).copy(),
                   enter=enter if where == 'global' else None)
-    imperative(jf, 'NumPy')
+    converted(jf, graphs=1)
 
 
 def test_numpy_array_attribute_updated_in_place_by_the_function():
@@ -415,7 +419,9 @@ def test_numpy_array_attribute_updated_in_place_by_the_function():
                   plan(lambda m, i: ((m, c([1.0, float(i)])), {}), 8,
                        {5: lambda m: m.steps.fill(40)}),
                   state=lambda m: [m.steps.copy(), m.total.copy()])
-    imperative(jf, 'NumPy')
+    # NumPy on the arrays (an item read as a NumPy scalar, `+=` in place) runs in
+    # Python, statement by statement (graph breaks, NUMPY_ARRAY).
+    assert janus.stats(jf)['graph_calls'] == 0 and 'NumPy' in janus.explain(jf)
 
 
 # ---------------------------------------------------------------------------
@@ -699,7 +705,8 @@ def test_computing_with_a_string_of_a_tensor_runs_imperatively(form, capsys):
 
     jf = run_both(make, plan(lambda p, i: ((c([float(i)]),), {}), 6), capsys=capsys)
     stats = janus.stats(jf)
-    assert stats['graph_calls'] == 0 and stats['imperative_calls'] > 0
+    assert stats['graph_calls'] == 0
+    assert stats['imperative_calls'] > 0 or stats['split_calls'] > 0
     assert 'graph value' in janus.explain(jf), janus.explain(jf)
 
 

@@ -149,6 +149,8 @@ def _signature(state, arguments, exact):
 def _honour(run, request):
     """Changes the policy as ``request`` asks; False when that changes nothing."""
     if isinstance(request, retrace.AssumeInstead):
+        if tracer.breaks_at_statement(request.error):
+            run.state.speculation.note_breakable(request.sites, request.error)
         return _assume_instead(run, request.sites)
     if isinstance(request, retrace.PinNumbers):
         text = run.state.scalars.pin(request.error.lineage, str(request.error))

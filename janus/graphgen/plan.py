@@ -33,6 +33,7 @@ import enum
 import typing
 
 from janus.config import config
+from janus.errors import ConversionError
 from janus.decisions import DYNAMIC  # noqa: F401 - re-exported for the plan's users
 from janus.pyct.sites import SiteKey
 
@@ -129,6 +130,7 @@ class Verdict(enum.Enum):
     KEEP = 'keep'            # the other path is still rare: the graph stays
     REBUILD = 'rebuild'      # dropped; the next graph assumes the outcomes seen most now
     GIVE_UP = 'give up'      # dropped; its call shape runs imperatively from now on
+    BREAK = 'graph break'    # the statement that failed to build runs in Python (segments.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +141,7 @@ class BreakOutcome:
     verdict: typing.Optional[Verdict] = None   # None when ``unbuildable`` is empty
     breaks: int = 0              # the graph's assumed-instead breaks so far
     runs: int = 0                # the graph's runs so far
+    break_error: typing.Any = None   # with Verdict.BREAK: the refusal naming the statement
 
 
 @dataclasses.dataclass(eq=False)
@@ -150,6 +153,17 @@ class SpeculationState:
 
     relaxed_sites: typing.Set[SiteKey] = dataclasses.field(default_factory=set)   # dynamic
     assumed_drops: int = 0     # graphs dropped for assumed-instead outcomes' breaks
+    # Assumed-instead sites whose failure names a statement a graph break can take
+    # (``tracer.breaks_at_statement``): key -> that refusal.
+    breakable: dict = dataclasses.field(default_factory=dict)
+
+    def note_breakable(self, sites, error):
+        """``sites`` are assumed because of ``error``, which a graph break could take."""
+        kept = ConversionError(error.reason, error.context, error.filename, error.lineno,
+                               error.source_line)   # not its frames: they hold the trace
+        kept.statement_line = error.statement_line
+        for key in sites:
+            self.breakable.setdefault(key, kept)
 
     def plan(self, profile, last_call, dynamic_scalars, assume_instead, profile_calls):
         """The ``Plan`` of one trace.  ``assume_instead``: sites whose real control
@@ -173,6 +187,13 @@ class SpeculationState:
         broken -= unbuildable
         self.relaxed_sites |= broken
         verdict = self._unbuildable_verdict(entry) if unbuildable else None
+        breakable = [self.breakable[key] for key in unbuildable if key in self.breakable]
+        if breakable and entry.assumed_breaks >= 2:
+            # The other path is taken, not just on the call the graph was built on:
+            # a break there costs a segment call per run, a kept assumption a whole
+            # imperative re-run per break.
+            return BreakOutcome(frozenset(broken), frozenset(unbuildable), Verdict.BREAK,
+                                entry.assumed_breaks, entry.runs, breakable[0])
         return BreakOutcome(frozenset(broken), frozenset(unbuildable), verdict,
                             entry.assumed_breaks, entry.runs)
 

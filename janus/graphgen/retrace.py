@@ -1,6 +1,6 @@
 """What one trace hands the build loop: a ``TraceResult``, or a ``Retrace`` request.
 
-Needs only ``errors``.  ``tracer.trace`` returns a ``TraceResult`` when it built
+Needs only ``errors`` and ``reasons``.  ``tracer.trace`` returns a ``TraceResult`` when it built
 a graph and raises a ``Retrace`` when a trace failed in a way that a changed
 policy may fix; any other ``ConversionError`` is a refusal of the call shape.
 ``graphgen/build.py`` honours the requests, within its bound.  Each request
@@ -12,6 +12,17 @@ import dataclasses
 import typing
 
 from janus.errors import ConversionError, ScalarValueNeeded
+from janus.reasons import Reason
+
+# Refusals that may hold under some dimensions of the arguments and not under others:
+# only these, raised by a trace with unknown dimensions, ask for a trace with the
+# call's exact shapes.  Any other refusal would recur there: the call shape (its
+# relaxed dimensions) is refused at once, so no failed trace is repeated for it.
+SHAPE_DEPENDENT = frozenset((Reason.TRACE_FAILED, Reason.UNKNOWN_SHAPE,
+                             Reason.DYNAMIC_ITERATION, Reason.INTERNAL_ERROR,
+                             Reason.BRANCH_TYPES, Reason.LOOP_CARRY_TYPES,
+                             Reason.TF_FUNCTION_RETRACE, Reason.PYTHON_RAISES,
+                             Reason.LIBRARY_SIDE_EFFECT))
 
 
 @dataclasses.dataclass(frozen=True)

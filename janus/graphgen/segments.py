@@ -45,6 +45,10 @@ class CannotSplit(Exception):
     """``fn`` cannot be cut at these lines without changing what it means."""
 
 
+class NothingToCut(CannotSplit):
+    """Cut at these lines, ``fn`` would have no statement left for a graph."""
+
+
 class _Helpers:
     """What plain segment code reads as ``__jr`` (converted code gets the operators)."""
     read_local = staticmethod(common.read_local)
@@ -81,9 +85,9 @@ def split(fn, break_lines):
         raise CannotSplit('a lambda is one expression')
     tree = mangling.mangle(copy.deepcopy(tree), mangling.owner_class(fn))
     cutter = _Cutter(fn, tree, set(break_lines))
-    skeleton_body = cutter.block(tree.body, liveness.at_entry(tree), loops=0)
+    skeleton_body = cutter.block(tree.body, liveness.at_entry(tree), _Where(0, False))
     if not cutter.segments:
-        raise CannotSplit('no statement is left to convert')
+        raise NothingToCut('no statement is left to convert')
     return _compile(fn, tree, parsed, cutter, skeleton_body)
 
 
@@ -135,6 +139,33 @@ def _escapes(stmt, loops=0):
 _DYNAMIC_SCOPE = ('locals', 'vars', 'eval', 'exec', 'dir')
 
 
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """Where a block is: inside how many loops the skeleton runs, and whether an
+    exception leaving a statement there may be caught inside the function (a ``try``
+    body, a ``with`` whose manager may suppress it)."""
+    loops: int
+    guarded: bool
+
+
+# ``with`` managers that never suppress an exception (``__exit__`` returns a false value).
+_NON_SUPPRESSING = ('GradientTape', 'name_scope', 'device', 'control_dependencies')
+
+
+def _never_suppresses(stmt):
+    for item in stmt.items:
+        call = item.context_expr
+        func = call.func if isinstance(call, gast.Call) else None
+        name = func.attr if isinstance(func, gast.Attribute) else getattr(func, 'id', None)
+        if name not in _NON_SUPPRESSING:
+            return False
+    return True
+
+
+def _has_blocks_or_body(stmt):
+    return bool(_blocks(stmt)) or isinstance(stmt, (gast.Match, gast.AsyncFor, gast.AsyncWith))
+
+
 class _Cutter:
     """Cuts blocks into skeleton statements and segment functions."""
 
@@ -142,7 +173,7 @@ class _Cutter:
         self.fn, self.tree = fn, tree
         self.declared = _declared(tree)
         self.locals = scopes.bound_names(tree) - self.declared
-        self.python, self.structural = set(), set()
+        self.python, self.structural, broken = set(), set(), set()
         for line in lines:
             path = _innermost(tree.body, line, [])
             if path is None:
@@ -150,99 +181,87 @@ class _Cutter:
             *outer, stmt = path
             (self.structural if _blocks(stmt) else self.python).add(id(stmt))
             self.structural |= {id(s) for s in outer}
-        self.python_lines = sorted(_first_line(s) for s in gast.walk(tree)
-                                   if id(s) in self.python)
-        # What a ``with`` cut by a break binds (``with tf.GradientTape() as tape``) is live
-        # across segments; a segment's graph would trace its methods apart from what it
-        # recorded (tape.gradient of a placeholder is None): statements reading it run
-        # in Python.
-        self.held = set()
-        for node in gast.walk(tree):
-            if isinstance(node, gast.With) and id(node) in self.structural:
-                self.held |= liveness.binds([item.optional_vars for item in node.items
-                                             if item.optional_vars is not None])
+            broken.add(id(stmt))
+        # The refused statements (a loop or branch refused at its header runs in Python
+        # around its cut body).
+        self.python_lines = sorted(_first_line(s) for s in gast.walk(tree) if id(s) in broken)
         _refuse_dynamic_scope(tree)
         _refuse_escaping_closures(tree, self.locals)
         self.segments = []      # (FunctionDef, first, last, inputs, outputs, returns)
 
-    def block(self, stmts, bound, loops, guarded=False):
-        """The skeleton statements for ``stmts``, run from ``bound`` (liveness.Bound).
-
-        ``guarded``: the block is in a ``try`` body of the function, where an exception
-        may be caught and the function go on with the locals bound before it.  A segment that raises binds none of its locals, so there
-        every statement is a segment of its own (a compound one is kept in Python,
-        its bodies cut in turn): a statement that raises binds nothing eagerly either."""
+    def block(self, stmts, bound, where):
+        """The skeleton statements for ``stmts``, run from ``bound`` (liveness.Bound)."""
         out, run = [], []
         for stmt in stmts:
-            kind = self._kind(stmt, guarded)
+            kind = self._kind(stmt, where)
             if kind == 'segment':
                 run.append(stmt)
-                if isinstance(stmt, gast.Return) or guarded:
-                    out += self._segment(run, bound, loops)
+                if isinstance(stmt, gast.Return) or where.guarded:
+                    out += self._segment(run, bound, where)
                     bound, run = bound.after_all(run), []
                 continue
-            out += self._segment(run, bound, loops)
+            out += self._segment(run, bound, where)
             bound, run = bound.after_all(run), []
             if kind == 'structural':
-                out.append(self._structural(stmt, bound, loops, guarded))
+                out.append(self._structural(stmt, bound, where))
             elif not isinstance(stmt, (gast.Global, gast.Nonlocal)):
                 out.append(stmt)
             bound = bound.after(stmt)
-        return out + self._segment(run, bound, loops)
+        return out + self._segment(run, bound, where)
 
-    def _kind(self, stmt, guarded=False):
-        if id(stmt) in self.structural or (guarded and _blocks(stmt)):
+    def _kind(self, stmt, where):
+        if id(stmt) in self.structural:
             return 'structural'
         if id(stmt) in self.python or isinstance(stmt, (gast.Global, gast.Nonlocal)):
             return 'python'
-        if self.held and self.held & liveness.reads([stmt]):
-            return 'structural' if _blocks(stmt) else 'python'
         if isinstance(stmt, gast.Return):
             return 'segment'
-        if _escapes(stmt):
+        if _escapes(stmt) or (where.guarded and _has_blocks_or_body(stmt)):
+            # Guarded: a segment that raised half-way would lose the locals it bound
+            # before, which the handler sees; one simple statement binds all or none.
             return 'structural' if _blocks(stmt) else 'python'
         return 'segment'
 
-    def _structural(self, stmt, bound, loops, guarded=False):
+    def _structural(self, stmt, bound, where):
         """``stmt`` kept in the skeleton, its bodies cut in turn."""
         stmt = copy.copy(stmt)
-        inner = loops + 1 if isinstance(stmt, (gast.For, gast.While)) else loops
         if isinstance(stmt, (gast.For, gast.While)):
             start = bound if isinstance(stmt, gast.While) else bound.after(
                 gast.Assign([stmt.target], stmt.iter))
             start = liveness.Bound(start.surely, start.maybe | liveness.binds(stmt.body))
-            stmt.body = self.block(stmt.body, start, inner, guarded) or [gast.Pass()]
-            stmt.orelse = self.block(stmt.orelse, bound, loops, guarded)
+            inner = dataclasses.replace(where, loops=where.loops + 1)
+            stmt.body = self.block(stmt.body, start, inner) or [gast.Pass()]
+            stmt.orelse = self.block(stmt.orelse, bound, where)
         elif isinstance(stmt, gast.If):
-            stmt.body = self.block(stmt.body, bound, loops, guarded) or [gast.Pass()]
-            stmt.orelse = self.block(stmt.orelse, bound, loops, guarded)
+            stmt.body = self.block(stmt.body, bound, where) or [gast.Pass()]
+            stmt.orelse = self.block(stmt.orelse, bound, where)
         elif isinstance(stmt, gast.With):
             targets = liveness.binds([i.optional_vars for i in stmt.items
                                       if i.optional_vars is not None])
             start = liveness.Bound(bound.surely | targets, bound.maybe | targets)
-            # a context manager suppressing an exception (contextlib.suppress) would need
-            # guarded=True too; not assumed: it would cut a GradientTape's body apart
-            stmt.body = self.block(stmt.body, start, loops, guarded) or [gast.Pass()]
+            inner = where if _never_suppresses(stmt) else dataclasses.replace(where, guarded=True)
+            stmt.body = self.block(stmt.body, start, inner) or [gast.Pass()]
         elif isinstance(stmt, gast.Try):
             maybe = liveness.Bound(bound.surely, bound.maybe | liveness.binds([stmt]))
-            stmt.body = self.block(stmt.body, bound, loops, True) or [gast.Pass()]
-            stmt.handlers = [self._handler(h, maybe, loops, guarded) for h in stmt.handlers]
-            stmt.orelse = self.block(stmt.orelse, maybe, loops, guarded)
-            stmt.finalbody = self.block(stmt.finalbody, maybe, loops, guarded)
+            guarded = dataclasses.replace(where, guarded=True)
+            stmt.body = self.block(stmt.body, bound, guarded) or [gast.Pass()]
+            stmt.handlers = [self._handler(h, maybe, where) for h in stmt.handlers]
+            stmt.orelse = self.block(stmt.orelse, maybe, where)
+            stmt.finalbody = self.block(stmt.finalbody, maybe, where)
         for field in ('body', 'orelse', 'finalbody'):
             if getattr(stmt, field, None):
                 for node in getattr(stmt, field):
                     _locate_missing(node, stmt)
         return stmt
 
-    def _handler(self, handler, bound, loops, guarded):
+    def _handler(self, handler, bound, where):
         handler = copy.copy(handler)
         start = bound if handler.name is None else liveness.Bound(
             bound.surely | {handler.name.id}, bound.maybe | {handler.name.id})
-        handler.body = self.block(handler.body, start, loops, guarded) or [gast.Pass()]
+        handler.body = self.block(handler.body, start, where) or [gast.Pass()]
         return handler
 
-    def _segment(self, run, bound, loops):
+    def _segment(self, run, bound, where):
         """The skeleton statements calling a new segment for ``run`` (none for none)."""
         if not run:
             return []
@@ -250,7 +269,7 @@ class _Cutter:
             return list(run)   # moves names around only: cheaper as Python
         returns = isinstance(run[-1], gast.Return)
         inputs, maybe_unbound = self._inputs(run, bound)
-        outputs = () if returns else self._outputs(run, loops)
+        outputs = () if returns else self._outputs(run, where.loops)
         # what is bound after the run *in the segment*: its inputs and what it binds (a
         # name the skeleton has bound but the segment neither reads nor surely binds is
         # not bound there: it comes back UNDEFINED and the skeleton keeps its own)
@@ -352,16 +371,14 @@ def _refuse_dynamic_scope(tree):
 
 def _refuse_escaping_closures(tree, local_names):
     """A nested function or lambda reading a local that is bound again after it (in
-    source order, or anywhere in a loop around it) would see the cut's copy; one
-    writing a local (``nonlocal``) would write the copy of the segment defining it."""
+    source order, or anywhere in a loop around it) would see the cut's copy."""
     for node in gast.walk(tree):
         if node is tree or not isinstance(node, (gast.FunctionDef, gast.Lambda)):
             continue
-        written = {n for inner in gast.walk(node) if isinstance(inner, gast.Nonlocal)
-                   for n in inner.names} & local_names
-        if written:   # its writes would go to the cell of the segment that defined it
-            raise CannotSplit('line %d: a nested function writes %s (nonlocal), a local of the '
-                              'function' % (node.lineno, ', '.join(sorted(written))))
+        written = _declared(node) & local_names if isinstance(node, gast.FunctionDef) else set()
+        if written:
+            raise CannotSplit('line %d: a nested function writes %s (nonlocal), which the '
+                              'function reads' % (node.lineno, ', '.join(sorted(written))))
         captured = {n.id for n in gast.walk(node) if isinstance(n, gast.Name)} & local_names
         captured -= scopes.bound_names(node)
         later = {n.id for n in gast.walk(tree) if isinstance(n, gast.Name)
@@ -475,7 +492,10 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
     skeleton_fn.__qualname__ = fn.__qualname__
     segments = []
     for definition, first, last, inputs, outputs, returns in cutter.segments:
-        function = _function(nested[definition.name], fn, cells, definition.name)
+        # Frames show the function's own name, as eagerly (code looking at its
+        # caller's name sees it); the qualified name says which part it is.
+        code = nested[definition.name].replace(co_name=fn.__code__.co_name)
+        function = _function(code, fn, cells, fn.__name__)
         function.__qualname__ = '%s (lines %d-%d)' % (fn.__qualname__, first, last)
         _register(function, definition, parsed)
         segments.append(Segment(function, first, last, inputs, outputs, returns))

@@ -21,6 +21,7 @@ import inspect
 import sys
 import time
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import auto_control_deps_utils as acd_utils
 
@@ -31,8 +32,9 @@ from janus.errors import ConversionError
 from janus.graphgen import effects, generator, hostcheck, retrace, rollback
 from janus.replay import templates
 from janus.replay.entry import GraphEntry
-from janus.runtime import (calls, control, fallible, graph_analysis, library_config, library_state,
-                           observe, ops, scalars, trace_context, trace_output, tracing)
+from janus.runtime import (arrays, calls, control, fallible, graph_analysis, library_config,
+                           library_state, observe, ops, scalars, trace_context, trace_output,
+                           tracing)
 
 
 # False: replays check guards one by one and evaluate call-time inputs through TF's
@@ -59,6 +61,8 @@ def _template(value, outputs, ctx, memo):
         return memo[id(value)]
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
         return templates.Const(value)
+    if arrays.is_stand_in(value):
+        return _array_template(value, outputs, ctx, memo)
     if type(value) is scalars.DynamicScalar:
         outputs.append(value.tensor)
         return templates.Scalar(len(outputs) - 1, value.type)
@@ -70,6 +74,13 @@ def _template(value, outputs, ctx, memo):
     if isinstance(value, tf.Variable):
         raise errors.Unsupported(Reason.RETURN_VALUE,
                                  'janus cannot return a tf.Variable made inside the call')
+    if isinstance(value, (np.number, np.bool_)):   # np.sqrt(self.d): immutable, by value
+        source = ctx.numpy_scalar_source(value)   # an argument: the caller's very object
+        return templates.FromSource(source) if source is not None else templates.Const(value)
+    if _is_own_array(value, ctx):   # np.zeros(3) of constants: a new array every run
+        if id(value) not in memo:
+            memo[id(value)] = templates.Shared(templates.Copied(value))
+        return memo[id(value)]
     if isinstance(value, tf.TensorShape):
         if not value.is_fully_defined():
             raise errors.Unsupported(Reason.UNKNOWN_SHAPE,
@@ -89,6 +100,30 @@ def _template(value, outputs, ctx, memo):
     raise errors.Unsupported(Reason.RETURN_VALUE,
                              'janus cannot return a %s created inside the call from a graph'
                              % type(value).__name__)
+
+
+def _array_template(value, outputs, ctx, memo):
+    """An outside NumPy array comes back as that very array (re-read from its source);
+    a view of one made by basic indexing as the same index of it, one view per run
+    however often it is returned or stored (``v = obs[None]; self.v = v; return v``)."""
+    if value.base is None:
+        source = ctx.source_of(value)
+        if source is None:
+            raise errors.InvariantError('internal: a NumPy array stand-in without a source')
+        return templates.FromSource(source)
+    if id(value) not in memo:
+        memo[id(value)] = templates.Shared(templates.Indexed(
+            _template(value.base, outputs, ctx, memo), value.key))
+    return memo[id(value)]
+
+
+def _is_own_array(value, ctx):
+    """A NumPy array of numbers the call made at trace time that is no view of another
+    (a view would share memory with it, which copies per run cannot keep)."""
+    if type(value) is not np.ndarray or value.base is not None or value.dtype.kind not in 'biufc':
+        return False
+    ctx.provenance(value, 'a returned or stored NumPy array')
+    return True
 
 
 def _chosen_tensor(value, out, outputs, ctx, memo):
@@ -417,12 +452,12 @@ def _retrace_request(ctx, error, signature, heap_shapes):
     progress that no later trace of the build undoes (``graphgen/build.py``)."""
     evolving = frozenset(ctx.evolving)
     failed_sites = ctx.plan.failed()
-    if failed_sites and not breaks_at_statement(error):
+    if failed_sites:   # a graph break there once the assumption breaks (plan.py)
         return retrace.AssumeInstead(error, evolving, failed_sites)
     if isinstance(error, errors.ScalarValueNeeded):
         return retrace.PinNumbers(error, evolving)
     if heap_shapes is not None and signature.has_unknown_dims() \
-            and error.reason is not Reason.NUMPY_IN_GRAPH:   # no shape makes a value known
+            and error.reason in retrace.SHAPE_DEPENDENT:
         return retrace.ExactShapes(error, evolving)
     if evolving:
         return retrace.RelaxEvolving(error, evolving)
@@ -607,19 +642,31 @@ def _locate(error, ctx, converted, tb):
     """Attaches the user's source line (the innermost converted frame) to ``error``,
     and the line of ``converted``'s own statement the trace was in (its outermost
     frame: a graph break goes there, ``ConversionError.statement_line``)."""
-    statement = _statement_line(tb, converted.py_fn.__code__)
+    statement = _statement_line(tb, converted)
     if error.lineno is None:
         error = _with_user_line(error, ctx, tb)
     error.statement_line = statement
     return error
 
 
-def _statement_line(tb, code):
+# Code nested in a converted function that is still its own statements: the bodies and
+# tests the converter makes of loops and branches, and comprehensions.  A nested def or
+# lambda of the user's is a callee: a failure in it breaks at the statement calling it.
+_OWN_NESTED = ('<listcomp>', '<dictcomp>', '<setcomp>', '<genexpr>')
+
+
+def _statement_line(tb, converted):
+    """The line of ``converted``'s own statement the failure happened in: its deepest
+    frame in the function's own code."""
+    line = None
     while tb is not None:
-        if tb.tb_frame.f_code is code:
-            return tb.tb_lineno
+        code = tb.tb_frame.f_code
+        if code is converted.py_fn.__code__ or (
+                code in converted.code_objects
+                and (code.co_name.startswith('__') or code.co_name in _OWN_NESTED)):
+            line = tb.tb_lineno
         tb = tb.tb_next
-    return None
+    return line
 
 
 def _with_user_line(error, ctx, tb):

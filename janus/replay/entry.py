@@ -21,6 +21,11 @@ from janus.replay.templates import NOT_TAKEN, Conditional, rebuild
 from janus.runtime import heap, shadow_heap
 
 
+
+# Ops that compute nothing (``does_tensor_work``).
+_NO_WORK = frozenset(('Placeholder', 'Identity', 'IdentityN', 'NoOp', 'Const', 'ReadVariableOp',
+                      'StopGradient', 'PlaceholderWithDefault'))
+
 class GraphEntry:
     """One generated graph and the assumptions it was generated under."""
 
@@ -130,6 +135,12 @@ class GraphEntry:
         except Exception as e:
             raise WriteBackFailed(e, self.has_mutations or written, written) from e
         return result
+
+    def does_tensor_work(self):
+        """Whether the graph computes anything: an op besides reading its inputs and
+        variables, passing values on and janus's own checks."""
+        return any(op.type not in _NO_WORK and not op.type.startswith('Janus')
+                   for op in self.concrete.graph.get_operations())
 
     def describe_guards(self):
         return self.signature.describe() + [repr(g) for g in self.source_guards]

@@ -5,7 +5,8 @@ describes every returned or written value as a template when it closes a
 graph; ``rebuild`` turns one back into Python values after each run: graph
 outputs, constants, outside objects re-read from their sources, containers the
 call made (one object per run however often it is returned or written),
-numbers, formatted text, and the side a tensor-dependent ``if`` took.
+numbers, formatted text, the side a tensor-dependent ``if`` took, copies of
+NumPy arrays the call made at trace time, and views of outside NumPy arrays.
 """
 
 
@@ -22,6 +23,23 @@ class Const:
 class FromSource:
     def __init__(self, source):
         self.source = source
+
+
+class Copied:
+    """A NumPy array the call made of constants at trace time: a copy per run (eager
+    makes a new one on every call)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class Indexed:
+    """A view of a NumPy array from outside the call made by basic indexing
+    (``obs[None]``): the same index of the array as it is after the run (eager makes
+    a new view of it on every call too)."""
+
+    def __init__(self, base, key):
+        self.base, self.key = base, key
 
 
 class Shared:
@@ -70,10 +88,14 @@ def rebuild(template, outputs, arguments, memo=None):
         return outputs[template.index]
     if isinstance(template, Const):
         return template.value
+    if isinstance(template, Copied):
+        return template.value.copy()
     if isinstance(template, Scalar):   # .item(): a Python int/float/bool, never NumPy's
         return template.kind(outputs[template.index].numpy().item())
     if isinstance(template, FromSource):
         return template.source.value(arguments, {})
+    if isinstance(template, Indexed):
+        return rebuild(template.base, outputs, arguments, memo)[template.key]
     if isinstance(template, Choice):
         taken = bool(rebuild(template.pred, outputs, arguments, memo))
         return rebuild(template.when_true if taken else template.when_false, outputs,

@@ -18,7 +18,7 @@ from janus import callables, guards, pytypes
 from janus.config import config
 from janus.reasons import Reason
 from janus.guards import GuardKind
-from janus.runtime import fallible, observe, scalars, shadow_heap, whitelist
+from janus.runtime import arrays, fallible, observe, scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Slot, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
 from janus.runtime.trace_context import Unsupported
@@ -153,6 +153,8 @@ def attr(obj, name):
     if type(obj) is Chosen:
         return obj.method(name)   # its in-place changes are conditional writes (calls.py)
     refuse_unmerged(obj)
+    if arrays.is_stand_in(obj):
+        return arrays.attribute(obj, name)   # an outside NumPy array: what its guards fix
     if isinstance(obj, types.ModuleType) and whitelist.in_package(obj.__name__,
                                                                  whitelist.LIBRARY_PREFIXES):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)
@@ -250,6 +252,8 @@ def class_of(ctx, value):
         raise Unsupported(Reason.TENSOR_TYPE,
                           'janus does not convert type() of a tensor (a graph tensor is '
                           'not an EagerTensor); use isinstance(x, tf.Tensor)')
+    if arrays.is_stand_in(value):
+        return arrays.NDARRAY   # an outside NumPy array's type is guarded (ARRAY_MATCH)
     kind = type(value)
     source = ctx.source_of(value)
     if source is not None and ctx.source_of(kind) is None:
@@ -335,6 +339,8 @@ def _class_attribute_written(ctx, obj, source, name):
 
 def setattr_(obj, name, value):
     """``obj.name = value``: outside objects are written through the shadow heap."""
+    if arrays.is_stand_in(obj):
+        arrays.refuse_use('setting .%s of' % name)
     ctx = _writable_context('%s.%s' % (type(obj).__name__, name))
     source = ctx.source_of(obj)
     if source is None:
@@ -415,6 +421,10 @@ def _refuse_user_key(key):
 
 
 def item(obj, key):
+    if arrays.is_stand_in(key):
+        arrays.refuse_use('indexing with')
+    if arrays.is_stand_in(obj):
+        return arrays.index(obj, key)   # basic indexing: a view, itself a stand-in
     if isinstance(obj, (tf.Tensor, tf.Variable)):
         with fallible.made_by_the_user():   # x[5] raises eagerly even if unused
             return obj[key]  # a slicing op; the object itself is guarded by identity or spec
@@ -473,6 +483,8 @@ def _hashable(key):
 
 
 def setitem(obj, key, value):
+    if arrays.is_stand_in(obj) or arrays.is_stand_in(key):
+        arrays.refuse_use('writing an item of (or indexing with)')
     _refuse_user_key(key)
     ctx = current()
     source = ctx.source_of(obj)

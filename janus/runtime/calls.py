@@ -15,14 +15,15 @@ import functools
 import inspect
 import types
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import func_graph, tensor_util
 
 from janus.reasons import Reason
 from janus import callables, guards, pytypes
 from janus.guards import GuardKind
-from janus.runtime import (access, control, fallible, layers, observe, scalar_ops, scalars,
-                           whitelist)
+from janus.runtime import (access, arrays, control, fallible, layers, observe, scalar_ops,
+                           scalars, whitelist)
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -45,6 +46,7 @@ def call(__callee, /, *args, **kwargs):
         handled = _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage)
         if handled is not _NOT_HANDLED:
             return handled
+    _refuse_outside_tape(ctx, callee)
     answer = whitelist.trace_time_only(callee)
     if answer is not None:
         return ctx.made_result(_as_eagerly(callee, answer, args, kwargs), deep=True)
@@ -64,6 +66,8 @@ def call(__callee, /, *args, **kwargs):
     if _is_whitelisted_builtin(callee):
         with fallible.made_by_the_user():   # ``sum([a, b])`` of tensors: the user's adds
             return ctx.made_result(_call_builtin(ctx, callee, args, kwargs))
+    if whitelist.is_numpy_function(callee):
+        return ctx.made_result(_call_numpy(ctx, callee, args, kwargs), deep=True)
     if callee is print:
         return _deferred_print(ctx, args, kwargs)
     if whitelist.is_builtin_method(callee):
@@ -89,6 +93,17 @@ def call(__callee, /, *args, **kwargs):
     raise Unsupported(Reason.UNCONVERTED_CALL,
                       'janus does not convert calls to %s; only TF/Keras APIs, whitelisted '
                       'builtins and your own Python functions are converted' % _name(callee))
+
+
+def _refuse_outside_tape(ctx, callee):
+    """A GradientTape from outside the call records eagerly, outside any graph: a
+    trace calling its methods would use it up (``tape.gradient`` once) or record
+    symbolic tensors on it."""
+    tape = getattr(callee, '__self__', None)
+    if isinstance(tape, tf.GradientTape) and ctx.source_of(tape) is not None:
+        raise Unsupported(Reason.OUTSIDE_TAPE,
+                          'janus does not call %s of a GradientTape made outside the graph'
+                          % getattr(callee, '__name__', 'a method'))
 
 
 _NOT_HANDLED = object()
@@ -185,6 +200,53 @@ def _static_value(tensor, partial):
     return value[()] if value.ndim == 0 else value   # eager's numpy(): a NumPy scalar
 
 
+def _call_numpy(ctx, callee, args, kwargs):
+    """``np.sqrt(self.d)``, ``np.float32(lr)``: NumPy on values the trace knows (Python
+    constants and NumPy scalars, guarded where they were read; arrays and lists the call
+    made of them) runs now, as eagerly, its result a constant of the graph.  A tensor's
+    value only the run has (refused); a relaxed number never gets here (its value is
+    needed first, ``_call_with_dynamic_scalars``)."""
+    if 'out' in kwargs:
+        raise Unsupported(Reason.UNCONVERTED_CALL,
+                          'janus does not convert %s(out=...): it writes into an array'
+                          % _name(callee))
+    args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
+    for value in list(args) + list(kwargs.values()):
+        _refuse_unknown_to_numpy(ctx, callee, value)
+    return callee(*args, **kwargs)
+
+
+def _refuse_unknown_to_numpy(ctx, callee, value, depth=0):
+    """Refuses an argument of a NumPy function the trace does not know the value of."""
+    if arrays.is_stand_in(value):
+        raise Unsupported(Reason.NUMPY_IN_GRAPH,
+                          'janus does not convert %s() of a NumPy array from outside the call: '
+                          'janus feeds the array to the graph, so only the run has its values '
+                          '(use the tf.math function on tf.constant(a))' % _name(callee))
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        raise Unsupported(Reason.NUMPY_IN_GRAPH,
+                          'janus does not convert %s() of a tensor: NumPy needs its value, '
+                          'which only the graph run has (use the tf.math function)'
+                          % _name(callee))
+    if type(value) in guards.PRIMITIVES or _is_numpy_value(value) or isinstance(value, type):
+        return
+    if type(value) in (list, tuple) and depth < 8:
+        for item in value:
+            _refuse_unknown_to_numpy(ctx, callee, item, depth + 1)
+        return
+    raise Unsupported(Reason.LIBRARY_GETS_OBJECT,
+                      'janus does not convert %s() of a %s: NumPy would read it behind the '
+                      'guards' % (_name(callee), type(value).__name__))
+
+
+def _is_numpy_value(value):
+    """A NumPy scalar, or an array of numbers the call made (an outside array is refused
+    where it is read)."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in 'biufc'
+    return isinstance(value, (np.number, np.bool_))
+
+
 def _attribute_builtin(ctx, callee, obj, name, *default):
     """``getattr(obj, 'name'[, default])`` / ``hasattr(obj, 'name')``: a read through the
     attribute operator (guarded); a missing attribute is guarded to stay missing."""
@@ -260,6 +322,8 @@ def _guard_library_args(ctx, callee, args, kwargs):
     def prepare(value, depth=0):
         if isinstance(value, observe.LazyText):
             value.refuse()
+        if arrays.is_stand_in(value):
+            return value   # TF converts it (arrays.conversion), as it converts an ndarray
         if _is_user_function(value):
             return _converted_callback(ctx, value, _runs_callbacks_op_by_op(callee))
         if type(value) in (list, tuple) and depth == 0 and ctx.source_of(value) is None:
@@ -345,6 +409,11 @@ def _keep_unused_in_body(outer, result):
 
 
 def _call_builtin(ctx, callee, args, kwargs):
+    values = list(args) + list(kwargs.values())
+    if any(map(arrays.is_stand_in, values)) or (
+            callee not in _PASSING_ON + (len, isinstance, issubclass)
+            and arrays.holds_stand_in(values)):   # ``sum([a, b])`` would add the arrays
+        return _builtin_of_array(callee, args, kwargs)
     if callee is isinstance and len(args) == 2 and not kwargs and isinstance(args[0], tf.Tensor):
         return issubclass(guards.EagerTensor, args[1])   # a graph tensor stands for an eager one
     if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs:
@@ -374,6 +443,18 @@ def _call_builtin(ctx, callee, args, kwargs):
         return callee(*[_items_of(ctx, callee, v) for v in args])
     args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
     return callee(*args, **kwargs)
+
+
+def _builtin_of_array(callee, args, kwargs):
+    """A builtin given an outside NumPy array's stand-in: ``isinstance``/``type``
+    answered for ``np.ndarray`` (its type is guarded), ``len`` its first dimension;
+    anything else would need NumPy's values (refused)."""
+    if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs \
+            and arrays.is_stand_in(args[0]) and not arrays.holds_stand_in(args[1]):
+        return issubclass(arrays.NDARRAY, args[1]) if callee is isinstance else callee(*args)
+    if callee is len and len(args) == 1 and not kwargs and arrays.is_stand_in(args[0]):
+        return arrays.length(args[0])
+    arrays.refuse_use('%s() of' % getattr(callee, '__name__', 'a builtin'))
 
 
 # Builtins whose result from a set does not depend on its order (its items are
@@ -560,6 +641,11 @@ def _call_library(ctx, callee, args, kwargs):
     if shape is not None:
         shape._refuse()   # library code would read its unknown dimensions as None
     args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
+    if any(callee is fn for fn in _MAKE_CONSTANT) and args and arrays.holds_stand_in(args[0]):
+        return arrays.constant(callee, args, kwargs)   # eagerly NumPy's own conversion
+    stacked = arrays.stack(args, kwargs) if callee is tf.stack and args else None
+    if stacked is not None:
+        return stacked
     args, kwargs = scalars.eager_zeros(callee, args, kwargs)
     with (fallible.made_by_the_user() if _adds_users_ops(callee)
           else contextlib.nullcontext()):
@@ -568,6 +654,12 @@ def _call_library(ctx, callee, args, kwargs):
         if _is_user_tf_function(callee):
             _refuse_retracing(callee, args, kwargs)
         return callee(*args, **kwargs)
+
+
+# Library functions that make a tensor of an ndarray (or a list of them) themselves,
+# without TF's conversion registry when building a graph.
+_MAKE_CONSTANT = (tf.constant, tf.convert_to_tensor, tf.compat.v1.constant,
+                  tf.compat.v1.convert_to_tensor)
 
 
 def _adds_users_ops(callee):

@@ -21,7 +21,7 @@ import tensorflow as tf
 from janus.reasons import Reason
 from janus import guards, pytypes
 from janus.guards import GuardKind
-from janus.runtime import fallible, scalar_ops, scalars, whitelist
+from janus.runtime import arrays, fallible, scalar_ops, scalars, whitelist
 from janus.runtime.scalars import DynamicScalar
 from janus.runtime.trace_context import Unsupported, refuse_opaque
 from janus.runtime.tracing import current, need, refuse_unmerged
@@ -62,7 +62,8 @@ def _is_graph_value(value):
 
 def user_dunder(value, name):
     """The user's own Python function behind ``type(value).name``, or None."""
-    if name is None or type(value) in guards.PRIMITIVES or _is_graph_value(value):
+    if name is None or type(value) in guards.PRIMITIVES or _is_graph_value(value) \
+            or arrays.is_stand_in(value):
         return None
     try:
         found = inspect.getattr_static(type(value), name)
@@ -197,6 +198,8 @@ def truth(value):
     ctx = current()
     if isinstance(value, LazyText):
         value.refuse()
+    if arrays.is_stand_in(value):
+        arrays.refuse_use('the truth value of')   # NumPy's, of the run's values
     if type(value) is DynamicScalar:   # tests on it are tensor tests (runtime/control/)
         value.specialize('a Python-level truth test')
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
@@ -262,6 +265,9 @@ def compare(op, left, right):
             same = ctx.same_tensor(left, right)   # graph inputs: the eager tensors they stand for
             return same if op == 'Is' else not_value(same)
         return _COMPARE[op][1](left, right)   # identities of outside objects: ALIAS_MATCH
+    if arrays.is_stand_in(left) or arrays.is_stand_in(right):
+        with fallible.made_by_the_user():
+            return arrays.compare(left, right, _COMPARE[op][0], op)
     if _is_graph_value(left) or _is_graph_value(right):
         with fallible.made_by_the_user():   # ``x < y`` of mismatched shapes raises unused
             if type(left) is DynamicScalar or type(right) is DynamicScalar:
@@ -337,6 +343,8 @@ def _chain_and(so_far, step):
 
 
 def _contains(ctx, container, key):
+    if arrays.is_stand_in(container) or arrays.is_stand_in(key):
+        arrays.refuse_use('`in` with')
     if isinstance(container, tf.Tensor) or isinstance(key, LazyText):
         return key in container
     source = ctx.source_of(container)
@@ -384,6 +392,10 @@ def _holds_nan(key):
 
 def binop(op, left, right):
     ctx = current()
+    if arrays.is_stand_in(left) or arrays.is_stand_in(right):
+        forward, reflected, _, _, symbol = _BINARY[op]
+        with fallible.made_by_the_user():   # ``t * a`` of mismatched shapes raises unused
+            return arrays.operate(left, right, forward, reflected, symbol)
     if _is_graph_value(left) or _is_graph_value(right):
         with fallible.made_by_the_user():   # ``a @ b`` of mismatched shapes raises unused
             return _binop(ctx, op, left, right)
@@ -459,6 +471,8 @@ def inplace(op, target, value):
     the change, as eagerly.
     """
     ctx = current()
+    if arrays.is_stand_in(target) or arrays.is_stand_in(value) and not _is_graph_value(target):
+        arrays.refuse_use("'%s=' (in place) with" % _BINARY[op][4])
     source = ctx.source_of(target)
     model = pytypes.model_of(target)
     if source is None and model is not None and model.container:
@@ -489,6 +503,8 @@ def unary(op, value):
     name, fn = _UNARY[op]
     if isinstance(value, LazyText):
         value.refuse()
+    if arrays.is_stand_in(value):
+        arrays.refuse_use('a unary operator on')
     if type(value) is DynamicScalar:
         return scalar_ops.unary(op, value)
     user = user_dunder(value, name)
@@ -509,6 +525,8 @@ def unpack(value, shape=None):
         value.refuse()
     if isinstance(value, tf.Tensor):
         return value
+    if arrays.is_stand_in(value):
+        arrays.refuse_use('unpacking')
     if type(value) is DynamicScalar:
         value.specialize('unpacking a number')
     _refuse_user_code(value, ('__iter__', '__getitem__', '__len__', 'keys'), 'unpacking')

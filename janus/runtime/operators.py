@@ -11,8 +11,8 @@ of values (``observe.py``).
 from janus.runtime.access import (KEY, attr, closure_write, enter, item, load,  # noqa: F401
                                   made, setattr_, setitem, store)
 from janus.runtime.calls import call  # noqa: F401
-from janus.runtime.control import (boolop, for_stmt, if_stmt, ifexp, not_,  # noqa: F401
-                                   read_local, test, while_stmt)
+from janus.runtime.control import (UNDEFINED, boolop, for_stmt, if_stmt, ifexp,  # noqa: F401
+                                   not_, read_local, test, while_stmt)
 from janus.runtime.control.statements import assert_  # noqa: F401
 from janus.runtime.control.statements import loop_iterable as iter  # noqa: F401,A004
 from janus.runtime.observe import (binop, compare, compare_chain, each,  # noqa: F401

@@ -33,7 +33,7 @@ import tensorflow as tf
 from janus import call_signature, guards
 from janus.config import config
 from janus.errors import Unsupported
-from janus.runtime import heap
+from janus.runtime import arrays, heap
 
 _call_time = threading.local()
 
@@ -329,6 +329,29 @@ def hoist_tensor(ctx, source, value):
     # stored or returned as is, it comes back as the very tensor read.
     ctx.register_tensor(source, hoisted)
     return hoisted
+
+
+def hoist_array(ctx, source, value):
+    """A call-time graph input fed with the NumPy array at ``source`` as it is when the
+    graph runs (a copy of its values then: an in-place write between calls is seen);
+    guarded by type, dtype and shape (ARRAY_MATCH; with relaxed shapes, a dimension
+    that differed between traces is None, any size).  Returns (the input, its shape)."""
+    shape = tf.TensorShape(value.shape)
+    key = ('heap-array', value.ndim) + source.uid()
+    if ctx.shapes is not None:
+        previous = ctx.shapes.get(key)
+        shape = call_signature.widen_shape(previous, shape) if previous is not None else shape
+        ctx.shapes[key] = shape
+    shape = tuple(call_signature.specialized(shape).as_list())
+    ctx.add_guard(guards.GuardKind.ARRAY_MATCH, source, (value.dtype, shape))
+
+    def read_now():
+        return arrays.feed(source.value(_call_arguments(), {}))
+    key = ('janus', 'array') + source.uid()
+    spec = tf.TensorSpec(shape, tf.as_dtype(value.dtype))
+    hoisted = ctx.top_graph.capture_call_time_value(read_now, spec, key=key)
+    _register_reader(ctx, key, read_now)
+    return hoisted, shape
 
 
 def hoist_scalar(ctx, source, kind):

@@ -20,7 +20,7 @@ from janus.decisions import DYNAMIC
 from janus.errors import InvariantError, Unsupported
 from janus.guards import GuardKind
 from janus.reasons import Reason
-from janus.runtime import ops, scalars, shadow_heap, whitelist
+from janus.runtime import arrays, ops, scalars, shadow_heap, whitelist
 from janus.runtime.shadow_heap import MISSING, Slot
 from janus.runtime.tracing import Assumption
 
@@ -79,6 +79,8 @@ class TraceContext:
         self._tensor_sources = {}   # id(graph input) -> (source, the input itself)
         self._input_tensors = {}    # the same for every graph input, hoisted in a branch too
         self._stand_ins = {}   # id(a real argument container) -> the trace's rebuilt one
+        self._arrays = {}      # id(an outside ndarray) -> (it, its arrays.ArrayStandIn)
+        self._numpy_scalars = {}   # id(a NumPy scalar argument) -> (it, its ArgSource...)
         self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
         self._looped = {}   # id(a tf.while_loop's variable or result) -> (it, maybe outside)
         self._copies = {}   # id(a tf.cond output for a branch's choice of outside tensors) -> it
@@ -105,7 +107,14 @@ class TraceContext:
             return
         if type(value) in guards.PRIMITIVES or type(value) is scalars.DynamicScalar:
             return
+        if is_numpy_scalar(value):   # a constant (VALUE_MATCH), returned as the caller's own
+            self._numpy_scalars.setdefault(id(value), (value, source))
+            return
         self._remember(source, value)
+        if arrays.is_stand_in(value):   # the same ndarray read elsewhere is this stand-in
+            real = source.value(self.call_arguments, {})
+            self._arrays.setdefault(id(real), (real, value))
+            return
         if type(value) in (list, dict) or isinstance(value, tuple):
             self._stand_in(source, value)
         if isinstance(value, types.MethodType) or (type(value) is types.BuiltinMethodType
@@ -291,6 +300,12 @@ class TraceContext:
         first, second = (source.value(self.call_arguments, {}) for source in sources)
         return first is second
 
+    def numpy_scalar_source(self, value):
+        """Where a NumPy scalar argument came from (eager returns that very object), or
+        None for one the call made."""
+        found = self._numpy_scalars.get(id(value))
+        return found[1] if found is not None and found[0] is value else None
+
     def tensor_source(self, tensor):
         found = self._tensor_sources.get(id(tensor))
         return found[0] if found is not None and found[1] is tensor else None
@@ -458,10 +473,24 @@ class TraceContext:
             return value
         if kind is guards.EagerTensor and hoist and self.top_graph is not None:
             return shadow_heap.hoist_tensor(self, source, value)
-        if isinstance(value, tf.Tensor) and kind is not guards.EagerTensor:
-            return value   # already in this graph: an argument's placeholder or a hoisted read
+        if isinstance(value, tf.Tensor) and kind is not guards.EagerTensor \
+                or kind is scalars.DynamicScalar:
+            # Already in this graph: an argument's placeholder, a hoisted read, or a
+            # relaxed number of a container argument (its signature node guards it).
+            return value
         if isinstance(value, enum.Enum):
             self.add_guard(GuardKind.ID_MATCH, source, value)   # Mode.EVAL is not Mode.TRAIN
+            return value
+        if whitelist.is_numpy_callable(value):   # ``np.sqrt``: a call of it decides (calls.py)
+            self.add_guard(GuardKind.ID_MATCH, source, value)
+            self._remember(source, value)
+            return value
+        if arrays.is_stand_in(value):
+            return value   # an argument's, or read before: its guards are taken
+        if arrays.is_numeric_array(value) and hoist and self.top_graph is not None:
+            return self._array(source, value)
+        if is_numpy_scalar(value):   # ``self.scale = np.float32(2)``: a constant, by value
+            self.add_guard(GuardKind.VALUE_MATCH, source, value)
             return value
         if type(value).__module__ == 'numpy':
             raise Unsupported(Reason.NUMPY_GLOBAL,
@@ -488,6 +517,21 @@ class TraceContext:
         if kind is types.BuiltinMethodType and _bound_to_object(value):
             self._guard_owner(source, value)   # ``self.record = self.history.append``
         return value
+
+    def _array(self, source, value):
+        """An outside ndarray read at ``source``: a graph input fed from there on every
+        run (``shadow_heap.hoist_array``, ARRAY_MATCH); one stand-in per array, however
+        often or wherever it is read (ALIAS_MATCH keeps the sources one array)."""
+        found = self._arrays.get(id(value))
+        if found is not None and found[0] is value:
+            stand_in = found[1]
+            self.add_guard(GuardKind.ARRAY_MATCH, source, (value.dtype, stand_in.shape))
+        else:
+            hoisted, shape = shadow_heap.hoist_array(self, source, value)
+            stand_in = arrays.ArrayStandIn(hoisted, value.dtype, shape)
+            self._arrays[id(value)] = (value, stand_in)
+        self._remember(source, stand_in)   # and ALIAS_MATCH, per source
+        return stand_in
 
     def _guard_owner(self, source, method):
         """A method read from outside (``m.act = scaler.apply`` as a callback, a
@@ -734,6 +778,11 @@ class TraceContext:
 # Immutable values whose identity no write can reach: builtin ones, and NumPy's
 # scalars (``tf.get_static_value(t) == 2`` gives an ``np.bool_``).
 _VALUE_TYPES = (frozenset, range, slice, type(Ellipsis), type(NotImplemented))
+
+
+def is_numpy_scalar(value):
+    """A NumPy number or bool: immutable, compared by value like a Python constant."""
+    return isinstance(value, (np.number, np.bool_))
 
 
 def _is_value(value):

@@ -2,14 +2,18 @@
 
 Needs nothing run before it.  The paper's rule (§4.3.1): a callee janus does
 not convert itself must be on a whitelist of functions whose behaviour it
-knows; TF, Keras and a few side-effect-free builtins are.  Functions that
-change global Python state when *called* (seeding, device config) are not:
-a graph would run them once, at trace time, instead of on every call.
+knows; TF, Keras and a few side-effect-free builtins are, and NumPy's pure
+functions on values the trace knows (Python constants, NumPy scalars): run at
+trace time, behind the guards of what they read.  Functions that change
+global Python state when *called* (seeding, device config) are not: a graph
+would run them once, at trace time, instead of on every call.
 """
 import builtins
 import enum
 import math
 import types
+
+import numpy as np
 
 from janus import pytypes
 
@@ -84,8 +88,46 @@ def is_blocklisted(callee):
 BUILTINS = frozenset(getattr(builtins, name) for name in (
     'len', 'range', 'isinstance', 'issubclass', 'min', 'max', 'abs', 'int', 'float',
     'bool', 'str', 'zip', 'enumerate', 'list', 'tuple', 'dict', 'sum', 'reversed',
-    'any', 'all', 'round', 'divmod', 'pow', 'slice', 'set', 'frozenset', 'repr', 'format', 'sorted')
+    'any', 'all', 'round', 'divmod', 'pow', 'slice', 'set', 'frozenset', 'repr', 'format', 'sorted',
+    'ord', 'chr', 'bin', 'oct', 'hex')
 ) | frozenset(f for f in vars(math).values() if isinstance(f, types.BuiltinFunctionType))
+
+# NumPy functions that compute only on their arguments (besides every ufunc and
+# NumPy's scalar types): on values the trace knows they run at trace time, their
+# result a constant of the graph (``calls.py``).  Not ``empty`` (its contents are
+# whatever memory held), nor anything random, reading files or printing.
+NUMPY_FUNCTIONS = frozenset(getattr(np, name) for name in (
+    'round', 'around', 'clip', 'mean', 'sum', 'prod', 'max', 'min', 'amax', 'amin', 'argmax',
+    'argmin', 'std', 'var', 'median', 'average', 'percentile', 'quantile', 'cumsum', 'cumprod',
+    'dot', 'isclose', 'allclose', 'array', 'asarray', 'zeros', 'ones', 'full', 'arange',
+    'linspace', 'zeros_like', 'ones_like', 'full_like', 'where', 'concatenate', 'stack',
+    'reshape', 'transpose', 'sort', 'argsort', 'diff', 'nan_to_num', 'interp',
+    'count_nonzero', 'any', 'all') if hasattr(np, name))
+
+
+
+_NUMPY_DISPATCHER = type(np.mean)   # NumPy's Python functions (``np.mean``, ``np.clip``)
+
+
+def is_numpy_callable(value):
+    """A function of NumPy's own (a ufunc, ``np.mean``): read from ``np`` by identity;
+    whether a call of it converts is decided where it is called.  Not other NumPy
+    objects (``np.vectorize(f)``, a ``RandomState``): they hold state or run Python."""
+    return isinstance(value, np.ufunc) or type(value) is _NUMPY_DISPATCHER
+
+
+def is_numpy_function(callee):
+    """A NumPy function janus runs at trace time on values it knows: a ufunc (not its
+    methods), a NumPy scalar type (``np.float32(x)``) or one of ``NUMPY_FUNCTIONS``."""
+    if isinstance(callee, np.ufunc):
+        return True
+    if isinstance(callee, type):
+        return issubclass(callee, (np.number, np.bool_)) and callee.__module__ == 'numpy'
+    try:
+        return callee in NUMPY_FUNCTIONS
+    except TypeError:   # an unhashable callee
+        return False
+
 
 # Builtins that call a user function given as key=/default: refused when given one.
 KEYED_BUILTINS = frozenset((builtins.min, builtins.max, builtins.sorted))

@@ -35,8 +35,10 @@ def functions(jf):
     while todo:
         part = todo.pop(0)
         found.append(part)
-        split = part.state.split
-        if split is not None:
+        splits = getattr(part.state, 'splits', None)   # one per set of break lines
+        if splits is None:                               # (state.split before d4ba4bc)
+            splits = {} if part.state.split is None else {None: part.state.split}
+        for split in splits.values():
             todo += list(split.slots)
     return found
 

@@ -187,8 +187,7 @@ class Side:
         while todo:
             jf = todo.pop(0)
             out.append(jf)
-            split = getattr(getattr(jf, 'state', None), 'split', None)
-            if split is not None:
+            for split in _splits(jf):
                 todo += [part for part in split.slots if isinstance(part, JanusFunction)]
         return out
 
@@ -228,6 +227,17 @@ class Side:
             for k, v in janus.stats(jf).items():
                 total['segment_' + k] = total.get('segment_' + k, 0) + v
         return total
+
+
+def _splits(jf):
+    """The splits of a janus function (``state.splits``: one per set of break lines;
+    ``state.split`` before that)."""
+    state = getattr(jf, 'state', None)
+    splits = getattr(state, 'splits', None)
+    if splits is not None:
+        return list(splits.values())
+    split = getattr(state, 'split', None)
+    return [split] if split is not None else []
 
 
 def _identity(fn):

@@ -68,15 +68,21 @@ class RouteAttributesAndItems(common.Pass):
     def _assign_in_turn(self, node):
         """``a = b.c = v`` / ``self.x, self.y = v``: the value (unpacked into
         temporaries), then each target in turn, as Python assigns them."""
-        stores = []
+        stores, starred = [], []
         if len(node.targets) == 1:   # one unpacking target: every leaf becomes a temporary
-            first = gast.Assign([self._temporaries(node.targets[0], stores)], node.value, None)
+            first = gast.Assign([self._temporaries(node.targets[0], stores, starred)],
+                                node.value, None)
         else:
             held = self._temporary()
             first = gast.Assign([gast.Name(held, gast.Store(), None, None)], node.value, None)
             stores = [(target, held) for target in node.targets]
-        statements = [first] + [gast.Assign([target], common.load(held), None)
-                                for target, held in stores]
+        # The list a starred target collects is the call's own (``literals`` registers
+        # those of names; these temporaries are made here, after it ran).
+        made = [gast.Assign([gast.Name(held, gast.Store(), None, None)],
+                            common.runtime_call('made', [common.load(held)]), None)
+                for held in starred]
+        statements = [first] + made + [gast.Assign([target], common.load(held), None)
+                                       for target, held in stores]
         out = []
         for statement in statements:
             for sub in gast.walk(statement):
@@ -85,14 +91,18 @@ class RouteAttributesAndItems(common.Pass):
             out.extend(visited if isinstance(visited, list) else [visited])
         return out
 
-    def _temporaries(self, target, stores):
+    def _temporaries(self, target, stores, starred):
         """``target`` with each leaf replaced by a fresh name; ``stores`` gets
-        (leaf, name) in the order Python assigns the leaves."""
+        (leaf, name) in the order Python assigns the leaves, ``starred`` the names
+        that collect a starred leaf's list."""
         if isinstance(target, (gast.Tuple, gast.List)):
-            return type(target)([self._temporaries(t, stores) for t in target.elts],
+            return type(target)([self._temporaries(t, stores, starred) for t in target.elts],
                                 gast.Store())
         if isinstance(target, gast.Starred):
-            return gast.Starred(self._temporaries(target.value, stores), gast.Store())
+            held = self._temporaries(target.value, stores, starred)
+            if isinstance(held, gast.Name):   # ``*(b, c)`` unpacks the list at once
+                starred.append(held.id)
+            return gast.Starred(held, gast.Store())
         held = self._temporary()
         stores.append((target, held))
         return gast.Name(held, gast.Store(), None, None)

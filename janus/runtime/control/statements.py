@@ -19,7 +19,7 @@ from janus.errors import ConversionDeferred, ConversionError
 from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
 from janus.guards import GuardKind
-from janus.runtime import observe, scalar_ops, scalars
+from janus.runtime import arrays, observe, scalar_ops, scalars
 from janus.runtime.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
                                           is_test_tensor, lineage_of, python_truth, static_truth,
                                           taping, tensor_flags, bool_tensor)
@@ -233,6 +233,8 @@ def loop_iterable(ns, site, iterable):
     comprehension).  Outside lists are guarded; tensors are unrolled when safe."""
     if isinstance(iterable, tf.Tensor):
         return iter(unrolled_items(ns, site, iterable, allow_dynamic=False))
+    if arrays.is_stand_in(iterable):
+        arrays.refuse_use('iterating over')
     ctx = current()
     source = ctx.source_of(iterable)
     if source is None:

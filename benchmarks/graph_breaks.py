@@ -1,0 +1,201 @@
+"""What a graph break costs, side by side in one process (issue #19's targets).
+
+* **Per-break overhead**: a chain of 40 element-wise ops with one ``.numpy()``
+  in the middle (a break: two segments and a Python statement) against the
+  same chain without it (one graph), in janus; the difference is the break's
+  cost, also given in eager ops (the chain's eager time per op).
+* **Logging step**: a Keras training step printing ``loss.numpy()`` every 10
+  steps inside the function, under eager and janus, against the same step
+  with the print moved out of the function, under janus and under
+  ``tf.function`` (the hand-written version: the log line moved out, the
+  rest unchanged).
+* **NumPy metrics step**: the same step computing NumPy accuracy from
+  ``logits.numpy()`` every step; janus against eager and against
+  ``tf.function`` with the metric moved out.
+
+Medians of timed windows after warm-up (profiling, tracing and the breaks'
+discovery), modes taking turns window by window.
+
+    python benchmarks/graph_breaks.py [--windows 7] [--steps 60]
+"""
+import argparse
+import contextlib
+import io
+import os
+import statistics
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import janus  # noqa: E402
+
+CHAIN = 40
+
+
+def chain(x):
+    for _ in range(CHAIN // 2):
+        x = x * 1.0001
+        x = x + 0.5
+    return x
+
+
+def with_break(x):
+    y = chain(x)
+    print_value = float(y.numpy().sum())   # the break
+    z = chain(y)
+    return z, print_value
+
+
+def without_break(x):
+    y = chain(x)
+    z = chain(y)
+    return z, tf.reduce_sum(y)
+
+
+class Model:
+    def __init__(self):
+        tf.keras.utils.set_random_seed(0)
+        self.dense1 = tf.keras.layers.Dense(64, activation='relu')
+        self.dense2 = tf.keras.layers.Dense(10)
+        self.opt = tf.keras.optimizers.SGD(0.01)
+        self.step = 0
+        self.accuracy = []
+
+    def _loss_and_update(self, x, y):
+        with tf.GradientTape() as tape:
+            logits = self.dense2(self.dense1(x))
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True))
+        variables = self.dense1.trainable_variables + self.dense2.trainable_variables
+        self.opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss, logits
+
+    def logging_step(self, x, y):
+        with tf.GradientTape() as tape:
+            logits = self.dense2(self.dense1(x))
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True))
+        variables = self.dense1.trainable_variables + self.dense2.trainable_variables
+        self.opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        self.step += 1
+        if self.step % 10 == 0:
+            print('step', self.step, 'loss', loss.numpy())
+        return loss
+
+    def quiet_step(self, x, y):   # the log line moved out (the caller prints)
+        loss, _ = self._loss_and_update(x, y)
+        self.step += 1
+        return loss
+
+    def metrics_step(self, x, y):
+        with tf.GradientTape() as tape:
+            logits = self.dense2(self.dense1(x))
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True))
+        variables = self.dense1.trainable_variables + self.dense2.trainable_variables
+        self.opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        self.accuracy.append(float(np.mean(np.argmax(logits.numpy(), 1) == y.numpy())))
+        return loss
+
+    def metrics_outside(self, x, y):   # for tf.function: the metric computed by the caller
+        return self._loss_and_update(x, y)
+
+
+def interleaved(runners, windows, steps):
+    """Median seconds per step of each runner, windows taking turns."""
+    times = {name: [] for name in runners}
+    for _ in range(windows):
+        for name, step in runners.items():
+            started = time.perf_counter()
+            for _ in range(steps):
+                step()
+            times[name].append((time.perf_counter() - started) / steps)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def warmed(step, calls=30):
+    for _ in range(calls):
+        step()
+    return step
+
+
+def break_overhead(windows, steps):
+    x = tf.ones([64])
+    broken, whole = janus.function(with_break), janus.function(without_break)
+    runners = {'eager chain': warmed(lambda: without_break(x)),
+               'janus, no break': warmed(lambda: whole(x)),
+               'janus, one break': warmed(lambda: broken(x))}
+    t = interleaved(runners, windows, steps)
+    per_op = t['eager chain'] / (2 * CHAIN)
+    cost = t['janus, one break'] - t['janus, no break']
+    print('per-break overhead: %.0f us (janus with the break %.0f us, without %.0f us); '
+          'eager %.1f us per op: a break costs %.0f eager ops'
+          % (cost * 1e6, t['janus, one break'] * 1e6, t['janus, no break'] * 1e6,
+             per_op * 1e6, cost / per_op))
+    assert janus.stats(broken)['graph_part_calls'] > 0, janus.explain(broken)
+
+
+def training_steps(windows, steps):
+    x = tf.random.stateless_normal([32, 100], seed=[1, 2])
+    y = tf.random.stateless_uniform([32], seed=[3, 4], maxval=10, dtype=tf.int32)
+
+    def logged_outside(model, fn):
+        def step():
+            loss = fn(x, y)
+            if model.step % 10 == 0:
+                print('step', model.step, 'loss', loss.numpy())
+        return step
+
+    def metric_outside(model, fn):
+        def step():
+            _, logits = fn(x, y)
+            model.accuracy.append(float(np.mean(np.argmax(logits.numpy(), 1) == y.numpy())))
+        return step
+
+    m = {k: Model() for k in ('eager', 'janus', 'janus_out', 'tf_out', 'e2', 'j2', 't2')}
+    janus_log = janus.function(m['janus'].logging_step)
+    janus_metrics = janus.function(m['j2'].metrics_step)
+    runners = {
+        'logging: eager': lambda: m['eager'].logging_step(x, y),
+        'logging: janus': lambda: janus_log(x, y),
+        'logging moved out: janus': logged_outside(m['janus_out'], janus.function(
+            m['janus_out'].quiet_step)),
+        'logging moved out: tf.function': logged_outside(m['tf_out'], tf.function(
+            m['tf_out'].quiet_step)),
+        'metrics: eager': lambda: m['e2'].metrics_step(x, y),
+        'metrics: janus': lambda: janus_metrics(x, y),
+        'metrics moved out: tf.function': metric_outside(m['t2'], tf.function(
+            m['t2'].metrics_outside)),
+    }
+    with contextlib.redirect_stdout(io.StringIO()):
+        for step in runners.values():
+            warmed(step)
+        t = interleaved(runners, windows, steps)
+    for name, seconds in t.items():
+        print('  %-34s %8.0f us/step' % (name, seconds * 1e6))
+    print('logging step: janus %.2fx eager, %.2fx janus with the print moved out, %.2fx '
+          'tf.function with it moved out' % (
+              t['logging: eager'] / t['logging: janus'],
+              t['logging moved out: janus'] / t['logging: janus'],
+              t['logging moved out: tf.function'] / t['logging: janus']))
+    print('NumPy metrics step: janus %.2fx eager, %.2fx tf.function with the metric moved out'
+          % (t['metrics: eager'] / t['metrics: janus'],
+             t['metrics moved out: tf.function'] / t['metrics: janus']))
+    print('  janus stats, logging step: %s' % janus.stats(janus_log))
+    print('  janus stats, metrics step: %s' % janus.stats(janus_metrics))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--windows', type=int, default=7)
+    parser.add_argument('--steps', type=int, default=60)
+    args = parser.parse_args()
+    break_overhead(args.windows, args.steps)
+    training_steps(args.windows, args.steps)
+
+
+if __name__ == '__main__':
+    main()
