@@ -13,7 +13,12 @@ Every feature is in, those added for issue 17 (``programs.ISSUE17_FEATURES``:
 swaps, callbacks, ``type(self)``, nested containers, sets and deques, identity
 memos, raises after state changes, ``tf.executing_eagerly()``) included;
 ``JANUS_FUZZ_SKIP=a,b`` leaves features out (``JANUS_FUZZ_SKIP=`` followed by
-the issue-17 names gives the programs of before they were added).
+the issue-17 names gives the programs of before they were added).  So are the
+graph-break constructs of issue 19 (``programs.BREAK_FEATURES``: prints of
+``.numpy()``/``float()`` every N calls, ``int(t.numpy())`` sizing tensors, NumPy
+metrics and RandomState draws, ``next(it)``, ``try``/``except``,
+``statistics``/``bisect``, a local unbound after a loop, raises and counters
+across a break); skipping those gives the programs of before them.
 The long soak is ``bash scripts/fuzz.sh N``; one program, verbosely and
 minimized into a standalone repro: ``python -m tests.fuzzing --seed ci
 --only INDEX --out DIR``.

@@ -522,3 +522,147 @@ def test_a_size_from_numpy_shapes_the_rest_of_the_step():
     calls = [batch(n) for n in (3, 3, 3, 4, 3, 5, 3, 4, 6, 3, 4, 5)]
     jf = differential(make, calls, lambda d: [v.numpy() for v in d.head.weights])
     assert _graph_parts(jf) > 0, janus.explain(jf)
+
+
+def _segment_functions(jf):
+    """The janus functions of ``jf``'s segments, and theirs (a segment may break again)."""
+    found, todo = [], [part for split in jf.state.splits.values() for part in split.slots]
+    while todo:
+        part = todo.pop(0)
+        found.append(part)
+        todo += [inner for split in part.state.splits.values() for inner in split.slots]
+    return found
+
+
+def test_a_segment_with_a_maybe_unbound_input_breaks_again():
+    """Fuzzer finding (tests/fuzz_findings_breaks/): a segment whose input may be unbound
+    (bound in a loop that may not run) reads janus's helpers as a closure cell ``__jr``;
+    a second break in it cut it again with ``__jr`` a parameter twice (SyntaxError,
+    an internal error on every call)."""
+    def fn(x, n):
+        for _ in range(n):
+            last = x * 2.0
+        print('a', last.numpy())
+        z = last + 1.0
+        print('b', z.numpy())
+        return z * 2.0
+
+    def make():
+        return fn, None
+    calls = [((tf.constant([0.5, 1.0]), n), {}) for n in (2, 2, 2, 1, 2, 0, 3, 2, 2, 2, 0, 1)]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['split_calls'] > 0
+    events = [ev for part in [jf] + _segment_functions(jf) for ev in part.events]
+    assert not [ev for ev in events if ev.kind.value == 'internal error'], events
+
+
+def test_a_nested_function_writing_a_local_before_a_break_is_not_cut():
+    """Fuzzer finding (tests/fuzz_findings_breaks/): ``bump`` writes the local ``tally``
+    through ``nonlocal``; cut at the break, the segment defining ``bump`` kept the cell it
+    writes, and ``return tally`` read the skeleton's copy (0, eagerly 2)."""
+    def fn(x):
+        tally = 0
+
+        def bump():
+            nonlocal tally
+            tally += 1
+        size = int(np.ceil(float(tf.reduce_sum(tf.abs(x))))) % 4
+        for _ in range(2):
+            bump()
+        return tally, x * 2.0 + size
+
+    with pytest.raises(segments.CannotSplit):
+        segments.split(fn, [fn.__code__.co_firstlineno + 6])
+
+    def make():
+        return fn, None
+    differential(make, [((tf.constant([1.0, -0.5 * i]),), {}) for i in range(7)])
+
+
+def test_locals_bound_in_a_try_body_before_an_exception_reach_the_handler():
+    """Fuzzer finding (tests/fuzz_findings_breaks/): the try body ran as one segment;
+    raising KeyError at its second statement, it returned none of its locals, so the
+    handler saw ``acc`` from before the body (janus 0.5, eagerly 1.5).  Each statement
+    of a try body is now a segment of its own."""
+    class Table:
+        def __init__(self):
+            self.table = {}
+
+        def lookup(self, x, p):
+            acc = x * 1.0
+            try:
+                acc = acc * 2.0
+                acc = acc + self.table['k%d' % p]
+            except KeyError:
+                acc = acc - 0.5
+                self.table['k%d' % p] = float(len(self.table))
+            for k in range(2):
+                try:
+                    acc = acc + 1.0
+                    acc = acc / (p - k)
+                except ZeroDivisionError:
+                    acc = acc * 3.0
+            return acc
+
+    def make():
+        table = Table()
+        return table.lookup, table
+    calls = [((tf.constant([1.0, 2.0]), p), {}) for p in (0, 1, 0, 2, 2, 3, 0, 4, 1, 5, 6)]
+    jf = differential(make, calls, lambda t: dict(t.table))
+    assert janus.stats(jf)['graph_part_calls'] > 0
+
+
+def test_a_name_bound_before_a_segment_and_maybe_in_it_keeps_its_value():
+    """Fuzzer finding (tests/fuzz_findings_breaks/): ``msg`` is bound (a parameter) and
+    the segment before the break binds it only when the branch runs, never reading it;
+    the segment returned ``msg`` as if bound inside it: UnboundLocalError when the
+    branch did not run.  Also through a second break in a segment (the fuzzer's case)."""
+    def fn(x, msg='none'):
+        if x[0] > 0.5:
+            msg = 'big'
+        print(msg, x.numpy())
+        return x * 2.0, msg
+
+    def twice(x):
+        acc = x * 1.0
+        msg = ''
+        print(acc.numpy())
+        if x[0] > 0.625:
+            msg = str(x)
+            acc = acc + 1.0
+        msg = msg + 'a'
+        return acc, msg
+
+    calls = [((tf.constant([v]),), {}) for v in [1.0] * 8 + [0.25, 1.0, 0.25]]
+    for function in (fn, twice):
+        jf = differential(lambda function=function: (function, None), calls)
+        assert janus.stats(jf)['split_calls'] > 0
+
+
+def test_a_break_inside_a_gradient_tape_body():
+    """Fuzz-session finding (tests/fuzz_findings_breaks/): with a break inside the tape's
+    body, ``tape.gradient`` after it landed in a segment taking the tape as input; traced
+    in that segment's graph, the loss was a placeholder and the gradient None.  What a
+    ``with`` cut by a break binds is now read in Python only."""
+    class Step:
+        def __init__(self):
+            self.w = tf.Variable([1.0, 2.0])
+            self.losses = []
+
+        def step(self, x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = x * self.w
+                print('y', y.numpy())
+                loss = tf.reduce_sum(y * y)
+            gw, gx = tape.gradient(loss, [self.w, x])
+            self.w.assign_sub(0.01 * gw)
+            self.losses.append(float(loss))
+            return loss, gx
+
+    def make():
+        step = Step()
+        return step.step, step
+    calls = [((tf.constant([1.0, 0.5 * i]),), {}) for i in range(10)]
+    jf = differential(make, calls, lambda s: (s.w.numpy(), list(s.losses)))
+    assert janus.stats(jf)['graph_part_calls'] > 0

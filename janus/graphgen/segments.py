@@ -270,7 +270,11 @@ class _Cutter:
         returns = isinstance(run[-1], gast.Return)
         inputs, maybe_unbound = self._inputs(run, bound)
         outputs = () if returns else self._outputs(run, where.loops)
-        after = bound.after_all(run)
+        # what is bound after the run *in the segment*: its inputs and what it binds (a
+        # name the skeleton has bound but the segment neither reads nor surely binds is
+        # not bound there: it comes back UNDEFINED and the skeleton keeps its own)
+        after = liveness.Bound(frozenset(inputs) - maybe_unbound,
+                               frozenset(inputs)).after_all(run)
         index = len(self.segments)
         name = '%s_lines_%d_%d' % (self.tree.name, _first_line(run[0]), run[-1].end_lineno)
         definition = self._definition(name, run, inputs, maybe_unbound, outputs, after)
@@ -465,7 +469,9 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
     skeleton.decorator_list, skeleton.returns = [], None
     definitions = [skeleton] + [d for d, *_ in cutter.segments]
     freevars = fn.__code__.co_freevars
-    params = [n for n in freevars] + [SEGMENTS, HELPERS]
+    # a segment cut again (a second break in it) already has __jr (and maybe the
+    # segment list) among its cells: the new split's cells replace them
+    params = [n for n in freevars if n not in (SEGMENTS, HELPERS)] + [SEGMENTS, HELPERS]
     factory = gast.FunctionDef('__janus_split', gast.arguments(
         [gast.Name(n, gast.Param(), None, None) for n in params], [], None, [], [], None, []),
         definitions + [gast.Return(gast.Constant(None, None))], [], None, None, [])

@@ -103,6 +103,12 @@ def main(argv=None):
         totals['graph_calls'] += result.graph_calls
         totals['graphs_built'] += result.graphs_built
         totals['fallbacks'] += result.fallbacks
+        totals['split_calls'] += result.split_calls
+        totals['graph_part_calls'] += result.graph_part_calls
+        totals['segment_graph_calls'] += result.segment_graph_calls
+        totals['programs_split'] += bool(result.split_calls)
+        totals['programs_break_features'] += any(f in programs.BREAK_FEATURES
+                                                 for f in program.features)
         totals['eager_raised'] += result.eager_raised
         totals['steps'] += result.calls
         eager_errors.update(result.eager_errors)
@@ -111,8 +117,8 @@ def main(argv=None):
             with_graph.update(program.features)
         d = result.divergence
         if args.verbose:
-            print('%5d %5.2fs calls=%2d graph=%2d %s%s' % (
-                index, result.seconds, result.janus_calls, result.graph_calls,
+            print('%5d %5.2fs calls=%2d graph=%2d split=%2d %s%s' % (
+                index, result.seconds, result.janus_calls, result.graph_calls, result.split_calls,
                 ','.join(program.features), ('  ' + d.describe()[:200]) if d else ''))
         if d is None:
             continue
@@ -187,6 +193,10 @@ def _summary(totals, kinds, signatures, eager_errors, elapsed, args, feature_lin
         'calls: %d (graphs built %d, graph calls %d = %.1f%% of calls, fallbacks %d; '
         '%d calls raised eagerly)' % (calls, totals['graphs_built'], totals['graph_calls'], share,
                                       totals['fallbacks'], totals['eager_raised']),
+        'graph breaks: %d programs ran split (%d have a break_* feature); %d split calls, '
+        '%d of them ran a graph segment; segments ran %d graphs' % (
+            totals['programs_split'], totals['programs_break_features'], totals['split_calls'],
+            totals['graph_part_calls'], totals['segment_graph_calls']),
         'diverging programs: %d' % sum(kinds.values()),
     ]
     for kind, n in kinds.most_common():

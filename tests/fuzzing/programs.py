@@ -92,6 +92,7 @@ class Builder:
         self.pattern = rng.choice(['step', 'step', 'back', 'alternate', 'once', 'none'])
         self.has_p = False
         self.x = XSpec(rng)
+        self.prefer_break = False  # the next wrapper takes a graph-break item (issue 19)
 
     # -- names and regimes ---------------------------------------------------------
     def fresh(self, base):
@@ -1877,6 +1878,264 @@ def f_static_eager(b):
     b.outs.append(cnt)
 
 
+# -- graph breaks (issue 19) ----------------------------------------------------------------
+#
+# Statements janus cannot put in a graph, in the idioms users write them, mixed with the
+# tensor statements above: janus runs each in Python and the statements around it in
+# graph segments of their own (graphgen/segments.py).  Values cross a break only as real
+# values, so the break's statement must see exactly what eager shows at that point, and
+# what it changes (a NumPy RNG, a Python iterator, a list of floats, a counter) must be
+# what the next segment reads.
+
+def _break_calls(b):
+    """Enough calls for a break's segments to run graphs (a break is found when the first
+    graph is built, at call 4; each segment then profiles 3 calls of its own), and, half
+    the time, the regime flip after that: assumptions of the segments' graphs break."""
+    b.ncalls = max(b.ncalls, b.rng.randint(9, 13))
+    if b.rng.random() < 0.5:
+        b.flip = b.rng.randint(7, b.ncalls - 1)
+
+
+BREAK_PRINTS = [
+    "print('loss', @T.numpy())",
+    "print('total %.4f' % float(tf.reduce_sum(@T)))",
+    "print('sum', @T.numpy().sum())",
+    "print(f'mean {float(tf.reduce_mean(@T)):.3f}')",
+    "print('max', tf.reduce_max(@T).numpy().item())",
+    "print('first', float(@T[0]), @T.numpy().shape)",
+]
+
+
+def f_break_print(b):
+    """``print`` of a materialized value: every N calls (a counter attribute, global or
+    cell) or every call."""
+    line = _sub(b.rng.choice(BREAK_PRINTS), T=b.rng.choice(['acc', 'acc', 'x']))
+    if b.rng.random() < 0.55:
+        step = _number(b, 'logstep', '0', _home(b, ('attr', 'attr', 'global', 'cell')))
+        S, n = step.ref, b.rng.choice([2, 3, 3, 4])
+        b.item('%s += 1' % S, loopable=False)
+        body = [line]
+        if b.rng.random() < 0.4:
+            body.append(arith(b, 1))      # tensor work in the branch after the break
+        b.item(['if %s %% %d == 0:' % (S, n)] + _indent(body))
+        if step.setter is not None:
+            b.mutations.append(step.set(b.rng.choice(['100', '0', '7'])))
+        b.outs.append(S)
+    else:
+        b.item(line)
+
+
+BREAK_SIZERS = [
+    'int(tf.reduce_max(tf.abs(acc)).numpy()) % 3 + 1',
+    'int(tf.size(x).numpy())',
+    'int(np.ceil(float(tf.reduce_sum(tf.abs(x))))) % 4',
+    'len(acc.numpy())',
+    'int(tf.reduce_sum(tf.cast(x > 0.0, tf.int32)).numpy())',
+]
+BREAK_SIZE_USES = [
+    'pad_ = tf.pad(acc, [[0, @N]])\nacc = acc + tf.reduce_sum(pad_) * 0.25',
+    'z_ = tf.zeros([@N], dtype=acc.dtype)\nacc = acc + tf.cast(tf.size(z_), acc.dtype)',
+    'z_ = tf.ones([@N, 2])\nacc = acc + tf.cast(tf.reduce_sum(z_), acc.dtype) * 0.5',
+    'acc = tf.concat([acc, tf.zeros([@N], acc.dtype)], 0)[:tf.shape(x)[0]]',
+    'acc = acc + tf.cast(tf.reduce_sum(tf.range(@N)), acc.dtype)',
+]
+
+
+def f_break_size(b):
+    """``int(t.numpy())`` sizing a later ``tf.zeros``/``tf.pad``/``tf.range``."""
+    n = b.fresh('nsz')
+    b.inits.append('%s = 0' % n)
+    b.item('%s = %s\n%s' % (n, b.rng.choice(BREAK_SIZERS),
+                            _sub(b.rng.choice(BREAK_SIZE_USES), N=n)))
+    b.outs.append(n)
+
+
+def f_break_numpy(b):
+    """NumPy on materialized values, kept in Python lists and attributes."""
+    hist = _list_home(b, 'metrics')
+    pool = ['m_ = np.mean(acc.numpy())\n@H.append(float(m_))',
+            'k_ = int(np.argmax(x.numpy()))\nacc = acc + k_\n@H.append(k_)',
+            'acc = tf.clip_by_value(acc * float(np.std(acc.numpy()) + 1.0), -20.0, 20.0)',
+            '@H.append(np.round(acc.numpy(), 3).tolist())',
+            'arr_ = np.maximum(acc.numpy(), 0.0)\nacc = acc + tf.constant(arr_)',
+            'if np.any(x.numpy() < 0):\n    acc = acc * 0.5',
+            'q_ = float(np.percentile(acc.numpy(), 50))\nacc = acc - q_\n@H.append(q_)',
+            'acc = acc + float(np.dot(x.numpy(), x.numpy()))']
+    if b.uses_state or b.rng.random() < 0.3:
+        b.need_state()
+        last = b.fresh('last_np')
+        b.state_init.append('self.%s = None' % last)
+        pool.append('%s.%s = acc.numpy()' % (b.obj, last))
+        pool.append('%s.%s = np.abs(x.numpy()) * 2\nacc = acc + tf.constant(%s.%s)[0]'
+                    % (b.obj, last, b.obj, last))
+        b.outs.append('%s.%s' % (b.obj, last))
+    for line in b.rng.sample(pool, b.rng.randint(1, 3)):
+        b.item(_sub(line, H=hist))
+    b.outs.append(b.rng.choice([hist, 'len(%s)' % hist]))
+
+
+RNG_DRAWS = {
+    'RandomState': ['acc = acc + @R.randn()', 'acc = acc * @R.randint(1, 4)',
+                    'noise_ = @R.uniform(-0.5, 0.5, size=2)\nacc = acc + float(noise_.sum())',
+                    'if @R.rand() < 0.5:\n    acc = acc * 0.5',
+                    'acc = acc + tf.cast(tf.constant(@R.randn(*acc.shape)), acc.dtype)',
+                    'idx_ = @R.randint(0, tf.size(x).numpy())\nacc = acc + tf.gather(x, idx_)',
+                    'acc = acc + float(@R.choice([0.5, 1.0, 2.0]))'],
+    'Generator': ['acc = acc + @R.normal()', 'acc = acc * int(@R.integers(1, 4))',
+                  'if @R.random() < 0.5:\n    acc = acc - 0.25',
+                  'acc = acc + tf.cast(tf.constant(@R.standard_normal(tuple(acc.shape))), acc.dtype)'],
+}
+
+
+def f_break_rng(b):
+    """A NumPy ``RandomState`` (or ``Generator``) held in an object or a global, drawn
+    from and used in tensor math; the caller draws from it and reseeds it too."""
+    kind = b.rng.choice(['RandomState', 'RandomState', 'RandomState', 'Generator'])
+    seed = b.rng.randint(0, 99)
+    init = ('np.random.RandomState(%d)' if kind == 'RandomState' else 'np.random.default_rng(%d)') % seed
+    ref, out = _holder(b, 'rng', init)
+    for line in b.rng.sample(RNG_DRAWS[kind], b.rng.randint(1, 3)):
+        b.item(_sub(line, R=ref))
+    if kind == 'RandomState':
+        b.mutations += ['%s.randn()' % out, '%s = np.random.RandomState(5)' % out, '%s.seed(3)' % out]
+        b.flip_mutations.append('%s.randint(10)' % out)
+    else:
+        b.mutations += ['%s.normal()' % out, '%s = np.random.default_rng(5)' % out]
+    b.outs.append(b.rng.choice(['acc', 'tf.reduce_sum(acc)']))
+
+
+def f_break_iter(b):
+    """``next(it)`` on a Python iterator over a list, held in an object or a global
+    (sometimes a short one, with a default or running out: StopIteration)."""
+    short = b.rng.random() < 0.25
+    n = b.rng.randint(4, 9) if short else 60
+    ref, out = _holder(b, 'feed', 'iter([%s])' % ', '.join(
+        repr(0.25 * (k % 7)) for k in range(n)))
+    pool = ['v_ = next(@I)\nacc = acc + v_', 'acc = acc * next(@I, 1.0)',
+            'b_ = next(@I, 0.0)\nif b_ > 0.75:\n    acc = acc * 0.5\nelse:\n    acc = acc + b_']
+    for line in b.rng.sample(pool, b.rng.randint(1, 2)):
+        b.item(_sub(line, I=ref))
+    b.mutations += ['next(%s)' % out, '%s = iter([1.0, 2.0] * 20)' % out]
+    b.flip_mutations.append('%s = iter([0.5])' % out)
+    b.outs.append(b.rng.choice(['acc', 'tf.reduce_sum(acc)']))
+
+
+def f_break_try(b):
+    """``try``/``except KeyError``/``ZeroDivisionError`` (``else``, ``finally``) with tensor
+    work in the body and in the handler."""
+    table, out = _holder(b, 'table', b.rng.choice(['{}', "{'k0': 1.5}"]))
+    p = b.need_p()
+    base = b.p_values[0]
+    pool = ["try:\n    acc = acc * 2.0\n    acc = acc + @T['k%d' % @P]\nexcept KeyError:\n"
+            "    acc = acc - 0.5\n    @T['k%d' % @P] = float(len(@T))",
+            'try:\n    r_ = 1.0 / (@P - @B)\nexcept ZeroDivisionError:\n    r_ = 0.0\n'
+            '    acc = tf.nn.relu(acc)\nacc = acc + r_',
+            "try:\n    acc = acc + len(@T) / (len(@T) % 2)\nexcept ZeroDivisionError as e_:\n"
+            "    print('zero', e_)\n    acc = acc * 0.5\nfinally:\n    @T['n'] = @T.get('n', 0) + 1",
+            "try:\n    v_ = @T['k%d' % (@P + 1)]\nexcept (KeyError, IndexError):\n"
+            "    v_ = tf.reduce_sum(acc)\nelse:\n    v_ = v_ * 2\nacc = acc + v_",
+            "try:\n    acc = tf.clip_by_value(acc / (@P - @B), -20.0, 20.0)\n"
+            "except ZeroDivisionError:\n    acc = acc + 1.0"]
+    for line in b.rng.sample(pool, b.rng.randint(1, 2)):
+        b.item(_sub(line, T=table, P=p, B=str(base)))
+    b.mutations += ["%s['k%d'] = 3.0" % (out, base), '%s.clear()' % out]
+    b.outs.append(b.rng.choice([table, 'sorted(%s)' % table]))
+
+
+def f_break_stats(b):
+    """``statistics.mean`` / ``bisect.bisect`` on a list of Python floats from tensors."""
+    _module_chunk(b, 'import statistics')
+    _module_chunk(b, 'import bisect')
+    hist = _list_home(b, 'losses')
+    bounds = b.fresh('BOUNDS')
+    b.glob(bounds, '[0.5, 2.0, 8.0]')
+    head = '@H.append(float(tf.reduce_mean(acc * acc)))'
+    pool = ['acc = acc + bisect.bisect(@BD, statistics.mean(@H))',
+            'acc = acc * (1 + bisect.bisect_left(@BD, statistics.median(@H)))',
+            'if len(@H) > 1 and statistics.pstdev(@H) > 1.0:\n    acc = acc * 0.5',
+            'mean_ = statistics.fmean(@H[-3:])\nacc = acc - mean_ * 0.1',
+            'bisect.insort(@BD, round(@H[-1], 2))\nacc = acc + len(@BD)']
+    lines = [head] + b.rng.sample(pool, b.rng.randint(1, 2))
+    b.item(_sub('\n'.join(lines), H=hist, BD=bounds))
+    b.mutations += ['%s = [0.5, 1.0]' % bounds]
+    b.outs.append(b.rng.choice([hist, 'len(%s)' % hist]))
+
+
+def f_break_unbound(b):
+    """A local bound only in a loop that may run zero times (or a branch that may not
+    run), read after a break: UnboundLocalError exactly as eager raises it."""
+    n, last = b.fresh('nit'), b.fresh('last')
+    k = b.rng.randint(1, 3)
+    b.params.append((n, lambda i: '0' if b.regime(i) and i % 2 == 0 else str(k)))
+    pool = ["for j_ in range(@N):\n    @L = acc * 2.0\nprint('last', @L.numpy())\nacc = acc + @L",
+            'for j_ in range(@N):\n    @L = acc * 2.0\n    if j_ >= 1:\n        break\n'
+            'acc = acc + float(tf.reduce_sum(@L))',
+            'if @N > 1:\n    @L = tf.reduce_sum(acc)\nv_ = @L.numpy()\nacc = acc + v_',
+            "while @N > 0:\n    @L = tf.reduce_mean(acc)\n    @N -= 1\nprint('m', float(@L))\n"
+            'acc = acc - @L']
+    b.item(_sub(b.rng.choice(pool), N=n, L=last))
+
+
+def f_break_raise(b):
+    """A user exception raised after a break (the value decided in Python), with state
+    changed and output printed before it."""
+    _module_chunk(b, 'class FuzzError(Exception):\n    pass')
+    b.x.spikes.add(b.rng.randint(b.flip, b.ncalls - 1))
+    seen = _list_home(b, 'seen')
+    head = b.rng.choice(['v_ = float(tf.reduce_max(x).numpy())',
+                         'v_ = x.numpy().max().item()',
+                         'v_ = float(tf.reduce_max(x))'])
+    lines = [head, '@S.append(v_)']
+    if b.rng.random() < 0.5:
+        lines.append("print('value', v_)")
+    lines.append(b.rng.choice(["if v_ > 2.875:\n    raise FuzzError('too large: %.2f' % v_)",
+                               "assert v_ < 2.875, 'too large'",
+                               "if v_ > 2.875:\n    raise ValueError(v_)"]))
+    lines.append('acc = acc + v_ * 0.1')
+    b.item(_sub('\n'.join(lines), S=seen), loopable=b.rng.random() < 0.5)
+    b.outs.append(b.rng.choice([seen, 'len(%s)' % seen]))
+
+
+def f_break_counters(b):
+    """A ``global``/``nonlocal``/attribute counter written before and after a break."""
+    if b.variant == 'function' and b.rng.random() < 0.5:
+        b.variant = 'closure'
+    c = _number(b, 'bcount', '0', _home(b, ('global', 'cell', 'cell', 'attr')))
+    C = c.ref
+    b.item(_sub(b.rng.choice([
+        "@C += 1\ny_ = acc + @C\nprint('y', y_.numpy())\n@C += 1\nacc = y_ * 0.5",
+        "@C = @C + 2\nif float(tf.reduce_sum(acc)) > @C:\n    @C -= 1\nacc = acc + @C",
+        "@C += int(tf.reduce_sum(tf.cast(x > 0.0, tf.int32)).numpy())\nacc = acc * 0.5 + @C"]), C=C))
+    if c.setter is not None:
+        b.mutations.append(c.set(b.rng.choice(['10', '-1', '2.5'])))
+    b.outs.append(C)
+
+
+def f_break_tape(b):
+    """A break inside a ``GradientTape`` body (a train step printing its loss), the
+    gradient taken after it; sometimes an optimizer-style update with it."""
+    W = b.fresh('WT')
+    b.glob(W, 'tf.Variable(%r)' % b.rng.choice([0.5, 1.5, -1.0]))
+    brk = b.rng.choice(["print('loss', loss_t.numpy())",
+                        "print('loss %.3f' % float(loss_t))",
+                        "if float(loss_t) > 50.0:\n    print('large loss')"])
+    watch = b.rng.random() < 0.5
+    body = ['tape_t.watch(x)'] if watch else []
+    body += ['y_t = tf.cast(acc, tf.float32) * %s' % W,
+             'loss_t = tf.reduce_sum(y_t * y_t) * 0.5'] + brk.split('\n')
+    if b.rng.random() < 0.4:
+        body.append('loss_t = loss_t + 0.0 * tf.reduce_sum(y_t)')
+    if watch:
+        after = ['gw_t, gx_t = tape_t.gradient(loss_t, [%s, x])' % W,
+                 'acc = acc + tf.cast(gx_t, acc.dtype) * 0.1']
+    else:
+        after = ['gw_t = tape_t.gradient(loss_t, %s)' % W]
+    if b.rng.random() < 0.6:
+        after.append('%s.assign_sub(0.01 * tf.clip_by_value(gw_t, -10.0, 10.0))' % W)
+    b.item(['with tf.GradientTape() as tape_t:'] + _indent(body) + after)
+    b.outs += [W, 'gw_t']
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -1900,9 +2159,18 @@ FEATURES = {
     'swap': f_swap, 'callbacks': f_callbacks, 'type_attr': f_type_attr, 'nested': f_nested,
     'set_deque': f_set_deque, 'memo': f_memo, 'raise_mid': f_raise_mid,
     'static_eager': f_static_eager,
+    # issue 19: graph breaks (appended last, like issue 17's)
+    'break_print': f_break_print, 'break_size': f_break_size, 'break_numpy': f_break_numpy,
+    'break_rng': f_break_rng, 'break_iter': f_break_iter, 'break_try': f_break_try,
+    'break_stats': f_break_stats, 'break_unbound': f_break_unbound,
+    'break_raise': f_break_raise, 'break_counters': f_break_counters,
+    'break_tape': f_break_tape,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
+BREAK_FEATURES = ('break_print', 'break_size', 'break_numpy', 'break_rng', 'break_iter',
+                  'break_try', 'break_stats', 'break_unbound', 'break_raise', 'break_counters',
+                  'break_tape')
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -1916,7 +2184,10 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'counter': 2, 'schedule': 2, 'best': 1, 'every_n': 2, 'var_counter': 1,
            'number_mix': 2, 'number_print': 1, 'every_n_io': 2,
            'swap': 2, 'callbacks': 2, 'type_attr': 1, 'nested': 2, 'set_deque': 2, 'memo': 2,
-           'raise_mid': 2, 'static_eager': 1}
+           'raise_mid': 2, 'static_eager': 1,
+           'break_print': 3, 'break_size': 2, 'break_numpy': 2, 'break_rng': 2, 'break_iter': 2,
+           'break_try': 2, 'break_stats': 2, 'break_unbound': 1, 'break_raise': 2,
+           'break_counters': 2, 'break_tape': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
@@ -1929,7 +2200,11 @@ def _take(b, k, tensor=False):
     for _ in range(k):
         cands = [it for it in b.items if it['loopable']]
         pure = [it for it in cands if it.get('pure')]
-        if tensor and pure and b.rng.random() < 0.75:
+        breaks = [it for it in cands if it.get('brk')]
+        if b.prefer_break and breaks:
+            cands = breaks            # a graph break inside this loop or branch
+            b.prefer_break = False
+        elif tensor and pure and b.rng.random() < 0.75:
             cands = pure
         if not cands:
             break
@@ -2066,12 +2341,22 @@ def generate(seed, index=None, skip=(), focus=()):
         else:
             chosen.append('closure')
     for name in chosen:
+        before = len(b.items)
         FEATURES[name](b)
+        if name in BREAK_FEATURES:
+            for it in b.items[before:]:
+                it['brk'] = True
+    if any(name in BREAK_FEATURES for name in chosen):
+        _break_calls(b)
     b.features = chosen
     if not b.items:
         f_arith(b)
     wrappers = []
-    for _ in range(rng.choice([0, 1, 1, 2, 2, 3])):
+    nwrap = rng.choice([0, 1, 1, 2, 2, 3])
+    if any(it.get('brk') for it in b.items) and rng.random() < 0.5:
+        b.prefer_break = True         # (drawn only for programs with breaks: the others
+        nwrap = max(nwrap, 1)         # are the programs of before)
+    for _ in range(nwrap):
         w = rng.choice([w for w in WRAPPERS if w not in skip] or [None])
         if w is None:
             break

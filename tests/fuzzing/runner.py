@@ -12,7 +12,9 @@ sides in turn (eager first); after every call the two sides are compared:
   printed tensors, within the tensor tolerance);
 * the observable state: every module-level name of the program (objects'
   attributes, list/dict contents, tf.Variable values, tf.random.Generator
-  state, functions' defaults and closure cells, classes' data attributes)
+  state, NumPy RandomState/Generator state (read without drawing), a Python
+  iterator's position and items, functions' defaults and closure cells,
+  classes' data attributes)
   and the call's arguments after the call;
 * object identity: one memo numbers every mutable object (list, dict, set,
   deque, user object, Variable, ndarray, function) in the order the snapshot walk
@@ -113,6 +115,9 @@ class Result:
         self.graph_calls = 0
         self.graphs_built = 0
         self.fallbacks = 0
+        self.split_calls = 0         # calls run with graph breaks (janus.stats split_calls)
+        self.graph_part_calls = 0    # of those, calls in which a graph segment ran a graph
+        self.segment_graph_calls = 0  # graph runs of the segments' own janus functions
         self.eager_raised = 0        # call steps that raised eagerly (program's own errors)
         self.eager_errors = {}       # exception type -> count (to tune the generator)
         self.seconds = 0.0
@@ -175,11 +180,23 @@ class Side:
                 result = _outcome(lambda: exec(step[1], self.ns))
         return result, args, out.getvalue()
 
+    def functions(self):
+        """The janus functions this side made, and the segments of those that run
+        with graph breaks (each a janus function of its own; they may break again)."""
+        out, todo = [], list(self.created)
+        while todo:
+            jf = todo.pop(0)
+            out.append(jf)
+            for split in _splits(jf):
+                todo += [part for part in split.slots if isinstance(part, JanusFunction)]
+        return out
+
     def new_internal_errors(self):
         """janus's own errors it recovered from (ran the call as plain Python) since
-        the last look: events 'internal error' (and invariant failures)."""
+        the last look: events 'internal error' (and invariant failures), the graph
+        segments' own included."""
         found = []
-        for jf in self.created:
+        for jf in self.functions():
             for ev in list(getattr(jf, 'events', ())):
                 internal = ev.kind == 'internal error' or (
                     ev.kind == 'imperative' and 'internal' in str(ev.detail).lower())
@@ -198,11 +215,29 @@ class Side:
         self.seen_events = []
 
     def stats(self):
+        """janus.stats summed over the functions ``jit`` made; ``segment_*``: the same
+        summed over their graph segments (graph breaks)."""
         total = {}
         for jf in self.created:
             for k, v in janus.stats(jf).items():
                 total[k] = total.get(k, 0) + v
+        for jf in self.functions():
+            if any(jf is c for c in self.created):
+                continue
+            for k, v in janus.stats(jf).items():
+                total['segment_' + k] = total.get('segment_' + k, 0) + v
         return total
+
+
+def _splits(jf):
+    """The splits of a janus function (``state.splits``: one per set of break lines;
+    ``state.split`` before that)."""
+    state = getattr(jf, 'state', None)
+    splits = getattr(state, 'splits', None)
+    if splits is not None:
+        return list(splits.values())
+    split = getattr(state, 'split', None)
+    return [split] if split is not None else []
 
 
 def _identity(fn):
@@ -314,6 +349,20 @@ class Snapshot:
             return ('ndarray', n, str(v.dtype), v.shape, v.tolist())
         if isinstance(v, np.generic):
             return ('npscalar', type(v).__name__, v.item())
+        if isinstance(v, (np.random.RandomState, np.random.Generator)):
+            ref, n = self._ref(v)
+            if ref:
+                return ref
+            return ('nprng', n, type(v).__name__, _rng_state(v))
+        if type(v) in _ITERATORS:
+            ref, n = self._ref(v)
+            if ref:
+                return ref
+            # (iter, (the list,), position), or (iter, ((),)) once exhausted: no side effect
+            reduced = v.__reduce__()
+            position = reduced[2] if len(reduced) > 2 else 'exhausted'
+            return ('iterator', n, type(v).__name__, position,
+                    self.take(reduced[1][0], depth + 1))
         if isinstance(v, tuple):
             return ('tuple', type(v).__name__, [self.take(x, depth + 1) for x in v])
         if isinstance(v, (list, dict, set, frozenset)):
@@ -436,6 +485,18 @@ class Snapshot:
         return ('class', cls.__qualname__, attrs)
 
 
+_ITERATORS = tuple(type(iter(c)) for c in ([], (), range(1), 'a'))
+
+
+def _rng_state(rng):
+    """A NumPy RandomState's or Generator's state, read without drawing: the position
+    in the stream and a digest of the key (624 words for MT19937)."""
+    if isinstance(rng, np.random.RandomState):
+        name, key, pos, has_gauss, gauss = rng.get_state()
+        return (name, pos, has_gauss, gauss, hash(key.tobytes()))
+    return repr(sorted(rng.bit_generator.state.items()))
+
+
 # -- comparing --------------------------------------------------------------------------
 
 class _Diff(Exception):
@@ -457,7 +518,8 @@ def _render(node):
         return '<the same object as #%d>' % node[1]
     if tag == 'SYMBOLIC':
         return 'SYMBOLIC %s' % node[1]
-    if tag in ('list', 'dict', 'obj', 'var', 'generator', 'fn', 'ndarray', 'set', 'module'):
+    if tag in ('list', 'dict', 'obj', 'var', 'generator', 'fn', 'ndarray', 'set', 'module',
+               'nprng', 'iterator'):
         return '#%d %s' % (node[1], _short(_plain(node), 240))
     return _short(_plain(node), 240)
 
@@ -489,6 +551,10 @@ def _plain(node):
         return '%s.%s' % (node[1], node[2])
     if tag == 'fn':
         return 'function %s' % node[2]
+    if tag == 'nprng':
+        return '%s(state=%s)' % (node[2], _short(str(node[3]), 120))
+    if tag == 'iterator':
+        return '%s(at %s of %s)' % (node[2], node[3], _plain(node[4]))
     return node
 
 
@@ -523,9 +589,19 @@ def compare(e, j, where):
         if not _same_py(e[2], j[2]) or e[1] != j[1]:
             raise _Diff(where, _render(e), _render(j))
         return
-    if te in ('list', 'dict', 'obj', 'var', 'generator', 'fn', 'ndarray', 'set', 'module'):
+    if te in ('list', 'dict', 'obj', 'var', 'generator', 'fn', 'ndarray', 'set', 'module',
+              'nprng', 'iterator'):
         if e[1] != j[1]:
             raise _Diff(where, _render(e), _render(j), identity=True)
+    if te == 'nprng':
+        if e[2:] != j[2:]:
+            raise _Diff(where + '.<rng state>', _render(e), _render(j))
+        return
+    if te == 'iterator':
+        if e[2:4] != j[2:4]:
+            raise _Diff(where + '.<position>', _render(e), _render(j))
+        compare(e[4], j[4], where + '.<items>')
+        return
     if te == 'tuple' or te == 'list':
         items_e, items_j = e[-1], j[-1]
         if e[-2] != j[-2] or len(items_e) != len(items_j):
@@ -745,6 +821,9 @@ def _run(program, path, result, verbose=False, use_janus=True):
         result.graph_calls = stats.get('graph_calls', 0)
         result.graphs_built = stats.get('graphs_built', 0)
         result.fallbacks = stats.get('fallbacks', 0)
+        result.split_calls = stats.get('split_calls', 0)
+        result.graph_part_calls = stats.get('graph_part_calls', 0)
+        result.segment_graph_calls = stats.get('segment_graph_calls', 0)
         for side in sides:
             side.close()
 
