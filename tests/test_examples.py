@@ -157,7 +157,8 @@ def test_keras_loop_prints_progress_and_epochs():
 def test_recursive_tree_rnn_runs_imperatively_and_says_so():
     _, converted = train_side_by_side(tree_rnn.TreeRNN, 5, rtol=0)
     stats = converted.janus_stats()
-    assert stats['graph_calls'] == 0 and stats['imperative_calls'] == 2
+    # the recursive call runs in Python (a graph break), the step around it in graphs
+    assert stats['graph_calls'] == 0 and stats['imperative_calls'] + stats['split_calls'] == 2
     assert 'janus does not convert recursive calls (TreeRNN.encode)' in converted.explain()
 
 
