@@ -28,7 +28,8 @@ from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
 from janus.runtime.shapes import _checked_shape_in
-from janus.runtime.trace_context import Unsupported, captured_by_identity as _captured_by_identity
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.whitelist import captured_by_identity as _captured_by_identity
 from janus.runtime.tracing import (ChosenMethod, current, current_or_none, need, refuse_unmerged,
                                    writable_context as _writable_context)
 

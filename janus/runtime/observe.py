@@ -23,7 +23,8 @@ from janus import guards, pytypes
 from janus.guards import GuardKind
 from janus.runtime import arrays, fallible, scalar_ops, scalars, whitelist
 from janus.runtime.scalars import DynamicScalar
-from janus.runtime.trace_context import Unsupported, refuse_opaque
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.whitelist import refuse_opaque
 from janus.runtime.tracing import current, need, refuse_unmerged
 
 _BINARY = {

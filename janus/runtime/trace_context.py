@@ -152,7 +152,7 @@ class TraceContext:
             # rebuilt as an argument is met as that rebuilt one (``guard_value``).
             raise InvariantError('internal: the trace met a %s argument apart from the '
                                  'one it rebuilt for it (at %r)' % (type(value).__name__, source))
-        if not captured_by_identity(value) and not isinstance(value, tf.Tensor):
+        if not whitelist.captured_by_identity(value) and not isinstance(value, tf.Tensor):
             self._alias(source, value)
         if id(value) not in self._sources:
             self._sources[id(value)] = source
@@ -509,7 +509,7 @@ class TraceContext:
                 # object, as eagerly; ALIAS_MATCH keeps them one on later calls.
                 self._alias(source, stand_in[1])
                 return stand_in[1]
-        elif captured_by_identity(value):
+        elif whitelist.captured_by_identity(value):
             self.add_guard(GuardKind.ID_MATCH, source, value)
         else:
             self.add_guard(GuardKind.TYPE_MATCH, source, kind)
@@ -570,7 +570,7 @@ class TraceContext:
             self.guard_set(source, value)
             return
         if not pytypes.has_items(value):   # a Counter (truth, len, `in` only) refuses here
-            refuse_opaque(value, ('__eq__',), 'reading every item of')
+            whitelist.refuse_opaque(value, ('__eq__',), 'reading every item of')
             return
         if self._guard_flat_constants(source, value):
             return
@@ -794,32 +794,3 @@ def _bound_to_object(method):
     """A builtin method bound to an object (``lst.append``), not a module's function."""
     owner = getattr(method, '__self__', None)
     return owner is not None and not isinstance(owner, types.ModuleType)
-
-
-def captured_by_identity(value):
-    if isinstance(value, (tf.Tensor, tf.Variable, types.FunctionType, types.ModuleType, type,
-                          types.BuiltinFunctionType)):
-        return True
-    return whitelist.is_library_object(value) or callable(value) and not hasattr(value, '__dict__')
-
-
-def refuse_opaque(value, protocols, what):
-    """Refuses observing an outside value janus does not model (``janus/pytypes.py``)
-    when one of its type's special methods ``protocols`` is not ``object``'s: it would
-    run behind the guards (a Counter's ``__eq__``, a UserList's ``__len__``, a
-    range's ``__iter__``).  Constants and Enum members are guarded whole; tensors,
-    variables and library objects are guarded by identity and assumed unchanged
-    (the paper's whitelist)."""
-    model = pytypes.model_of(value)
-    if model is not None and not model.container:
-        return
-    if model is None and (isinstance(value, (tf.Tensor, tf.Variable))
-                          or whitelist.is_library_object(value)):
-        return
-    if model is None and all(pytypes.protocol_is_object(type(value), name)
-                             for name in protocols):
-        return
-    raise Unsupported(Reason.SPECIAL_METHODS,
-                      'janus does not convert %s a %s from outside the call (janus models '
-                      'constants, list, tuple, dict, deque and set: janus/pytypes.py)'
-                      % (what, type(value).__name__))

@@ -14,8 +14,11 @@ import math
 import types
 
 import numpy as np
+import tensorflow as tf
 
 from janus import pytypes
+from janus.errors import Unsupported
+from janus.reasons import Reason
 
 LIBRARY_PREFIXES = ('tensorflow', 'keras', 'tf_keras', 'horovod')
 JANUS_RUNTIME = ('janus.runtime',)  # janus's own trace-time helpers: called, never converted
@@ -179,3 +182,32 @@ def is_builtin_exception(callee):
     """Builtin exception classes: constructing one (to raise it) runs no user code."""
     return (isinstance(callee, type) and issubclass(callee, BaseException)
             and callee.__module__ == 'builtins')
+
+
+def captured_by_identity(value):
+    if isinstance(value, (tf.Tensor, tf.Variable, types.FunctionType, types.ModuleType, type,
+                          types.BuiltinFunctionType)):
+        return True
+    return is_library_object(value) or callable(value) and not hasattr(value, '__dict__')
+
+
+def refuse_opaque(value, protocols, what):
+    """Refuses observing an outside value janus does not model (``janus/pytypes.py``)
+    when one of its type's special methods ``protocols`` is not ``object``'s: it would
+    run behind the guards (a Counter's ``__eq__``, a UserList's ``__len__``, a
+    range's ``__iter__``).  Constants and Enum members are guarded whole; tensors,
+    variables and library objects are guarded by identity and assumed unchanged
+    (the paper's whitelist)."""
+    model = pytypes.model_of(value)
+    if model is not None and not model.container:
+        return
+    if model is None and (isinstance(value, (tf.Tensor, tf.Variable))
+                          or is_library_object(value)):
+        return
+    if model is None and all(pytypes.protocol_is_object(type(value), name)
+                             for name in protocols):
+        return
+    raise Unsupported(Reason.SPECIAL_METHODS,
+                      'janus does not convert %s a %s from outside the call (janus models '
+                      'constants, list, tuple, dict, deque and set: janus/pytypes.py)'
+                      % (what, type(value).__name__))
