@@ -92,7 +92,9 @@ def run_worker(model, stages, steps, warmup, out):
         workload = result.pop('workload')
         result['stage'] = stage
         result['explain'] = workload.explain() if mode == 'janus' else ''
-        result['converts'] = bool(result['janus'].get('graph_calls')) if mode == 'janus' else None
+        result['converts'] = (bool(result['janus'].get('graph_calls')
+                                   or result['janus'].get('graph_part_calls'))
+                              if mode == 'janus' else None)
         rows.append(result)
         print('  %-8s %-8s %10.1f %s/s' % (model, stage, result['throughput'], result['unit']),
               flush=True)
@@ -156,9 +158,7 @@ def table_row(model, rows):
         janus_by_function=j.get('janus_by_function', {}),
         janus_over_eager=j['throughput'] / e['throughput'],
         janus_vs_symbolic=relative_gap(j['throughput'], s['throughput']),
-        converts=('no (imperative)' if not j['converts'] else 'yes'
-                  if not stats.get('imperative_calls') else 'partly (%d of %d calls imperative)'
-                  % (stats['imperative_calls'], stats.get('calls', 0))),
+        converts=_converts(j['converts'], stats),
         graphs_built=stats.get('graphs_built', 0), graph_calls=stats.get('graph_calls', 0),
         fallbacks=stats.get('fallbacks', 0), imperative_calls=stats.get('imperative_calls', 0),
         janus_first_graph_s=j['first_graph_seconds'], tf_function_first_s=s['first_graph_seconds'],
@@ -236,11 +236,26 @@ def markdown(table, ablation, header):
     return '\n'.join(lines) + '\n'
 
 
+def _converts(converts, stats):
+    """The table's "converts" cell: whole graphs, graph breaks, or imperative calls."""
+    if not converts:
+        return 'no (imperative)'
+    if stats.get('split_calls'):
+        return 'with graph breaks (%d of %d calls ran graph parts)' % (
+            stats.get('graph_part_calls', 0), stats.get('calls', 0))
+    if not stats.get('imperative_calls'):
+        return 'yes'
+    return 'partly (%d of %d calls imperative)' % (stats['imperative_calls'],
+                                                   stats.get('calls', 0))
+
+
 def per_function(row):
-    return '; '.join('%s: %d, %d / %d, %d' % (name, st.get('graphs_built', 0),
-                                             st.get('graph_calls', 0), st.get('calls', 0),
-                                             st.get('imperative_calls', 0))
-                     for name, st in row['janus_by_function'].items()) or '-'
+    return '; '.join('%s: %d, %d / %d, %d%s' % (
+        name, st.get('graphs_built', 0), st.get('graph_calls', 0), st.get('calls', 0),
+        st.get('imperative_calls', 0),
+        ' (graph breaks: %d calls ran graph parts)' % st['graph_part_calls']
+        if st.get('split_calls') else '')
+        for name, st in row['janus_by_function'].items()) or '-'
 
 
 def targets(row):
