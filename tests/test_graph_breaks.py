@@ -470,23 +470,6 @@ def test_locals_bound_before_an_exception_caught_in_the_function():
     differential(make, [((tf.constant([float(i)]),), {}) for i in range(7)])
 
 
-def test_a_nested_function_writing_a_local_is_not_cut():
-    def count_down(x):
-        steps = 0
-
-        def tick():
-            nonlocal steps
-            steps = steps + 1
-        while tf.reduce_sum(x) > 0:
-            tick()
-            x = x - 1.0
-        return steps
-
-    def make():
-        return count_down, None
-    differential(make, [((tf.constant([float(i % 3 + 1)]),), {}) for i in range(8)])
-
-
 class Detector:
     """A detection-style step: the padding size comes from ``.numpy()`` of a count."""
 
