@@ -12,6 +12,11 @@
 * **NumPy metrics step**: the same step computing NumPy accuracy from
   ``logits.numpy()`` every step; janus against eager and against
   ``tf.function`` with the metric moved out.
+* **Detection step** (FasterRCNN-style): a small convolutional backbone and box
+  head whose ground-truth boxes are cut to the longest count in the batch, a size
+  read with ``int(....numpy())`` in the middle of the step; janus against eager,
+  with the size cycling through 4 values (shapes repeat) and with a new size
+  almost every step (1 to 40).
 
 Medians of timed windows after warm-up (profiling, tracing and the breaks'
 discovery), modes taking turns window by window.
@@ -188,6 +193,66 @@ def training_steps(windows, steps):
     print('  janus stats, metrics step: %s' % janus.stats(janus_metrics))
 
 
+class Detector:
+    """A FasterRCNN-style training step: padding size from ``.numpy()``."""
+
+    def __init__(self):
+        tf.keras.utils.set_random_seed(3)
+        self.backbone = tf.keras.Sequential([
+            tf.keras.layers.Conv2D(16, 3, strides=2, activation='relu'),
+            tf.keras.layers.Conv2D(32, 3, strides=2, activation='relu'),
+            tf.keras.layers.GlobalAveragePooling2D()])
+        self.head = tf.keras.layers.Dense(4 * 48)
+        self.opt = tf.keras.optimizers.SGD(0.01)
+        self.steps = 0
+
+    def step(self, images, boxes):
+        counts = tf.reduce_sum(tf.cast(boxes[:, :, 0] > 0, tf.int32), axis=1)
+        longest = int(tf.reduce_max(counts).numpy())   # the break: a size for the rest
+        kept = boxes[:, :longest, :]
+        with tf.GradientTape() as tape:
+            features = self.backbone(images)
+            predicted = tf.reshape(self.head(features), [-1, 48, 4])[:, :longest, :]
+            loss = tf.reduce_mean(tf.square(predicted - kept))
+        variables = self.backbone.trainable_variables + self.head.trainable_variables
+        self.opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        self.steps += 1
+        return loss
+
+
+def detection_steps(windows, steps):
+    rng = np.random.RandomState(0)
+    images = tf.constant(rng.rand(4, 32, 32, 3).astype(np.float32))
+
+    def batches(sizes):
+        out = []
+        for n in sizes:
+            boxes = np.zeros([4, 48, 4], np.float32)
+            boxes[0, :n] = rng.rand(n, 4) + 0.1
+            boxes[1:, :1] = rng.rand(3, 1, 4) + 0.1
+            out.append(tf.constant(boxes))
+        return out
+    regimes = {'sizes repeat (4 values)': batches([5, 9, 14, 20] * 16),
+               'a new size almost every step (1-40)': batches(rng.randint(1, 41, 64))}
+    for regime, data in regimes.items():
+        eager_model, janus_model = Detector(), Detector()
+        jf = janus.function(janus_model.step)
+        turn = {'eager': 0, 'janus': 0}
+
+        def runner(name, fn):
+            def step():
+                fn(images, data[turn[name] % len(data)])
+                turn[name] += 1
+            return step
+        runners = {'eager': runner('eager', eager_model.step), 'janus': runner('janus', jf)}
+        for step in runners.values():
+            warmed(step, calls=len(data) if 'repeat' in regime else 30)
+        t = interleaved(runners, windows, steps)
+        print('detection step, %s: eager %.0f us, janus %.0f us: janus %.2fx eager'
+              % (regime, t['eager'] * 1e6, t['janus'] * 1e6, t['eager'] / t['janus']))
+        print('  janus stats: %s' % janus.stats(jf))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--windows', type=int, default=7)
@@ -195,6 +260,7 @@ def main():
     args = parser.parse_args()
     break_overhead(args.windows, args.steps)
     training_steps(args.windows, args.steps)
+    detection_steps(args.windows, args.steps)
 
 
 if __name__ == '__main__':

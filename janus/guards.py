@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from janus import pytypes, sources
 from janus.sources import (ArgSource, AttrSource, CellSource, DefaultSource,  # noqa: F401
-                           GlobalSource, ItemSource, ObjectSource, Source, TypeSource)
+                           GlobalSource, ItemSource, LenSource, ObjectSource, Source,
+                           TypeSource)
 
 EagerTensor = type(tf.constant(0))
 PRIMITIVES = pytypes.CONSTANTS   # the table's constants (janus/pytypes.py)
@@ -47,6 +48,7 @@ class GuardKind(enum.Enum):
     SCALAR_MATCH = 'SCALAR_MATCH'  # a relaxed Python number (a graph input): same type, an int within +-2**62
     SET_MATCH = 'SET_MATCH'        # a set/frozenset of constants equal, item types and float signs too (order-free)
     ARRAY_MATCH = 'ARRAY_MATCH'    # a NumPy ndarray of this dtype and this shape, relaxed dims any size (fed per run)
+    NUMBERS_MATCH = 'NUMBERS_MATCH'  # a non-empty list/tuple of Python numbers of one type TF converts to this dtype (fed per run)
 
 
 SCALAR_INT_BOUND = 2 ** 62   # a dynamic int stays strictly inside +-this (int64 never wraps)
@@ -151,7 +153,8 @@ def compile_checks(guards):
 
 
 _LEAF_SOURCES = (sources.ArgSource, sources.CellSource, sources.ObjectSource)
-_CHAINED_SOURCES = (sources.AttrSource, sources.ItemSource, sources.TypeSource)
+_CHAINED_SOURCES = (sources.AttrSource, sources.ItemSource, sources.TypeSource,
+                    sources.LenSource)
 
 
 def _compilable(source):
@@ -233,6 +236,8 @@ class _CheckWriter:
             return '%s[n%d]' % (base, k)
         if kind is sources.TypeSource:
             return 'type(%s)' % base
+        if kind is sources.LenSource:
+            return 'len(%s)' % base
         namespace['s%d' % k] = source   # GlobalSource, DefaultSource
         return 's%d.get(arguments, None)' % k
 
@@ -283,6 +288,35 @@ def _array_match(dtype, shape):
         return lambda v: type(v) is np.ndarray and v.shape == shape and v.dtype == dtype
     return lambda v: (type(v) is np.ndarray and v.dtype == dtype
                       and dims_compatible(shape, v.shape))
+
+
+INT32_BOUND = 2 ** 31
+
+
+def numbers_dtype(value):
+    """The dtype TF converts ``value`` to, when it is a non-empty flat list or tuple of
+    Python numbers of one type (bools, ints, floats), else None: a list of ints is
+    int32 where every item fits, int64 otherwise (as ``tf.constant``)."""
+    if type(value) not in (list, tuple) or not value:
+        return None
+    kind = type(value[0])
+    if kind not in (bool, int, float) or any(type(item) is not kind for item in value):
+        return None
+    if kind is int:
+        if all(-INT32_BOUND <= item < INT32_BOUND for item in value):
+            return tf.int32
+        return tf.int64 if all(-2 ** 63 <= item < 2 ** 63 for item in value) else None
+    return tf.bool if kind is bool else tf.float32
+
+
+def numbers_key(source):
+    """The relaxation key of the list of numbers at ``source`` (``relaxation.py``; a
+    graph input once relaxed, ``shadow_heap.hoist_numbers``)."""
+    return ('numbers', source.uid())
+
+
+def _numbers_match(container, dtype):
+    return lambda v: type(v) is container and numbers_dtype(v) == dtype
 
 
 # Per guard kind: expected -> predicate on the re-read value.
@@ -341,6 +375,7 @@ _PREDICATES = {
     GuardKind.LIBRARY_CONFIG: lambda e: e.holds,
     GuardKind.TENSOR_MATCH: _tensor_match,
     GuardKind.ARRAY_MATCH: lambda e: _array_match(*e),
+    GuardKind.NUMBERS_MATCH: lambda e: _numbers_match(*e),
     GuardKind.SCALAR_MATCH: lambda e: lambda v: type(v) is e and (
         dynamic_float_ok(v) if e is float else -SCALAR_INT_BOUND < v < SCALAR_INT_BOUND),
 }

@@ -10,10 +10,17 @@ way per location, constant -> dynamic, except that a trace which needed the
 value itself (a shape, an index, library code: ``errors.ScalarValueNeeded``)
 *pins* the location back to constants for good.
 
-Keys are sources' ``uid()`` for outside values and ``call_signature.scalar_path_key``
-for arguments; each comes with a readable name for ``explain``.
+Two container observations relax the same way: the length of an outside list
+that changes (LEN_MATCH; ``len(rewards)`` becomes a dynamic scalar read through
+``sources.LenSource``), and a flat list of numbers of one type whose values
+change (EQUALS_MATCH; passed to TF, ``tf.one_hot(actions, n)``, it becomes a
+graph input fed per run, ``shadow_heap.hoist_numbers``).
+
+Keys are sources' ``uid()`` for outside values (``guards.numbers_key`` for lists of
+numbers) and ``call_signature.scalar_path_key`` for arguments; each comes with
+a readable name for ``explain``.
 """
-from janus import call_signature, guards
+from janus import call_signature, guards, sources
 from janus.config import config
 
 _NUMBERS = (int, float)
@@ -43,9 +50,10 @@ class ScalarRelaxation:
             self.names[key] = name
             if len(seen) >= max(2, config.scalar_values):
                 self.dynamic.add(key)
+                what = ('list of numbers (a graph input)' if type(new) is tuple
+                        else type(new).__name__)
                 relaxed.append('relaxed %s to a dynamic %s after %d values (%s): one graph '
-                               'serves every value' % (name, type(new).__name__, len(seen),
-                                                       _values(seen)))
+                               'serves every value' % (name, what, len(seen), _values(seen)))
         return relaxed
 
     def relax_evolving(self, evolving):
@@ -87,8 +95,14 @@ class ScalarRelaxation:
 
 
 def _values(values, limit=6):
-    shown = ', '.join(repr(v) for v in values[:limit])
+    shown = ', '.join(_brief(v) for v in values[:limit])
     return shown + (', ...' if len(values) > limit else '')
+
+
+def _brief(value):
+    """A value seen, as explain shows it (a list of numbers cut short)."""
+    text = repr(value)
+    return text if len(text) < 40 else text[:37] + '...'
 
 
 def _changed_numbers(entry, arguments):
@@ -100,16 +114,34 @@ def _changed_numbers(entry, arguments):
             found.append((call_signature.scalar_path_key(node_path), node_path, old, new))
     memo = {}
     for guard in entry.source_guards:
-        if getattr(guard, 'kind', None) is not guards.GuardKind.VALUE_MATCH:
+        kind = getattr(guard, 'kind', None)
+        if kind not in _RELAXABLE:
             continue
         try:
             new = guard.source.value(arguments, memo)
         except Exception:  # noqa: BLE001 - the location is gone: nothing to relax
             continue
-        if _same_number_type(guard.expected, new) and not guards.same_constant(
-                guard.expected, new):
-            found.append((guard.source.uid(), repr(guard.source), guard.expected, new))
+        if kind is guards.GuardKind.VALUE_MATCH:
+            if _same_number_type(guard.expected, new) and not guards.same_constant(
+                    guard.expected, new):
+                found.append((guard.source.uid(), repr(guard.source), guard.expected, new))
+        elif kind is guards.GuardKind.LEN_MATCH:
+            container, length = guard.expected
+            if type(new) is container and container is list and len(new) != length:
+                source = sources.LenSource(guard.source)
+                found.append((source.uid(), repr(source), length, len(new)))
+        else:   # EQUALS_MATCH: a list of numbers with new values
+            snapshot = guard.expected[0]
+            if (type(new) is type(snapshot) and new != snapshot
+                    and guards.numbers_dtype(snapshot) is not None
+                    and guards.numbers_dtype(new) == guards.numbers_dtype(snapshot)):
+                found.append((guards.numbers_key(guard.source), repr(guard.source),
+                              tuple(snapshot), tuple(new)))
     return found
+
+
+_RELAXABLE = (guards.GuardKind.VALUE_MATCH, guards.GuardKind.LEN_MATCH,
+              guards.GuardKind.EQUALS_MATCH)
 
 
 def _same_number_type(old, new):

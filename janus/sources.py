@@ -185,6 +185,23 @@ class ItemSource(Source):
         return '%r[%r]' % (self.base, self.key)
 
 
+class LenSource(Source):
+    """``len(obj)`` of the container at ``base``: a relaxed length (a list whose
+    length changes every call, read as a dynamic scalar, ``runtime/observe.py``)."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def get(self, arguments, memo):
+        return len(self.base.value(arguments, memo))
+
+    def uid(self):
+        return ('len', self.base.uid())
+
+    def __repr__(self):
+        return 'len(%r)' % (self.base,)
+
+
 class TypeSource(Source):
     """``type(obj)`` of the object at ``base`` (``cls = type(self)``, ``self.__class__``):
     a class reached through an instance, re-read from that instance every call."""

@@ -225,7 +225,13 @@ def size_of(callee, value):
     ctx = current()
     if _changed(ctx, value):
         return len(_now(ctx, value))   # its length is guarded by contents
-    ctx.add_guard(GuardKind.LEN_MATCH, ctx.source_of(value), (type(value), len(value)))
+    source = ctx.source_of(value)
+    if type(value) is list and ctx.top_graph is not None:
+        length = guards.LenSource(source)
+        if ctx.plan.is_dynamic_scalar(length):   # relaxed: one graph for every length
+            ctx.add_guard(GuardKind.TYPE_MATCH, source, list)
+            return scalars.read_relaxed(ctx, length, len(value))
+    ctx.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
     return len(value)
 
 

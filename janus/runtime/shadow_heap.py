@@ -354,6 +354,25 @@ def hoist_array(ctx, source, value):
     return hoisted, shape
 
 
+def hoist_numbers(ctx, source, value, natural, dtype=None):
+    """A call-time graph input fed with the list of numbers at ``source`` as it is when
+    the graph runs (``tf.constant`` of it, as TF converts it eagerly), any length;
+    guarded by the container type and ``natural``, the dtype TF converts its items
+    to (NUMBERS_MATCH); fed as ``dtype`` (default ``natural``).  ``relaxation.py``
+    relaxes a list to this after its values changed between calls
+    (``tf.one_hot(actions, n)`` with this episode's actions)."""
+    dtype = natural if dtype is None else dtype
+    ctx.add_guard(guards.GuardKind.NUMBERS_MATCH, source, (type(value), natural))
+
+    def read_now():
+        return tf.constant(source.value(_call_arguments(), {}), dtype)
+    key = ('janus', 'numbers', dtype.name) + source.uid()
+    hoisted = ctx.top_graph.capture_call_time_value(read_now, tf.TensorSpec([None], dtype),
+                                                    key=key)
+    _register_reader(ctx, key, read_now)
+    return hoisted
+
+
 def hoist_scalar(ctx, source, kind):
     """A call-time graph input that re-reads the relaxed Python number at ``source``
     (``self.step``): a scalar int64/float64, guarded by type and range only."""
