@@ -180,3 +180,38 @@ def test_a_growing_outside_list_length_is_one_graph():
     janus_log.items = (1, 2)   # a tuple now: the type guard misses
     eager_log.items = (1, 2)
     assert eager_fn(tf.constant(2.0))[1:] == jf(tf.constant(2.0))[1:]
+
+
+def test_a_tensor_sliced_by_a_number_that_changes_is_one_graph():
+    """``boxes[:, :longest]`` with ``longest`` a dynamic int slices by its tensor: the
+    same values as eager for every size (negative, past the end), one graph; an int
+    index out of range raises eager's error."""
+    def make():
+        class Cut:
+            longest = 2
+        cut = Cut()
+
+        def f(boxes):
+            kept = boxes[:, :cut.longest]
+            tail = boxes[cut.longest:, ::2]
+            return kept, tail, boxes[1, cut.longest - 1], boxes[:, -cut.longest:]
+        return f, cut
+    eager_fn, eager_cut = make()
+    plain_fn, janus_cut = make()
+    jf = janus.function(plain_fn)
+    for n in (2, 3, 1, 5, 6, 0, -2, 4, 2):
+        eager_cut.longest = janus_cut.longest = n
+        x = tf.reshape(tf.range(24.0), [4, 6])
+        expected, actual = eager_fn(x), jf(x)
+        for e, a in zip(expected, actual):
+            assert e.shape == a.shape and e.numpy().tolist() == a.numpy().tolist(), n
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] <= 3 and stats['graph_calls'] >= 5, janus.explain(jf)
+    eager_cut.longest = janus_cut.longest = 40
+    outcomes = []
+    for fn in (eager_fn, jf):
+        try:
+            fn(tf.reshape(tf.range(24.0), [4, 6]))
+        except Exception as e:  # noqa: BLE001 - both raise alike
+            outcomes.append(type(e).__name__)
+    assert outcomes[0] == outcomes[1], outcomes

@@ -427,7 +427,8 @@ def item(obj, key):
         return arrays.index(obj, key)   # basic indexing: a view, itself a stand-in
     if isinstance(obj, (tf.Tensor, tf.Variable)):
         with fallible.made_by_the_user():   # x[5] raises eagerly even if unused
-            return obj[key]  # a slicing op; the object itself is guarded by identity or spec
+            # a slicing op; the object itself is guarded by identity or spec
+            return obj[_tensor_key(key)]
     _refuse_user_key(key)
     ctx = current()
     source = ctx.source_of(obj)
@@ -455,6 +456,21 @@ def item(obj, key):
         return ctx.made(ctx.view(obj)[key])   # a new list of the items themselves
     value = obj[key]
     return ctx.guard_value(guards.ItemSource(source, key), value)
+
+
+def _tensor_key(key):
+    """A tensor's index with each dynamic int (``x[:, :longest]``, ``longest`` a graph
+    input) as its scalar tensor: TF slices by a scalar int tensor as by the int."""
+    if type(key) is scalars.DynamicScalar:
+        return key.tensor if key.type is int else key
+    if type(key) is slice:
+        parts = (key.start, key.stop, key.step)
+        if any(type(p) is scalars.DynamicScalar for p in parts):
+            return slice(*map(_tensor_key, parts))
+        return key
+    if type(key) is tuple and any(type(k) in (scalars.DynamicScalar, slice) for k in key):
+        return tuple(map(_tensor_key, key))
+    return key
 
 
 def _list_index(ctx, obj, source, key):
