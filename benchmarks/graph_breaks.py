@@ -220,6 +220,16 @@ class Detector:
         return loss
 
 
+def _cycling(fn, images, batches):
+    """A step calling ``fn`` on the next batch, round and round."""
+    turn = [0]
+
+    def step():
+        fn(images, batches[turn[0] % len(batches)])
+        turn[0] += 1
+    return step
+
+
 def detection_steps(windows, steps):
     rng = np.random.RandomState(0)
     images = tf.constant(rng.rand(4, 32, 32, 3).astype(np.float32))
@@ -237,14 +247,8 @@ def detection_steps(windows, steps):
     for regime, data in regimes.items():
         eager_model, janus_model = Detector(), Detector()
         jf = janus.function(janus_model.step)
-        turn = {'eager': 0, 'janus': 0}
-
-        def runner(name, fn):
-            def step():
-                fn(images, data[turn[name] % len(data)])
-                turn[name] += 1
-            return step
-        runners = {'eager': runner('eager', eager_model.step), 'janus': runner('janus', jf)}
+        runners = {'eager': _cycling(eager_model.step, images, data),
+                   'janus': _cycling(jf, images, data)}
         for step in runners.values():
             warmed(step, calls=len(data) if 'repeat' in regime else 30)
         t = interleaved(runners, windows, steps)
