@@ -34,9 +34,10 @@ class Reason(enum.Enum):
                                'undecorated function instead')
 
     # -- the function as a whole -------------------------------------------------------
-    GENERATOR = (False, 'janus runs generators and coroutines as plain Python (their code '
-                        'runs later, outside the call); for graphs, decorate the function '
-                        "that does a step's tensor work")
+    GENERATOR = (False, 'janus converts generators of yours consumed inside the call; a '
+                        'coroutine, `yield from`, a `with` in a generator, or a generator that '
+                        'leaves the call runs as plain Python; for graphs, decorate the '
+                        "function that does a step's tensor work")
     NO_SOURCE = (True, 'define the function with def in a .py file (janus converts what it '
                        'can read the source of)')
     SOURCE_CHANGED = (True, 'reload the module (or run the definition again) after changing '

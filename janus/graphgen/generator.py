@@ -87,10 +87,11 @@ class _Failed:
 
 
 class _PassContext:
-    def __init__(self, filename, source_lines, first_lineno):
+    def __init__(self, filename, source_lines, first_lineno, generator=False):
         self.filename = filename
         self.source_lines = source_lines
         self.first_lineno = first_lineno
+        self.generator = generator   # converting a generator function (its own yields stay)
 
     def line(self, lineno):
         if lineno is None:
@@ -127,9 +128,9 @@ def _convert(fn):
 
 def _convert_code(fn):
     import inspect
-    if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         raise ConversionError(Reason.GENERATOR,
-                              'janus does not convert generators or coroutines (%s)'
+                              'janus does not convert coroutines (%s)'
                               % fn.__qualname__, fn.__code__.co_filename, fn.__code__.co_firstlineno)
     try:
         parsed = frontend.front_end(fn)   # the profiler's parse and site numbering
@@ -139,7 +140,8 @@ def _convert_code(fn):
     tree = copy.deepcopy(parsed.tree)   # the site annotations with it
     tree = mangling.mangle(tree, mangling.owner_class(fn))   # self.__x as in the class body
     filename, site_map = parsed.filename, parsed.sites
-    ctx = _PassContext(filename, parsed.source_lines, parsed.first_lineno)
+    ctx = _PassContext(filename, parsed.source_lines, parsed.first_lineno,
+                       generator=inspect.isgeneratorfunction(fn))
     tree = _as_function_def(tree)
     for pass_cls in PASSES:
         tree = pass_cls(ctx).visit(tree)

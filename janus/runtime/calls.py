@@ -64,6 +64,8 @@ def call(__callee, /, *args, **kwargs):
     if any(callee is c for c in (float, int, bool)) and len(args) == 1 and not kwargs \
             and isinstance(args[0], tf.Tensor) and not isinstance(args[0], guards.EagerTensor):
         return scalars.from_tensor(callee, args[0])   # ``best = float(loss)``
+    if callee is next and 1 <= len(args) <= 2 and not kwargs and _converted_generator(ctx, args[0]):
+        return next(*args)   # its code runs here, converted; what it yields keeps its origin
     if _is_whitelisted_builtin(callee):
         with fallible.made_by_the_user():   # ``sum([a, b])`` of tensors: the user's adds
             return ctx.made_result(_call_builtin(ctx, callee, args, kwargs))
@@ -265,6 +267,13 @@ def _attribute_builtin(ctx, callee, obj, name, *default):
             return default[0]
         raise
     return True if callee is hasattr else value
+
+
+def _converted_generator(ctx, value):
+    """Whether ``value`` is a generator the call made from converted code (a generator
+    function of yours, a generator expression): ``next`` runs its code in the trace."""
+    return (type(value) is types.GeneratorType and value.gi_code in ctx.code_objects
+            and ctx.source_of(value) is None)
 
 
 def _is_whitelisted_builtin(callee):

@@ -46,16 +46,20 @@ def _statements_scope(stmts):
 
 
 def _has_jump(stmts):
-    """Whether ``stmts`` return, or break/continue out of the region itself."""
+    """Whether ``stmts`` return, yield (a generator's own statements), or break/continue
+    out of the region itself: a region function could not do that for them."""
     for stmt in stmts:
         if isinstance(stmt, _NESTED_SCOPES):
             continue
-        if isinstance(stmt, gast.Return) or any(isinstance(n, gast.Return)
-                                                for n in _walk_scope(stmt)):
+        if _jumps(stmt) or any(_jumps(n) for n in _walk_scope(stmt)):
             return True
         if _breaks_out(stmt):
             return True
     return False
+
+
+def _jumps(node):
+    return isinstance(node, (gast.Return, gast.Yield))
 
 
 def _breaks_out(node):

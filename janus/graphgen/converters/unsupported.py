@@ -25,12 +25,34 @@ _REJECTED = {   # node type -> (Reason, what)
 
 
 class RejectUnsupported(Pass):
+    """In a generator function (``ctx.generator``) its own ``yield`` statements are
+    kept (the generator is converted and runs inside the trace, ``calls.py``), but
+    not a ``with`` (its exit would run when the generator is closed, maybe outside
+    the call) nor a ``yield`` of a function nested in it."""
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self._depth = -1   # functions entered below the converted one (its own def: 0)
 
     def visit(self, node):
+        if isinstance(node, gast.Yield) and self.ctx.generator and self._depth == 0:
+            return self.generic_visit(node)
+        if isinstance(node, gast.With) and self.ctx.generator and self._depth == 0:
+            self.unsupported(node, Reason.GENERATOR, 'janus does not convert a `with` statement '
+                             'in a generator (its exit would run when the generator is closed)')
         for kind, (reason, what) in _REJECTED.items():
             if isinstance(node, kind):
                 self.unsupported(node, reason, 'janus does not convert %s' % what)
         return super().visit(node)
+
+    def visit_FunctionDef(self, node):
+        self._depth += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self._depth -= 1
+
+    visit_Lambda = visit_FunctionDef
 
     def visit_Attribute(self, node):
         if isinstance(node.ctx, gast.Del):
