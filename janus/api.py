@@ -529,6 +529,8 @@ class JanusFunction(callables.JanusCallable):
         Python and the rest of the function in segments, from now on for the calls
         ``signature`` matches (None: every call; the converter refused the statement);
         None when there is no such cut."""
+        if self.strict:
+            return None   # strict mode claims the whole function converts: a break raises
         line = error.statement_line
         static = error is self.failed_conversion
         if line is None and static and error.lineno is not None \

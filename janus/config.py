@@ -23,7 +23,7 @@ class _Config:
         profile_calls=3,          # imperative, profiled calls before the first graph is generated
         cache_size_limit=8,       # graphs kept per function; the least recently used is evicted
         recompile_limit=16,       # graphs a function may build in all; beyond it misses run imperatively
-        strict=False,             # turn every silent imperative fallback into a StrictModeError
+        strict=False,             # turn every silent imperative fallback and every graph break into a StrictModeError
         enabled=True,             # False: every janus function simply runs imperatively
         relax_shapes=True,        # after a SHAPE guard miss, rebuild with differing dims unknown
         max_unroll=64,            # longest loop (trip count / while iterations) unrolled; longer: tf.while_loop (0: never unroll, the ablation's no-unrolling setting)
