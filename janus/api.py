@@ -499,9 +499,10 @@ class JanusFunction(callables.JanusCallable):
         self.graphs_built += 1
         self.stats.graphs_built += 1
         self.stats.evictions += len(self.cache.insert(entry))
-        if self.split_owner is not None and not entry.does_tensor_work():
+        if self.split_owner is not None and \
+                entry.work_ops(config.segment_min_ops) < config.segment_min_ops:
             owner, lines, index = self.split_owner
-            owner._run_plainly(lines, index, self.function)
+            owner._run_plainly(lines, index, self.function, entry.work_ops(config.segment_min_ops))
         self._event(EventKind.GRAPH_BUILT, 'graph #%d built in %.0f ms, %d guards' % (
             entry.number, entry.trace_seconds * 1e3, len(entry.describe_guards())),
             graph=entry.number)
@@ -601,17 +602,20 @@ class JanusFunction(callables.JanusCallable):
                     error=cause, lineno=line, filename=self.function.__code__.co_filename)
         return made
 
-    def _run_plainly(self, lines, index, function):
-        """Segment ``index`` of the cut at ``lines`` built a graph with no tensor work
-        (list appends, Python arithmetic): the skeleton calls it as plain Python from
-        now on, which costs less than a janus call."""
+    def _run_plainly(self, lines, index, function, ops):
+        """Segment ``index`` of the cut at ``lines`` built a graph of ``ops`` tensor ops,
+        fewer than ``config.segment_min_ops`` (list appends, Python arithmetic, one
+        reduction): the skeleton calls it as plain Python from now on, which costs
+        less than a janus call."""
         split = self.state.splits.get(lines)
         if split is None or split.slots[index] is function:
             return
         split.slots[index] = function
         part = split.segments[index]
-        self._event(EventKind.GRAPH_BREAK, 'lines %d-%d do no tensor work: they run as plain '
-                    'Python from now on' % (part.first_line, part.last_line),
+        self._event(EventKind.GRAPH_BREAK, 'lines %d-%d %s: they run as plain Python from now '
+                    'on' % (part.first_line, part.last_line, 'do no tensor work' if not ops else
+                            'run %d tensor op%s, less than a graph call costs'
+                            % (ops, 's' if ops > 1 else '')),
                     lineno=part.first_line, filename=self.function.__code__.co_filename)
 
     def _convert(self):

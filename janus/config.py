@@ -41,6 +41,7 @@ class _Config:
         fast_replay=True,         # feed hoisted reads through janus's own guarded readers, not TF's capture machinery (graphgen/tracer.py)
         restore_on_error=True,    # a graph with an op that may fail after a variable update keeps those variables' values before each run; a failure restores them and re-runs the call imperatively (eager's exception and state; graphgen/rollback.py); False: the graph's error is raised, state changed
         graph_breaks=True,        # a statement janus cannot put in a graph runs in Python and the statements around it in graphs of their own (graphgen/segments.py); False: the whole function runs imperatively
+        segment_min_ops=4,        # a graph-break segment whose graph runs fewer tensor ops than this runs as plain Python (a janus call costs about as much as 4 eager ops)
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

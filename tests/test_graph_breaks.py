@@ -512,6 +512,8 @@ def _segment_functions(jf):
     found, todo = [], [part for split in jf.state.splits.values() for part in split.slots]
     while todo:
         part = todo.pop(0)
+        if not isinstance(part, janus.api.JanusFunction):
+            continue   # a segment running as plain Python (too little tensor work)
         found.append(part)
         todo += [inner for split in part.state.splits.values() for inner in split.slots]
     return found

@@ -22,9 +22,11 @@ from janus.runtime import heap, shadow_heap
 
 
 
-# Ops that compute nothing (``does_tensor_work``).
+# Ops that compute nothing (``work_ops``).
 _NO_WORK = frozenset(('Placeholder', 'Identity', 'IdentityN', 'NoOp', 'Const', 'ReadVariableOp',
                       'StopGradient', 'PlaceholderWithDefault'))
+_REGIONS = frozenset(('While', 'StatelessWhile', 'If', 'StatelessIf', 'Case', 'StatelessCase',
+                      'PartitionedCall', 'StatefulPartitionedCall'))
 
 class GraphEntry:
     """One generated graph and the assumptions it was generated under."""
@@ -136,11 +138,18 @@ class GraphEntry:
             raise WriteBackFailed(e, self.has_mutations or written, written) from e
         return result
 
-    def does_tensor_work(self):
-        """Whether the graph computes anything: an op besides reading its inputs and
-        variables, passing values on and janus's own checks."""
-        return any(op.type not in _NO_WORK and not op.type.startswith('Janus')
-                   for op in self.concrete.graph.get_operations())
+    def work_ops(self, limit):
+        """How many ops the graph computes with, up to ``limit``: ops besides reading
+        its inputs and variables, passing values on and janus's own checks; a loop,
+        a branch or a function call counts as ``limit`` (its work is inside)."""
+        count = 0
+        for op in self.concrete.graph.get_operations():
+            if op.type in _NO_WORK or op.type.startswith('Janus'):
+                continue
+            count += limit if op.type in _REGIONS else 1
+            if count >= limit:
+                return limit
+        return count
 
     def describe_guards(self):
         return self.signature.describe() + [repr(g) for g in self.source_guards]
