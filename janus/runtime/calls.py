@@ -22,8 +22,8 @@ from tensorflow.python.framework import func_graph, tensor_util
 from janus.reasons import Reason
 from janus import callables, guards, pytypes
 from janus.guards import GuardKind
-from janus.runtime import (access, arrays, control, fallible, layers, observe, scalar_ops,
-                           scalars, shadow_heap, whitelist)
+from janus.runtime import (access, arrays, control, fallible, layers, number_lists, observe,
+                           scalar_ops, scalars, whitelist)
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -653,11 +653,11 @@ def _call_library(ctx, callee, args, kwargs):
     fed = []
     if ctx.top_graph is not None and ctx.plan.dynamic_scalars:
         if any(callee is fn for fn in _MAKE_CONSTANT):
-            made = _constant_of_fed_numbers(ctx, args, kwargs)
+            made = number_lists.constant(ctx, args, kwargs)
             if made is not None:
                 return made
-        elif _converts_lists(callee):
-            args, kwargs = _fed_number_lists(ctx, args, kwargs, fed)
+        elif number_lists.converts_lists(callee):
+            args, kwargs = number_lists.fed(ctx, args, kwargs, fed)
     args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
     if any(callee is fn for fn in _MAKE_CONSTANT) and args and arrays.holds_stand_in(args[0]):
         return arrays.constant(callee, args, kwargs)   # eagerly NumPy's own conversion
@@ -677,78 +677,6 @@ def _call_library(ctx, callee, args, kwargs):
         if fed:   # the call needed the lists' values (a shape): constants again, for good
             ctx.needs_value = ctx.needs_value | frozenset(fed)
         raise
-
-
-# TF op modules whose functions take a list of numbers only as data (converted to one
-# tensor); outside them (Keras, tf.print, tf.map_fn, tf.cond...) a list may be a
-# structure whose items are handled one by one.
-_CONVERTING_MODULES = frozenset('tensorflow.python.ops.' + m for m in (
-    'array_ops', 'math_ops', 'nn_ops', 'nn_impl', 'gen_array_ops', 'gen_math_ops',
-    'gen_nn_ops', 'clip_ops', 'special_math_ops', 'random_ops', 'stateless_random_ops',
-    'sort_ops', 'linalg_ops', 'bitwise_ops', 'check_ops'))
-
-
-def _converts_lists(callee):
-    """Whether ``callee`` is a TF op function that converts a list argument to one
-    tensor.  ``tf.concat`` is not: given one value where it wants a list of tensors,
-    it takes it as a list of one (a list of numbers makes it raise eagerly)."""
-    return (getattr(callee, '__module__', None) in _CONVERTING_MODULES
-            and getattr(callee, '__name__', None) not in ('concat', 'concat_v2', 'add_n',
-                                                          'meshgrid', 'identity_n'))
-
-
-def _fed_number_lists(ctx, args, kwargs, fed):
-    """``args``/``kwargs`` with each relaxed outside list of numbers (``relaxation.py``)
-    replaced by its graph input, fed per run (``shadow_heap.hoist_numbers``); the
-    (key, name) of each go in ``fed``."""
-    def feed(value):
-        source = _relaxed_numbers(ctx, value)
-        if source is None:
-            return value
-        fed.append((guards.numbers_key(source), repr(source)))
-        return shadow_heap.hoist_numbers(ctx, source, value, guards.numbers_dtype(value))
-    return [feed(a) for a in args], {k: feed(v) for k, v in kwargs.items()}
-
-
-def _relaxed_numbers(ctx, value):
-    """The source of ``value`` when it is an outside list of numbers relaxed to a graph
-    input, else None.  A list the call changed keeps its contents."""
-    if type(value) not in (list, tuple) or ctx.heap.differs(value):
-        return None
-    source = ctx.source_of(value)
-    if source is None or guards.numbers_key(source) not in ctx.plan.dynamic_scalars:
-        return None
-    return source if guards.numbers_dtype(value) is not None else None
-
-
-_CONSTANT_DTYPES = {tf.bool: (tf.bool,), tf.int32: (tf.int32, tf.int64),
-                    tf.int64: (tf.int64,), tf.float32: (tf.float32, tf.float64)}
-
-
-def _constant_of_fed_numbers(ctx, args, kwargs):
-    """``tf.constant(actions)`` / ``tf.convert_to_tensor(actions, tf.float32)`` of a
-    relaxed list of numbers: its graph input, fed with the dtype asked for (TF
-    converts the Python numbers straight to it, so the feed does too), or None."""
-    bound = _constant_arguments(args, kwargs)
-    if bound is None:
-        return None
-    value, dtype = bound
-    source = _relaxed_numbers(ctx, value)
-    natural = guards.numbers_dtype(value)
-    dtype = natural if dtype is None else tf.as_dtype(dtype)
-    if source is None or dtype not in _CONSTANT_DTYPES.get(natural, ()):
-        return None
-    hoisted = shadow_heap.hoist_numbers(ctx, source, value, natural, dtype)
-    return tf.identity(hoisted)   # a tensor of its own, as each eager call makes
-
-
-def _constant_arguments(args, kwargs):
-    """(value, dtype or None) of a ``tf.constant``-like call with only those, else None."""
-    if len(args) > 2 or set(kwargs) - {'value', 'dtype'} or not (args or 'value' in kwargs):
-        return None
-    value = args[0] if args else kwargs['value']
-    dtype = args[1] if len(args) > 1 else kwargs.get('dtype')
-    return value, dtype
 
 
 # Library functions that make a tensor of an ndarray (or a list of them) themselves,
