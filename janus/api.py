@@ -588,8 +588,10 @@ class JanusFunction(callables.JanusCallable):
             return None
         parts = []
         for index, part in enumerate(made.segments):
-            jf = JanusFunction(part.function, profile_calls=self._profile_calls,
-                               strict=self._strict)
+            # The function's own calls profiled these statements already (under other
+            # site numbers): a segment profiles fewer calls before its graph.
+            jf = JanusFunction(part.function, profile_calls=min(
+                self.profile_calls, config.segment_profile_calls), strict=self._strict)
             jf.split_owner = (self, lines, index)
             parts.append(jf)
         made.slots[:] = parts

@@ -42,6 +42,7 @@ class _Config:
         restore_on_error=True,    # a graph with an op that may fail after a variable update keeps those variables' values before each run; a failure restores them and re-runs the call imperatively (eager's exception and state; graphgen/rollback.py); False: the graph's error is raised, state changed
         graph_breaks=True,        # a statement janus cannot put in a graph runs in Python and the statements around it in graphs of their own (graphgen/segments.py); False: the whole function runs imperatively
         segment_min_ops=4,        # a graph-break segment whose graph runs fewer tensor ops than this runs as plain Python (a janus call costs about as much as 4 eager ops)
+        segment_profile_calls=1,  # profiled calls of a graph-break segment before its graph (the function's own calls profiled its statements already)
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

@@ -8,6 +8,8 @@ on calls where an assumption of a segment breaks.
 import bisect
 import statistics
 
+import logging
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -651,3 +653,56 @@ def test_a_break_inside_a_gradient_tape_body():
     calls = [((tf.constant([1.0, 0.5 * i]),), {}) for i in range(10)]
     jf = differential(make, calls, lambda s: (s.w.numpy(), list(s.losses)))
     assert janus.stats(jf)['graph_part_calls'] > 0
+
+
+class LoggedTrainer(Classifier):
+    """The loss logged with the ``logging`` module every step and a NumPy ``Generator``
+    choosing a dropout-style mask, as research code does."""
+
+    def __init__(self, logger, records):
+        super().__init__()
+        self.rng = np.random.default_rng(11)
+        self.logger = logger
+        self.records = records
+
+    def train_step(self, x, y):
+        keep = self.rng.random(x.shape[1]) > 0.2
+        with tf.GradientTape() as tape:
+            logits = self.dense(x * tf.constant(keep, tf.float32))
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True))
+        grads = tape.gradient(loss, self.dense.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.dense.trainable_variables))
+        self.step += 1
+        self.logger.info('step %d loss %.5f kept %d', self.step, loss.numpy(), keep.sum())
+        return loss
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def test_logging_and_a_numpy_generator_draw_every_step():
+    sides = []
+
+    def make():
+        logger = logging.getLogger('janus-test-trainer-%d' % len(sides))
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        handler = _Records()
+        logger.handlers[:] = [handler]
+        sides.append((logger, handler))
+        trainer = LoggedTrainer(logger, handler.lines)
+        return trainer.train_step, trainer
+    try:
+        jf = differential(make, _batches(9), lambda t: _weights(t) + [list(t.records)])
+    finally:
+        for logger, _ in sides:
+            logger.handlers[:] = []
+    assert len(sides[0][1].lines) == len(sides[1][1].lines) == 9
+    assert _graph_parts(jf) >= 3, janus.explain(jf)
