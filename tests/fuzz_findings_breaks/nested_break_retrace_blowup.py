@@ -1,14 +1,16 @@
 """Finding 8 (open; not a graph break: no statement here is refused): trace time that
-grows exponentially with the number of unrolled iterations of a loop over a tensor
-holding ``if <tensor>: break`` and Python attribute writes (``c_.n += 1``).  Once the
-profile has seen the break taken and not taken, the graph's trace nests each later
-iteration inside tensor-dependent ifs and spends its time re-analysing the nested
-branch graphs (``effects.called_graphs``/``changes_state`` from ``hoist_beside_changes``
-and ``first_state_change``, ``branch_writes._Merged.resolve`` chains): with
-``len(x) * p`` = 4 iterations the fourth call takes about 1 s, 6 about 15-25 s, 12 about
-100 s, and the fuzzer's program (4 cells, 12 iterations) more than 300 s while eager
-takes milliseconds.  A budget on branches traced *again* (exports mismatch retries)
-did not help (tried, reverted): the first attempts dominate.
+grows about quadratically with the unrolled iterations of a loop over a tensor holding
+``if <tensor>: break`` and Python attribute writes (``c_.n += 1``), times the objects
+written.  Once the profile has seen the break taken and not taken, each iteration is an
+``if not broke:`` tf.cond whose branches read ``c_.n``: a chain of merges
+(``branch_writes._Merged``) one level longer per iteration, resolved again (``select``)
+in every new branch graph, and the nested branch graphs analysed again at every join
+(``hoist_beside_changes``, ``first_state_change``).  At 779f2e0 the graph-building call
+took about 1.5 s for 4 iterations, 25 s for 6 (this file), 100 s for 12, and the
+fuzzer's program (4 cells, 12 iterations) more than 300 s, eager milliseconds.  6f2601c
+(effects.py caches) makes it 1.5-4x faster (this file: about 16 s; the fuzzer's
+program: 348 s), not fast.  A budget on branches traced again after an exports
+mismatch was tried and did not help (first attempts dominate).
 Found by the soak ``bash scripts/fuzz.sh 2000 soak19b`` (chunk 0, program 243, kind
 ``hang``: janus ran past the fuzzer's 120 s limit).
 """
