@@ -105,6 +105,8 @@ def called_graphs(op):
     """The function bodies an op runs (tf.cond branches, tf.while_loop cond/body, calls)."""
     attrs = _FUNCTION_ATTRS_OF.get(op.type)
     if attrs is None:
+        if len(_FUNCTION_ATTRS_OF) > 4096:   # (a function called by name is an op type)
+            _FUNCTION_ATTRS_OF.clear()
         present = op.node_def.attr
         attrs = _FUNCTION_ATTRS_OF[op.type] = tuple(a for a in _FUNCTION_ATTRS if a in present)
     graphs = []
