@@ -18,7 +18,10 @@ graph-break constructs of issue 19 (``programs.BREAK_FEATURES``: prints of
 ``.numpy()``/``float()`` every N calls, ``int(t.numpy())`` sizing tensors, NumPy
 metrics and RandomState draws, ``next(it)``, ``try``/``except``,
 ``statistics``/``bisect``, a local unbound after a loop, raises and counters
-across a break); skipping those gives the programs of before them.
+across a break, a break in a ``GradientTape`` body; then ``programs.BREAK_FEATURES2``:
+user-defined context managers, generator functions consumed by ``for`` loops,
+f-string/format-spec/``logging`` output of a loss); skipping those gives the programs
+of before them (skipping only ``BREAK_FEATURES2``, those of before the second set).
 The long soak is ``bash scripts/fuzz.sh N``; one program, verbosely and
 minimized into a standalone repro: ``python -m tests.fuzzing --seed ci
 --only INDEX --out DIR``.

@@ -19,6 +19,7 @@ the runtime, which makes a test that depends on a state change made earlier
 in the same call real control flow (``runtime/control/``).
 """
 import enum
+import weakref
 
 import tensorflow as tf
 
@@ -94,10 +95,22 @@ def unreproducible_reason(op):
 _FUNCTION_ATTRS = ('then_branch', 'else_branch', 'cond', 'body', 'f', 'branches')
 
 
+# op type -> those of _FUNCTION_ATTRS its ops have (its OpDef's, which have no defaults):
+# asking an op for an attribute it lacks raises, which cost most of a trace's time when
+# every op of every nested branch graph was asked for all six.
+_FUNCTION_ATTRS_OF = {}
+
+
 def called_graphs(op):
     """The function bodies an op runs (tf.cond branches, tf.while_loop cond/body, calls)."""
+    attrs = _FUNCTION_ATTRS_OF.get(op.type)
+    if attrs is None:
+        if len(_FUNCTION_ATTRS_OF) > 4096:   # (a function called by name is an op type)
+            _FUNCTION_ATTRS_OF.clear()
+        present = op.node_def.attr
+        attrs = _FUNCTION_ATTRS_OF[op.type] = tuple(a for a in _FUNCTION_ATTRS if a in present)
     graphs = []
-    for attr in _FUNCTION_ATTRS:
+    for attr in attrs:
         try:
             value = op.get_attr(attr)
         except (ValueError, TypeError):
@@ -110,6 +123,12 @@ def called_graphs(op):
     return graphs
 
 
+# tf.cond/while/call ops -> whether what they run changes state, kept across calls of
+# changes_state: nested branch graphs are asked again at every enclosing if's join, which
+# made a trace quadratic in the nesting.
+_RUNS_A_CHANGE = weakref.WeakKeyDictionary()
+
+
 def changes_state(op, memo=None):
     """Whether ``op``, or a graph it runs, changes state (``Effect.CHANGE``).
 
@@ -118,11 +137,15 @@ def changes_state(op, memo=None):
     memo = {} if memo is None else memo
     if op in memo:
         return memo[op]
+    known = _RUNS_A_CHANGE.get(op)
+    if known is not None:
+        return known
     memo[op] = False
     called = called_graphs(op)
     if called:
         found = any(changes_state(inner, memo) for graph in called
                     for inner in graph.get_operations())
+        _RUNS_A_CHANGE[op] = found   # its graphs were complete before it was made
     elif op.type in CALL_OPS:
         found = True   # a call we cannot look into: assume it changes state
     else:

@@ -2136,6 +2136,195 @@ def f_break_tape(b):
     b.outs += [W, 'gw_t']
 
 
+# -- graph breaks, second set: user context managers, generator functions, log lines ---------
+#
+# Appended after BREAK_FEATURES' first eleven (BREAK_FEATURES2): skipping these three gives
+# the programs of before them.
+
+CTX_CLASSES = '''
+class Timer:
+    """Records its enters and exits (stands in for wall-clock timing)."""
+    def __init__(self, log, name='blk'):
+        self.log = log
+        self.name = name
+        self.depth = 0
+        self.entered = 0
+
+    def __enter__(self):
+        self.depth += 1
+        self.entered += 1
+        self.log.append('enter %s' % self.name)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.depth -= 1
+        self.log.append('exit %s %s' % (self.name, exc_type.__name__ if exc_type else 'ok'))
+        return False
+
+
+class Skip:
+    """Swallows KeyError (a user-written contextlib.suppress)."""
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        return len(self.log)
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.log.append('skipped %s' % exc_type.__name__)
+        return exc_type is KeyError
+
+
+@contextlib.contextmanager
+def timed(log, name):
+    log.append('start ' + name)
+    try:
+        yield len(log)
+    finally:
+        log.append('stop ' + name)
+'''
+
+
+def _ctx_body(b, first):
+    """Tensor work around (sometimes) a break, inside a ``with`` body."""
+    body = [first] if first else []
+    if b.rng.random() < 0.6:
+        body.append(_sub(b.rng.choice(BREAK_PRINTS), T='acc'))
+    body.append(b.rng.choice([arith(b, 1), 'acc = acc + 1.0', 'acc = tf.nn.relu(acc) - 0.5']))
+    b.rng.shuffle(body)
+    return body
+
+
+def f_break_ctx(b):
+    """A user-defined context manager around tensor code (a ``Timer`` class recording
+    enters and exits, a ``@contextlib.contextmanager`` generator, one swallowing
+    KeyError), fresh each call or kept in an attribute or global; the body holds
+    tensor statements and sometimes a print of a materialized value."""
+    _module_chunk(b, 'import contextlib')
+    _module_chunk(b, CTX_CLASSES)
+    log = _list_home(b, 'tlog')
+    kind = b.rng.choice(['fresh', 'fresh', 'as', 'held', 'gen', 'skip'])
+    if kind == 'fresh':
+        lines = ["with Timer(%s, 'fwd'):" % log] + _indent(_ctx_body(b, 'acc = acc * 1.5'))
+    elif kind == 'as':
+        lines = ['with Timer(%s) as tm_:' % log] + _indent(_ctx_body(
+            b, 'acc = acc + tm_.depth * 0.5'))
+        if b.rng.random() < 0.5:
+            lines.append('acc = acc - tm_.entered')
+    elif kind == 'held':
+        ref, out = _holder(b, 'timer', "Timer([], 'step')")
+        lines = ['with %s:' % ref] + _indent(_ctx_body(b, 'acc = acc - 0.25'))
+        lines.append('%s.append(%s.entered)' % (log, ref))
+        b.mutations.append('%s.log.clear()' % out)
+        b.outs.append('%s.log[-3:]' % ref)
+    elif kind == 'gen':
+        lines = ["with timed(%s, 'step') as k_:" % log] + _indent(_ctx_body(
+            b, 'acc = acc + k_ * 0.125'))
+    else:
+        lines = ['with Skip(%s):' % log] + _indent([
+            'acc = acc * 2.0', 'if %s:' % b.cond_tensor(), "    raise KeyError('pos')",
+            'acc = acc + 1.0'])
+    b.item(lines)
+    if '.' in log or not log[0].islower():       # (a closure cell's list: not from outside)
+        b.mutations.append('%s.clear()' % ('S.' + log.split('.', 1)[1] if '.' in log else log))
+    b.outs.append(b.rng.choice([log, 'len(%s)' % log]))
+
+
+GEN_FUNCTIONS = '''
+def scaled(t, k):
+    for i in range(k):
+        yield t * (0.5 * (i + 1))
+
+
+def pairs(t):
+    for i, v in enumerate(t.numpy().tolist()):
+        yield i, v
+
+
+def running(t, log):
+    total = 0.0
+    for v in t.numpy():
+        total += float(v)
+        log.append(round(total, 4))
+        yield total
+'''
+
+
+def f_break_gen(b):
+    """A generator function consumed by a ``for`` loop in the target (yielding tensors,
+    Python floats of a materialized tensor, or a running total logged as it goes),
+    sometimes left early with ``break`` or started with ``next``."""
+    _module_chunk(b, GEN_FUNCTIONS)
+    k = b.need_p() if b.rng.random() < 0.4 else str(b.rng.randint(1, 3))
+    pool = ['for v_ in scaled(acc, @K):\n    acc = acc + tf.reduce_sum(v_) * 0.1',
+            'for i_, v_ in pairs(x):\n    acc = acc + v_ * i_',
+            'for i_, v_ in pairs(acc):\n    if v_ > 1.0:\n        break\n    acc = acc * 0.5 + v_',
+            'g_ = scaled(x, 3)\nacc = acc + next(g_)\nfor v_ in g_:\n    acc = acc - v_ * 0.25',
+            'for v_, j_ in zip(scaled(acc, 3), range(@K)):\n    acc = tf.clip_by_value(acc + v_, -20.0, 20.0)']
+    log = None
+    if b.rng.random() < 0.5:
+        log = _list_home(b, 'totals')
+        pool.append('for s_ in running(x, @L):\n    if s_ > 1.0:\n        break\n'
+                    '    acc = acc * 0.5 + s_')
+        pool.append("for s_ in running(acc, @L):\n    print('running', s_)")
+        b.outs.append(b.rng.choice([log, 'len(%s)' % log]))
+    for line in b.rng.sample(pool, b.rng.randint(1, 2)):
+        b.item(_sub(line, K=k, L=log or ''))
+    b.outs.append(b.rng.choice(['acc', 'tf.reduce_sum(acc)']))
+
+
+LOG_SETUP = '''
+class ListHandler(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+LOGGER = logging.Logger('fuzzprog')
+LOG_LINES = ListHandler()
+LOGGER.addHandler(LOG_LINES)
+'''
+
+LOG_STATEMENTS = [
+    "print(f'step {@S}: loss={loss_.numpy():.3f}')",
+    "print(f'loss {loss_:.4f} acc {acc.numpy()}')",
+    "print('{:>6} {:.3f}'.format('loss', loss_.numpy()))",
+    "print('%s: %.4f' % ('loss', loss_.numpy()), end=' | ')\nprint(f'{float(tf.reduce_max(x)):+.2f}')",
+    "sys.stdout.write('loss=%.3f\\n' % float(loss_))",
+    "LOGGER.info('step %d loss %.3f', @S, loss_.numpy())",
+    "LOGGER.warning(f'loss {float(loss_):.2f}')",
+]
+
+
+def f_break_log(b):
+    """Training-loop logging: a loss computed as a tensor, printed with f-strings and
+    format specs of ``.numpy()``/``float()`` values (or of the tensor itself), written
+    to ``sys.stdout`` or to a ``logging.Logger`` with a list handler; every call or
+    every N calls."""
+    _module_chunk(b, 'import sys')
+    _module_chunk(b, 'import logging')
+    _module_chunk(b, LOG_SETUP)
+    step = _number(b, 'logstep', '0', _home(b, ('attr', 'global', 'cell')))
+    S = step.ref
+    loss = b.rng.choice(['loss_ = tf.reduce_mean(acc * acc)',
+                         'loss_ = tf.reduce_sum(tf.abs(acc - x)) * 0.5'])
+    stmts = b.rng.sample(LOG_STATEMENTS, b.rng.randint(1, 2))
+    body = _lines(_sub('\n'.join(stmts), S=S))
+    b.item('%s += 1' % S, loopable=False)
+    if b.rng.random() < 0.5:
+        n = b.rng.choice([2, 3])
+        b.item([loss, 'if %s %% %d == 0:' % (S, n)] + _indent(body) + [arith(b, 1)])
+    else:
+        b.item([loss] + body + ['acc = acc - loss_ * 0.1'])
+    if step.setter is not None:
+        b.mutations.append(step.set(b.rng.choice(['100', '0'])))
+    b.outs += [S, 'LOG_LINES.lines[-2:]', 'len(LOG_LINES.lines)']
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -2165,12 +2354,16 @@ FEATURES = {
     'break_stats': f_break_stats, 'break_unbound': f_break_unbound,
     'break_raise': f_break_raise, 'break_counters': f_break_counters,
     'break_tape': f_break_tape,
+    # issue 19, second set (appended last: skipping BREAK_FEATURES2 gives the programs of before)
+    'break_ctx': f_break_ctx, 'break_gen': f_break_gen, 'break_log': f_break_log,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
 BREAK_FEATURES = ('break_print', 'break_size', 'break_numpy', 'break_rng', 'break_iter',
                   'break_try', 'break_stats', 'break_unbound', 'break_raise', 'break_counters',
                   'break_tape')
+BREAK_FEATURES2 = ('break_ctx', 'break_gen', 'break_log')
+BREAK_FEATURES += BREAK_FEATURES2
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -2187,7 +2380,8 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'raise_mid': 2, 'static_eager': 1,
            'break_print': 3, 'break_size': 2, 'break_numpy': 2, 'break_rng': 2, 'break_iter': 2,
            'break_try': 2, 'break_stats': 2, 'break_unbound': 1, 'break_raise': 2,
-           'break_counters': 2, 'break_tape': 2}
+           'break_counters': 2, 'break_tape': 2,
+           'break_ctx': 3, 'break_gen': 3, 'break_log': 3}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
