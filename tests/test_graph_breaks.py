@@ -706,3 +706,29 @@ def test_logging_and_a_numpy_generator_draw_every_step():
             logger.handlers[:] = []
     assert len(sides[0][1].lines) == len(sides[1][1].lines) == 9
     assert _graph_parts(jf) >= 3, janus.explain(jf)
+
+
+def test_raising_a_number_read_from_a_tensor_under_a_tensor_condition():
+    """Fuzzer finding 9 (tests/fuzz_findings_breaks/): ``raise ValueError(v)`` with ``v =
+    float(t)``: the failed trace's message was made from the user's exception after the
+    trace ended, and ``v`` (a dynamic number) needed the trace (an internal error)."""
+    def make():
+        seen = []
+
+        def fn(x, p):
+            acc = x * 1.0
+            for _ in range(p):
+                if tf.reduce_sum(x) > 0.0:
+                    v = float(tf.reduce_max(x))
+                    seen.append(v)
+                    if v > 2.875:
+                        raise ValueError(v)
+                    acc = tf.clip_by_value(acc + v * 0.1 + tf.reduce_sum(acc), -20.0, 20.0)
+            return acc
+        return fn, seen
+    calls = [((tf.constant(values), p), {}) for values, p in (
+        ([0.5, 1.0], 1), ([1.0, 0.75], 1), ([-0.75, -0.25], 2), ([-0.25, 3.0], 2),
+        ([1.0, 0.75], 1), ([2.0, 3.5], 1), ([1.0, 0.5], 2))]
+    jf = differential(make, calls, state=list)
+    events = [ev for part in [jf] + _segment_functions(jf) for ev in part.events]
+    assert not [ev for ev in events if ev.kind.value == 'internal error'], events

@@ -421,7 +421,7 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
             raise   # as it is, its own cause kept
         raise failed from e
     except Exception as e:  # any trace-time error: the call runs imperatively
-        error = ConversionError(_trace_failure(e), '%s: %s' % (type(e).__name__, e))
+        error = ConversionError(_trace_failure(e), '%s: %s' % (type(e).__name__, _text(e)))
         raise _locate(_value_needed(ctx, error), ctx, converted, sys.exc_info()[2]) from e
     finally:
         library_state.restore(ctx)   # Keras's changes at trace time are replayed per run
@@ -627,6 +627,15 @@ def _value_needed(ctx, error):
         return error
     return errors.ScalarValueNeeded(ctx.needs_value, error.reason, error.context,
                                     error.filename, error.lineno, error.source_line)
+
+
+def _text(error):
+    """``str(error)``; an exception made in the trace may hold a value only the run has
+    (``raise ValueError(v)`` of a dynamic number), whose text cannot be made now."""
+    try:
+        return str(error)
+    except Exception:  # noqa: BLE001 - its arguments need the trace that just ended
+        return '(its message holds values only the graph run has)'
 
 
 def _trace_failure(error):

@@ -34,6 +34,8 @@ def functions(jf):
     found, todo = [], [jf]
     while todo:
         part = todo.pop(0)
+        if getattr(part, 'state', None) is None:
+            continue   # a segment running as plain Python (too little tensor work)
         found.append(part)
         splits = getattr(part.state, 'splits', None)   # one per set of break lines
         if splits is None:                               # (state.split before d4ba4bc)
