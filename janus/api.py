@@ -523,6 +523,8 @@ class JanusFunction(callables.JanusCallable):
                 return split
             if refused.signature is not None:
                 self.state.note_failed(refused.signature, error)
+            if error.reason is Reason.TRACE_TOO_LONG:
+                self.failed_conversion = error   # every call shape: no more long traces
         return self._give_up(error)
 
     def _break_at(self, error, signature):

@@ -27,6 +27,7 @@ class _Config:
         enabled=True,             # False: every janus function simply runs imperatively
         relax_shapes=True,        # after a SHAPE guard miss, rebuild with differing dims unknown
         max_unroll=64,            # longest loop (trip count / while iterations) unrolled; longer: tf.while_loop (0: never unroll, the ablation's no-unrolling setting)
+        trace_seconds_limit=60.0,  # a trace running longer than this is abandoned and the function runs imperatively (Reason.TRACE_TOO_LONG); 0: no limit
         specialize_shapes=True,   # graph inputs take the profiled static shapes; False: every dimension unknown (the ablation's no-specialization setting)
         inter_op_threads=0,       # TF inter-op threads, applied when janus is imported (0: TF's default; 1: a graph's ops run one at a time)
         reprofile_calls=1,        # imperative, profiled calls after a cache miss before a new graph is built

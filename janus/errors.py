@@ -98,3 +98,10 @@ class InvariantError(ConversionError):
 
     def __init__(self, context, filename=None, lineno=None, source_line=None):
         super().__init__(Reason.INTERNAL_ERROR, context, filename, lineno, source_line)
+
+
+class TraceBudgetExceeded(BaseException):
+    """A trace ran past ``config.trace_seconds_limit`` (``TraceContext.check_deadline``).
+    A ``BaseException``, so no ``except Exception`` on the way (janus's control-flow
+    machinery, library code) takes it for a failed branch: the tracer turns it into a
+    ``ConversionError`` (Reason.TRACE_TOO_LONG) and the function runs imperatively."""

@@ -56,6 +56,10 @@ class Reason(enum.Enum):
                               'imperatively; later calls convert')
     INTERNAL_ERROR = (False, 'a janus bug, not your code; the call ran as plain Python (please '
                              'report it with the traceback janus.explain shows)')
+    TRACE_TOO_LONG = (True, 'tracing ran past janus.config.trace_seconds_limit (nested '
+                            'tensor-dependent loops and branches over many iterations): the '
+                            'function runs imperatively; make the loop a tf.while_loop over '
+                            'tensors, or raise the limit')
     TRACE_FAILED = (True, 'this line fails when traced as a graph (the error above); keep it '
                           'to TF ops on tensors, or move it out of the janus function')
     ASSUMED_OUTCOME_BREAKS = (True, 'remove what stopped real control flow there (the '

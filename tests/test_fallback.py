@@ -135,3 +135,26 @@ def test_numpy_arguments_run_imperatively_with_reason():
     jf = differential(make, [((np.ones(3),), {})] * 5)
     assert janus.stats(jf)['graphs_built'] == 0
     assert 'NumPy' in janus.explain(jf)
+
+
+def test_a_trace_past_the_time_limit_runs_the_function_imperatively():
+    """A trace running longer than ``config.trace_seconds_limit`` (nested tensor loops
+    and branches over many iterations can take minutes) is abandoned: the function runs
+    imperatively with eager's results, explain says why, and no call traces again."""
+    def make():
+        def f(x, n):
+            acc = x
+            for i in range(n):
+                if tf.reduce_sum(acc) > float(i):
+                    acc = acc * 0.5
+                else:
+                    acc = acc + 1.0
+            return acc
+        return f, None
+    with janus.config.patch(trace_seconds_limit=1e-6):
+        jf = differential(make, [((tf.constant([1.0, 2.0 + i]), 3 + i % 2), {})
+                                 for i in range(8)])
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 0 and stats['imperative_calls'] == 5, stats
+    text = janus.explain(jf)
+    assert 'trace_seconds_limit' in text and 'graph break' not in text, text

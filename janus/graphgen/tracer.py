@@ -420,6 +420,8 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
         if failed is e:
             raise   # as it is, its own cause kept
         raise failed from e
+    except errors.TraceBudgetExceeded as e:   # not a statement's fault: no break, no retrace
+        raise ConversionError(Reason.TRACE_TOO_LONG, str(e)) from None
     except Exception as e:  # any trace-time error: the call runs imperatively
         error = ConversionError(_trace_failure(e), '%s: %s' % (type(e).__name__, _text(e)))
         raise _locate(_value_needed(ctx, error), ctx, converted, sys.exc_info()[2]) from e
@@ -450,6 +452,8 @@ def _retrace_request(ctx, error, signature, heap_shapes):
     """The ``Retrace`` a failed trace asks for (None: ``error`` refuses the call
     shape).  The order is the build loop's: each request it honours makes
     progress that no later trace of the build undoes (``graphgen/build.py``)."""
+    if error.reason is Reason.TRACE_TOO_LONG:
+        return None   # another trace would take as long
     evolving = frozenset(ctx.evolving)
     failed_sites = ctx.plan.failed()
     if failed_sites:   # a graph break there once the assumption breaks (plan.py)
@@ -474,7 +478,7 @@ def breaks_at_statement_line(error, line):
     """Whether a refusal ``error`` at statement ``line`` becomes a graph break.  janus's
     own failures do not: they stay visible as internal errors."""
     return (config.graph_breaks and line is not None
-            and error.reason is not Reason.INTERNAL_ERROR)
+            and error.reason not in (Reason.INTERNAL_ERROR, Reason.TRACE_TOO_LONG))
 
 
 def _new_context(fn, converted, bound, plan, heap_shapes, distributed):

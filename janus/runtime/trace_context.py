@@ -10,6 +10,7 @@ path concludes "made by the call" from a missing source.
 """
 import collections
 import enum
+import time
 import types
 
 import numpy as np
@@ -17,7 +18,8 @@ import tensorflow as tf
 
 from janus import guards, pytypes
 from janus.decisions import DYNAMIC
-from janus.errors import InvariantError, Unsupported
+from janus.config import config
+from janus.errors import InvariantError, TraceBudgetExceeded, Unsupported
 from janus.guards import GuardKind
 from janus.reasons import Reason
 from janus.runtime import arrays, ops, scalars, shadow_heap, whitelist
@@ -41,6 +43,8 @@ class TraceContext:
     """What one trace learns: guards on outside values, in-graph assumptions."""
 
     def __init__(self, fn, arguments, plan, convert, call_user=None):
+        limit = config.trace_seconds_limit
+        self.deadline = time.perf_counter() + limit if limit and limit > 0 else None
         self.fn = fn
         self.call_arguments = arguments   # the real call's (the trace sees rebuilt containers)
         self.plan = plan
@@ -369,6 +373,13 @@ class TraceContext:
                 if whitelist.is_namedtuple_class(type(value)):
                     return type(value)(*items)
         return value
+
+    def check_deadline(self):
+        """Raises TraceBudgetExceeded once the trace ran past ``config.trace_seconds_limit``
+        (checked at each tensor test: where nested loops and branches make traces long)."""
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise TraceBudgetExceeded('tracing took more than %g s (janus.config.'
+                                      'trace_seconds_limit)' % config.trace_seconds_limit)
 
     def provenance(self, value, what):
         """The ``Source`` of an outside object, or None for an object the call made

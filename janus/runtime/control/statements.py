@@ -51,6 +51,7 @@ def _decide_test(ns, site, value, what, can_build=True):
     that takes the other path (``graphgen/plan.py``); ``can_build``: the caller
     can build real control flow at all."""
     ctx = current()
+    ctx.check_deadline()
     key = SiteKey(ns.fn.__code__, site)
     outcome = ctx.decide(key)
     condition = condition_tensor(value)
