@@ -74,7 +74,12 @@ def describe_value(value):
         return 'tensor %s%s' % (value[0].name, value[1])
     if isinstance(value, EagerTensor):
         return 'tensor %s%s' % (value.dtype.name, list(value.shape))
-    text = repr(value)
+    if type(value) is int and value.bit_length() > 64:
+        return 'an int of %d bits' % value.bit_length()   # repr past 4,300 digits raises
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - the user's __repr__ (or Python's limits) raised
+        return 'a %s' % type(value).__name__
     return text if len(text) < 60 else text[:57] + '...'
 
 

@@ -101,6 +101,8 @@ def _values(values, limit=6):
 
 def _brief(value):
     """A value seen, as explain shows it (a list of numbers cut short)."""
+    if type(value) is int and value.bit_length() > 64:
+        return 'an int of %d bits' % value.bit_length()   # repr past 4,300 digits raises
     text = repr(value)
     return text if len(text) < 40 else text[:37] + '...'
 

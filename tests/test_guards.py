@@ -163,3 +163,15 @@ def test_python_reads_of_relaxed_dimensions_get_exact_graphs(strict):
     jf = differential(make, [((t(n, 3, seed=n),), {}) for n in sizes])
     assert all('(None' not in line for e in jf.cache.entries() for line in e.describe_guards())
     assert 'relaxed shapes failed' in janus.explain(jf)
+
+
+def test_a_guard_miss_on_an_int_past_python_s_text_limit_is_described():
+    """Fuzz finding 10 (tests/fuzz_findings_breaks/): ``repr`` of an int past 4,300 digits
+    raises; describing the miss of a guard on one was an internal error."""
+    from janus import guards
+    assert guards.describe_value(10 ** 5000) == 'an int of %d bits' % (10 ** 5000).bit_length()
+
+    class Loud:
+        def __repr__(self):
+            raise RuntimeError('no text')
+    assert guards.describe_value(Loud()) == 'a Loud'
