@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import janus
 from conftest import assert_same, differential
+from janus import guards
 
 
 def t(*shape, seed=0, dtype=tf.float32):
@@ -168,7 +169,6 @@ def test_python_reads_of_relaxed_dimensions_get_exact_graphs(strict):
 def test_a_guard_miss_on_an_int_past_python_s_text_limit_is_described():
     """Fuzz finding 10 (tests/fuzz_findings_breaks/): ``repr`` of an int past 4,300 digits
     raises; describing the miss of a guard on one was an internal error."""
-    from janus import guards
     assert guards.describe_value(10 ** 5000) == 'an int of %d bits' % (10 ** 5000).bit_length()
 
     class Loud:
