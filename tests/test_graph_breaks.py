@@ -732,3 +732,35 @@ def test_raising_a_number_read_from_a_tensor_under_a_tensor_condition():
     jf = differential(make, calls, state=list)
     events = [ev for part in [jf] + _segment_functions(jf) for ev in part.events]
     assert not [ev for ev in events if ev.kind.value == 'internal error'], events
+
+
+def test_strict_mode_raises_on_a_graph_break():
+    """Strict mode claims the whole function converts: a break is an error there."""
+    def fn(x):
+        y = tf.reduce_sum(tf.square(x * 2.0 + 1.0) - x)
+        print('y', y.numpy())
+        return y + 1.0
+    jf = janus.function(fn, strict=True)
+    with pytest.raises(janus.StrictModeError, match='numpy'):
+        for _ in range(6):
+            jf(tf.constant([1.0, 2.0]))
+    assert janus.stats(jf)['split_calls'] == 0
+
+
+def test_a_segment_with_too_little_tensor_work_runs_as_plain_python():
+    """Two ops around a break cost less eagerly than a janus call: the segment runs as
+    plain Python (explain says so); with the threshold at 1 it gets a graph."""
+    def make():
+        def fn(x):
+            y = x * 2.0 + 1.0
+            print('y', y.numpy())
+            return y
+        return fn, None
+    calls = [((tf.constant([1.0, float(i)]),), {}) for i in range(8)]
+    jf = differential(make, calls)
+    # the run that built the segment's graph is its only graph run
+    assert janus.stats(jf)['split_calls'] > 0 and _graph_parts(jf) <= 1, janus.explain(jf)
+    assert 'less than a graph call costs' in janus.explain(jf)
+    with janus.config.patch(segment_min_ops=1):
+        jf = differential(make, calls)
+    assert _graph_parts(jf) >= 3, janus.explain(jf)
