@@ -16,9 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from janus.config import config
-from janus.guards import (PRIMITIVES, SCALAR_INT_BOUND, EagerTensor, GuardKind, Miss,
-                          describe_value, dims_compatible, dynamic_float_ok, same_constant,
-                          tensor_dims)
+from janus.guards import (PRIMITIVES, EagerTensor, GuardKind, Miss, describe_value,
+                          dims_compatible, same_constant, scalar_ok, tensor_dims)
 from janus.reasons import Reason
 from janus.runtime import arrays
 
@@ -108,6 +107,34 @@ class _NoInputNode:
         pass
 
 
+class DatasetNode:
+    """A ``tf.data.Dataset`` argument: one variant input (the dataset's own graph, fed
+    per call, so a new dataset of the same kind reuses the graph), guarded by its type
+    spec (DATASET_MATCH: element structure, dtypes and shapes); the trace sees a graph
+    dataset over that input (``tf.data.experimental.from_variant``)."""
+
+    def __init__(self, path, value):
+        self.path, self.spec = path, value._type_spec
+
+    def check(self, value):
+        if isinstance(value, tf.data.Dataset) and value._type_spec == self.spec:
+            return None
+        return Miss(GuardKind.DATASET_MATCH, self.path, 'dataset %s' % (self.spec.element_spec,),
+                    describe_value(value))
+
+    def flatten(self, value, out):
+        out.append(value._variant_tensor)
+
+    def placeholder(self, inputs):
+        return tf.data.experimental.from_variant(next(inputs), self.spec.element_spec)
+
+    def specs(self, out):
+        out.append(tf.TensorSpec([], tf.variant))
+
+    def describe(self):
+        return '%s: dataset of %s' % (self.path, self.spec.element_spec)
+
+
 class ConstNode(_NoInputNode):
     """A Python constant (number, string, None): baked into the graph."""
 
@@ -143,7 +170,7 @@ class ScalarTensors:
     __slots__ = ('dtype', 'last')
 
     def __init__(self, kind):
-        self.dtype = np.float64 if kind is float else np.int64
+        self.dtype = {float: np.float64, int: np.int64, bool: np.bool_}[kind]
         self.last = (None, None)   # (number, tensor), replaced as one (threads)
 
     def tensor(self, value):
@@ -160,16 +187,15 @@ class ScalarTensors:
 
 
 class ScalarNode:
-    """A relaxed Python int/float argument: a scalar graph input, guarded by type and
-    range (SCALAR_MATCH), not by value."""
+    """A relaxed Python int/float/bool argument: a scalar graph input, guarded by type
+    and range (SCALAR_MATCH), not by value."""
 
     def __init__(self, path, kind):
         self.path, self.type = path, kind
-        self.dtype = tf.int64 if kind is int else tf.float64
+        self.dtype = {float: tf.float64, int: tf.int64, bool: tf.bool}[kind]
 
     def check(self, value):
-        if type(value) is self.type and (dynamic_float_ok(value) if self.type is float
-                                         else -SCALAR_INT_BOUND < value < SCALAR_INT_BOUND):
+        if type(value) is self.type and scalar_ok(value):
             return None
         return Miss(GuardKind.SCALAR_MATCH, self.path, self.type.__name__, describe_value(value))
 
@@ -437,9 +463,7 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
             shape = widen_shape(shapes[path], shape)
         return TensorNode(path, value.dtype, specialized(shape))
     if kind in PRIMITIVES:
-        if (kind is float and dynamic_float_ok(value)
-                or kind is int and -SCALAR_INT_BOUND < value < SCALAR_INT_BOUND) \
-                and scalar_path_key(path) in dynamic:
+        if kind in (float, int, bool) and scalar_ok(value) and scalar_path_key(path) in dynamic:
             return ScalarNode(path, kind)
         return ConstNode(path, value)
     if isinstance(value, tf.Tensor):
@@ -453,6 +477,8 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
         shape = None if shapes is None else shapes.get(array_shape_key(path, value))
         node = seen[id(value)] = ArrayNode(path, value, shape)
         return node
+    if kind is range:
+        return ConstNode(path, value)   # immutable: guarded by start, stop and step
     if isinstance(value, (np.number, np.bool_)) and not isinstance(value, np.complexfloating):
         return ConstNode(path, value)   # immutable, guarded by value (its type included)
     if type(value).__module__ == 'numpy':
@@ -465,6 +491,8 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
     if (type(value) is types.FunctionType and value.__defaults__ is None
             and not value.__kwdefaults__ and not _is_library_function(value)):
         return FunctionNode(path, value)
+    if isinstance(value, tf.data.Dataset):
+        return DatasetNode(path, value)
     if _is_identity_object(value):
         return IdentityNode(path, value)
     return ObjectNode(path, value)

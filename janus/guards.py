@@ -48,6 +48,7 @@ class GuardKind(enum.Enum):
     SCALAR_MATCH = 'SCALAR_MATCH'  # a relaxed Python number (a graph input): same type, an int within +-2**62
     SET_MATCH = 'SET_MATCH'        # a set/frozenset of constants equal, item types and float signs too (order-free)
     ARRAY_MATCH = 'ARRAY_MATCH'    # a NumPy ndarray of this dtype and this shape, relaxed dims any size (fed per run)
+    DATASET_MATCH = 'DATASET_MATCH'  # a tf.data.Dataset of this type spec (element structure, dtypes, shapes; fed per run)
     NUMBERS_MATCH = 'NUMBERS_MATCH'  # a non-empty list/tuple of Python numbers of one type TF converts to this dtype (fed per run)
 
 
@@ -59,6 +60,16 @@ SCALAR_TINY = 2.0 ** -1000
 
 def dynamic_float_ok(value):
     return not (0.0 < abs(value) < SCALAR_TINY)
+
+
+def scalar_ok(value):
+    """Whether a Python int/float/bool can be a relaxed number's value (SCALAR_MATCH
+    checks its type apart): every bool, an int within +-2**62, a float clear of the
+    subnormals."""
+    kind = type(value)
+    if kind is float:
+        return dynamic_float_ok(value)
+    return kind is bool or -SCALAR_INT_BOUND < value < SCALAR_INT_BOUND
 
 
 # ``key``: what a relaxation would relax: a source's uid or an argument's path (or None).
@@ -87,6 +98,8 @@ def same_constant(a, b):
     """Python-constant equality that also says NaN == NaN and 1 != 1.0 != True."""
     if type(a) is not type(b):
         return False
+    if type(a) is range:   # range(0) == range(5, 5), but their .start differ
+        return (a.start, a.stop, a.step) == (b.start, b.stop, b.step)
     if isinstance(a, (float, np.floating)):   # NumPy's floats too (VALUE_MATCH of np.float32)
         if math.isnan(a) and math.isnan(b):
             return True
@@ -381,8 +394,7 @@ _PREDICATES = {
     GuardKind.TENSOR_MATCH: _tensor_match,
     GuardKind.ARRAY_MATCH: lambda e: _array_match(*e),
     GuardKind.NUMBERS_MATCH: lambda e: _numbers_match(*e),
-    GuardKind.SCALAR_MATCH: lambda e: lambda v: type(v) is e and (
-        dynamic_float_ok(v) if e is float else -SCALAR_INT_BOUND < v < SCALAR_INT_BOUND),
+    GuardKind.SCALAR_MATCH: lambda e: lambda v: type(v) is e and scalar_ok(v),
 }
 
 

@@ -23,7 +23,7 @@ a readable name for ``explain``.
 from janus import call_signature, guards, sources
 from janus.config import config
 
-_NUMBERS = (int, float)
+_NUMBERS = (int, float, bool)   # a bool flag that flips too: real control flow on it
 
 
 class ScalarRelaxation:
@@ -109,7 +109,7 @@ def _brief(value):
 
 def _changed_numbers(entry, arguments):
     """(key, name, old, new) for every VALUE guard of ``entry`` on a number whose
-    value now differs with the same type (bools are flags: never relaxed)."""
+    value now differs with the same type."""
     found = []
     for node_path, old, new in entry.signature.constant_values(arguments):
         if _same_number_type(old, new) and old != new:

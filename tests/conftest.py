@@ -30,6 +30,10 @@ def assert_same(expected, actual, path='result'):
                                    err_msg=path)
         return
     assert type(expected) is type(actual), '%s: %s vs %s' % (path, type(expected), type(actual))
+    if isinstance(expected, (tf.SparseTensor, tf.RaggedTensor)):   # by their component tensors
+        assert_same(tf.nest.flatten(expected, expand_composites=True),
+                    tf.nest.flatten(actual, expand_composites=True), path)
+        return
     if isinstance(expected, np.ndarray):
         np.testing.assert_array_equal(expected, actual, err_msg=path)
     elif isinstance(expected, (list, tuple)):

@@ -58,7 +58,7 @@ def test_state_updates_carry_control_dependencies_on_every_assert(strict):
 
 def test_without_deferral_the_variable_would_change_twice(monkeypatch):
     """Guards the test above: breaking the rule makes the differential test fail."""
-    monkeypatch.setattr(tracer, 'defer_state_updates', lambda graph, asserts: True)
+    monkeypatch.setattr(tracer, 'defer_state_updates', lambda graph, asserts, **_: True)
     fn, (counter, _) = _counter_program()
     jf = janus.function(fn, profile_calls=0)
     jf(t(3))

@@ -27,6 +27,9 @@ graph's own), or when ``config.restore_on_error`` is off.  Invariant
 """
 import tensorflow as tf
 
+from janus.config import config
+from janus.errors import Unsupported
+from janus.reasons import Reason
 from janus.replay.rollback import Rollback
 from janus.runtime import effects
 from janus.runtime.fallible import infallible
@@ -131,6 +134,8 @@ def _updated_inputs(graph, memo, skip=frozenset()):
         if op in skip:
             continue
         for tensor in changed_resources(op, memo):
+            if id(tensor) not in index_of and effects.is_run_local(tensor):
+                continue   # an iterator the run made: gone when the run ends
             if id(tensor) not in index_of:
                 raise NotUndoable('%s changes a resource made inside the graph (%s)'
                                   % (op.type, op.name))
@@ -163,3 +168,23 @@ def through_identity(tensor):
     while tensor.op.type == 'Identity' and tensor.op.inputs:
         tensor = tensor.op.inputs[0]
     return tensor
+
+
+def late_checks_allowed(ctx):
+    """Whether checks may run after a state change (``tracer.defer_state_updates``):
+    only where a broken one can be undone (not in a distributed step, whose ranks
+    agree on their assumptions before any change instead)."""
+    return config.restore_on_error and ctx.soft_conditions is None
+
+
+def late_checks_plan(concrete):
+    """(Rollback, None) for a graph with checks after a state change: every variable
+    it may update is kept before each run and restored when one of those checks
+    breaks (``replay/executor.py``); a change it cannot undo refuses the graph."""
+    try:
+        handles = updated_variables(concrete.graph)
+    except NotUndoable as e:
+        raise Unsupported(Reason.STATE_CHANGE_AND_CHECK,
+                          'a tensor-dependent loop or branch checks an assumption after a state '
+                          'change janus cannot undo if the check fails (%s)' % e) from None
+    return Rollback(handles), None

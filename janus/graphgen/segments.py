@@ -294,10 +294,11 @@ class _Cutter:
         return tuple(ordered), frozenset(n for n in ordered if n not in bound.surely)
 
     def _outputs(self, run, loops):
-        """The locals ``run`` binds that code outside it reads (inside it too, in a loop)."""
+        """The locals ``run`` binds that code outside it reads (in a loop, also those
+        ``run`` reads before it binds them: the next iteration's run reads them)."""
         elsewhere = _reads_outside(self.tree, run)
         if loops:
-            elsewhere |= liveness.reads(run)
+            elsewhere |= liveness.exposed_reads(run)
         return tuple(sorted(liveness.binds(run) & self.locals & elsewhere))
 
     def _definition(self, name, run, inputs, maybe_unbound, outputs, after):
@@ -369,6 +370,17 @@ def _refuse_dynamic_scope(tree):
                               % (node.lineno, node.func.id))
 
 
+def _bindings(tree):
+    """(name, line) of every name ``tree`` binds or deletes (an ``except ... as e``
+    name has no line of its own: its handler's)."""
+    for node in gast.walk(tree):
+        if isinstance(node, gast.ExceptHandler) and isinstance(node.name, gast.Name):
+            yield node.name.id, node.lineno
+        elif isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)) \
+                and hasattr(node, 'lineno'):
+            yield node.id, node.lineno
+
+
 def _refuse_escaping_closures(tree, local_names):
     """A nested function or lambda reading a local that is bound again after it (in
     source order, or anywhere in a loop around it) would see the cut's copy."""
@@ -381,8 +393,7 @@ def _refuse_escaping_closures(tree, local_names):
                               'function reads' % (node.lineno, ', '.join(sorted(written))))
         captured = {n.id for n in gast.walk(node) if isinstance(n, gast.Name)} & local_names
         captured -= scopes.bound_names(node)
-        later = {n.id for n in gast.walk(tree) if isinstance(n, gast.Name)
-                 and isinstance(n.ctx, (gast.Store, gast.Del)) and n.lineno > node.end_lineno}
+        later = {name for name, line in _bindings(tree) if line > node.end_lineno}
         looped = set()
         for loop in gast.walk(tree):
             if isinstance(loop, (gast.For, gast.While)) and loop.lineno <= node.lineno \

@@ -74,6 +74,13 @@ def _template(value, outputs, ctx, memo):
     if isinstance(value, tf.Variable):
         raise errors.Unsupported(Reason.RETURN_VALUE,
                                  'janus cannot return a tf.Variable made inside the call')
+    if isinstance(value, (tf.SparseTensor, tf.RaggedTensor)):   # one object per run
+        if id(value) not in memo:
+            components = [_template(c, outputs, ctx, memo)
+                          for c in tf.nest.flatten(value, expand_composites=True)]
+            memo[id(value)] = templates.Shared(templates.Composite(
+                tf.type_spec_from_value(value), components))
+        return memo[id(value)]
     if isinstance(value, (np.number, np.bool_)):   # np.sqrt(self.d): immutable, by value
         source = ctx.numpy_scalar_source(value)   # an argument: the caller's very object
         return templates.FromSource(source) if source is not None else templates.Const(value)
@@ -200,9 +207,10 @@ def _changes_state(op):
 
 
 HOST_CHECKED = '_janus_host_checked'   # on a traced graph: ops hostcheck.py made redundant
+LATE_CHECKS = '_janus_late_checks'     # on a traced graph: checks that run after a state change
 
 
-def defer_state_updates(graph, assert_ops):
+def defer_state_updates(graph, assert_ops, late_checks_ok=False):
     """Makes every state-changing op wait for every assertion; returns whether any exist.
 
     Ops that run other graphs (tf.cond, tf.while_loop, function calls) count
@@ -210,6 +218,12 @@ def defer_state_updates(graph, assert_ops):
     only rest on values computed before the first state change: a stateful op
     (a variable read) created after it is ordered after it by TF's automatic
     control dependencies, which would close a cycle.
+
+    A loop or branch that checks and changes state, or checks after a change
+    (``late_checks``), cannot have its checks first: with ``late_checks_ok``
+    (the graph gets a rollback of every variable it updates: ``LATE_CHECKS``)
+    it is only ordered after the other checks, and a broken assumption in it
+    restores the variables before the call re-runs imperatively.
     """
     memo = {}
     # Checks done on the host before the run, and what only they needed (hostcheck.py).
@@ -218,15 +232,19 @@ def defer_state_updates(graph, assert_ops):
     contents = [(op,) + _contents(op, memo) for op in ops]
     mutating = [op for op, _, m in contents if m]
     asserting = (set(assert_ops) | {op for op, a, _ in contents if a}) - on_host
-    for op in mutating:
-        if op in asserting and not op.type.startswith('Janus>'):
-            raise errors.Unsupported(
-                Reason.STATE_CHANGE_AND_CHECK,
-                'a tensor-dependent loop or branch both changes state and checks an assumption '
-                '(%s); janus cannot order the change after the check' % op.type)
+    first_change = min((op._id for op in mutating), default=None)
+    late = {op for op in asserting if not op.type.startswith('Janus>') and (
+        op in mutating or first_change is not None and op._id > first_change
+        and any(t.dtype == tf.resource for t in op.inputs))}   # ordered after a change by TF
+    if late and not late_checks_ok:
+        raise errors.Unsupported(
+            Reason.STATE_CHANGE_AND_CHECK,
+            'a tensor-dependent loop or branch both changes state and checks an assumption '
+            '(%s); janus cannot order the change after the check' % next(iter(late)).type)
+    setattr(graph, LATE_CHECKS, frozenset(late))
+    asserting -= late
     if not mutating:
         return None
-    first_change = min(op._id for op in mutating)
     before = _wait_for_everything_before(ops, mutating, first_change)
     if not asserting:
         return before
@@ -432,7 +450,9 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
     _add_guards_taken_after_the_trace(ctx, bound)
     closed = holder['closed']
     restore = (None, None)
-    if config.restore_on_error and not distributed:
+    if getattr(concrete.graph, LATE_CHECKS, None):
+        restore = rollback.late_checks_plan(concrete)   # refuses what it cannot undo
+    elif config.restore_on_error and not distributed:
         restore = _rollback_plan(concrete, ctx)
     assumed_sites = ctx.plan.assumed()
     return GraphEntry(
@@ -547,7 +567,8 @@ def _close_graph(ctx, result, flat_inputs):
     host, checked, unneeded = hostcheck.build(ctx, graph, flat_inputs, outputs)
     setattr(graph, HOST_CHECKED, frozenset(checked | unneeded))
     ctx.safe_error_ops = defer_state_updates(graph, [op for op in ctx.assert_ops
-                                                     if op not in checked])
+                                                     if op not in checked],
+                                             late_checks_ok=rollback.late_checks_allowed(ctx))
     ctx.has_mutations = ctx.safe_error_ops is not None
     # An op that may fail runs even when nothing uses its result, as eagerly.
     fallible.keep_unused(graph, outputs, skip=checked | unneeded)

@@ -5,7 +5,9 @@ Needs a ``GraphEntry`` whose guards held for this call.  Outcomes:
 * the graph finishes: its outputs become the call's return value (state
   changes already happened, after every assertion passed);
 * a ``Janus>Assert`` fails: nothing was changed (deferred updates), so the
-  call is re-run imperatively and the broken assumption is reported;
+  call is re-run imperatively and the broken assumption is reported; a check
+  inside a loop that changes state runs after some changes (``LATE_CHECKS``
+  in the tracer): its graph always has a ``Rollback``, restored first;
 * any other TF error in an op that runs before every state change (the
   tracer makes state changes wait for those) or in a graph without state
   changes: the call is re-run imperatively, so the user sees eager's own
@@ -115,6 +117,10 @@ def _classify(entry, error, saved=None):
     try:
         assumption_id = ops.parse_assumption_failure(error)
         if assumption_id is not None and assumption_id in entry.assumptions:
+            # A check inside a loop that changes state ran after some of the changes
+            # (tracer.defer_state_updates): they are undone before the imperative re-run.
+            if saved is not None and not _restored(entry.rollback, saved):
+                return error
             return AssertionBroke(entry.assumptions[assumption_id])
         safe = not entry.has_mutations or _in_safe_op(_failing_node(error), entry.safe_error_ops)
     except Exception:  # noqa: BLE001 - janus cannot tell: assume state may have changed

@@ -6,8 +6,10 @@ graph; ``rebuild`` turns one back into Python values after each run: graph
 outputs, constants, outside objects re-read from their sources, containers the
 call made (one object per run however often it is returned or written),
 numbers, formatted text, the side a tensor-dependent ``if`` took, copies of
-NumPy arrays the call made at trace time, and views of outside NumPy arrays.
+NumPy arrays the call made at trace time, views of outside NumPy arrays, and
+sparse and ragged tensors the call made (from their component tensors).
 """
+import tensorflow as tf
 
 
 class Out:
@@ -75,6 +77,14 @@ class Choice:
         self.pred, self.when_true, self.when_false = pred, when_true, when_false
 
 
+class Composite:
+    """A SparseTensor or RaggedTensor the call made: rebuilt from its component
+    tensors (graph outputs) by its type spec."""
+
+    def __init__(self, spec, components):
+        self.spec, self.components = spec, components
+
+
 class Text:
     """A string that needs the run's values (``f"loss {loss}"``), formatted after it."""
 
@@ -103,6 +113,9 @@ def rebuild(template, outputs, arguments, memo=None):
     if isinstance(template, Text):
         return template.text.render([rebuild(t, outputs, arguments, memo)
                                      for t in template.values])
+    if isinstance(template, Composite):
+        components = [rebuild(t, outputs, arguments, memo) for t in template.components]
+        return tf.nest.pack_sequence_as(template.spec, components, expand_composites=True)
     if isinstance(template, Shared):
         if id(template) not in memo:
             memo[id(template)] = rebuild(template.template, outputs, arguments, memo)

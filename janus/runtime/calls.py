@@ -66,6 +66,8 @@ def call(__callee, /, *args, **kwargs):
         return scalars.from_tensor(callee, args[0])   # ``best = float(loss)``
     if callee is next and 1 <= len(args) <= 2 and not kwargs and _converted_generator(ctx, args[0]):
         return next(*args)   # its code runs here, converted; what it yields keeps its origin
+    if control.datasets.handles_call(callee, args, kwargs):   # iter/enumerate/zip of a dataset
+        return ctx.made_result(control.datasets.call_builtin(callee, args, kwargs))
     if _is_whitelisted_builtin(callee):
         with fallible.made_by_the_user():   # ``sum([a, b])`` of tensors: the user's adds
             return ctx.made_result(_call_builtin(ctx, callee, args, kwargs))

@@ -79,9 +79,25 @@ def effect(op):
         return Effect.CHANGE
     if not op._is_stateful or op.type in _PURE_READS:
         return Effect.NONE
-    if any(t.dtype == tf.resource for t in op.inputs):
+    resources = [t for t in op.inputs if t.dtype == tf.resource]
+    if resources and not all(map(is_run_local, resources)):
         return Effect.CHANGE
     return Effect.NONE
+
+
+# Resources a graph makes for one run (the iterator of a ``for x in ds`` loop): what an
+# op does to one is gone when the run ends, so it changes nothing outside the graph.
+_RUN_LOCAL_RESOURCES = frozenset(('AnonymousIterator', 'AnonymousIteratorV2',
+                                  'AnonymousIteratorV3', 'AnonymousMultiDeviceIterator',
+                                  'AnonymousMultiDeviceIteratorV3'))
+
+
+def is_run_local(resource):
+    """Whether the resource tensor ``resource`` is made by its own graph for one run
+    (seen through ``Identity``; a function's input is not: it comes from outside)."""
+    while resource.op.type == 'Identity' and resource.op.inputs:
+        resource = resource.op.inputs[0]
+    return resource.op.type in _RUN_LOCAL_RESOURCES
 
 
 def unreproducible_reason(op):

@@ -223,6 +223,8 @@ def _library_objects(objects):
     for obj in objects:
         if not whitelist.is_library_object(obj) and not _is_layer(obj):
             continue
+        if isinstance(obj, tf.data.Dataset):
+            continue   # immutable: a graph dataset (an argument's, the call's) holds its own graph
         flatten = getattr(obj, '_flatten_layers', None)
         if _is_layer(obj) and callable(flatten):
             yield from flatten(include_self=True, recursive=True)

@@ -140,10 +140,7 @@ def condition(value):
 
 def in_range(value):
     """Whether a Python value can be a dynamic scalar's value (the type guard's test)."""
-    kind = type(value)
-    if kind is int:
-        return -INT_BOUND < value < INT_BOUND
-    return kind is float and guards.dynamic_float_ok(value)
+    return type(value) in NUMBER and guards.scalar_ok(value)
 
 
 def read_relaxed(ctx, source, value):

@@ -376,7 +376,7 @@ def hoist_numbers(ctx, source, value, natural, dtype=None):
 def hoist_scalar(ctx, source, kind):
     """A call-time graph input that re-reads the relaxed Python number at ``source``
     (``self.step``): a scalar int64/float64, guarded by type and range only."""
-    dtype = {int: tf.int64, float: tf.float64}[kind]
+    dtype = {int: tf.int64, float: tf.float64, bool: tf.bool}[kind]
     ctx.add_guard(guards.GuardKind.SCALAR_MATCH, source, kind)
 
     tensors = call_signature.ScalarTensors(kind)

@@ -2325,6 +2325,33 @@ def f_break_log(b):
     b.outs += [S, 'LOG_LINES.lines[-2:]', 'len(LOG_LINES.lines)']
 
 
+# issue 20 (appended last: skipping DATASET_FEATURES gives the programs of before)
+
+def f_ds_loop(b):
+    """A ``for`` loop over a tf.data dataset held in a global (one tf.while_loop):
+    accumulating into a tensor or a Python float, ``enumerate`` of it, an ``assert``
+    inside; mutations swap in a dataset of another length (an empty one too)."""
+    ds = b.fresh('DS')
+    b.glob(ds, 'tf.data.Dataset.from_tensor_slices(tf.reshape(tf.range(6.0), [3, 2]))')
+    tot = b.fresh('tot_')
+    choice = b.rng.random()
+    if choice < 0.35:
+        b.item('for e_ in %s:\n    acc = acc + tf.reduce_sum(e_) * 0.25' % ds)
+    elif choice < 0.6:
+        b.item('%s = 0.0\nfor e_ in %s:\n    %s += tf.reduce_mean(e_)\nacc = acc + %s * 0.1'
+               % (tot, ds, tot, tot))
+    elif choice < 0.8:
+        b.item('for i_, e_ in enumerate(%s):\n    acc = acc + tf.reduce_sum(e_) * i_' % ds)
+    else:
+        b.item("for e_ in %s:\n    assert tf.reduce_min(e_) > -1.0, 'negative'\n"
+               "    acc = acc - tf.reduce_max(e_) * 0.5" % ds)
+    b.mutations.append('%s = tf.data.Dataset.from_tensor_slices(tf.ones([%d, 2]))'
+                       % (ds, b.rng.randint(1, 5)))
+    b.flip_mutations.append(b.rng.choice([
+        '%s = tf.data.Dataset.from_tensor_slices(tf.zeros([0, 2]))' % ds,
+        '%s = tf.data.Dataset.from_tensor_slices(-2.0 * tf.ones([2, 2]))' % ds]))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -2356,6 +2383,8 @@ FEATURES = {
     'break_tape': f_break_tape,
     # issue 19, second set (appended last: skipping BREAK_FEATURES2 gives the programs of before)
     'break_ctx': f_break_ctx, 'break_gen': f_break_gen, 'break_log': f_break_log,
+    # issue 20 (appended last)
+    'ds_loop': f_ds_loop,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -2364,6 +2393,7 @@ BREAK_FEATURES = ('break_print', 'break_size', 'break_numpy', 'break_rng', 'brea
                   'break_tape')
 BREAK_FEATURES2 = ('break_ctx', 'break_gen', 'break_log')
 BREAK_FEATURES += BREAK_FEATURES2
+DATASET_FEATURES = ('ds_loop',)
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -2381,7 +2411,8 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'break_print': 3, 'break_size': 2, 'break_numpy': 2, 'break_rng': 2, 'break_iter': 2,
            'break_try': 2, 'break_stats': 2, 'break_unbound': 1, 'break_raise': 2,
            'break_counters': 2, 'break_tape': 2,
-           'break_ctx': 3, 'break_gen': 3, 'break_log': 3}
+           'break_ctx': 3, 'break_gen': 3, 'break_log': 3,
+           'ds_loop': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------

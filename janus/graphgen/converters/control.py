@@ -118,8 +118,31 @@ def _carried(body, assigned_first=()):
     ``assigned_first``: names bound before the body runs each iteration (a for target).
     """
     assigned, carried = set(assigned_first), set()
+    _scan_carried(body, assigned, carried)
+    return carried
+
+
+def _scan_carried(body, assigned, carried):
+    """``_carried``'s walk: adds to ``carried`` what ``body`` reads before ``assigned``
+    has it, and to ``assigned`` what it surely binds (a ``with`` body always runs; an
+    ``if`` binds what both of its branches bind)."""
     for stmt in body:
-        if isinstance(stmt, gast.Assign):
+        if isinstance(stmt, gast.With):
+            for item in stmt.items:
+                carried |= _loaded([item.context_expr]) - assigned
+                if item.optional_vars is not None:
+                    assigned |= {n.id for n in gast.walk(item.optional_vars)
+                                 if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+            _scan_carried(stmt.body, assigned, carried)
+        elif isinstance(stmt, gast.If):
+            carried |= _loaded([stmt.test]) - assigned
+            sides = []
+            for branch in (stmt.body, stmt.orelse):
+                side = set(assigned)
+                _scan_carried(branch, side, carried)
+                sides.append(side)
+            assigned |= sides[0] & sides[1]
+        elif isinstance(stmt, gast.Assign):
             carried |= _loaded([stmt.value]) - assigned
             for target in stmt.targets:
                 carried |= _loaded([target]) - assigned
@@ -132,7 +155,6 @@ def _carried(body, assigned_first=()):
                 assigned.add(stmt.target.id)
         else:
             carried |= _loaded([stmt]) - assigned
-    return carried
 
 
 def _negations_in_test(test):

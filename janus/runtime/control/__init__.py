@@ -19,10 +19,11 @@ tf.cond), ``branch_writes`` (Python writes inside a branch), ``hoisting``
 """
 from janus.runtime.control.common import (INTERNAL_FLAGS, UNDEFINED, CannotBuild, TensorList,
                                           TestValue, Undefined, bool_tensor, read_local)
+from janus.runtime.control import datasets
 from janus.runtime.control.hoisting import HOISTED
 from janus.runtime.control.statements import (boolop, for_stmt, if_stmt, ifexp, not_, test,
                                               unrolled_items, while_stmt)
 
-__all__ = ['INTERNAL_FLAGS', 'UNDEFINED', 'CannotBuild', 'TensorList', 'TestValue', 'Undefined',
+__all__ = ['datasets', 'INTERNAL_FLAGS', 'UNDEFINED', 'CannotBuild', 'TensorList', 'TestValue', 'Undefined',
            'read_local', 'bool_tensor', 'HOISTED', 'boolop', 'for_stmt', 'if_stmt', 'ifexp', 'not_', 'test',
            'unrolled_items', 'while_stmt']

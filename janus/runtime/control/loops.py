@@ -9,6 +9,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from janus.config import config
 from janus.reasons import Reason
 from janus.runtime import scalars
 from janus.runtime.control.branch_writes import location, outside_reader
@@ -96,6 +97,8 @@ def _check_loop_checks(outer, where, reads_variables):
     cycle.  Refused (the loop's outcome may be assumed instead, ``_or_assume``)."""
     if not reads_variables or first_state_change(outer) is None:
         return
+    if config.restore_on_error and current().soft_conditions is None:
+        return   # checked after the change, undone if broken (tracer.defer_state_updates)
     if has_checks(tf.compat.v1.get_default_graph()):
         raise Unsupported(Reason.CHECK_AFTER_STATE_CHANGE,
                           '%s: a tensor-dependent loop that reads a variable and makes '

@@ -23,6 +23,7 @@ from janus.runtime import arrays, observe, scalar_ops, scalars
 from janus.runtime.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
                                           is_test_tensor, lineage_of, python_truth, static_truth,
                                           taping, tensor_flags, bool_tensor)
+from janus.runtime.control import datasets
 from janus.runtime.control.cond import cond_values, dynamic_if
 from janus.runtime.control.loops import dynamic_for, dynamic_while
 from janus.runtime.graph_analysis import depends_on_state_change
@@ -151,6 +152,9 @@ def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
 
 
 def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=()):
+    if datasets.is_dataset_value(iterable):
+        return datasets.dataset_for(ns, site, iterable, body_fn,
+                                    lambda: tensor_flags(get_state(), names), set_state)
     if not is_tensor(iterable):
         for item in loop_iterable(ns, None, iterable):
             body_fn(item)
@@ -236,6 +240,8 @@ def loop_iterable(ns, site, iterable):
         return iter(unrolled_items(ns, site, iterable, allow_dynamic=False))
     if arrays.is_stand_in(iterable):
         arrays.refuse_use('iterating over')
+    if datasets.is_dataset_value(iterable):
+        datasets.refuse_python_loop()
     ctx = current()
     source = ctx.source_of(iterable)
     if source is None:
@@ -245,6 +251,9 @@ def loop_iterable(ns, site, iterable):
             raise Unsupported(Reason.SPECIAL_METHODS,
                               'janus does not convert a loop over a %s, whose class defines '
                               '__iter__/__getitem__' % type(iterable).__name__)
+        return iter(iterable)
+    if type(iterable) is range:   # immutable: guarded by start, stop and step
+        ctx.add_guard(GuardKind.VALUE_MATCH, source, iterable)
         return iter(iterable)
     model = pytypes.model_of(iterable)
     if pytypes.has_items(iterable) and model.kind is not pytypes.Kind.DICT \

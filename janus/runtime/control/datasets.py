@@ -1,0 +1,144 @@
+"""Loops over ``tf.data`` datasets and iterators as one ``tf.while_loop``.
+
+Needs a ``TraceContext`` (``runtime/tracing.current``); ``statements.for_stmt``
+and ``calls.call`` (``iter``/``enumerate``/``zip`` of a dataset) call in here.
+
+``for x in ds`` runs exactly the dataset's elements, however many there are,
+as AutoGraph does: an iterator made in the graph is pulled with
+``get_next_as_optional``, and the loop carries the optional beside the
+function's own loop variables (``loops.dynamic_while`` does the rest:
+rebound locals, outside locations written back, lists grown as TensorArrays).
+A dataset argument is fed per call by its variant tensor
+(``call_signature.DatasetNode``); one read from outside (``self.ds``) is the
+object itself, guarded by identity, and the graph captures it.
+
+A local the loop carries that starts as a Python number or unbound
+(``total = 0.0`` before ``total += loss``) gets the first iteration traced
+before the loop, behind a NONEMPTY_LOOP assumption (an empty dataset runs
+the call imperatively), so it is a tensor of one type in the loop.
+``enumerate(ds)`` counts with a dynamic scalar (a Python int in eager code
+stays an int in the graph: ``scalars``), ``zip`` of datasets is
+``Dataset.zip``, and ``iter(ds)`` is an iterator made in the graph, which a
+``for`` loop pulls from like a dataset.  A loop with ``break``/``return``
+inside, a comprehension over a dataset and ``next()`` on its iterator are
+refused (each would need a test the loop does not have yet).
+"""
+import dataclasses
+
+import tensorflow as tf
+from tensorflow.python.data.ops import iterator_ops, optional_ops
+
+from janus.pyct.sites import SiteKey
+from janus.reasons import Reason
+from janus.runtime import scalars
+from janus.runtime.control.common import UNDEFINED
+from janus.runtime.control.loops import dynamic_while
+from janus.runtime.trace_context import Unsupported
+from janus.runtime.tracing import AssumptionKind, current
+
+
+@dataclasses.dataclass(frozen=True)
+class Enumerated:
+    """``enumerate(ds, start)`` of a dataset, as a loop will run it."""
+    dataset: object
+    start: int
+
+
+def is_dataset_value(value):
+    """A dataset, ``enumerate`` of one, or an iterator made in this graph."""
+    return isinstance(value, (tf.data.Dataset, Enumerated)) or _graph_iterator(value)
+
+
+def _graph_iterator(value):
+    return isinstance(value, iterator_ops.OwnedIterator) and not tf.executing_eagerly() \
+        and hasattr(value, '_iterator_resource') \
+        and not hasattr(value._iterator_resource, 'numpy')
+
+
+def handles_call(callee, args, kwargs):
+    """Whether ``callee(*args, **kwargs)`` is one of the builtins over a dataset
+    this module answers (``call_builtin``)."""
+    if callee in (iter, enumerate) and args and isinstance(args[0], tf.data.Dataset):
+        return not kwargs or callee is enumerate and set(kwargs) <= {'start'}
+    if callee is zip and args and not kwargs:
+        return all(isinstance(a, tf.data.Dataset) for a in args)
+    if callee in (next, list, tuple, sorted, sum, min, max) and args \
+            and (is_dataset_value(args[0]) or isinstance(args[0], iterator_ops.OwnedIterator)):
+        return True
+    return False
+
+
+def call_builtin(callee, args, kwargs):
+    if callee is iter:
+        return iter(args[0])   # inside the graph: an iterator made by the graph
+    if callee is enumerate:
+        start = kwargs.get('start', args[1] if len(args) > 1 else 0)
+        if type(start) is not int:
+            raise Unsupported(Reason.DYNAMIC_ITERATION,
+                              'janus converts enumerate() of a dataset from a Python int only')
+        return Enumerated(args[0], start)
+    if callee is zip:
+        return tf.data.Dataset.zip(tuple(args))
+    raise Unsupported(Reason.DYNAMIC_ITERATION,
+                      'janus does not convert %s() of a tf.data dataset or iterator yet: loop '
+                      'over it with `for` (a tf.while_loop), or call it outside the function'
+                      % callee.__name__)
+
+
+def refuse_python_loop():
+    """A dataset iterated by Python (a loop with break/return, a comprehension)."""
+    raise Unsupported(Reason.DYNAMIC_ITERATION,
+                      'janus does not convert a loop over a tf.data dataset or iterator with '
+                      'break/return/continue inside (or a comprehension over one) yet: only a '
+                      'plain `for` loop over it becomes a tf.while_loop')
+
+
+def dataset_for(ns, site, iterable, body_fn, get_state, set_state):
+    """``for item in iterable`` (``is_dataset_value``) as a tf.while_loop."""
+    counter = None
+    if isinstance(iterable, Enumerated):
+        counter = scalars.lift(iterable.start)
+        iterable = iterable.dataset
+    iterator = iterable if isinstance(iterable, iterator_ops.OwnedIterator) else iter(iterable)
+    element_spec = iterator.element_spec
+    box = {'next': iterator.get_next_as_optional()._variant_tensor, 'count': counter}
+
+    def optional():
+        return optional_ops._OptionalImpl(box['next'], element_spec)
+
+    def get():
+        extra = (box['next'],) if counter is None else (box['next'], box['count'])
+        return tuple(get_state()) + extra
+
+    def put(values):
+        values = tuple(values)
+        if counter is None:
+            set_state(values[:-1])
+            box['next'] = values[-1]
+        else:
+            set_state(values[:-2])
+            box['next'], box['count'] = values[-2], values[-1]
+
+    def step():
+        item = optional().get_value()
+        if counter is not None:
+            item = (box['count'], item)
+        body_fn(item)
+        box['next'] = iterator.get_next_as_optional()._variant_tensor
+        if counter is not None:
+            count = box['count']
+            box['count'] = scalars.rewrap(count, count.tensor + 1)
+
+    if _first_iteration_apart(get_state()):
+        current().assume(SiteKey(ns.fn.__code__, site), AssumptionKind.NONEMPTY_LOOP,
+                         optional().has_value(), 'the loop over the dataset runs at least once')
+        step()
+    dynamic_while(ns, site, lambda: optional().has_value(), step, get, put)
+
+
+def _first_iteration_apart(state):
+    """Whether the loop's first iteration runs before the tf.while_loop, assumed to
+    run: a local the loop carries starts as a Python number (``total = 0.0``, then
+    ``total += loss``: a tensor from the first iteration on, as eagerly) or is not
+    bound yet (first bound in the loop, read after it)."""
+    return any(value is UNDEFINED or type(value) in (int, float) for value in state)

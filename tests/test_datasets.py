@@ -1,0 +1,181 @@
+"""Loops over tf.data datasets inside a janus function: one tf.while_loop, as eager.
+
+Differential tests on fresh objects (``conftest.differential``): returns, stdout,
+identities and state after every call, including calls whose dataset is
+empty, longer, or of another element type, and a loop whose assumption breaks
+in the middle of an epoch after some variable updates ran.
+
+PYTEST_DONT_REWRITE: a user ``assert`` inside a converted function must stay one.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import janus
+from tests.conftest import differential
+
+XS = np.random.RandomState(0).rand(40, 6).astype(np.float32)
+YS = np.random.RandomState(1).randint(0, 3, size=40)
+
+
+def _dataset(n=40, batch=8):
+    return tf.data.Dataset.from_tensor_slices((XS[:n], YS[:n])).batch(batch)
+
+
+def _call(*args):
+    return lambda: (args, {})
+
+
+def _weights(model):
+    return [w.numpy() for w in model.weights]
+
+
+def _graph_runs(jf):
+    return janus.stats(jf)['graph_calls']
+
+
+def test_a_training_epoch_over_a_dataset_argument_is_one_graph():
+    """The TF guide's loop, as users write it: a Keras model, an optimizer step per
+    batch, a Python float accumulating the loss (a tensor after the first batch)."""
+    def make():
+        tf.keras.utils.set_random_seed(3)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation='relu'),
+                                     tf.keras.layers.Dense(3)])
+        model.build((None, 6))
+        opt = tf.keras.optimizers.SGD(0.1)
+        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        def train_epoch(ds):
+            total = 0.0
+            batches = 0
+            for x, y in ds:
+                with tf.GradientTape() as tape:
+                    loss = loss_fn(y, model(x))
+                grads = tape.gradient(loss, model.trainable_variables)
+                opt.apply_gradients(zip(grads, model.trainable_variables))
+                total += loss
+                batches += 1
+            return total / batches
+        return train_epoch, model
+    calls = [_call(_dataset())] * 5 + [_call(_dataset(24))] + [_call(_dataset(40, 16))] * 2
+    jf = differential(make, calls, state=_weights)
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] == 1 and stats['graph_calls'] == 5, janus.explain(jf)
+
+
+def test_an_empty_dataset_runs_the_call_imperatively():
+    """The first iteration is traced apart, assumed to run: an empty dataset breaks
+    that assumption, and the call raises eager's ZeroDivisionError."""
+    def make():
+        v = tf.Variable(0.0)
+
+        def mean(ds):
+            total = 0.0
+            n = 0
+            for x in ds:
+                v.assign_add(tf.reduce_sum(x))
+                total += tf.reduce_mean(x)
+                n += 1
+            return total / n
+        return mean, v
+    full = tf.data.Dataset.from_tensor_slices(XS).batch(10)
+    calls = [_call(full)] * 4 + [_call(full.take(0)), _call(full)]
+    jf = differential(make, calls, state=lambda v: v.numpy())
+    assert _graph_runs(jf) == 2, janus.explain(jf)
+
+
+def test_a_new_dataset_of_the_same_kind_reuses_the_graph():
+    def make():
+        seen = tf.Variable(0, dtype=tf.int64)
+
+        def count(ds):
+            for x in ds:
+                seen.assign_add(tf.reduce_sum(x))
+            return seen.read_value()
+        return count, seen
+    calls = [_call(tf.data.Dataset.range(n)) for n in (3, 5, 7, 0, 9)]
+    calls.append(_call(tf.data.Dataset.range(4).map(lambda z: z * 2)))
+    jf = differential(make, calls, state=lambda v: v.numpy())
+    assert janus.stats(jf)['graphs_built'] == 1, janus.explain(jf)
+    calls = [_call(tf.data.Dataset.from_tensor_slices([1.5, 2.5]))]
+    with pytest.raises(Exception):   # another element type: eager raises too (int64 += float)
+        jf(*calls[0]()[0])
+
+
+def test_enumerate_zip_and_iter_of_datasets():
+    def make():
+        def f(a, b):
+            s = tf.constant(0, tf.int64)
+            for i, (x, y) in enumerate(zip(a, b), start=1):
+                s += (x * y) * i
+            for z in iter(a):
+                s -= z
+            return s
+        return f, None
+    calls = [_call(tf.data.Dataset.range(n), tf.data.Dataset.range(3)) for n in (4, 4, 4, 2, 6)]
+    jf = differential(make, calls)
+    assert _graph_runs(jf) == 2, janus.explain(jf)
+
+
+def test_a_dataset_made_in_the_call_and_one_held_by_the_object():
+    def make():
+        class Averager:
+            def __init__(self):
+                self.ds = tf.data.Dataset.from_tensor_slices(XS[:12]).batch(4)
+                self.steps = 0
+                self.history = []
+
+            def run(self, scale):
+                local = tf.data.Dataset.from_tensor_slices(scale * XS[:6])
+                acc = tf.zeros([6])
+                for row in local:
+                    acc = acc + row
+                for batch in self.ds:
+                    acc = acc + tf.reduce_sum(batch, axis=0)
+                    self.steps += 1
+                self.history.append(float(tf.reduce_sum(acc)))
+                return acc
+        a = Averager()
+        return a.run, a
+    calls = [_call(tf.constant(s)) for s in (1.0, 2.0, 0.5, 1.5, 3.0)]
+    jf = differential(make, calls, state=lambda a: (a.steps, list(a.history)))
+    assert _graph_runs(jf) >= 1, janus.explain(jf)
+
+
+def test_a_check_failing_mid_epoch_undoes_the_run():
+    """A user ``assert`` inside the loop is checked in the loop, after earlier
+    batches updated the variable: when it fails, the run's updates are undone and
+    the call re-runs imperatively (eager's partial updates, eager's AssertionError)."""
+    def make():
+        v = tf.Variable(tf.zeros([6]))
+        log = []
+
+        def step(ds):
+            for x in ds:
+                v.assign_add(tf.reduce_sum(x, axis=0))
+                assert tf.reduce_min(x) >= 0.0, 'negative input'
+            log.append('epoch')
+            return v.read_value()
+        return step, (v, log)
+    good = tf.data.Dataset.from_tensor_slices(XS).batch(8)
+    mixed = np.array(XS)
+    mixed[20] *= -1.0
+    bad = tf.data.Dataset.from_tensor_slices(mixed).batch(8)
+    calls = [_call(good)] * 5 + [_call(bad), _call(good)]
+    jf = differential(make, calls, state=lambda s: (s[0].numpy(), list(s[1])))
+    assert _graph_runs(jf) == 3, janus.explain(jf)
+    assert 'kept for a rollback' in janus.explain(jf)
+
+
+def test_a_loop_with_break_over_a_dataset_is_not_converted_but_correct():
+    def make():
+        def first_big(ds):
+            found = tf.constant(-1.0)
+            for x in ds:
+                if tf.reduce_sum(x) > 3.0:
+                    found = tf.reduce_sum(x)
+                    break
+            return found
+        return first_big, None
+    calls = [_call(tf.data.Dataset.from_tensor_slices(XS))] * 5
+    differential(make, calls)

@@ -1,0 +1,107 @@
+"""Idioms of real TF2 code janus used to refuse: range objects passed in, Python
+bool flags that flip, sparse and ragged tensors made in the call and returned.
+
+Differential tests on fresh objects (``conftest.differential``), each checking that
+the idiom now runs graphs (the counters), not only that it is correct.
+"""
+import tensorflow as tf
+
+import janus
+from tests.conftest import differential
+
+
+def _call(*args, **kwargs):
+    return lambda: (args, kwargs)
+
+
+def _stats(jf):
+    return janus.stats(jf)
+
+
+def test_a_range_passed_in_is_guarded_by_start_stop_and_step():
+    def make():
+        def f(steps, x):
+            for i in steps:
+                x = x * 0.5 + i
+            return x
+        return f, None
+    x = tf.constant([1.0, 2.0])
+    calls = [_call(range(3), x)] * 4 + [_call(range(1, 4), x), _call(range(0, 6, 2), x),
+                                        _call(range(3), x), _call(range(5, 5), x),
+                                        _call(range(0), x)]
+    jf = differential(make, calls)
+    assert _stats(jf)['graph_calls'] >= 2, janus.explain(jf)
+
+
+def test_a_range_held_by_the_object_and_replaced():
+    def make():
+        class Schedule:
+            def __init__(self):
+                self.steps = range(2, 8, 2)
+
+            def apply(self, x, new_steps=None):
+                if new_steps is not None:
+                    self.steps = new_steps
+                for k in self.steps:
+                    x = x + k
+                return x
+        s = Schedule()
+        return s.apply, s
+    x = tf.constant(1.0)
+    calls = [_call(x)] * 4 + [_call(x, range(3)), _call(x), _call(x, range(2, 8, 2)), _call(x)]
+    jf = differential(make, calls, state=lambda s: s.steps)
+    assert _stats(jf)['graph_calls'] >= 2, janus.explain(jf)
+
+
+def test_a_bool_flag_that_flips_relaxes_to_one_graph():
+    """An LSTM-style step whose ``reset`` flag is true every 8th batch: after its
+    second value the flag is a graph input and the ``if`` real control flow."""
+    def make():
+        class Stateful:
+            def __init__(self):
+                self.state = tf.Variable(tf.zeros([3]))
+                self.batches = 0
+
+            def step(self, x, reset=False):
+                if reset:
+                    self.state.assign(tf.zeros([3]))
+                self.state.assign(self.state * 0.5 + x)
+                self.batches += 1
+                return tf.reduce_sum(self.state)
+        m = Stateful()
+        return m.step, m
+    calls = [_call(tf.fill([3], float(i)), reset=(i % 8 == 0)) for i in range(24)]
+    jf = differential(make, calls, state=lambda m: (m.state.numpy(), m.batches))
+    stats = _stats(jf)
+    assert stats['graphs_built'] <= 2 and stats['graph_calls'] == 21, janus.explain(jf)
+    assert 'dynamic bool' in janus.explain(jf)
+
+
+def test_a_relaxed_bool_keeps_python_meaning_where_the_value_is_needed():
+    """Arithmetic on the flag needs its value: specialized again, never wrong."""
+    def make():
+        def f(x, flag):
+            scale = 2 + flag   # int arithmetic on a bool
+            if flag:
+                x = -x
+            return x * scale, flag
+        return f, None
+    calls = [_call(tf.constant(1.5), i % 3 == 0) for i in range(10)]
+    differential(make, calls)
+
+
+def test_sparse_and_ragged_tensors_made_in_the_call_are_returned():
+    def make():
+        def f(x, lengths):
+            sparse = tf.sparse.from_dense(x * 2.0)
+            ragged = tf.RaggedTensor.from_row_lengths(tf.reshape(x, [-1]), lengths)
+            return sparse, ragged, {'same': ragged}
+        return f, None
+    calls = [_call(tf.constant([[0.0, 1.0], [2.0, 0.0]]), tf.constant([1, 3], tf.int64))] * 5
+    calls.append(_call(tf.constant([[0.0, 0.0], [2.0, 5.0]]), tf.constant([2, 0, 2], tf.int64)))
+    jf = differential(make, calls)
+    assert _stats(jf)['graph_calls'] >= 2, janus.explain(jf)
+    sparse, ragged, holder = jf(tf.constant([[1.0, 0.0], [0.0, 3.0]]),
+                                tf.constant([2, 2], tf.int64))
+    assert isinstance(sparse, tf.SparseTensor) and holder['same'] is ragged
+    assert ragged.to_list() == [[1.0, 0.0], [0.0, 3.0]]
