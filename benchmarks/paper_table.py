@@ -119,7 +119,12 @@ def spawn(model, which, steps, warmup, env_extra=None):
     return rows
 
 
-STAGE_SETS = {'table': tuple((m, m, {}) for m in ('eager', 'janus', 'symbolic')),
+# janus with XLA ('on': every graph XLA can compile whole; 'auto': janus times both per
+# graph and keeps the faster) beside janus as it is (replay/xla.py).
+TABLE_STAGES = (('eager', 'eager', {}), ('janus', 'janus', {}),
+                ('janus_xla', 'janus', {'jit_compile': 'on'}),
+                ('janus_auto', 'janus', {'jit_compile': 'auto'}), ('symbolic', 'symbolic', {}))
+STAGE_SETS = {'table': TABLE_STAGES,
               'serial': SERIAL_STAGES, 'parallel': PARALLEL_STAGES}
 
 
@@ -150,6 +155,8 @@ def table_row(model, rows):
     return dict(
         model=e['model'], category=e['category'], unit=e['unit'] + '/s',
         eager=e['throughput'], janus=j['throughput'], symbolic=s['throughput'],
+        janus_xla=rows['janus_xla']['throughput'] if 'janus_xla' in rows else None,
+        janus_auto=rows['janus_auto']['throughput'] if 'janus_auto' in rows else None,
         eager_steps=e['steps_per_s'], janus_steps=j['steps_per_s'],
         symbolic_steps=s['steps_per_s'],
         janus_steps_over_eager=j['steps_per_s'] / e['steps_per_s'],
@@ -182,15 +189,17 @@ def fmt(value, digits=1):
 
 def markdown(table, ablation, header):
     lines = [header, '',
-             '| Model | Category | Unit | Eager | janus | Symbolic | janus/eager | '
+             '| Model | Category | Unit | Eager | janus | janus + XLA | janus, XLA auto | '
+             'Symbolic | janus/eager | '
              'janus vs symbolic | converts | graphs | fallbacks | first graph (s): janus\'s '
              'building call (with the profiled calls before it) / tf.function\'s first call | peak MiB eager/janus/symbolic | loss diff vs eager: janus, '
              'symbolic (first %d steps) |' % CONVERGENCE_STEPS,
-             '|' + '---|' * 14]
+             '|' + '---|' * 16]
     for r in table:
-        lines.append('| %s | %s | %s | %s | %s | %s | %.2fx | %+.1f%% | %s | %d | %d | '
+        lines.append('| %s | %s | %s | %s | %s | %s | %s | %s | %.2fx | %+.1f%% | %s | %d | %d | '
                      '%s (%s) / %s: %sx | %s / %s / %s | %.1e, %.1e |' % (
                          r['model'], r['category'], r['unit'], fmt(r['eager']), fmt(r['janus']),
+                         fmt(r.get('janus_xla')), fmt(r.get('janus_auto')),
                          fmt(r['symbolic']), r['janus_over_eager'],
                          100 * r['janus_vs_symbolic'], r['converts'], r['graphs_built'],
                          r['fallbacks'], fmt(r['janus_first_graph_s'], 2),
@@ -349,8 +358,9 @@ def main():
         parallel = spawn(model, 'parallel', ARGS.steps, ARGS.warmup)
         ablation[model] = {r['stage']: r for r in serial + parallel}
     header = ('Measured %s; throughput: median over single steps after warm-up, in one '
-              'process per model: eager first, then janus and symbolic taking turns step by '
-              'step (`python '
+              'process per model: eager first, then janus, janus + XLA (`jit_compile=True`: '
+              'each graph XLA can compile whole), janus with XLA `auto` (janus times both per '
+              'graph and keeps the faster) and symbolic taking turns step by step (`python '
               'benchmarks/paper_table.py`, %.0f s in all).'
               % (machine_line(), time.perf_counter() - started))
     text = markdown(table, ablation, header)

@@ -38,6 +38,7 @@ from janus.explain import annotate, reason_text   # where + advice for every rea
 from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
                           StrictModeError)
+from janus.replay import xla
 from janus.replay.executor import AssertionBroke, GraphError, GraphInvalid, WriteBackFailed, run_graph
 from janus.graphgen import build, generator, segments, tracer
 from janus.graphgen.plan import Verdict
@@ -96,7 +97,7 @@ def short_traceback(error, frames=6):
 # ``state`` (function_state.FunctionState), replaced wholesale on a redefinition;
 # ``_redefined`` asserts that nothing else was set on the JanusFunction.
 LIFETIME_ATTRIBUTES = frozenset((
-    'fn', 'distributed', '_profile_calls', '_strict', 'target', 'function', 'name',
+    'fn', 'distributed', '_profile_calls', '_strict', '_jit', 'target', 'function', 'name',
     'defined_at', 'stats', 'events', '_lock', '_local', 'state', '_reentry_noted',
     'split_owner',
     'logged_reasons', '__wrapped__') + functools.WRAPPER_ASSIGNMENTS)
@@ -109,11 +110,12 @@ class JanusFunction(callables.JanusCallable):
     sites and numbers...) is ``self.state``; each field also reads and writes as
     an attribute of the same name (``self.cache``, ``self.profile``)."""
 
-    def __init__(self, fn, profile_calls=None, strict=None, distributed=False):
+    def __init__(self, fn, profile_calls=None, strict=None, distributed=False, jit_compile=None):
         self.fn = fn                     # what a plain call runs: the user's callable
         self.distributed = distributed   # ranks agree on assumptions (runtime/distributed.py)
         self._profile_calls = profile_calls
         self._strict = strict
+        self._jit = None if jit_compile is None else xla.setting(jit_compile)
         self.target = callables.resolve(fn)
         self.function = self.target.function   # the Python function profiled and converted
         self.name = callables.describe(fn)
@@ -142,6 +144,10 @@ class JanusFunction(callables.JanusCallable):
     @property
     def strict(self):
         return config.strict if self._strict is None else self._strict
+
+    @property
+    def jit_compile(self):
+        return xla.setting(config.jit_compile) if self._jit is None else self._jit
 
     @property
     def __janus_function__(self):
@@ -496,6 +502,7 @@ class JanusFunction(callables.JanusCallable):
                             distributed=self.distributed, number=self.stats.graphs_built + 1)
         if isinstance(entry, build.Refused):
             return self._refused(entry)
+        entry.set_jit(self.jit_compile)
         self.graphs_built += 1
         self.stats.graphs_built += 1
         self.stats.evictions += len(self.cache.insert(entry))
@@ -593,7 +600,8 @@ class JanusFunction(callables.JanusCallable):
             # The function's own calls profiled these statements already (under other
             # site numbers): a segment profiles fewer calls before its graph.
             jf = JanusFunction(part.function, profile_calls=min(
-                self.profile_calls, config.segment_profile_calls), strict=self._strict)
+                self.profile_calls, config.segment_profile_calls), strict=self._strict,
+                jit_compile=self._jit)
             jf.split_owner = (self, lines, index)
             parts.append(jf)
         made.slots[:] = parts
@@ -765,19 +773,25 @@ class BoundJanusMethod(callables.JanusCallable):
 
 
 def function(fn: Optional[Callable] = None, *, profile_calls: Optional[int] = None,
-             strict: Optional[bool] = None):
+             strict: Optional[bool] = None, jit_compile=None):
     """Decorator: run ``fn`` as speculatively generated TF graphs.
 
     ``@janus.function`` or ``@janus.function(profile_calls=3, strict=True)``;
     also ``janus.function(obj.train_step)``, ``janus.function(model)``,
-    ``janus.function(functools.partial(step, model))``.
+    ``janus.function(functools.partial(step, model))``.  ``jit_compile``: True,
+    False, or 'auto' (time both, keep the faster: ``replay/xla.py``); None:
+    ``config.jit_compile``.
     """
     if profile_calls is not None and (not isinstance(profile_calls, int) or profile_calls < 0):
         raise JanusUsageError('profile_calls must be an int >= 0, got %r' % (profile_calls,))
+    if jit_compile not in (None, True, False) + xla.SETTINGS:
+        raise JanusUsageError("jit_compile must be True, False, 'on', 'off' or 'auto', got %r"
+                              % (jit_compile,))
     if fn is None:
-        return lambda f: function(f, profile_calls=profile_calls, strict=strict)
+        return lambda f: function(f, profile_calls=profile_calls, strict=strict,
+                                  jit_compile=jit_compile)
     _check_decoratable(fn)
-    return JanusFunction(fn, profile_calls=profile_calls, strict=strict)
+    return JanusFunction(fn, profile_calls=profile_calls, strict=strict, jit_compile=jit_compile)
 
 
 def _check_decoratable(fn):

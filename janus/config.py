@@ -44,6 +44,7 @@ class _Config:
         graph_breaks=True,        # a statement janus cannot put in a graph runs in Python and the statements around it in graphs of their own (graphgen/segments.py); False: the whole function runs imperatively
         segment_min_ops=4,        # a graph-break segment whose graph runs fewer tensor ops than this runs as plain Python (a janus call costs about as much as 4 eager ops)
         segment_profile_calls=1,  # profiled calls of a graph-break segment before its graph (the function's own calls profiled its statements already)
+        jit_compile='off',        # compile janus's graphs with XLA: 'off', 'on' (those XLA can compile whole), 'auto' (time both on each graph's first runs, keep the faster; replay/xla.py)
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

@@ -201,7 +201,14 @@ def _explain_split(jf, verbose):
 
 
 def _state_note(entry):
-    """How the graph treats state: deferred updates, and what a failure after one does."""
+    """How the graph treats state: deferred updates, and what a failure after one does;
+    and how it runs (XLA: ``replay/xla.py``)."""
+    caller = getattr(entry, 'xla', None)
+    jit = caller.describe() if caller is not None else None
+    return _mutation_note(entry) + ('' if jit is None else ', ' + jit)
+
+
+def _mutation_note(entry):
     if not entry.has_mutations:
         return ''
     rollback = getattr(entry, 'rollback', None)

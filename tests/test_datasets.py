@@ -179,3 +179,40 @@ def test_a_loop_with_break_over_a_dataset_is_not_converted_but_correct():
         return first_big, None
     calls = [_call(tf.data.Dataset.from_tensor_slices(XS))] * 5
     differential(make, calls)
+
+
+def test_next_of_an_iterator_made_in_the_call():
+    """AutoGraph's reference idioms: ``next(itr)`` twice in one expression and in a
+    loop; a dataset too short raises StopIteration as eagerly (the assumption that
+    an element exists breaks and the call re-runs imperatively)."""
+    def make():
+        def first_two(ds):
+            itr = iter(ds)
+            return 10 * next(itr) + next(itr)
+
+        def digits(ds, n):
+            itr = iter(ds)
+            s = tf.constant(0, dtype=tf.int64)
+            for _ in range(n):
+                s = s * 10 + next(itr)
+            return s
+
+        def both(ds, n):
+            return first_two(ds), digits(ds, n)
+        return both, None
+    calls = [_call(tf.data.Dataset.range(7), 5)] * 5 + [_call(tf.data.Dataset.range(1), 1),
+                                                        _call(tf.data.Dataset.range(9), 5)]
+    jf = differential(make, calls)
+    assert _graph_runs(jf) >= 3, janus.explain(jf)
+
+
+def test_tf_print_in_a_dataset_loop_prints_every_element_once(capfd):
+    def make():
+        def show(ds):
+            for e in ds:
+                tf.print('element', e)
+        return show, None
+    jf = differential(make, [_call(tf.data.Dataset.range(3))] * 5)
+    assert _graph_runs(jf) == 2, janus.explain(jf)
+    printed = capfd.readouterr().err.split('\n')
+    assert printed.count('element 2') == 10   # five calls each side

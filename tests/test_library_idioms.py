@@ -105,3 +105,22 @@ def test_sparse_and_ragged_tensors_made_in_the_call_are_returned():
                                 tf.constant([2, 2], tf.int64))
     assert isinstance(sparse, tf.SparseTensor) and holder['same'] is ragged
     assert ragged.to_list() == [[1.0, 0.0], [0.0, 3.0]]
+
+
+def test_range_of_a_tensor_is_a_graph_loop_counting_python_ints():
+    """``for i in range(n)`` with a tensor ``n``: one tf.while_loop for every n, ``i`` a
+    Python int as eagerly (arithmetic with floats, a Python counter, ``i`` after the
+    loop); an empty range where the loop's first iteration was assumed re-runs the
+    call imperatively (eager's UnboundLocalError)."""
+    def make():
+        def f(n, x):
+            total = 0
+            for i in range(1, n, 2):
+                total += i
+                x = x * 0.5 + i
+            return x, total, i
+        return f, None
+    calls = [_call(tf.constant(n), tf.constant([1.0, 2.0])) for n in (7, 7, 7, 9, 4, 2, 1, 12)]
+    jf = differential(make, calls)
+    stats = _stats(jf)
+    assert stats['graphs_built'] == 1 and stats['graph_calls'] >= 4, janus.explain(jf)

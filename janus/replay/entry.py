@@ -15,7 +15,7 @@ import tensorflow as tf
 from janus import guards
 from janus.config import config
 from janus.replay import host as host_module
-from janus.replay import rewrites
+from janus.replay import rewrites, xla
 from janus.replay.executor import WriteBackFailed
 from janus.replay.templates import NOT_TAKEN, Conditional, rebuild
 from janus.runtime import heap, shadow_heap
@@ -34,12 +34,14 @@ class GraphEntry:
     def __init__(self, *, signature, bound_template, concrete, call_time_readers,
                  output_template, writes, host, source_guards, assumptions, inlined,
                  assumed_sites, assumed_instead, has_mutations, safe_error_ops, uses_heap_ops,
-                 op_writes, rollback, not_undoable, number, trace_seconds):
+                 op_writes, rollback, not_undoable, number, trace_seconds, xla_blocker=None):
         self.signature = signature               # call_signature.Signature: the argument guards
         self.bound_template = bound_template     # inspect.BoundArguments of the traced call
         self.concrete = concrete                 # the ConcreteFunction
-        self._call_graph = _graph_caller(concrete,
-                                         call_time_readers if config.fast_replay else None)
+        self._call_graph = self._plain_call = _graph_caller(
+            concrete, call_time_readers if config.fast_replay else None)
+        self.xla_blocker = xla_blocker           # why XLA cannot compile it, or None
+        self.xla = None                          # xla.XlaCaller once jit is set
         self.output_template = output_template   # templates: the return value
         self.writes = writes                     # (write, template): Python writes, in order
         self.host = host                         # host.HostProgram or None: run before the graph
@@ -137,6 +139,14 @@ class GraphEntry:
         except Exception as e:
             raise WriteBackFailed(e, self.has_mutations or written, written) from e
         return result
+
+    def set_jit(self, mode):
+        """Runs the graph as ``mode`` says ('off', 'on', 'auto': ``replay/xla.py``)."""
+        if mode == 'off':
+            self.xla, self._call_graph = None, self._plain_call
+            return
+        self.xla = xla.XlaCaller(self.concrete, self._plain_call, mode, self.xla_blocker)
+        self._call_graph = self.xla
 
     def work_ops(self, limit):
         """How many ops the graph computes with, up to ``limit``: ops besides reading

@@ -99,7 +99,8 @@ _PLAIN_GETATTRIBUTE = (object.__getattribute__, tuple.__getattribute__, list.__g
 
 def _check_plain_attribute(obj, name, writing=False, value=None):
     kind = type(obj)
-    if kind.__getattribute__ not in _PLAIN_GETATTRIBUTE or hasattr(kind, '__getattr__'):
+    if kind.__getattribute__ not in _PLAIN_GETATTRIBUTE or hasattr(kind, '__getattr__') and (
+            not writing and not found_without_getattr(obj, name)):
         raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
                           'janus does not convert reads through a custom __getattr__/'
                           '__getattribute__ (%s.%s)' % (kind.__name__, name))
@@ -132,6 +133,21 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
     if writing and kind.__dictoffset__ == 0:
         _refuse_write(kind, name, 'its objects have no __dict__ (__slots__), so they take no '
                       'attribute the class does not declare')
+
+
+def found_without_getattr(obj, name):
+    """Whether Python finds ``obj.name`` without calling its class's ``__getattr__``."""
+    return name in (getattr(obj, '__dict__', None) or ()) or any(
+        name in vars(klass) for klass in type(obj).__mro__)
+
+
+def _guard_found_without_getattr(ctx, obj, source, name):
+    """A read that did not run ``__getattr__``: the object's ``__dict__`` keeps (or
+    still lacks, the class having it) the name, so the next read does not either."""
+    own = getattr(obj, '__dict__', None)
+    if own is not None:
+        ctx.add_guard(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
+                      (type(own), name, name in own))
 
 
 def _refuse_write(kind, name, why):
@@ -200,6 +216,8 @@ def attr(obj, name):
             _check_class_attribute(obj, name)
         else:
             _check_plain_attribute(obj, name)
+            if hasattr(type(obj), '__getattr__'):
+                _guard_found_without_getattr(ctx, obj, source, name)
         ctx.attributes_used.setdefault(id(obj), set()).add(name)
         written = _class_attribute_written(ctx, obj, source, name)
         if written is not MISSING:
@@ -367,6 +385,11 @@ def setattr_(obj, name, value):
         _check_plain_attribute(obj, name, writing=True, value=value)
     ctx.attributes_used.setdefault(id(obj), set()).add(name)
     ctx.note_number_write(guards.AttrSource(source, name), value)
+    if not plain_class and type(obj).__setattr__ is not object.__setattr__ \
+            and _tracked_copy(value):
+        # Keras's tracking keeps a copy (``layer.outs is lst`` is False eagerly too).
+        value = ctx.made(list(value) if type(value) is list else
+                         dict(value) if type(value) is dict else tuple(list(value)))
     if _via_heap_op(value):
         shadow_heap.write_op(ctx, obj, source, Slot.name(name), value)
         return
@@ -384,8 +407,22 @@ def _library_setattr_keeps(kind, value):
             continue
         if not whitelist.is_library(method):   # janus's own wrapper (library_config) too
             return False
+    return _tracked_as_is(value) or _tracked_copy(value)
+
+
+def _tracked_as_is(value):
     return (type(value) in guards.PRIMITIVES or scalars.is_dynamic(value)
             or isinstance(value, tf.Tensor))
+
+
+def _tracked_copy(value, depth=0):
+    """A list, tuple or dict of numbers, strings and tensors (``self.outputs = [x, y]``
+    on a Keras layer): Keras's tracking stores a copy (a ``TrackedList``), made again
+    from the real values when the write is replayed."""
+    if depth > 4 or type(value) not in (list, tuple, dict):
+        return False
+    items = value.values() if type(value) is dict else value
+    return all(_tracked_as_is(v) or _tracked_copy(v, depth + 1) for v in items)
 
 
 def _is_learning_rate_setting(obj, name, value):

@@ -763,6 +763,7 @@ def _move_leading_axis(stacked, axis, where):
 
 def _inline(ctx, fn, args, kwargs):
     """Inlines a user Python callee by tracing its converted version."""
+    whitelist.refuse_stateful_stdlib(fn)
     if any(c.fn.__code__ is fn.__code__ for c in ctx.stack):   # equal code: another module's
         raise Unsupported(Reason.RECURSION,
                           'janus does not convert recursive calls (%s); the function runs '

@@ -4,12 +4,14 @@ Needs nothing run before it; its operators need a ``TraceContext`` entered
 (``tracer.py`` does it) before any converted function runs.  Only generated
 code uses this module (``graphgen/converters/common.RUNTIME``); every
 operator lives by job in a module of its own: reads and writes of names,
-attributes and items and ``with`` (``access.py``), calls (``calls.py``),
+attributes and items and ``with`` (``access.py``; attributes that run your
+properties or ``__getattr__``: ``attributes.py``), calls (``calls.py``),
 control flow, a loop's iterable and ``assert`` (``control/``), observations
 of values (``observe.py``).
 """
-from janus.runtime.access import (KEY, attr, closure_write, enter, item, load,  # noqa: F401
-                                  made, setattr_, setitem, store)
+from janus.runtime.access import (KEY, closure_write, enter, item, load,  # noqa: F401
+                                  made, setitem, store)
+from janus.runtime.attributes import attr, setattr_  # noqa: F401
 from janus.runtime.calls import call  # noqa: F401
 from janus.runtime.control import (UNDEFINED, boolop, for_stmt, if_stmt, ifexp,  # noqa: F401
                                    not_, read_local, test, while_stmt)

@@ -211,3 +211,20 @@ def refuse_opaque(value, protocols, what):
                       'janus does not convert %s a %s from outside the call (janus models '
                       'constants, list, tuple, dict, deque and set: janus/pytypes.py)'
                       % (what, type(value).__name__))
+
+
+# Standard-library modules whose code keeps Python state (a ``random.Random``'s
+# stream): library code, never converted as yours; a call into one is a graph break.
+_STATEFUL_STDLIB = ('random', 'secrets', 'uuid')
+
+
+def refuse_stateful_stdlib(fn):
+    """Refuses converting ``fn`` when it is standard-library code that keeps Python
+    state (``rng.randint`` of a ``random.Random``): it runs in Python, in program
+    order, with the statement calling it (a graph break)."""
+    module = getattr(fn, '__module__', None) or ''
+    if module.split('.')[0] in _STATEFUL_STDLIB:
+        raise Unsupported(Reason.UNCONVERTED_CALL,
+                          'janus does not convert %s.%s: standard-library code that keeps '
+                          'Python state (a tf.random.Generator draws in the graph)'
+                          % (module, getattr(fn, '__qualname__', fn)))

@@ -19,11 +19,14 @@ the call imperatively), so it is a tensor of one type in the loop.
 ``enumerate(ds)`` counts with a dynamic scalar (a Python int in eager code
 stays an int in the graph: ``scalars``), ``zip`` of datasets is
 ``Dataset.zip``, and ``iter(ds)`` is an iterator made in the graph, which a
-``for`` loop pulls from like a dataset.  A loop with ``break``/``return``
-inside, a comprehension over a dataset and ``next()`` on its iterator are
-refused (each would need a test the loop does not have yet).
+``for`` loop pulls from like a dataset, and ``next()`` of it is its next element,
+assumed to exist (a RAISE assumption: eagerly it raises StopIteration).  A loop
+with ``break``/``return`` inside, a comprehension over a dataset and ``next()``
+of an iterator from outside are refused (each would need a test the loop does
+not have, or changes an iterator no run can undo).
 """
 import dataclasses
+import sys
 
 import tensorflow as tf
 from tensorflow.python.data.ops import iterator_ops, optional_ops
@@ -38,6 +41,15 @@ from janus.runtime.tracing import AssumptionKind, current
 
 
 @dataclasses.dataclass(frozen=True)
+class TensorRange:
+    """``range(n)`` of an integer scalar graph tensor (eagerly, of its ``__index__``):
+    ``start``/``stop`` are Python ints or dynamic ints, ``step`` a Python int."""
+    start: object
+    stop: object
+    step: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Enumerated:
     """``enumerate(ds, start)`` of a dataset, as a loop will run it."""
     dataset: object
@@ -45,8 +57,16 @@ class Enumerated:
 
 
 def is_dataset_value(value):
-    """A dataset, ``enumerate`` of one, or an iterator made in this graph."""
-    return isinstance(value, (tf.data.Dataset, Enumerated)) or _graph_iterator(value)
+    """A dataset, ``enumerate`` of one, an iterator made in this graph, or a
+    ``TensorRange``."""
+    return isinstance(value, (tf.data.Dataset, Enumerated, TensorRange)) \
+        or _graph_iterator(value)
+
+
+def _index_tensor(value):
+    """An integer scalar graph tensor (what ``range()`` takes eagerly via __index__)."""
+    return isinstance(value, tf.Tensor) and not hasattr(value, 'numpy') \
+        and value.dtype.is_integer and value.shape.rank == 0
 
 
 def _graph_iterator(value):
@@ -57,11 +77,18 @@ def _graph_iterator(value):
 
 def handles_call(callee, args, kwargs):
     """Whether ``callee(*args, **kwargs)`` is one of the builtins over a dataset
-    this module answers (``call_builtin``)."""
+    this module answers (``call_builtin``), or ``range`` of a tensor."""
+    if callee is range and not kwargs and 1 <= len(args) <= 3 \
+            and any(map(_index_tensor, args)) and (len(args) < 3 or type(args[2]) is int
+                                                   and args[2] != 0):
+        return all(_index_tensor(a) or type(a) is int or scalars.is_dynamic(a)
+                   and a.type is int for a in args)
     if callee in (iter, enumerate) and args and isinstance(args[0], tf.data.Dataset):
         return not kwargs or callee is enumerate and set(kwargs) <= {'start'}
     if callee is zip and args and not kwargs:
         return all(isinstance(a, tf.data.Dataset) for a in args)
+    if callee is next and len(args) == 1 and not kwargs and _graph_iterator(args[0]):
+        return True
     if callee in (next, list, tuple, sorted, sum, min, max) and args \
             and (is_dataset_value(args[0]) or isinstance(args[0], iterator_ops.OwnedIterator)):
         return True
@@ -69,6 +96,10 @@ def handles_call(callee, args, kwargs):
 
 
 def call_builtin(callee, args, kwargs):
+    if callee is range:
+        bounds = [scalars.from_tensor(int, a) if _index_tensor(a) else a for a in args]
+        start, stop = (0, bounds[0]) if len(bounds) == 1 else bounds[:2]
+        return TensorRange(start, stop, bounds[2] if len(bounds) == 3 else 1)
     if callee is iter:
         return iter(args[0])   # inside the graph: an iterator made by the graph
     if callee is enumerate:
@@ -79,10 +110,34 @@ def call_builtin(callee, args, kwargs):
         return Enumerated(args[0], start)
     if callee is zip:
         return tf.data.Dataset.zip(tuple(args))
+    if callee is next and len(args) == 1 and _graph_iterator(args[0]):
+        return _next_element(args[0])
     raise Unsupported(Reason.DYNAMIC_ITERATION,
                       'janus does not convert %s() of a tf.data dataset or iterator yet: loop '
                       'over it with `for` (a tf.while_loop), or call it outside the function'
                       % callee.__name__)
+
+
+def _next_element(iterator):
+    """``next(it)`` of an iterator the graph made: its next element, assumed to exist
+    (eagerly an exhausted iterator raises StopIteration: the call re-runs imperatively)."""
+    optional = iterator.get_next_as_optional()
+    ctx = current()
+    checked = ctx.assume(None, AssumptionKind.RAISE, optional.has_value(),
+                         'the iterator has a next element (next() does not raise '
+                         'StopIteration)', lineno=_user_line(ctx), gate=optional._variant_tensor)
+    return optional_ops._OptionalImpl(checked, optional.element_spec).get_value()
+
+
+def _user_line(ctx):
+    """The line of the converted code running now (its innermost frame), or None."""
+    filename = ctx.stack[-1].filename if ctx.stack else None
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == filename:
+            return frame.f_lineno
+        frame = frame.f_back
+    return None
 
 
 def refuse_python_loop():
@@ -95,6 +150,8 @@ def refuse_python_loop():
 
 def dataset_for(ns, site, iterable, body_fn, get_state, set_state):
     """``for item in iterable`` (``is_dataset_value``) as a tf.while_loop."""
+    if isinstance(iterable, TensorRange):
+        return _range_for(ns, site, iterable, body_fn, get_state, set_state)
     counter = None
     if isinstance(iterable, Enumerated):
         counter = scalars.lift(iterable.start)
@@ -134,6 +191,38 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state):
                          optional().has_value(), 'the loop over the dataset runs at least once')
         step()
     dynamic_while(ns, site, lambda: optional().has_value(), step, get, put)
+
+
+def _range_for(ns, site, bounds, body_fn, get_state, set_state):
+    """``for i in range(n)`` of a tensor ``n``: ``i`` a dynamic int (a Python int
+    eagerly), counted in the loop."""
+    start = bounds.start if scalars.is_dynamic(bounds.start) else scalars.lift(bounds.start)
+    stop = bounds.stop.tensor if scalars.is_dynamic(bounds.stop) else tf.constant(
+        bounds.stop, tf.int64)
+    box = {'i': start}
+
+    def more():
+        index = box['i'].tensor
+        return index < stop if bounds.step > 0 else index > stop
+
+    def get():
+        return tuple(get_state()) + (box['i'],)
+
+    def put(values):
+        values = tuple(values)
+        set_state(values[:-1])
+        box['i'] = values[-1]
+
+    def step():
+        index = box['i']
+        body_fn(index)
+        box['i'] = scalars.rewrap(index, index.tensor + bounds.step)
+
+    if _first_iteration_apart(get_state()):
+        current().assume(SiteKey(ns.fn.__code__, site), AssumptionKind.NONEMPTY_LOOP, more(),
+                         'the loop over range() runs at least once')
+        step()
+    dynamic_while(ns, site, more, step, get, put)
 
 
 def _first_iteration_apart(state):
