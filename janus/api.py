@@ -146,7 +146,7 @@ class JanusFunction(callables.JanusCallable):
         return config.strict if self._strict is None else self._strict
 
     @property
-    def jit_compile(self):
+    def xla_setting(self):
         return xla.setting(config.jit_compile) if self._jit is None else self._jit
 
     @property
@@ -502,7 +502,7 @@ class JanusFunction(callables.JanusCallable):
                             distributed=self.distributed, number=self.stats.graphs_built + 1)
         if isinstance(entry, build.Refused):
             return self._refused(entry)
-        entry.set_jit(self.jit_compile)
+        entry.set_jit(self.xla_setting)
         self.graphs_built += 1
         self.stats.graphs_built += 1
         self.stats.evictions += len(self.cache.insert(entry))

@@ -19,7 +19,7 @@ from janus.config import config
 from janus.guards import (PRIMITIVES, EagerTensor, GuardKind, Miss, describe_value,
                           dims_compatible, same_constant, scalar_ok, tensor_dims)
 from janus.reasons import Reason
-from janus.runtime import arrays
+from janus.runtime import arrays, effects
 
 
 def _item_reader(names):
@@ -117,7 +117,8 @@ class DatasetNode:
         self.path, self.spec = path, value._type_spec
 
     def check(self, value):
-        if isinstance(value, tf.data.Dataset) and value._type_spec == self.spec:
+        if isinstance(value, tf.data.Dataset) and value._type_spec == self.spec \
+                and not effects.dataset_keeps_state(value):
             return None
         return Miss(GuardKind.DATASET_MATCH, self.path, 'dataset %s' % (self.spec.element_spec,),
                     describe_value(value))
@@ -491,8 +492,8 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
     if (type(value) is types.FunctionType and value.__defaults__ is None
             and not value.__kwdefaults__ and not _is_library_function(value)):
         return FunctionNode(path, value)
-    if isinstance(value, tf.data.Dataset):
-        return DatasetNode(path, value)
+    if isinstance(value, tf.data.Dataset) and not effects.dataset_keeps_state(value):
+        return DatasetNode(path, value)   # one that does is the object itself (IdentityNode)
     if _is_identity_object(value):
         return IdentityNode(path, value)
     return ObjectNode(path, value)

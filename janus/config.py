@@ -32,7 +32,7 @@ class _Config:
         inter_op_threads=0,       # TF inter-op threads, applied when janus is imported (0: TF's default; 1: a graph's ops run one at a time)
         reprofile_calls=1,        # imperative, profiled calls after a cache miss before a new graph is built
         heap_ops=False,           # read/write tensors in Python objects with in-graph Janus>PyGetAttr/PySetAttr ops instead of hoisted inputs/outputs (measured slower here)
-        safe_rewrites=True,       # run janus's graphs without grappler's remapping and arithmetic optimization (wrong-answer bugs in TF 2.21, replay/rewrites.py)
+        safe_rewrites=True,       # run janus's graphs without grappler's remapping, arithmetic optimization and constant folding (other numbers than eager in TF 2.21, replay/rewrites.py)
         relax_scalars=True,       # a Python int/float that changes between calls becomes a graph input (a dynamic scalar, runtime/scalars.py) instead of a graph per value
         scalar_values=2,          # distinct values a number location shows before it is relaxed (at least 2)
         speculate_after=3,        # profiled calls (at most the function's profile_calls) that must show a tensor test's outcome before it is assumed; fewer: real control flow (tf.cond) there

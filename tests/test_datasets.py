@@ -216,3 +216,30 @@ def test_tf_print_in_a_dataset_loop_prints_every_element_once(capfd):
     assert _graph_runs(jf) == 2, janus.explain(jf)
     printed = capfd.readouterr().err.split('\n')
     assert printed.count('element 2') == 10   # five calls each side
+
+
+def test_a_dataset_whose_iterators_change_state_is_looped_in_python():
+    """A shuffle that reshuffles every epoch and a map that counts in a variable: a
+    failed run could not undo making their iterator, so the loop runs in Python (its
+    body in graphs), and a check failing mid-epoch leaves eager's state."""
+    def make():
+        class Loader:
+            def __init__(self):
+                self.count = tf.Variable(0, dtype=tf.int64)
+                self.ds = tf.data.Dataset.range(6).shuffle(6, seed=3).map(self.tag)
+                self.total = tf.Variable(0, dtype=tf.int64)
+
+            def tag(self, x):
+                return x * 2
+
+            def epoch(self, limit):
+                for x in self.ds:
+                    self.total.assign(self.total * 3 + x)
+                    assert x < limit, 'too big'
+                return self.total.read_value()
+        loader = Loader()
+        return loader.epoch, loader
+    limits = [20] * 5 + [6, 20, 20]
+    calls = [_call(tf.constant(n, tf.int64)) for n in limits]
+    jf = differential(make, calls, state=lambda m: m.total.numpy())
+    assert 'change state' in janus.explain(jf), janus.explain(jf)

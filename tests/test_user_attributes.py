@@ -193,3 +193,58 @@ def test_a_keras_layer_keeps_a_list_of_its_outputs():
     calls = [_call(tf.ones([2, 3]) * i) for i in range(6)]
     jf = differential(make, calls, state=state)
     assert _graph_runs(jf) >= 2, janus.explain(jf)
+
+
+class Shadowed:
+    @property
+    def y(self):
+        return 5.0
+
+
+class ShadowedSub(Shadowed):
+    y = None   # a class attribute that is None shadows the base class's property
+
+
+def test_a_class_attribute_that_is_none_shadows_a_property():
+    def make():
+        obj = ShadowedSub()
+
+        def f(x):
+            return x * 3.0 if obj.y is None else x * obj.y
+        return f, obj
+    jf = differential(make, [_call(tf.constant(1.0))] * 5)
+    assert _graph_runs(jf) >= 1, janus.explain(jf)
+
+
+def test_getattr_sees_what_the_call_wrote_before_reading():
+    """A pure lookup reads the real object: only before the call wrote anything; an
+    attribute the call set is read from the call's own write."""
+    def make():
+        cfg = Flags(scale=1.0)
+
+        def f(x, s):
+            cfg._values['scale'] = s
+            return x * cfg.scale
+
+        def g(x):
+            fresh = Flags(scale=2.0)
+            fresh.__dict__['scale'] = 3.0
+            return f(x, 4.0) + x * fresh.scale
+        return g, cfg
+    jf = differential(make, [_call(tf.constant(1.5))] * 6, state=lambda c: dict(c._values))
+    del jf
+
+
+def test_reading_back_a_container_written_to_a_keras_layer_in_the_same_call():
+    """Keras keeps a TrackedList copy: read back in the same call, janus runs the
+    statement in Python (the state after the call is eager's either way)."""
+    def make():
+        class Cache(tf.keras.layers.Layer):
+            def call(self, x):
+                self.outs = [x, x * 2.0]
+                kept = self.outs
+                return x + kept[1], type(kept).__name__
+        layer = Cache()
+        return layer, layer
+    differential(make, [_call(tf.ones([2]))] * 5,
+                 state=lambda layer: type(getattr(layer, 'outs', None)).__name__)

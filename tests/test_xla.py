@@ -72,3 +72,28 @@ def test_a_graph_that_checks_assumptions_is_not_compiled():
 def test_misuse_of_jit_compile_says_what_to_pass():
     with pytest.raises(janus.JanusUsageError, match='auto'):
         janus.function(lambda x: x, jit_compile='fast')
+
+
+def test_random_draws_stay_off_xla_and_auto_keeps_error_semantics():
+    def make():
+        gen = tf.random.Generator.from_seed(3)
+
+        def noisy(x):
+            return x + gen.normal([3])
+
+        def lookup(table, i):
+            return tf.gather(table, i) * 2.0
+        return (noisy, lookup), gen
+
+    (noisy, lookup), _ = make()
+    jf = janus.function(noisy, jit_compile=True)
+    for _ in range(5):
+        jf(tf.zeros([3]))
+    assert 'random numbers' in jf.cache.newest().xla.describe()
+    auto = janus.function(lookup, jit_compile='auto')
+    table = tf.constant([1.0, 2.0, 3.0])
+    for _ in range(5):
+        auto(table, tf.constant(1))
+    assert 'drops the errors of GatherV2' in auto.cache.newest().xla.describe()
+    with pytest.raises(tf.errors.InvalidArgumentError):   # eager's error, not a clamped value
+        auto(table, tf.constant(7))

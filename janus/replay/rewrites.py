@@ -1,11 +1,14 @@
 """Which of TensorFlow's graph rewrites (grappler) janus's graphs run under.
 
-Needs nothing run before it.  Two grappler passes give wrong numbers in TF
-2.21 on programs janus meets (its own ``tf.function`` has them too; found by
-the fuzzer, ``tests/fuzzing/FINDINGS.md``): the remapper fuses
-``tf.maximum(x * c, x)`` into ``LeakyRelu(alpha=c)``, wrong for ``c > 1``, and
-the arithmetic optimizer breaks a loop over a tensor whose length changed.
-With ``config.safe_rewrites`` on, janus runs its graphs with both passes off,
+Needs nothing run before it.  Three grappler passes give other numbers than
+eager execution in TF 2.21 on programs janus meets (its own ``tf.function`` has
+them too; found by the fuzzer, ``tests/fuzzing/FINDINGS.md``): the remapper
+fuses ``tf.maximum(x * c, x)`` into ``LeakyRelu(alpha=c)``, wrong for ``c > 1``,
+the arithmetic optimizer breaks a loop over a tensor whose length changed, and
+constant folding reassociates arithmetic with constants (``(x * 0.5) * c`` as
+``x * (0.5 * c)``), which changes float results in their last bits (a
+``float(loss)`` kept in a Python list then differs from eager's).
+With ``config.safe_rewrites`` on, janus runs its graphs with the three passes off,
 for its own function calls only: the thread's function-call options are
 swapped around each run (about a microsecond), so the user's own
 ``tf.function``s are optimized as before.
@@ -27,6 +30,7 @@ def _safe_options(current):
         rewrites = proto.graph_options.rewrite_options
         rewrites.remapping = rewriter_config_pb2.RewriterConfig.OFF
         rewrites.arithmetic_optimization = rewriter_config_pb2.RewriterConfig.OFF
+        rewrites.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
         options = _safe[key] = context.FunctionCallOptions(
             executor_type=current.executor_type, config_proto=proto)
     return options

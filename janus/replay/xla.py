@@ -10,12 +10,17 @@ A graph compiles whole with ``jit_compile=True`` around the traced function,
 its flat inputs and captured values (variables, hoisted reads) passed as
 arguments.  One holding an op XLA has no kernel for is run as it is and says
 why: janus's own ops (``Janus>Assert`` and friends: a graph that speculates
-keeps TF's executor), ``py_function``, string ops.  A compile failure on the
-first compiled run changed nothing (XLA compiles before it runs): that graph
-runs as it is from then on, and the failed run is redone that way.
+keeps TF's executor), ``py_function``, string ops, random draws (XLA draws
+another stream).  A compile failure on the first compiled run changed nothing
+(XLA compiles before it runs): that graph runs as it is from then on, and the
+failed run is redone that way.
 
-As under ``tf.function(jit_compile=True)``, XLA's semantics apply to compiled
-graphs (an out-of-range gather clamps instead of raising).
+``'on'`` opts into XLA's semantics as ``tf.function(jit_compile=True)`` does:
+float results may differ in their last bits (fusions), an out-of-range index
+is clamped and an integer division by zero gives a number where TF raises.
+``'auto'`` is janus's choice, so it never compiles a graph holding an op whose
+errors XLA drops (``graphgen/effects.xla_blockers``); last-bit float
+differences remain XLA's.
 """
 import statistics
 import time
@@ -43,7 +48,7 @@ class XlaCaller:
 
     def __init__(self, concrete, plain, mode, blocker):
         self.concrete, self.plain, self.mode = concrete, plain, mode
-        self.reason = blocker   # why XLA cannot compile it (graphgen/effects.xla_blocker), or None
+        self.reason = blocker   # why not XLA (graphgen/effects.xla_blockers), or None
         self.use_xla = self.reason is None and mode == 'on'
         self.decided = self.reason is not None or mode == 'on'
         self.times = {True: [], False: []}

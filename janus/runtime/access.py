@@ -111,8 +111,10 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
                           'janus does not convert writes through a custom __setattr__ (%s.%s)'
                           % (kind.__name__, name))
     for klass in kind.__mro__:
-        found = klass.__dict__.get(name)
-        if found is not None and hasattr(found, '__get__') and not isinstance(
+        if name not in klass.__dict__:
+            continue
+        found = klass.__dict__[name]   # a class attribute that is None shadows those after it
+        if hasattr(found, '__get__') and not isinstance(
                 found, (types.FunctionType, staticmethod, classmethod)) \
                 and not callables.is_janus(found):   # a janus-decorated method binds like one
             if type(found).__name__ in ('member_descriptor', '_tuplegetter'):
@@ -128,8 +130,7 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
             raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
                               'janus does not convert reads of the property or descriptor '
                               '%s.%s (it may run code with side effects)' % (kind.__name__, name))
-        if found is not None:
-            break   # a plain class attribute: a write goes to the instance's dict
+        break   # a plain class attribute: a write goes to the instance's dict
     if writing and kind.__dictoffset__ == 0:
         _refuse_write(kind, name, 'its objects have no __dict__ (__slots__), so they take no '
                       'attribute the class does not declare')
@@ -187,6 +188,11 @@ def attr(obj, name):
         return _tensor_attribute(obj, name)
     written = ctx.heap.read(obj, Slot.name(name))
     if written is not MISSING:
+        if id(written) in ctx.tracked_copies:
+            raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                              'janus does not convert reading back %s.%s in the call that set '
+                              'it: Keras keeps its own copy (a TrackedList/TrackedDict) there'
+                              % (type(obj).__name__, name))
         return written
     if isinstance(obj, enum.Enum) and name in ('name', 'value'):
         return getattr(obj, name)   # fixed by the member, which is guarded by identity
@@ -390,6 +396,7 @@ def setattr_(obj, name, value):
         # Keras's tracking keeps a copy (``layer.outs is lst`` is False eagerly too).
         value = ctx.made(list(value) if type(value) is list else
                          dict(value) if type(value) is dict else tuple(list(value)))
+        ctx.tracked_copies.add(id(value))
     if _via_heap_op(value):
         shadow_heap.write_op(ctx, obj, source, Slot.name(name), value)
         return

@@ -13,10 +13,11 @@ so what it reads of ``self`` is guarded through ``obj``'s source):
   its class), on a class of yours with ``__getattr__`` (a flags or config
   object): ``__getattr__(obj, name)``.  Guarded: the name is still missing
   from the object's ``__dict__``.  A *pure* lookup (``_is_pure_lookup``: it only
-  reads, branches, returns and raises, calling nothing but a few builtins and
-  read-only container methods, as ``return self._flags[name]`` in a ``try``
-  does) runs as it is, and its result is guarded by value like any attribute
-  (the guard runs the lookup again before each run: it changes nothing).
+  reads the object's own dicts, lists and constants and the name, branches,
+  returns and raises, as ``return self._flags[name]`` in a ``try`` does) runs
+  as it is, while the call has written nothing yet, and its result is guarded
+  by value like any attribute (the guard runs the lookup again before each
+  run: it changes nothing).
 
 Guarded too: the property (or ``__getattr__``) is still the one on the
 class, found where the trace found it.  A custom ``__getattribute__`` and
@@ -30,6 +31,7 @@ import types
 from janus import guards
 from janus.guards import GuardKind
 from janus.runtime import access, calls, whitelist
+from janus.runtime.shadow_heap import MISSING, Slot
 from janus.runtime.tracing import current
 
 
@@ -62,9 +64,9 @@ def _user_code(obj, name, writing):
     if source is None or whitelist.is_library_object(obj):
         return None
     for klass in kind.__mro__:
-        found = vars(klass).get(name)
-        if found is None:
+        if name not in vars(klass):
             continue
+        found = vars(klass)[name]   # a class attribute that is None shadows a property too
         if type(found) is not property:
             return None
         function = found.fset if writing else found.fget
@@ -73,7 +75,8 @@ def _user_code(obj, name, writing):
         _guard_class_entry(ctx, klass, name, found)
         return function, (obj,)
     getattr_hook = _defining(kind, '__getattr__')
-    if writing or getattr_hook is None or name in (getattr(obj, '__dict__', None) or {}):
+    if writing or getattr_hook is None or name in (getattr(obj, '__dict__', None) or {}) \
+            or ctx.heap.read(obj, Slot.name(name)) is not MISSING:   # the call set it
         return None
     klass, function = getattr_hook
     if not _is_user_function(function) or getattr(obj, '__dict__', None) is None:
@@ -81,7 +84,8 @@ def _user_code(obj, name, writing):
     ctx.add_guard(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
                   (dict, name, False))
     _guard_class_entry(ctx, klass, '__getattr__', function)
-    if _is_pure_lookup(function):
+    if not ctx.heap.writes and _is_pure_lookup(function, obj):
+        # Nothing written yet in the call: the real object is what the lookup would see.
         return _read_by_lookup, (ctx, obj, source, name)
     return function, (obj, name)
 
@@ -91,52 +95,80 @@ def _read_by_lookup(ctx, obj, source, name):
     return ctx.guard_value(guards.AttrSource(source, name), getattr(obj, name))
 
 
-# What a pure lookup may call: builtins that read, exceptions it may raise, and
-# read-only methods of the containers it looks in.
-_PURE_CALLS = frozenset(('isinstance', 'hasattr', 'getattr', 'len', 'str', 'repr', 'type',
-                         'AttributeError', 'KeyError', 'ValueError', 'LookupError'))
-_PURE_METHODS = frozenset(('get', 'startswith', 'endswith', 'lower', 'upper', 'format'))
-_PURE_NODES = (ast.Module, ast.FunctionDef, ast.arguments, ast.arg, ast.Return, ast.If,
-               ast.Try, ast.ExceptHandler, ast.Raise, ast.Assign, ast.Expr, ast.Pass, ast.Name,
-               ast.Attribute, ast.Subscript, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp,
-               ast.IfExp, ast.Call, ast.Load, ast.Store, ast.JoinedStr, ast.FormattedValue,
-               ast.Tuple, ast.cmpop, ast.boolop, ast.unaryop, ast.keyword, ast.BinOp,
-               ast.operator)
+# A pure lookup: reads of the object's own builtin containers and of the name, with
+# no code of yours or of a library run: the only calls it may make.
+_EXCEPTIONS = frozenset(('AttributeError', 'KeyError', 'LookupError', 'ValueError'))
+_CONTAINER_READS = frozenset(('get', 'keys', 'values', 'items', '__getitem__', '__contains__'))
+_NAME_READS = frozenset(('startswith', 'endswith', 'lower', 'upper', 'isupper', 'islower'))
+_BUILTIN_VALUES = (dict, list, tuple, str, int, float, bool, type(None), frozenset)
+_STATEMENTS = (ast.Module, ast.FunctionDef, ast.arguments, ast.arg, ast.Return, ast.If,
+               ast.Try, ast.ExceptHandler, ast.Raise, ast.Assign, ast.Pass)
+_EXPRESSIONS = (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.Compare, ast.BoolOp,
+                ast.UnaryOp, ast.IfExp, ast.Call, ast.Load, ast.Store, ast.Tuple, ast.cmpop,
+                ast.boolop, ast.Not, ast.BinOp, ast.Mod, ast.JoinedStr, ast.FormattedValue)
 _pure = {}
 
 
-def _is_pure_lookup(function):
-    """Whether ``function``'s source only reads (see ``_PURE_CALLS``): no stores but to
-    plain locals, no ``global``/``nonlocal``, no loops, no other calls."""
+def _is_pure_lookup(function, obj):
+    """Whether ``__getattr__`` only reads: its source (``_pure_source``) reads the
+    object's attributes that hold builtin values now (``self._flags[name]``), calls
+    nothing but exception classes, ``isinstance`` and read-only methods of those
+    containers and of the name, and stores only to locals."""
     code = function.__code__
     if code not in _pure:
         _pure[code] = _pure_source(function)
-    return _pure[code]
+    own = getattr(obj, '__dict__', None)
+    read = _pure[code]
+    return read is not None and own is not None and all(
+        type(own.get(a, _MISSING_ATTRIBUTE)) in _BUILTIN_VALUES for a in read)
+
+
+_MISSING_ATTRIBUTE = object()
 
 
 def _pure_source(function):
+    """The names of ``self``'s attributes a pure ``__getattr__`` reads, or None."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    for node in ast.walk(tree):
-        if not isinstance(node, _PURE_NODES):
-            return False
-        if isinstance(node, ast.FunctionDef) and (node is not tree.body[0]
-                                                  or node.decorator_list):
-            return False
+        definition = tree.body[0]
+        this, name = [a.arg for a in definition.args.args][:2]
+    except (OSError, TypeError, SyntaxError, ValueError, IndexError, AttributeError):
+        return None
+    if definition.decorator_list:
+        return None
+    read = set()
+    for node in ast.walk(definition):
+        if not isinstance(node, _STATEMENTS + _EXPRESSIONS):
+            return None
+        if isinstance(node, ast.FunctionDef) and node is not definition:
+            return None
         if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx,
                                                                                ast.Load):
-            return False
-        if isinstance(node, ast.Call) and not _pure_call(node.func):
-            return False
-    return True
+            return None
+        if isinstance(node, ast.Attribute):
+            if not (isinstance(node.value, ast.Name) and node.value.id == this
+                    or _is_own(node.value, this) and node.attr in _CONTAINER_READS
+                    or isinstance(node.value, ast.Name) and node.value.id == name
+                    and node.attr in _NAME_READS):
+                return None
+            if _is_own(node, this):
+                read.add(node.attr)
+        elif isinstance(node, ast.Subscript) and not _is_own(node.value, this):
+            return None
+        elif isinstance(node, ast.Call) and not (
+                isinstance(node.func, ast.Name) and node.func.id in _EXCEPTIONS | {'isinstance'}
+                or isinstance(node.func, ast.Attribute)):
+            return None
+        elif isinstance(node, ast.BinOp) and not (isinstance(node.op, ast.Mod) and isinstance(
+                node.left, ast.Constant) and isinstance(node.left.value, str)):
+            return None
+    return frozenset(read)
 
 
-def _pure_call(func):
-    if isinstance(func, ast.Name):
-        return func.id in _PURE_CALLS
-    return isinstance(func, ast.Attribute) and func.attr in _PURE_METHODS
+def _is_own(node, this):
+    """``self.x`` (``this`` being the name of ``__getattr__``'s first parameter)."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and node.value.id == this
 
 
 def _defining(kind, name):

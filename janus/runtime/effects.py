@@ -22,6 +22,8 @@ import enum
 import weakref
 
 import tensorflow as tf
+from tensorflow.python.data.ops import options as options_lib
+from tensorflow.python.ops import gen_dataset_ops
 
 
 class Effect(enum.Enum):
@@ -89,7 +91,8 @@ def effect(op):
 # op does to one is gone when the run ends, so it changes nothing outside the graph.
 _RUN_LOCAL_RESOURCES = frozenset(('AnonymousIterator', 'AnonymousIteratorV2',
                                   'AnonymousIteratorV3', 'AnonymousMultiDeviceIterator',
-                                  'AnonymousMultiDeviceIteratorV3'))
+                                  'AnonymousMultiDeviceIteratorV3', 'AnonymousSeedGenerator',
+                                  'DummySeedGenerator', 'AnonymousRandomSeedGenerator'))
 
 
 def is_run_local(resource):
@@ -168,3 +171,41 @@ def changes_state(op, memo=None):
         found = effect(op) is Effect.CHANGE
     memo[op] = found
     return found
+
+
+# Dataset ops that keep state from one iterator to the next (a shuffle that reshuffles
+# each epoch, a memory cache): a run that fails after making an iterator over such
+# an outside dataset has advanced it, and an imperative re-run would advance it again.
+_STATE_ATTRS = ('reshuffle_each_iteration', 'rerandomize_each_iteration')
+_keeps_state = weakref.WeakKeyDictionary()
+
+
+def dataset_keeps_state(dataset):
+    """Whether iterating the eager ``dataset`` changes state outside it: a function
+    in it changes a variable or draws random numbers, a shuffle reshuffles per
+    iterator, or a cache fills."""
+    try:
+        return _keeps_state[dataset]
+    except (KeyError, TypeError):
+        pass
+    found = variant_keeps_state(dataset._variant_tensor)
+    try:
+        _keeps_state[dataset] = found
+    except TypeError:
+        pass
+    return found
+
+
+def variant_keeps_state(variant):
+    """``dataset_keeps_state`` of the dataset an eager variant tensor holds."""
+    try:
+        with tf.init_scope():   # eagerly, also while a graph is being traced
+            serialized = gen_dataset_ops.dataset_to_graph_v2(
+                variant, external_state_policy=options_lib.ExternalStatePolicy.FAIL.value)
+            graph = tf.compat.v1.GraphDef()
+            graph.ParseFromString(serialized.numpy())
+    except Exception:  # noqa: BLE001 - a stateful function in it, or janus cannot tell
+        return True
+    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+    return any(node.op.startswith('CacheDataset') or any(
+        attr in node.attr and node.attr[attr].b for attr in _STATE_ATTRS) for node in nodes)

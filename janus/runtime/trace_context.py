@@ -91,6 +91,7 @@ class TraceContext:
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
         self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
+        self.tracked_copies = set()   # ids of containers written to Keras objects (access.py)
         self._number_writes = {}   # uid -> name: number locations the call rewrites
 
     # -- sources ---------------------------------------------------------

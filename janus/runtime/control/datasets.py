@@ -33,7 +33,7 @@ from tensorflow.python.data.ops import iterator_ops, optional_ops
 
 from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
-from janus.runtime import scalars
+from janus.runtime import effects, scalars
 from janus.runtime.control.common import UNDEFINED
 from janus.runtime.control.loops import dynamic_while
 from janus.runtime.trace_context import Unsupported
@@ -96,6 +96,9 @@ def handles_call(callee, args, kwargs):
 
 
 def call_builtin(callee, args, kwargs):
+    for value in args:
+        if isinstance(value, tf.data.Dataset):
+            refuse_outside_state(value)
     if callee is range:
         bounds = [scalars.from_tensor(int, a) if _index_tensor(a) else a for a in args]
         start, stop = (0, bounds[0]) if len(bounds) == 1 else bounds[:2]
@@ -140,6 +143,39 @@ def _user_line(ctx):
     return None
 
 
+def refuse_outside_state(dataset):
+    """Refuses a loop over a dataset built on an outside one whose iterators change
+    state outside it (``effects.dataset_keeps_state``: a shuffle reshuffling per
+    epoch, a map updating a variable): a run that fails after making its iterator
+    could not undo that, and the imperative re-run would do it again."""
+    for variant in _outside_variants(dataset._variant_tensor):
+        if effects.variant_keeps_state(variant):
+            raise Unsupported(Reason.DYNAMIC_ITERATION,
+                              'janus does not convert a loop over a tf.data dataset from outside '
+                              'the call whose iterators change state (a shuffle that reshuffles '
+                              'each epoch, a map that updates a variable or draws random '
+                              'numbers, a cache): a failed run could not undo it')
+
+
+def _outside_variants(variant):
+    """The eager variant tensors (outside datasets) a dataset's variant is built from."""
+    stack, seen = [variant], set()
+    while stack:
+        tensor = stack.pop()
+        if id(tensor) in seen:
+            continue
+        seen.add(id(tensor))
+        if hasattr(tensor, 'numpy'):
+            yield tensor
+            continue
+        if tensor.op.type == 'Placeholder':
+            captured = {id(inner): outer for outer, inner in tensor.graph.captures}
+            if id(tensor) in captured:
+                stack.append(captured[id(tensor)])
+            continue
+        stack.extend(t for t in tensor.op.inputs if t.dtype == tf.variant)
+
+
 def refuse_python_loop():
     """A dataset iterated by Python (a loop with break/return, a comprehension)."""
     raise Unsupported(Reason.DYNAMIC_ITERATION,
@@ -156,6 +192,8 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state):
     if isinstance(iterable, Enumerated):
         counter = scalars.lift(iterable.start)
         iterable = iterable.dataset
+    if isinstance(iterable, tf.data.Dataset):
+        refuse_outside_state(iterable)
     iterator = iterable if isinstance(iterable, iterator_ops.OwnedIterator) else iter(iterable)
     element_spec = iterator.element_spec
     box = {'next': iterator.get_next_as_optional()._variant_tensor, 'count': counter}
