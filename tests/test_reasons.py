@@ -121,8 +121,10 @@ SCALES = {1.5, 2.5}
 
 
 class _Dynamic:
-    def __getattr__(self, name):
-        return tf.constant(2.0)
+    def __getattribute__(self, name):   # runs on every read (a __getattr__ converts)
+        if name == 'scale':
+            return tf.constant(2.0)
+        return object.__getattribute__(self, name)
 
 
 class _Shown:

@@ -466,7 +466,7 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
         uses_heap_ops=ctx.heap.run_id is not None, op_writes=list(ctx.heap.op_writes),
         rollback=restore[0], not_undoable=restore[1], number=number,
         trace_seconds=time.perf_counter() - started,
-        xla_blockers=effects.xla_blockers(concrete.graph))
+        xla_blockers=lambda: effects.xla_blockers(concrete.graph))   # asked when XLA is on
 
 
 def _retrace_request(ctx, error, signature, heap_shapes):

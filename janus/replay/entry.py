@@ -35,13 +35,13 @@ class GraphEntry:
                  output_template, writes, host, source_guards, assumptions, inlined,
                  assumed_sites, assumed_instead, has_mutations, safe_error_ops, uses_heap_ops,
                  op_writes, rollback, not_undoable, number, trace_seconds,
-                 xla_blockers=(None, None)):
+                 xla_blockers=lambda: (None, None)):
         self.signature = signature               # call_signature.Signature: the argument guards
         self.bound_template = bound_template     # inspect.BoundArguments of the traced call
         self.concrete = concrete                 # the ConcreteFunction
         self._call_graph = self._plain_call = _graph_caller(
             concrete, call_time_readers if config.fast_replay else None)
-        self.xla_blockers = xla_blockers         # (why no XLA, why not by janus's choice)
+        self.xla_blockers = xla_blockers         # () -> (why no XLA, why not by janus's choice)
         self.xla = None                          # xla.XlaCaller once jit is set
         self.output_template = output_template   # templates: the return value
         self.writes = writes                     # (write, template): Python writes, in order
@@ -146,7 +146,7 @@ class GraphEntry:
         if mode == 'off':
             self.xla, self._call_graph = None, self._plain_call
             return
-        hard, soft = self.xla_blockers
+        hard, soft = self.xla_blockers()
         self.xla = xla.XlaCaller(self.concrete, self._plain_call, mode,
                                  hard or (soft if mode == 'auto' else None))
         self._call_graph = self.xla
