@@ -243,3 +243,19 @@ def test_a_dataset_whose_iterators_change_state_is_looped_in_python():
     calls = [_call(tf.constant(n, tf.int64)) for n in limits]
     jf = differential(make, calls, state=lambda m: m.total.numpy())
     assert 'change state' in janus.explain(jf), janus.explain(jf)
+
+
+def test_zip_of_a_dataset_and_a_list_runs_as_eagerly():
+    """Python's zip stops at the shorter side; a graph pulling the dataset would run
+    past its end: janus does not convert it (the statement runs in Python)."""
+    def make():
+        v = tf.Variable(0.0)
+
+        def f(ds, weights):
+            for x, w in zip(ds, weights):
+                v.assign_add(tf.reduce_sum(x) * w)
+            return v.read_value()
+        return f, v
+    calls = [_call(tf.data.Dataset.from_tensor_slices(XS[:n]), [1.0, 2.0, 3.0])
+             for n in (2, 2, 2, 5, 2, 3)]
+    differential(make, calls, state=lambda v: v.numpy())

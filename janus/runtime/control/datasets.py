@@ -20,10 +20,13 @@ the call imperatively), so it is a tensor of one type in the loop.
 stays an int in the graph: ``scalars``), ``zip`` of datasets is
 ``Dataset.zip``, and ``iter(ds)`` is an iterator made in the graph, which a
 ``for`` loop pulls from like a dataset, and ``next()`` of it is its next element,
-assumed to exist (a RAISE assumption: eagerly it raises StopIteration).  A loop
-with ``break``/``return`` inside, a comprehension over a dataset and ``next()``
-of an iterator from outside are refused (each would need a test the loop does
-not have, or changes an iterator no run can undo).
+assumed to exist (a RAISE assumption: eagerly it raises StopIteration).
+``for i in range(n)`` of an integer tensor ``n`` counts ``i`` as a dynamic int.
+Refused: a loop with ``break``/``return`` inside, a comprehension over a dataset,
+other builtins iterating one (``zip`` with a list), ``next()`` of an iterator
+from outside (each would need a test the loop does not have, or changes an
+iterator no run can undo), and a loop over an outside dataset whose iterators
+change state (``refuse_outside_state``).
 """
 import dataclasses
 import sys
@@ -83,16 +86,15 @@ def handles_call(callee, args, kwargs):
                                                    and args[2] != 0):
         return all(_index_tensor(a) or type(a) is int or scalars.is_dynamic(a)
                    and a.type is int for a in args)
-    if callee in (iter, enumerate) and args and isinstance(args[0], tf.data.Dataset):
-        return not kwargs or callee is enumerate and set(kwargs) <= {'start'}
-    if callee is zip and args and not kwargs:
-        return all(isinstance(a, tf.data.Dataset) for a in args)
-    if callee is next and len(args) == 1 and not kwargs and _graph_iterator(args[0]):
-        return True
-    if callee in (next, list, tuple, sorted, sum, min, max) and args \
-            and (is_dataset_value(args[0]) or isinstance(args[0], iterator_ops.OwnedIterator)):
-        return True
-    return False
+    return callee in _CONSUMING and any(
+        is_dataset_value(a) or isinstance(a, iterator_ops.OwnedIterator)
+        for a in list(args) + list(kwargs.values()))
+
+
+# Builtins that iterate their arguments: of a dataset, ``iter``/``enumerate``/``zip``
+# (of datasets only)/``next`` convert; the others would iterate it in Python.
+_CONSUMING = (iter, enumerate, zip, next, list, tuple, sorted, sum, min, max, reversed, map,
+              filter, any, all, set, frozenset, dict)
 
 
 def call_builtin(callee, args, kwargs):
@@ -103,17 +105,19 @@ def call_builtin(callee, args, kwargs):
         bounds = [scalars.from_tensor(int, a) if _index_tensor(a) else a for a in args]
         start, stop = (0, bounds[0]) if len(bounds) == 1 else bounds[:2]
         return TensorRange(start, stop, bounds[2] if len(bounds) == 3 else 1)
-    if callee is iter:
+    if callee is iter and len(args) == 1 and not kwargs \
+            and isinstance(args[0], tf.data.Dataset):
         return iter(args[0])   # inside the graph: an iterator made by the graph
-    if callee is enumerate:
+    if callee is enumerate and isinstance(args[0], tf.data.Dataset) \
+            and set(kwargs) <= {'start'} and len(args) <= 2:
         start = kwargs.get('start', args[1] if len(args) > 1 else 0)
         if type(start) is not int:
             raise Unsupported(Reason.DYNAMIC_ITERATION,
                               'janus converts enumerate() of a dataset from a Python int only')
         return Enumerated(args[0], start)
-    if callee is zip:
+    if callee is zip and not kwargs and all(isinstance(a, tf.data.Dataset) for a in args):
         return tf.data.Dataset.zip(tuple(args))
-    if callee is next and len(args) == 1 and _graph_iterator(args[0]):
+    if callee is next and len(args) == 1 and not kwargs and _graph_iterator(args[0]):
         return _next_element(args[0])
     raise Unsupported(Reason.DYNAMIC_ITERATION,
                       'janus does not convert %s() of a tf.data dataset or iterator yet: loop '
