@@ -161,3 +161,28 @@ def test_inter_op_threads_is_applied_when_janus_is_imported():
                          check=True).stdout.split()
     assert out[-1] == '1'
     assert_same(janus.config.inter_op_threads, 0)   # this process: TF's default
+
+
+def test_a_container_changed_in_place_after_a_branch_binds_it():
+    """Fuzz finding 13 (tests/fuzz_findings_breaks/): the local is bound under the
+    loop's tensor ``if`` and then changed in place; it must be carried."""
+    class Holder:
+        def __init__(self):
+            self.nest = {'w': {'n': 0}, 'b': {'n': 0}}
+
+    def make():
+        holder = Holder()
+
+        def f(x, p):
+            acc = x * 1.0
+            w = 0
+            while w < p:
+                w += 1
+                if tf.reduce_sum(acc) < -1.0:
+                    continue
+                inner = holder.nest['w']
+                inner['n'] = inner.get('n', 0) * 2 % 11 + 1
+            return acc
+        return f, holder
+    calls = [((tf.constant([0.25, 1.0]), 3), {})] * 4 + [((tf.constant([0.5, 0.5, 1.0]), 2), {})]
+    differential(make, calls, state=lambda h: h.nest)

@@ -93,7 +93,13 @@ def _stored(stmts):
                for n in gast.walk(c.target)}
     names = {n.id for n in nodes if isinstance(n, gast.Name) and id(n) not in private
              and isinstance(n.ctx, (gast.Store, gast.Del))}
-    for node in nodes:
+    return names | _changed_in_place(stmts)
+
+
+def _changed_in_place(stmts):
+    """Names of containers the statements change in place (``xs.append(v)``, ``d[k] = v``)."""
+    names = set()
+    for node in _statements_scope(stmts):
         if (isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute)
                 and node.func.attr in MUTATING_METHODS):
             names.add(_root_name(node.func.value))
@@ -119,7 +125,9 @@ def _carried(body, assigned_first=()):
     """
     assigned, carried = set(assigned_first), set()
     _scan_carried(body, assigned, carried)
-    return carried
+    # A container the body changes in place (``d['n'] = ...``, ``xs.append(v)``) is
+    # handed on like a variable the loop rebinds, even when the body binds it first.
+    return carried | _changed_in_place(body)
 
 
 def _scan_carried(body, assigned, carried):
