@@ -167,7 +167,10 @@ def test_a_check_failing_mid_epoch_undoes_the_run():
     assert 'kept for a rollback' in janus.explain(jf)
 
 
-def test_a_loop_with_break_over_a_dataset_is_not_converted_but_correct():
+def test_a_loop_with_break_over_a_dataset_is_one_graph_loop():
+    """``break`` is a flag the graph loop carries: once it is up no element is pulled,
+    so a loop over an endless dataset (``repeat()``) ends as eagerly, whether the
+    break comes at a tensor test or unconditionally after the first element."""
     def make():
         def first_big(ds):
             found = tf.constant(-1.0)
@@ -176,9 +179,46 @@ def test_a_loop_with_break_over_a_dataset_is_not_converted_but_correct():
                     found = tf.reduce_sum(x)
                     break
             return found
-        return first_big, None
-    calls = [_call(tf.data.Dataset.from_tensor_slices(XS))] * 5
-    differential(make, calls)
+
+        def first(ds):
+            for x in ds:
+                out = x * 2.0
+                break
+            return out
+
+        def both(ds):
+            return first_big(ds), first(ds)
+        return both, None
+    calls = [_call(tf.data.Dataset.from_tensor_slices(XS).repeat())] * 5
+    calls += [_call(tf.data.Dataset.from_tensor_slices(XS[:3] * 0.1).repeat(2))]
+    jf = differential(make, calls)
+    assert _graph_runs(jf) >= 2, janus.explain(jf)
+
+
+def test_a_break_stops_a_generator_and_a_tensor_range():
+    """A generator made by the call is not pulled past the break (an endless one
+    would never end), and ``range(n)`` of a tensor stops at the break."""
+    def make():
+        def naturals():
+            i = 0
+            while True:
+                yield i
+                i += 1
+
+        def count_up(x, n):
+            for i in naturals():
+                if i > 3:
+                    break
+                x = x + 1
+            for i in range(n):
+                if x > 20:
+                    break
+                x = x + i
+            return x
+        return count_up, None
+    calls = [_call(tf.constant(1), tf.constant(10))] * 5 + [_call(tf.constant(30), tf.constant(4))]
+    jf = differential(make, calls)
+    assert _graph_runs(jf) >= 2, janus.explain(jf)
 
 
 def test_next_of_an_iterator_made_in_the_call():

@@ -97,10 +97,28 @@ _RUN_LOCAL_RESOURCES = frozenset(('AnonymousIterator', 'AnonymousIteratorV2',
 
 def is_run_local(resource):
     """Whether the resource tensor ``resource`` is made by its own graph for one run
-    (seen through ``Identity``; a function's input is not: it comes from outside)."""
-    while resource.op.type == 'Identity' and resource.op.inputs:
-        resource = resource.op.inputs[0]
-    return resource.op.type in _RUN_LOCAL_RESOURCES
+    (seen through ``Identity``, and from a loop body or branch to the tensor it
+    captured; a function's input is not: it comes from outside)."""
+    while True:
+        if hasattr(resource, 'numpy'):
+            return False   # an eager handle: a variable or an iterator from outside
+        if resource.op.type == 'Identity' and resource.op.inputs:
+            resource = resource.op.inputs[0]
+        elif resource.op.type == 'Placeholder' and _captured(resource) is not None:
+            resource = _captured(resource)
+        else:
+            return resource.op.type in _RUN_LOCAL_RESOURCES
+
+
+def _captured(placeholder):
+    """The outer tensor a function graph's input captured, or None (an argument)."""
+    captures = getattr(placeholder.graph, 'captures', None)
+    if not captures:
+        return None
+    for outer, inner in captures:
+        if inner is placeholder:
+            return outer
+    return None
 
 
 def unreproducible_reason(op):

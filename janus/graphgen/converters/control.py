@@ -334,6 +334,9 @@ class RouteControl(common.Pass):
         body_fn = _define('__body_%s' % key, _args('__item'),
                           self._nonlocal(names, [bind_target] + node.body), node)
         call = self._region_call('for_stmt', site, key, node.iter, [body_fn], names, node)
+        flag = anno.get(node, anno.Key.BREAK_FLAG)
+        if flag is not None:   # the loop stops on its break flag (``jumps``)
+            call.value.args.append(_lambda(common.load(flag)))
         return state + [body_fn, call]
 
     # -- expressions -------------------------------------------------------

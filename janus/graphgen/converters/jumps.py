@@ -4,7 +4,9 @@ Runs after ``returns`` and before ``control``.  In a loop body,
 ``if t: ...; continue`` followed by more code moves that code into the
 ``if``'s other branch; ``break`` becomes ``__janus_break_<n> = True`` the
 same way, the loop also stops on the flag (``while``: ``not flag and test``;
-``for``: the body runs only while the flag is down, and ``for ... else``
+``for``: the body runs only while the flag is down, no item is taken once it
+is up (``anno.Key.BREAK_FLAG``: a dataset, an iterator or a generator must not be
+pulled past the break), and ``for ... else``
 runs its ``else`` only if the flag stayed down).  The loop then has no jump
 left, so it and its branches can become ``tf.while_loop`` / ``tf.cond`` when
 their outcomes vary.  Loops the folding cannot express keep their shape.
@@ -12,6 +14,7 @@ their outcomes vary.  Loops the folding cannot express keep their shape.
 import gast
 
 from janus.graphgen.converters import common
+from janus.pyct import anno
 
 _SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
@@ -81,6 +84,7 @@ class LowerJumps(common.Pass):
             guarded = gast.If(_not_flag(flag, node), [bind] + node.body, [])
             node.target = gast.Name(item, gast.Store(), None, None)
             node.body = [gast.copy_location(guarded, node)]
+            anno.set(node, anno.Key.BREAK_FLAG, flag)   # no next item is taken once it is up
         after = [gast.copy_location(gast.If(_not_flag(flag, node), orelse, []), node)] if orelse else []
         return [node] + after
 

@@ -22,7 +22,8 @@ stays an int in the graph: ``scalars``), ``zip`` of datasets is
 ``for`` loop pulls from like a dataset, and ``next()`` of it is its next element,
 assumed to exist (a RAISE assumption: eagerly it raises StopIteration).
 ``for i in range(n)`` of an integer tensor ``n`` counts ``i`` as a dynamic int.
-Refused: a loop with ``break``/``return`` inside, a comprehension over a dataset,
+A ``break`` (a flag, ``converters/jumps.py``) ends the loop without pulling
+another element.  Refused: a loop with ``return`` inside, a comprehension over a dataset,
 other builtins iterating one (``zip`` with a list), ``next()`` of an iterator
 from outside (each would need a test the loop does not have, or changes an
 iterator no run can undo), and a loop over an outside dataset whose iterators
@@ -188,10 +189,12 @@ def refuse_python_loop():
                       'plain `for` loop over it becomes a tf.while_loop')
 
 
-def dataset_for(ns, site, iterable, body_fn, get_state, set_state):
-    """``for item in iterable`` (``is_dataset_value``) as a tf.while_loop."""
+def dataset_for(ns, site, iterable, body_fn, get_state, set_state, stop=None):
+    """``for item in iterable`` (``is_dataset_value``) as a tf.while_loop; ``stop``
+    reads the loop's break flag (``statements.for_stmt``): once it is up, no next
+    element is pulled and the loop ends."""
     if isinstance(iterable, TensorRange):
-        return _range_for(ns, site, iterable, body_fn, get_state, set_state)
+        return _range_for(ns, site, iterable, body_fn, get_state, set_state, stop)
     counter = None
     if isinstance(iterable, Enumerated):
         counter = scalars.lift(iterable.start)
@@ -223,7 +226,7 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state):
         if counter is not None:
             item = (box['count'], item)
         body_fn(item)
-        box['next'] = iterator.get_next_as_optional()._variant_tensor
+        box['next'] = _pull(iterator, stop)
         if counter is not None:
             count = box['count']
             box['count'] = scalars.rewrap(count, count.tensor + 1)
@@ -235,17 +238,32 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state):
     dynamic_while(ns, site, lambda: optional().has_value(), step, get, put)
 
 
-def _range_for(ns, site, bounds, body_fn, get_state, set_state):
+def _pull(iterator, stop):
+    """The iterator's next element as an optional's variant, or an empty one once the
+    break flag is up (a Python True, or a tensor: a ``tf.cond``)."""
+    flag = stop() if stop is not None else False
+    if flag is False:
+        return iterator.get_next_as_optional()._variant_tensor
+    empty = lambda: tf.experimental.Optional.empty(iterator.element_spec)  # noqa: E731
+    if flag is True:
+        return empty()._variant_tensor
+    return tf.cond(tf.cast(flag, tf.bool), empty,
+                   iterator.get_next_as_optional)._variant_tensor
+
+
+def _range_for(ns, site, bounds, body_fn, get_state, set_state, stop=None):
     """``for i in range(n)`` of a tensor ``n``: ``i`` a dynamic int (a Python int
     eagerly), counted in the loop."""
     start = bounds.start if scalars.is_dynamic(bounds.start) else scalars.lift(bounds.start)
-    stop = bounds.stop.tensor if scalars.is_dynamic(bounds.stop) else tf.constant(
+    end = bounds.stop.tensor if scalars.is_dynamic(bounds.stop) else tf.constant(
         bounds.stop, tf.int64)
     box = {'i': start}
 
     def more():
         index = box['i'].tensor
-        return index < stop if bounds.step > 0 else index > stop
+        going = index < end if bounds.step > 0 else index > end
+        flag = stop() if stop is not None else False
+        return going if flag is False else tf.logical_and(going, tf.logical_not(flag))
 
     def get():
         return tuple(get_state()) + (box['i'],)

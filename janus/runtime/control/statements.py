@@ -151,22 +151,34 @@ def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
         body_fn()
 
 
-def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=()):
+def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=(), stop=None):
+    """``for``; ``stop`` (a loop with ``break``, ``jumps``) reads its break flag: once
+    it is a Python True no item is taken (a generator or iterator is not pulled past
+    the break, as eagerly); a tensor flag guards the body instead (and ends a loop
+    over a dataset)."""
     if datasets.is_dataset_value(iterable):
         return datasets.dataset_for(ns, site, iterable, body_fn,
-                                    lambda: tensor_flags(get_state(), names), set_state)
+                                    lambda: tensor_flags(get_state(), names), set_state, stop)
     if not is_tensor(iterable):
         for item in loop_iterable(ns, None, iterable):
             body_fn(item)
+            if _stopped(stop):
+                return
         return
     items = unrolled_items(ns, site, iterable, allow_dynamic=True)
     if items is not None:
         for item in items:
             body_fn(item)
+            if _stopped(stop):
+                return
         return
     dynamic_for(ns, site, iterable, body_fn, lambda: tensor_flags(get_state(), names),
                  set_state)
     _at_least_once(ns, site, tf.shape(iterable)[0] > 0)
+
+
+def _stopped(stop):
+    return stop is not None and stop() is True
 
 
 def ifexp(ns, site, test_value, body, orelse):
