@@ -14,6 +14,7 @@ import types
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.data.ops import iterator_ops
 
 from janus.config import config
 from janus.guards import (PRIMITIVES, EagerTensor, GuardKind, Miss, describe_value,
@@ -134,6 +135,35 @@ class DatasetNode:
 
     def describe(self):
         return '%s: dataset of %s' % (self.path, self.spec.element_spec)
+
+
+class IteratorNode:
+    """A ``tf.data`` iterator argument (``iter(ds)``, kept across steps): its resource
+    handle is a graph input, so the graph pulls from the caller's own iterator
+    (another iterator of the same element spec reuses the graph: ITERATOR_MATCH).
+    A pull changes it for good: ``graphgen/tracer.py`` lets only the test that the
+    pull found an element run after it (when it found none, nothing changed)."""
+
+    def __init__(self, path, value):
+        self.path, self.spec = path, value._type_spec
+
+    def check(self, value):
+        if type(value) is iterator_ops.OwnedIterator and value._type_spec == self.spec:
+            return None
+        return Miss(GuardKind.ITERATOR_MATCH, self.path,
+                    'iterator of %s' % (self.spec._element_spec,), describe_value(value))
+
+    def flatten(self, value, out):
+        out.append(value._iterator_resource)
+
+    def placeholder(self, inputs):
+        return self.spec._from_components([next(inputs)])
+
+    def specs(self, out):
+        out.append(tf.TensorSpec([], tf.resource))
+
+    def describe(self):
+        return "%s: iterator of %s" % (self.path, self.spec._element_spec)
 
 
 class ConstNode(_NoInputNode):
@@ -494,6 +524,8 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
         return FunctionNode(path, value)
     if isinstance(value, tf.data.Dataset) and not effects.dataset_keeps_state(value):
         return DatasetNode(path, value)   # one that does is the object itself (IdentityNode)
+    if type(value) is iterator_ops.OwnedIterator:
+        return IteratorNode(path, value)
     if _is_identity_object(value):
         return IdentityNode(path, value)
     return ObjectNode(path, value)

@@ -299,3 +299,80 @@ def test_zip_of_a_dataset_and_a_list_runs_as_eagerly():
     calls = [_call(tf.data.Dataset.from_tensor_slices(XS[:n]), [1.0, 2.0, 3.0])
              for n in (2, 2, 2, 5, 2, 3)]
     differential(make, calls, state=lambda v: v.numpy())
+
+
+def _per_side(make_iterator):
+    """A call giving eager and janus each its own long-lived iterator (eager's
+    first: ``differential`` calls the eager side first), and the two iterators."""
+    iterators, turn = [make_iterator(), make_iterator()], [0]
+
+    def call():
+        turn[0] += 1
+        return (iterators[(turn[0] - 1) % 2],), {}
+    return call, iterators
+
+
+def _rest(iterator):
+    return [np.asarray(x).tolist() for x in iterator]
+
+
+def test_a_train_step_pulling_next_from_the_callers_iterator():
+    """Keras's own idiom: ``train_step(iterator)`` with ``next(iterator)`` inside,
+    until the data runs out (StopIteration, as eagerly, with the iterator
+    advanced exactly as eager's and the weights updated only by full steps)."""
+    def make():
+        tf.keras.utils.set_random_seed(5)
+        model = tf.keras.Sequential([tf.keras.layers.Dense(3)])
+        model.build((None, 6))
+        opt = tf.keras.optimizers.SGD(0.1)
+        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        def train_step(iterator):
+            x, y = next(iterator)
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return train_step, model
+    call, iterators = _per_side(lambda: iter(_dataset(40, 4)))
+    jf = differential(make, [call] * 12, state=_weights)
+    assert _graph_runs(jf) >= 5, janus.explain(jf)
+    assert 'iterator of' in janus.explain(jf)
+    assert _rest(iterators[0]) == _rest(iterators[1]) == []
+
+
+def test_a_loop_over_the_callers_iterator_stops_where_eager_does():
+    """``for x in iterator`` with a break continues, call after call, from where the
+    last call stopped; the element that broke the loop is consumed, the next is
+    not (a graph loop pulls no element past the break)."""
+    values = np.array([1., 2., -1., 3., 4., 5., -2., 6., -3., 7., 8.], np.float32)
+
+    def make():
+        def sum_until_negative(iterator):
+            total = tf.constant(0.0)
+            for x in iterator:
+                if x < 0:
+                    break
+                total += x
+            return total
+        return sum_until_negative, None
+    call, iterators = _per_side(lambda: iter(tf.data.Dataset.from_tensor_slices(values)))
+    jf = differential(make, [call] * 6)
+    assert _graph_runs(jf) >= 1, janus.explain(jf)
+    assert _rest(iterators[0]) == _rest(iterators[1])
+
+
+def test_two_pulls_in_one_call_from_the_callers_iterator():
+    """Two ``next()`` in one call: the second's check would follow the first pull,
+    which no failed run could undo; the call is still what eager does, element by
+    element, up to the StopIteration in the middle of a call."""
+    def make():
+        def pair(iterator):
+            a = next(iterator)
+            b = next(iterator)
+            return a * 10 + b
+        return pair, None
+    call, iterators = _per_side(lambda: iter(tf.data.Dataset.range(9)))
+    differential(make, [call] * 6)
+    assert _rest(iterators[0]) == _rest(iterators[1])

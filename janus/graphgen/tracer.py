@@ -30,6 +30,7 @@ from janus import call_signature, errors, guards
 from janus.config import config
 from janus.errors import ConversionError
 from janus.graphgen import effects, generator, hostcheck, retrace, rollback
+from janus.runtime.effects import PULL_CHECKS
 from janus.replay import templates
 from janus.replay.entry import GraphEntry
 from janus.runtime import (arrays, calls, control, fallible, graph_analysis, library_config,
@@ -248,7 +249,8 @@ def defer_state_updates(graph, assert_ops, late_checks_ok=False):
     before = _wait_for_everything_before(ops, mutating, first_change)
     if not asserting:
         return before
-    for op in graph_analysis.ancestors(asserting):
+    pulls = _pull_checks(graph, asserting, mutating)
+    for op in graph_analysis.ancestors(asserting - set(pulls)):
         if op in mutating or (op._id > first_change and op._is_stateful
                               and op not in asserting):
             raise errors.Unsupported(
@@ -256,9 +258,28 @@ def defer_state_updates(graph, assert_ops, late_checks_ok=False):
                 'an assumption depends on a state change made earlier in the same call (%s); '
                 'janus cannot check it before the change' % op.type)
     for op in mutating:
-        op._add_control_inputs([a for a in asserting if a not in op.control_inputs])
+        op._add_control_inputs([a for a in asserting if a not in op.control_inputs
+                                and pulls.get(a) is not op])
     _order_checks_by_rule_alone(graph, asserting)
     return before
+
+
+def _pull_checks(graph, asserting, mutating):
+    """{check: pull} for the check that a pull from an outside iterator found an element
+    (``effects.PULL_CHECKS``) when it may run after that pull: the pull is the
+    graph's first state change (TF's automatic control dependencies order every
+    later one on the same iterator after it) and the only one the check needs.
+    When the check fails the pull found nothing and changed nothing; every other
+    change waits for the check, and the pull for every other check, so a failed
+    run changed nothing at all.  A second pull's check would follow the first
+    pull: it stays refused."""
+    recorded = getattr(graph, PULL_CHECKS, {})
+    first = min(mutating, key=lambda op: op._id)
+    for check in asserting:
+        if recorded.get(check.name) == first.name and {
+                op for op in graph_analysis.ancestors([check]) if op in mutating} == {first}:
+            return {check: first}
+    return {}
 
 
 def _order_checks_by_rule_alone(graph, asserting):

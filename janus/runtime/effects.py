@@ -110,6 +110,32 @@ def is_run_local(resource):
             return resource.op.type in _RUN_LOCAL_RESOURCES
 
 
+# On a graph being traced: {name of a check: name of the pull it tests}.  A pull from an
+# iterator from outside (``next(it)``, a loop's first element) changes it for good,
+# but one that found no element changed nothing: the check that it found one may run
+# after it (``graphgen/tracer.defer_state_updates`` verifies the rest).
+PULL_CHECKS = '_janus_pull_checks'
+
+
+def record_pull_check(check_op, pull_op):
+    """Marks ``check_op`` as the test that the outside pull ``pull_op`` found an element."""
+    graph = check_op.graph
+    checks = getattr(graph, PULL_CHECKS, None)
+    if checks is None:
+        checks = {}
+        setattr(graph, PULL_CHECKS, checks)
+    checks[check_op.name] = pull_op.name
+
+
+def outside_pull(optional_variant):
+    """The ``IteratorGetNextAsOptional`` op that made ``optional_variant``, when it
+    pulls from an iterator not made by its own graph for this run; else None."""
+    op = optional_variant.op
+    if op.type != 'IteratorGetNextAsOptional' or is_run_local(op.inputs[0]):
+        return None
+    return op
+
+
 def _captured(placeholder):
     """The outer tensor a function graph's input captured, or None (an argument)."""
     captures = getattr(placeholder.graph, 'captures', None)

@@ -223,13 +223,20 @@ def _library_objects(objects):
     for obj in objects:
         if not whitelist.is_library_object(obj) and not _is_layer(obj):
             continue
-        if isinstance(obj, tf.data.Dataset):
-            continue   # immutable: a graph dataset (an argument's, the call's) holds its own graph
+        if isinstance(obj, tf.data.Dataset) or _graph_iterator(obj):
+            continue   # a graph dataset or iterator (an argument's, the call's) holds its own graph
         flatten = getattr(obj, '_flatten_layers', None)
         if _is_layer(obj) and callable(flatten):
             yield from flatten(include_self=True, recursive=True)
         else:
             yield obj
+
+
+def _graph_iterator(obj):
+    """A tf.data iterator of a graph handle: made by the trace, never kept by a call."""
+    resource = getattr(obj, '_iterator_resource', None)
+    return isinstance(obj, tf.data.Iterator) and isinstance(resource, tf.Tensor) \
+        and not hasattr(resource, 'numpy')
 
 
 def _is_layer(obj):

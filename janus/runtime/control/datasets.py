@@ -23,11 +23,14 @@ stays an int in the graph: ``scalars``), ``zip`` of datasets is
 assumed to exist (a RAISE assumption: eagerly it raises StopIteration).
 ``for i in range(n)`` of an integer tensor ``n`` counts ``i`` as a dynamic int.
 A ``break`` (a flag, ``converters/jumps.py``) ends the loop without pulling
-another element.  Refused: a loop with ``return`` inside, a comprehension over a dataset,
-other builtins iterating one (``zip`` with a list), ``next()`` of an iterator
-from outside (each would need a test the loop does not have, or changes an
-iterator no run can undo), and a loop over an outside dataset whose iterators
-change state (``refuse_outside_state``).
+another element.  An iterator argument (``call_signature.IteratorNode``) is the
+caller's own: the graph pulls from it, and only the check that the first pull
+found an element may follow it (``effects.PULL_CHECKS``, verified in
+``graphgen/tracer.py``): a second ``next()`` whose check would follow the first
+pull runs the call imperatively.  Refused: a loop with ``return`` inside, a
+comprehension over a dataset, other builtins iterating one (``zip`` with a
+list), and a loop over an outside dataset whose iterators change state
+(``refuse_outside_state``).
 """
 import dataclasses
 import sys
@@ -74,6 +77,7 @@ def _index_tensor(value):
 
 
 def _graph_iterator(value):
+    """An iterator the graph pulls from: made in it, or an argument's (``IteratorNode``)."""
     return isinstance(value, iterator_ops.OwnedIterator) and not tf.executing_eagerly() \
         and hasattr(value, '_iterator_resource') \
         and not hasattr(value._iterator_resource, 'numpy')
@@ -134,7 +138,15 @@ def _next_element(iterator):
     checked = ctx.assume(None, AssumptionKind.RAISE, optional.has_value(),
                          'the iterator has a next element (next() does not raise '
                          'StopIteration)', lineno=_user_line(ctx), gate=optional._variant_tensor)
+    _mark_pull_check(checked, optional._variant_tensor)
     return optional_ops._OptionalImpl(checked, optional.element_spec).get_value()
+
+
+def _mark_pull_check(check, variant):
+    """A check that a pull from an outside iterator found an element (``effects``)."""
+    pull = effects.outside_pull(variant)
+    if pull is not None and check is not None:
+        effects.record_pull_check(getattr(check, 'op', check), pull)
 
 
 def _user_line(ctx):
@@ -232,8 +244,13 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state, stop=None):
             box['count'] = scalars.rewrap(count, count.tensor + 1)
 
     if _first_iteration_apart(get_state()):
-        current().assume(SiteKey(ns.fn.__code__, site), AssumptionKind.NONEMPTY_LOOP,
-                         optional().has_value(), 'the loop over the dataset runs at least once')
+        pulled = box['next']
+        # The first element is read through the check: never before it held.
+        box['next'] = current().assume(SiteKey(ns.fn.__code__, site),
+                                       AssumptionKind.NONEMPTY_LOOP, optional().has_value(),
+                                       'the loop over the dataset runs at least once',
+                                       gate=pulled)
+        _mark_pull_check(box['next'], pulled)
         step()
     dynamic_while(ns, site, lambda: optional().has_value(), step, get, put)
 
