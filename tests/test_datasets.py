@@ -376,3 +376,38 @@ def test_two_pulls_in_one_call_from_the_callers_iterator():
     call, iterators = _per_side(lambda: iter(tf.data.Dataset.range(9)))
     differential(make, [call] * 6)
     assert _rest(iterators[0]) == _rest(iterators[1])
+
+
+def test_an_error_in_the_callers_pipeline_is_eagers_error():
+    """A pull that fails (a check in the dataset's map) raises eager's error type (a
+    graph's message) with the iterator where eager leaves it (the next call gets
+    the element after), and the Python state the call writes after ``next()`` is
+    not written, as eagerly."""
+    values = np.array([1., 2., 4., 0., 8., 16., 32.], np.float32)
+
+    def pipeline():
+        ds = tf.data.Dataset.from_tensor_slices(values)
+        return iter(ds.map(lambda v: tf.debugging.check_numerics(1.0 / v, 'division by zero')))
+
+    def make():
+        history = []
+
+        def step(iterator):
+            x = next(iterator)
+            history.append(len(history))
+            return x * 2.0
+        return step, history
+    sides = []
+    for wrap in (lambda fn: fn, janus.function):
+        fn, history = make()
+        fn, iterator, outcomes = wrap(fn), pipeline(), []
+        for _ in range(9):
+            try:
+                outcomes.append(float(fn(iterator)))
+            except (tf.errors.InvalidArgumentError, StopIteration) as e:
+                outcomes.append(type(e).__name__)
+            outcomes.append(list(history))
+        sides.append((outcomes, fn))
+    assert sides[0][0] == sides[1][0]
+    assert 'InvalidArgumentError' in sides[0][0] and 'StopIteration' in sides[0][0]
+    assert _graph_runs(sides[1][1]) >= 2, janus.explain(sides[1][1])

@@ -52,8 +52,9 @@ def plan(concrete, before, on_host=frozenset()):
     if before is None:
         return None, None
     ops = graph.get_operations()
+    clean = getattr(graph, effects.CLEAN_PULLS, ())   # fail as eager's next() does
     fallible = [op for op in ops if op.name not in before and op not in on_host
-                and not infallible(op)]
+                and op.name not in clean and not infallible(op)]
     if not fallible:
         return None, None
     waiting = _waiting_for_all(ops, fallible)

@@ -127,6 +127,21 @@ def record_pull_check(check_op, pull_op):
     checks[check_op.name] = pull_op.name
 
 
+# On a graph being traced: names of pulls from outside iterators made before any Python
+# write or print of the call.  If one fails (an error in the dataset's pipeline), the
+# graph's error is eager's ``next()`` error, with the iterator where eager leaves it
+# and no Python write missing: ``graphgen/rollback.plan`` need not undo anything.
+CLEAN_PULLS = '_janus_clean_pulls'
+
+
+def record_clean_pull(pull_op):
+    names = getattr(pull_op.graph, CLEAN_PULLS, None)
+    if names is None:
+        names = set()
+        setattr(pull_op.graph, CLEAN_PULLS, names)
+    names.add(pull_op.name)
+
+
 def outside_pull(optional_variant):
     """The ``IteratorGetNextAsOptional`` op that made ``optional_variant``, when it
     pulls from an iterator not made by its own graph for this run; else None."""

@@ -133,7 +133,7 @@ _CONTROL_FLOW = frozenset(('If', 'StatelessIf', 'While', 'StatelessWhile', 'Case
 _NEVER_FAIL = frozenset((
     'Identity', 'IdentityN', 'NoOp', 'Const', 'Placeholder', 'ReadVariableOp', 'StopGradient',
     'Snapshot', 'VarIsInitializedOp', 'VariableShape', 'Shape', 'Size', 'Rank', 'ZerosLike',
-    'OnesLike',
+    'OnesLike', 'OptionalHasValue', 'OptionalNone',
 ))
 
 # When every input and output shape is fully known (TF checked them while

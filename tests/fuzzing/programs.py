@@ -2352,6 +2352,69 @@ def f_ds_loop(b):
         '%s = tf.data.Dataset.from_tensor_slices(-2.0 * tf.ones([2, 2]))' % ds]))
 
 
+def f_ds_iter_arg(b):
+    """The caller's tf.data iterator passed in (``train_step(iterator)``): one
+    ``next()`` per call, or a loop over it ending at a tensor ``break``; the caller
+    also pulls between calls, and the flip passes a short iterator (StopIteration,
+    an empty loop)."""
+    it = b.fresh('ITA')
+    b.glob(it, 'iter(tf.data.Dataset.range(1000))')
+    param = b.fresh('itp')
+    b.params.append((param, lambda i, it=it: it))
+    if b.rng.random() < 0.5:
+        b.item('e_ = next(%s)\nacc = acc + tf.cast(e_, acc.dtype) * 0.01' % param, loopable=False)
+    else:
+        b.item('for e_ in %s:\n    acc = acc + tf.cast(e_, acc.dtype) * 0.01\n'
+               '    if e_ %% 3 == 0:\n        break' % param, loopable=False)
+    b.mutations.append('next(%s)' % it)
+    b.flip_mutations.append('%s = iter(tf.data.Dataset.range(%d))' % (it, b.rng.choice([0, 2, 50])))
+
+
+def f_bool_flag(b):
+    """A Python bool argument that flips often (an LSTM's ``reset``): relaxed to a
+    graph input after its second value, its ``if`` real control flow."""
+    flag = b.fresh('reset')
+    period = b.rng.choice([2, 3])
+    b.params.append((flag, lambda i: 'True' if i % period == 0 else 'False'))
+    pool = ['if %s:\n    acc = acc * 0.0 + 1.0' % flag,
+            'acc = acc * (0.5 if %s else 1.0)' % flag,
+            'if not %s:\n    acc = acc + 0.25\nelse:\n    acc = acc - 0.125' % flag,
+            'acc = acc + tf.cast(%s, acc.dtype)' % flag]
+    for line in b.rng.sample(pool, b.rng.randint(1, 2)):
+        b.item(line)
+    b.outs.append(flag)
+
+
+_KERAS_LIST_MAKER = """def make_keras_list_(name):
+    m = tf.keras.layers.Layer(name=name)
+    m.blocks = [tf.keras.layers.Dense(1, kernel_initializer='ones', name=name + '_d0'),
+                tf.keras.layers.Dense(1, kernel_initializer='zeros', bias_initializer='ones',
+                                      name=name + '_d1')]
+    m.table = {'a': 0.5, 'b': 2.0}
+    return m"""
+
+
+def f_keras_list(b):
+    """Keras's tracking containers: a list of layers and a dict set on a layer
+    (``ListWrapper``/``_DictWrapper``) read like a list and a dict; the caller
+    changes the dict and appends a layer."""
+    if _KERAS_LIST_MAKER not in b.module:
+        b.module.append(_KERAS_LIST_MAKER)
+    kl = b.fresh('KL')
+    b.glob(kl, "make_keras_list_('%s')" % kl.lower())
+    y = "tf.reshape(tf.cast(acc, tf.float32), [1, -1])"
+    pool = ['y_ = %s\nfor blk_ in %s.blocks:\n    y_ = blk_(y_)\n'
+            'acc = acc + tf.cast(tf.reduce_sum(y_), acc.dtype) * 0.1' % (y, kl),
+            "acc = acc * %s.table['a'] + len(%s.blocks) * 0.125" % (kl, kl),
+            'acc = acc + tf.cast(tf.reduce_sum(%s.blocks[-1](%s)), acc.dtype) * 0.1' % (kl, y)]
+    for line in b.rng.sample(pool, b.rng.randint(1, 2)):
+        b.item(line)
+    b.mutations.append("%s.table['a'] = 0.25" % kl)
+    b.flip_mutations.append("%s.blocks.append(tf.keras.layers.Dense(1, kernel_initializer='ones', "
+                            "name='%s_d2'))"
+                            % (kl, kl.lower()))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -2385,6 +2448,8 @@ FEATURES = {
     'break_ctx': f_break_ctx, 'break_gen': f_break_gen, 'break_log': f_break_log,
     # issue 20 (appended last)
     'ds_loop': f_ds_loop,
+    # issue 20, second set (appended last: skipping DATASET_FEATURES2 gives the programs of before)
+    'ds_iter_arg': f_ds_iter_arg, 'bool_flag': f_bool_flag, 'keras_list': f_keras_list,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -2393,7 +2458,8 @@ BREAK_FEATURES = ('break_print', 'break_size', 'break_numpy', 'break_rng', 'brea
                   'break_tape')
 BREAK_FEATURES2 = ('break_ctx', 'break_gen', 'break_log')
 BREAK_FEATURES += BREAK_FEATURES2
-DATASET_FEATURES = ('ds_loop',)
+DATASET_FEATURES2 = ('ds_iter_arg', 'bool_flag', 'keras_list')
+DATASET_FEATURES = ('ds_loop',) + DATASET_FEATURES2
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -2412,7 +2478,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'break_try': 2, 'break_stats': 2, 'break_unbound': 1, 'break_raise': 2,
            'break_counters': 2, 'break_tape': 2,
            'break_ctx': 3, 'break_gen': 3, 'break_log': 3,
-           'ds_loop': 2}
+           'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------

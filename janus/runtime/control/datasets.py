@@ -40,9 +40,10 @@ from tensorflow.python.data.ops import iterator_ops, optional_ops
 
 from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
-from janus.runtime import effects, scalars
+from janus.runtime import effects, fallible, scalars
 from janus.runtime.control.common import UNDEFINED
 from janus.runtime.control.loops import dynamic_while
+from janus.runtime.graph_analysis import first_state_change
 from janus.runtime.trace_context import Unsupported
 from janus.runtime.tracing import AssumptionKind, current
 
@@ -139,14 +140,28 @@ def _next_element(iterator):
                          'the iterator has a next element (next() does not raise '
                          'StopIteration)', lineno=_user_line(ctx), gate=optional._variant_tensor)
     _mark_pull_check(checked, optional._variant_tensor)
-    return optional_ops._OptionalImpl(checked, optional.element_spec).get_value()
+    return _value_of(checked, optional.element_spec)
+
+
+def _value_of(variant, element_spec):
+    """The element of an optional known to hold one (checked, or the loop's test): its
+    ``OptionalGetValue`` cannot fail (``fallible.cannot_fail``), so it needs no rollback."""
+    value = optional_ops._OptionalImpl(variant, element_spec).get_value()
+    for tensor in tf.nest.flatten(value):
+        if isinstance(tensor, tf.Tensor) and tensor.op.type == 'OptionalGetValue':
+            fallible.cannot_fail(tensor.op)
+    return value
 
 
 def _mark_pull_check(check, variant):
-    """A check that a pull from an outside iterator found an element (``effects``)."""
+    """A check that a pull from an outside iterator found an element (``effects``);
+    the pull is clean when it is the graph's first state change and the call wrote
+    no Python state before it."""
     pull = effects.outside_pull(variant)
     if pull is not None and check is not None:
         effects.record_pull_check(getattr(check, 'op', check), pull)
+        if not current().heap.writes and first_state_change(pull.graph) == pull._id:
+            effects.record_clean_pull(pull)
 
 
 def _user_line(ctx):
@@ -234,7 +249,7 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state, stop=None):
             box['next'], box['count'] = values[-2], values[-1]
 
     def step():
-        item = optional().get_value()
+        item = _value_of(box['next'], element_spec)
         if counter is not None:
             item = (box['count'], item)
         body_fn(item)
