@@ -411,3 +411,21 @@ def test_an_error_in_the_callers_pipeline_is_eagers_error():
     assert sides[0][0] == sides[1][0]
     assert 'InvalidArgumentError' in sides[0][0] and 'StopIteration' in sides[0][0]
     assert _graph_runs(sides[1][1]) >= 2, janus.explain(sides[1][1])
+
+
+def test_a_local_changing_dtype_before_a_break_keeps_eagers_dtype():
+    """AutoGraph's reference case: ``n`` is an int32 tensor before the loop and a float32
+    one from its first iteration (which breaks). The tf.cond the break becomes inside
+    the graph loop gives ``n`` out on neither side: never its stand-in (an int32 zero,
+    eager's value but not its dtype)."""
+    def make():
+        def early_stop(ds):
+            n = tf.constant(0, dtype=tf.int32)
+            for _ in ds:
+                n = tf.constant(0, dtype=tf.float32)
+                break
+            return n
+        return early_stop, None
+    calls = [_call(tf.data.Dataset.from_tensor_slices([1, 2, 3]))] * 5
+    calls += [_call(tf.data.Dataset.from_tensor_slices(tf.zeros([0], tf.int32)))]
+    differential(make, calls)

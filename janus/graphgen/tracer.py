@@ -30,7 +30,7 @@ from janus import call_signature, errors, guards
 from janus.config import config
 from janus.errors import ConversionError
 from janus.graphgen import effects, generator, hostcheck, retrace, rollback
-from janus.runtime.effects import PULL_CHECKS
+from janus.runtime.effects import PULL_CHECKS, PULLS_OUTSIDE
 from janus.replay import templates
 from janus.replay.entry import GraphEntry
 from janus.runtime import (arrays, calls, control, fallible, graph_analysis, library_config,
@@ -432,16 +432,24 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
         if request is None:
             raise
         raise request from error
-    if entry.not_undoable is not None and entry.writes:
+    if entry.not_undoable is not None and entry.writes and not _fails_before_writes(ctx, entry):
         # An op may fail after a change janus cannot undo (an iterator draw, a print
         # op), and the Python writes and prints before it wait for the run's end:
         # eager's state at that error could be neither restored nor shown.  Judged on
         # the finished graph: no retrace request (another policy cannot change it).
         raise ConversionError(Reason.UNDOABLE_FAILURE,
                               'an op of this call may fail after a state change janus '
-                              'cannot undo (%s), with Python writes before it'
+                              'cannot undo (%s), with a Python write before it'
                               % entry.not_undoable)
     return retrace.TraceResult(entry, frozenset(ctx.evolving))
+
+
+def _fails_before_writes(ctx, entry):
+    """Whether every op that may fail after a state change runs in program order
+    (``_in_program_order``) and comes before the call's first Python write."""
+    last = getattr(entry.concrete.graph, FAILURES_IN_ORDER, None)
+    mark = ctx.heap.writes.first_mark
+    return last is not None and mark is not None and last <= mark
 
 
 def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, started):
@@ -547,7 +555,7 @@ def _graph_body(ctx, converted, bound, signature, holder):
     order of checks and state changes, and the unused ops kept running.
     Fills ``holder['closed']`` (a ``ClosedGraph``)."""
     def body(*flat_inputs):
-        ctx.top_graph = tf.compat.v1.get_default_graph()
+        ctx.top_graph = ctx.heap.writes.graph = tf.compat.v1.get_default_graph()
         placeholders = signature.placeholders(flat_inputs)
         for scalar in _scalar_inputs(placeholders.values()):
             ctx.host_leaves[scalar.tensor.name] = ('flat', scalar.tensor.name, scalar.type)
@@ -592,9 +600,32 @@ def _close_graph(ctx, result, flat_inputs):
                                                      if op not in checked],
                                              late_checks_ok=rollback.late_checks_allowed(ctx))
     ctx.has_mutations = ctx.safe_error_ops is not None
+    if getattr(graph, PULLS_OUTSIDE, False) and ctx.has_mutations:
+        _in_program_order(graph, ctx.safe_error_ops, checked | unneeded)
     # An op that may fail runs even when nothing uses its result, as eagerly.
     fallible.keep_unused(graph, outputs, skip=checked | unneeded)
     return ClosedGraph(outputs, template, writes, host)
+
+
+FAILURES_IN_ORDER = '_janus_failures_in_order'   # on a traced graph: the newest op that may
+# fail after a state change, when all of them run in program order with the changes
+
+
+def _in_program_order(graph, before, on_host):
+    """Orders the state changes and the ops that may fail after one as the program
+    made them, one after the other: an error there leaves exactly the changes made
+    before it, as eagerly.  A graph pulling from an outside iterator (which no run
+    can undo) then raises that error as eager does, as long as no Python write
+    came before it (``_traced_entry``).  Checks stay first (deferred updates)."""
+    memo = {}
+    events = [op for op in graph.get_operations()
+              if op.name not in before and op not in on_host
+              and (_contents(op, memo)[1] or not fallible.infallible(op))]
+    for earlier, later in zip(events, events[1:]):
+        if earlier not in later.control_inputs:
+            later._add_control_inputs([earlier])
+    failing = [op._id for op in events if not fallible.infallible(op)]
+    setattr(graph, FAILURES_IN_ORDER, max(failing, default=0))
 
 
 def _check_library_left_nothing(ctx):

@@ -142,6 +142,17 @@ def record_clean_pull(pull_op):
     names.add(pull_op.name)
 
 
+# On a top graph being traced: True once the call pulls from an iterator from outside
+# (``runtime/control/datasets.py``): the tracer then orders the graph's state changes
+# and the ops that may fail after one as the program does (``tracer._in_program_order``).
+PULLS_OUTSIDE = '_janus_pulls_outside'
+
+
+def outside_iterator(iterator):
+    """Whether pulling from the tf.data ``iterator`` changes state outside its graph."""
+    return not is_run_local(iterator._iterator_resource)
+
+
 def outside_pull(optional_variant):
     """The ``IteratorGetNextAsOptional`` op that made ``optional_variant``, when it
     pulls from an iterator not made by its own graph for this run; else None."""

@@ -213,12 +213,30 @@ class Deferred(abc.ABC):
         """The value the read sees (or raises the refusal)."""
 
 
+class WriteLog(list):
+    """The trace's Python writes, in program order.  ``first_mark``: the id of the
+    newest op of the top graph when the first write was logged (``graph``, set when
+    the trace starts): ops up to it come before every Python write in program order.
+    A checkpoint restored may drop that write; the mark stays (earlier: conservative)."""
+
+    def __init__(self):
+        super().__init__()
+        self.graph = None
+        self.first_mark = None
+
+    def append(self, write):
+        if self.first_mark is None:
+            ops = self.graph.get_operations() if self.graph is not None else ()
+            self.first_mark = ops[-1]._id if ops else 0
+        super().append(write)
+
+
 class TraceHeap:
     """Per trace: overlaid values, the write log, and containers changed in place."""
 
     def __init__(self):
         self.overlay = {}      # (id(obj), Slot) -> value written earlier in this trace
-        self.writes = []
+        self.writes = WriteLog()
         self.changed = set()   # ids of outside containers whose structure changed in place
         self.pending = _Pending()   # id -> [(method name, args)]: those changes, in program order
         self.items_written = set()   # ids of outside containers with an item written
@@ -463,9 +481,9 @@ def write_op(ctx, obj, source, slot, value):
     base = handle_input(ctx, source)
     # The op's write is committed before the Python write-backs: an earlier
     # Python write of the same location must not land after it.
-    ctx.heap.writes = [w for w in ctx.heap.writes
-                       if not (w.kind == kind and w.name == slot.key
-                               and w.source is not None and w.source.uid() == source.uid())]
+    ctx.heap.writes[:] = [w for w in ctx.heap.writes
+                          if not (w.kind == kind and w.name == slot.key
+                                  and w.source is not None and w.source.uid() == source.uid())]
     if slot.is_item:
         heap.py_set_subscr(run_id_input(ctx), base, slot.key, value)
     else:

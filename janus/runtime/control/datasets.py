@@ -134,8 +134,9 @@ def call_builtin(callee, args, kwargs):
 def _next_element(iterator):
     """``next(it)`` of an iterator the graph made: its next element, assumed to exist
     (eagerly an exhausted iterator raises StopIteration: the call re-runs imperatively)."""
-    optional = iterator.get_next_as_optional()
     ctx = current()
+    _note_pulls(ctx, iterator)
+    optional = iterator.get_next_as_optional()
     checked = ctx.assume(None, AssumptionKind.RAISE, optional.has_value(),
                          'the iterator has a next element (next() does not raise '
                          'StopIteration)', lineno=_user_line(ctx), gate=optional._variant_tensor)
@@ -151,6 +152,11 @@ def _value_of(variant, element_spec):
         if isinstance(tensor, tf.Tensor) and tensor.op.type == 'OptionalGetValue':
             fallible.cannot_fail(tensor.op)
     return value
+
+
+def _note_pulls(ctx, iterator):
+    if effects.outside_iterator(iterator):
+        setattr(ctx.top_graph, effects.PULLS_OUTSIDE, True)
 
 
 def _mark_pull_check(check, variant):
@@ -229,6 +235,7 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state, stop=None):
     if isinstance(iterable, tf.data.Dataset):
         refuse_outside_state(iterable)
     iterator = iterable if isinstance(iterable, iterator_ops.OwnedIterator) else iter(iterable)
+    _note_pulls(current(), iterator)
     element_spec = iterator.element_spec
     box = {'next': iterator.get_next_as_optional()._variant_tensor, 'count': counter}
 

@@ -237,6 +237,8 @@ class _WhileLoop:
                 value = _structure_leaves(self.init[i], value, self.passed.get(i), self.where)
             elif i in self.dynamic:
                 value = _loop_value(self.dynamic[i], value, self.where, 'a variable')
+            elif is_tensor(self.init[i]):
+                value = _loop_value(self.init[i], value, self.where, 'a variable')
             values.append(value)
         return tuple(values)
 

@@ -50,6 +50,8 @@ def merge_values(t, f, output, refuse, lineage=frozenset()):
     the relaxed numbers the test was computed from (a merged number depends on
     them too: pinned, the test is plain Python)."""
     if is_tensor(t) and is_tensor(f):
+        if t.dtype != f.dtype:   # (the cond gave out neither: its output is a stand-in)
+            refuse(t, f)
         return output if output is not None else t
     kind = number_type(t)
     if kind is not None and kind is number_type(f) and (
