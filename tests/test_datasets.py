@@ -429,3 +429,26 @@ def test_a_local_changing_dtype_before_a_break_keeps_eagers_dtype():
     calls = [_call(tf.data.Dataset.from_tensor_slices([1, 2, 3]))] * 5
     calls += [_call(tf.data.Dataset.from_tensor_slices(tf.zeros([0], tf.int32)))]
     differential(make, calls)
+
+
+def test_a_loop_profiled_empty_is_assumed_empty_until_it_is_not():
+    """Every profiled run saw an empty dataset (or ``range(n)`` of a zero tensor): the
+    graph assumes the loop runs no iteration (the Python ``0`` it would add to stays
+    ``0``, as eagerly); the first non-empty one breaks that, re-runs imperatively,
+    and the next graph runs the loop."""
+    def make():
+        def count(ds, n):
+            s = 0
+            for x in ds:
+                s = s + x
+            t = 0.0
+            for _ in range(n):
+                t += 1.5
+            return s, t
+        return count, None
+    empty, full = tf.data.Dataset.range(0), tf.data.Dataset.range(4)
+    calls = [_call(empty, tf.constant(0))] * 5 + [_call(full, tf.constant(3))]
+    calls += [_call(empty, tf.constant(0)), _call(full, tf.constant(2))] * 2
+    jf = differential(make, calls)
+    assert _graph_runs(jf) >= 4, janus.explain(jf)
+    assert 'the loop runs no iteration' in janus.explain(jf)

@@ -124,3 +124,18 @@ def test_range_of_a_tensor_is_a_graph_loop_counting_python_ints():
     jf = differential(make, calls)
     stats = _stats(jf)
     assert stats['graphs_built'] == 1 and stats['graph_calls'] >= 4, janus.explain(jf)
+
+
+def test_len_of_a_tensor_whose_first_dimension_the_graph_knows():
+    """``len(x)`` of a tensor argument (its shape guarded) or of one the call made is
+    the Python int eager gives; a scalar raises eager's TypeError."""
+    def make():
+        def f(x):
+            n = len(x)
+            return list(range(n)), len(tf.concat([x, x], 0)) * 2, n
+        return f, None
+    calls = [_call(tf.constant([1, 2]))] * 4 + [_call(tf.constant([1, 2, 3])),
+                                                _call(tf.zeros([0])), _call(tf.zeros([2, 3])),
+                                                _call(tf.constant(1))]
+    jf = differential(make, calls)
+    assert _stats(jf)['graph_calls'] >= 1, janus.explain(jf)

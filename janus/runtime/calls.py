@@ -435,6 +435,8 @@ def _call_builtin(ctx, callee, args, kwargs):
         if observe._needs_run_values(value):
             return observe.text_of(callee, value, *args[1:])   # formatted after the run
     observe.refuse_user_dunders(callee, list(args) + list(kwargs.values()))
+    if callee is len and len(args) == 1 and not kwargs and _static_length(args[0]) is not None:
+        return _static_length(args[0])
     if callee in (len, bool) and len(args) == 1 and not kwargs \
             and ctx.source_of(args[0]) is not None and pytypes.observes(args[0], 'len'):
         return observe.size_of(callee, args[0])   # one O(1) guard, not one per item
@@ -455,6 +457,15 @@ def _call_builtin(ctx, callee, args, kwargs):
         return callee(*[_items_of(ctx, callee, v) for v in args])
     args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
     return callee(*args, **kwargs)
+
+
+def _static_length(value):
+    """``len()`` of a graph tensor whose first dimension the graph knows (an argument's
+    is guarded by its shape; TF's shape inference never gets a known one wrong), or None."""
+    if isinstance(value, tf.Tensor) and not hasattr(value, 'numpy') \
+            and value.shape.rank and value.shape[0] is not None:
+        return int(value.shape[0])
+    return None
 
 
 def _builtin_of_array(callee, args, kwargs):

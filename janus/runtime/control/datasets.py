@@ -15,7 +15,9 @@ object itself, guarded by identity, and the graph captures it.
 A local the loop carries that starts as a Python number or unbound
 (``total = 0.0`` before ``total += loss``) gets the first iteration traced
 before the loop, behind a NONEMPTY_LOOP assumption (an empty dataset runs
-the call imperatively), so it is a tensor of one type in the loop.
+the call imperatively), so it is a tensor of one type in the loop; where
+every profiled run of the loop ran no iteration, the loop is assumed empty
+instead (TRIP_COUNT, relaxed when it breaks).
 ``enumerate(ds)`` counts with a dynamic scalar (a Python int in eager code
 stays an int in the graph: ``scalars``), ``zip`` of datasets is
 ``Dataset.zip``, and ``iter(ds)`` is an iterator made in the graph, which a
@@ -266,6 +268,8 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state, stop=None):
             box['count'] = scalars.rewrap(count, count.tensor + 1)
 
     if _first_iteration_apart(get_state()):
+        if _assumed_empty(ns, site, tf.logical_not(optional().has_value()), box['next']):
+            return
         pulled = box['next']
         # The first element is read through the check: never before it held.
         box['next'] = current().assume(SiteKey(ns.fn.__code__, site),
@@ -318,10 +322,26 @@ def _range_for(ns, site, bounds, body_fn, get_state, set_state, stop=None):
         box['i'] = scalars.rewrap(index, index.tensor + bounds.step)
 
     if _first_iteration_apart(get_state()):
+        if _assumed_empty(ns, site, tf.logical_not(more())):
+            return
         current().assume(SiteKey(ns.fn.__code__, site), AssumptionKind.NONEMPTY_LOOP, more(),
                          'the loop over range() runs at least once')
         step()
     dynamic_while(ns, site, more, step, get, put)
+
+
+def _assumed_empty(ns, site, empty, pulled=None):
+    """Where every profiled run of the loop ran no iteration (an empty dataset passed
+    in), the loop is assumed to run none (TRIP_COUNT: a Python number it would add
+    to stays one, as eagerly); when that breaks, the next graph runs the loop."""
+    key = SiteKey(ns.fn.__code__, site)
+    ctx = current()
+    if ctx.decide(key) != 0:
+        return False
+    check = ctx.assume(key, AssumptionKind.TRIP_COUNT, empty, 'the loop runs no iteration')
+    if pulled is not None:
+        _mark_pull_check(check, pulled)
+    return True
 
 
 def _first_iteration_apart(state):
