@@ -452,3 +452,70 @@ def test_a_loop_profiled_empty_is_assumed_empty_until_it_is_not():
     jf = differential(make, calls)
     assert _graph_runs(jf) >= 4, janus.explain(jf)
     assert 'the loop runs no iteration' in janus.explain(jf)
+
+
+def test_a_generator_is_never_pulled_past_a_break_the_graph_decides():
+    """A break under a test only the graph knows (``i >= k`` of a relaxed int) cannot
+    stop a Python generator in the trace: the loop is not converted, and what is left
+    in the generator after the loop is eager's."""
+    def make():
+        def numbers(n):
+            for i in range(n):
+                yield tf.constant(i)
+
+        def head_sum(k):
+            g = numbers(6)
+            s = tf.constant(0)
+            for i, x in enumerate(g):
+                s += x
+                if i >= k:
+                    break
+            return s, len(list(g))
+        return head_sum, None
+    differential(make, [_call(k) for k in (1, 1, 1, 1, 2, 3, 0)])
+
+
+def test_the_callers_iterator_profiled_empty_then_not():
+    """Profiled with exhausted iterators, then given a full one: the first element
+    is not lost (an assumption that the loop runs no iteration would have pulled it
+    before failing)."""
+    def make():
+        def total(iterator):
+            s = 0
+            for x in iterator:
+                s = s + x
+            return s
+        return total, None
+    full = [False]
+
+    def call():
+        return (iter(tf.data.Dataset.range(1, 6) if full[0] else tf.data.Dataset.range(0)),), {}
+
+    def flip():
+        full[0] = True
+        return call()
+    calls = [call] * 10 + [flip, flip]
+    differential(make, calls)
+
+
+def test_one_iterator_passed_twice_pulls_in_program_order():
+    """``f(it, it)``: two handles on one iterator; the graph pulls in the order of
+    the program, as eagerly (TF orders ops by handle, not by iterator)."""
+    def make():
+        v = tf.Variable(0, dtype=tf.int64)
+
+        def pair(a, b):
+            x = a.get_next()
+            v.assign(v * 10 + x)
+            y = b.get_next()
+            return x * 1000 + y
+        return pair, v
+    iterators = [iter(tf.data.Dataset.range(40)), iter(tf.data.Dataset.range(40))]
+    turn = [0]
+
+    def call():
+        turn[0] += 1
+        it = iterators[(turn[0] - 1) % 2]
+        return (it, it), {}
+    jf = differential(make, [call] * 12, state=lambda v: v.numpy())
+    assert _graph_runs(jf) >= 5, janus.explain(jf)

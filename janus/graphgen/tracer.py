@@ -30,7 +30,7 @@ from janus import call_signature, errors, guards
 from janus.config import config
 from janus.errors import ConversionError
 from janus.graphgen import effects, generator, hostcheck, retrace, rollback
-from janus.runtime.effects import PULL_CHECKS, PULLS_OUTSIDE
+from janus.runtime.effects import PULL_CHECKS, PULLS_OUTSIDE, pulls_outside
 from janus.replay import templates
 from janus.replay.entry import GraphEntry
 from janus.runtime import (arrays, calls, control, fallible, graph_analysis, library_config,
@@ -600,7 +600,8 @@ def _close_graph(ctx, result, flat_inputs):
                                                      if op not in checked],
                                              late_checks_ok=rollback.late_checks_allowed(ctx))
     ctx.has_mutations = ctx.safe_error_ops is not None
-    if getattr(graph, PULLS_OUTSIDE, False) and ctx.has_mutations:
+    if ctx.has_mutations and (getattr(graph, PULLS_OUTSIDE, False)
+                              or pulls_outside(graph)):
         _in_program_order(graph, ctx.safe_error_ops, checked | unneeded)
     # An op that may fail runs even when nothing uses its result, as eagerly.
     fallible.keep_unused(graph, outputs, skip=checked | unneeded)

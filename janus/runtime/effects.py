@@ -148,6 +148,21 @@ def record_clean_pull(pull_op):
 PULLS_OUTSIDE = '_janus_pulls_outside'
 
 
+_PULL_OPS = frozenset(('IteratorGetNext', 'IteratorGetNextAsOptional', 'IteratorGetNextSync',
+                       'MultiDeviceIteratorGetNextFromShard'))
+
+
+def pulls_outside(graph, depth=0):
+    """Whether ``graph`` (or a graph it runs) pulls from an iterator that is not its
+    run's own: one passed in or held by an object, however many handles reach it."""
+    for op in graph.get_operations():
+        if op.type in _PULL_OPS and op.inputs and not is_run_local(op.inputs[0]):
+            return True
+        if depth < 8 and any(pulls_outside(inner, depth + 1) for inner in called_graphs(op)):
+            return True
+    return False
+
+
 def outside_iterator(iterator):
     """Whether pulling from the tf.data ``iterator`` changes state outside its graph."""
     return not is_run_local(iterator._iterator_resource)

@@ -268,8 +268,9 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state, stop=None):
             box['count'] = scalars.rewrap(count, count.tensor + 1)
 
     if _first_iteration_apart(get_state()):
-        if _assumed_empty(ns, site, tf.logical_not(optional().has_value()), box['next']):
-            return
+        if not effects.outside_iterator(iterator) and _assumed_empty(
+                ns, site, tf.logical_not(optional().has_value())):
+            return   # (a failed check would have pulled an element from an outside one)
         pulled = box['next']
         # The first element is read through the check: never before it held.
         box['next'] = current().assume(SiteKey(ns.fn.__code__, site),
@@ -330,7 +331,7 @@ def _range_for(ns, site, bounds, body_fn, get_state, set_state, stop=None):
     dynamic_while(ns, site, more, step, get, put)
 
 
-def _assumed_empty(ns, site, empty, pulled=None):
+def _assumed_empty(ns, site, empty):
     """Where every profiled run of the loop ran no iteration (an empty dataset passed
     in), the loop is assumed to run none (TRIP_COUNT: a Python number it would add
     to stays one, as eagerly); when that breaks, the next graph runs the loop."""
@@ -338,9 +339,7 @@ def _assumed_empty(ns, site, empty, pulled=None):
     ctx = current()
     if ctx.decide(key) != 0:
         return False
-    check = ctx.assume(key, AssumptionKind.TRIP_COUNT, empty, 'the loop runs no iteration')
-    if pulled is not None:
-        _mark_pull_check(check, pulled)
+    ctx.assume(key, AssumptionKind.TRIP_COUNT, empty, 'the loop runs no iteration')
     return True
 
 

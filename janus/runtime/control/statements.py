@@ -162,7 +162,7 @@ def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=(), stop=N
     if not is_tensor(iterable):
         for item in loop_iterable(ns, None, iterable):
             body_fn(item)
-            if _stopped(stop):
+            if _stopped(stop, one_shot=iter(iterable) is iterable):
                 return
         return
     items = unrolled_items(ns, site, iterable, allow_dynamic=True)
@@ -177,8 +177,19 @@ def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=(), stop=N
     _at_least_once(ns, site, tf.shape(iterable)[0] > 0)
 
 
-def _stopped(stop):
-    return stop is not None and stop() is True
+def _stopped(stop, one_shot=False):
+    """Whether the loop's break flag is up.  A flag only the graph knows (a break
+    under a tensor test) guards the body, but a one-shot iterator (a generator,
+    ``enumerate`` of one) would still be pulled past the break: refused."""
+    if stop is None:
+        return False
+    flag = stop()
+    if one_shot and not isinstance(flag, bool):
+        raise Unsupported(Reason.DYNAMIC_ITERATION,
+                          'janus does not convert a loop over a generator or iterator with a '
+                          'break under a tensor-dependent test (the graph would pull it past '
+                          'the break)')
+    return flag is True
 
 
 def ifexp(ns, site, test_value, body, orelse):
