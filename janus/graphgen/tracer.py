@@ -267,8 +267,8 @@ def defer_state_updates(graph, assert_ops, late_checks_ok=False):
 def _pull_checks(graph, asserting, mutating):
     """{check: pull} for the check that a pull from an outside iterator found an element
     (``effects.PULL_CHECKS``) when it may run after that pull: the pull is the
-    graph's first state change (TF's automatic control dependencies order every
-    later one on the same iterator after it) and the only one the check needs.
+    graph's first state change (``_in_program_order`` runs every later change
+    after it, through whatever handle) and the only one the check needs.
     When the check fails the pull found nothing and changed nothing; every other
     change waits for the check, and the pull for every other check, so a failed
     run changed nothing at all.  A second pull's check would follow the first
