@@ -160,9 +160,11 @@ def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=(), stop=N
         return datasets.dataset_for(ns, site, iterable, body_fn,
                                     lambda: tensor_flags(get_state(), names), set_state, stop)
     if not is_tensor(iterable):
-        for item in loop_iterable(ns, None, iterable):
+        items = loop_iterable(ns, None, iterable)
+        one_shot = stop is not None and iter(iterable) is iterable   # a generator, an iterator
+        for item in items:
             body_fn(item)
-            if _stopped(stop, one_shot=iter(iterable) is iterable):
+            if _stopped(stop, one_shot):
                 return
         return
     items = unrolled_items(ns, site, iterable, allow_dynamic=True)
