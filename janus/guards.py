@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from janus import pytypes, sources
 from janus.sources import (ArgSource, AttrSource, CellSource, DefaultSource,  # noqa: F401
-                           GlobalSource, ItemSource, LenSource, ObjectSource, Source,
+                           GlobalSource, ItemSource, IteratorPositionSource,
+                           IteratorSequenceSource, LenSource, ObjectSource, Source,
                            TypeSource)
 
 EagerTensor = type(tf.constant(0))

@@ -117,8 +117,8 @@ def _changed_numbers(entry, arguments):
     memo = {}
     for guard in entry.source_guards:
         kind = getattr(guard, 'kind', None)
-        if kind not in _RELAXABLE:
-            continue
+        if kind not in _RELAXABLE or isinstance(guard.source, sources.IteratorPositionSource):
+            continue   # (where a loop starts over an outside iterator: what it unrolls)
         try:
             new = guard.source.value(arguments, memo)
         except Exception:  # noqa: BLE001 - the location is gone: nothing to relax

@@ -217,3 +217,52 @@ class TypeSource(Source):
 
     def __repr__(self):
         return 'type(%r)' % (self.base,)
+
+
+# The iterator types whose state Python exposes without advancing them
+# (``__reduce__``: the sequence and the position) and sets back (``__setstate__``).
+SEQUENCE_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
+EXHAUSTED = -1   # the position of a list or tuple iterator that reached its end
+
+
+def iterator_state(iterator):
+    """(sequence, position) of a list, tuple or range iterator, read without
+    advancing it; an exhausted list or tuple iterator has released its sequence:
+    ``((), EXHAUSTED)``."""
+    reduced = iterator.__reduce__()
+    if len(reduced) < 3:
+        return (), EXHAUSTED
+    return reduced[1][0], reduced[2]
+
+
+class IteratorSequenceSource(Source):
+    """The list, tuple or range a list/tuple/range iterator at ``base`` walks."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def get(self, arguments, memo):
+        return iterator_state(self.base.value(arguments, memo))[0]
+
+    def uid(self):
+        return ('iterator sequence', self.base.uid())
+
+    def __repr__(self):
+        return '%r.<sequence>' % (self.base,)
+
+
+class IteratorPositionSource(Source):
+    """How many items the list/tuple/range iterator at ``base`` has given out
+    (``EXHAUSTED`` once a list or tuple iterator reached its end)."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def get(self, arguments, memo):
+        return iterator_state(self.base.value(arguments, memo))[1]
+
+    def uid(self):
+        return ('iterator position', self.base.uid())
+
+    def __repr__(self):
+        return '%r.<position>' % (self.base,)

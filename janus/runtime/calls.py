@@ -495,6 +495,10 @@ def _items_of(ctx, callee, value):
     model = pytypes.model_of(value)
     if source is not None and model is not None and model.container:
         return ctx.view(value)
+    if source is not None and callee is not reversed \
+            and control.outside_iterators.is_sequence_iterator(value):
+        # ``enumerate(self.it)``: pulled item by item, as eagerly (a break stops it).
+        return control.outside_iterators.outside_items(ctx, value, source)
     if source is None and not isinstance(value, observe.LazyText):
         ctx.provenance(value, 'an argument of %s' % _name(callee))
         return value

@@ -30,7 +30,7 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from janus import call_signature, guards
+from janus import call_signature, guards, sources
 from janus.config import config
 from janus.errors import Unsupported
 from janus.runtime import arrays, heap
@@ -73,6 +73,7 @@ class WriteKind(enum.StrEnum):
     GLOBAL = 'global'  # a declared global
     CELL = 'cell'      # a declared nonlocal (closure cell)
     PRINT = 'print'    # print(*args, **kwargs)
+    ADVANCE = 'advance'  # a list/tuple/range iterator moved to a position (sources.iterator_state)
 
 
 class Slot(typing.NamedTuple):
@@ -147,11 +148,24 @@ class Write:
             setattr(target, self.name, value)
         elif self.kind is WriteKind.ITEM:
             target[self.name] = value
+        elif self.kind is WriteKind.ADVANCE:
+            _advance(target, int(value))
         else:
             getattr(target, self.name)(*value)
 
     def describe(self):
         return '%s %s%s' % (self.kind, repr(self.source) + '.' if self.source else '', self.name)
+
+
+def _advance(iterator, position):
+    """Moves an iterator (as the trace saw it at the call's start) to ``position``;
+    to its end as a ``for`` loop leaves it: pulled once past the last item, so a
+    list or tuple iterator releases its sequence as eagerly."""
+    if position == sources.EXHAUSTED:
+        for _ in iterator:
+            pass
+    else:
+        iterator.__setstate__(position)
 
 
 class _Pending(dict):

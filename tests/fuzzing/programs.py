@@ -2415,6 +2415,30 @@ def f_keras_list(b):
                             % (kl, kl.lower()))
 
 
+def f_list_iter_arg(b):
+    """The caller's list (or tuple, or range) iterator passed in: a loop runs to its
+    end or to a Python ``break``, a second loop picks up where the first left it;
+    the caller pulls between calls, and the flip passes an exhausted or a longer
+    iterator."""
+    it = b.fresh('LIT')
+    items = b.rng.choice(['[0.5, 1.5, 2.5, 3.5]', '(1, 2, 3)', 'range(4)',
+                          '[tf.constant(1.0), tf.constant(2.0), tf.constant(-1.0)]'])
+    b.glob(it, 'iter(%s)' % items)
+    param = b.fresh('lip')
+    b.params.append((param, lambda i, it=it: it))
+    if b.rng.random() < 0.5:
+        b.item('for e_ in %s:\n    acc = acc + tf.cast(e_, acc.dtype) * 0.01' % param,
+               loopable=False)
+    else:
+        b.item('for k_, e_ in zip(range(2), %s):\n    acc = acc + tf.cast(e_, acc.dtype) * 0.1\n'
+               'for e_ in %s:\n    acc = acc - tf.cast(e_, acc.dtype) * 0.01\n'
+               '    if e_ > 2:\n        break' % (param, param), loopable=False)
+    b.mutations.append('next(%s, None)' % it)
+    b.flip_mutations.append(b.rng.choice(['%s = iter([])' % it,
+                                          '%s = iter([9.0] * 6)' % it,
+                                          'list(%s)' % it]))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -2450,6 +2474,8 @@ FEATURES = {
     'ds_loop': f_ds_loop,
     # issue 20, second set (appended last: skipping DATASET_FEATURES2 gives the programs of before)
     'ds_iter_arg': f_ds_iter_arg, 'bool_flag': f_bool_flag, 'keras_list': f_keras_list,
+    # issue 20, third set (appended last)
+    'list_iter_arg': f_list_iter_arg,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -2459,7 +2485,8 @@ BREAK_FEATURES = ('break_print', 'break_size', 'break_numpy', 'break_rng', 'brea
 BREAK_FEATURES2 = ('break_ctx', 'break_gen', 'break_log')
 BREAK_FEATURES += BREAK_FEATURES2
 DATASET_FEATURES2 = ('ds_iter_arg', 'bool_flag', 'keras_list')
-DATASET_FEATURES = ('ds_loop',) + DATASET_FEATURES2
+DATASET_FEATURES3 = ('list_iter_arg',)
+DATASET_FEATURES = ('ds_loop',) + DATASET_FEATURES2 + DATASET_FEATURES3
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -2478,7 +2505,8 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'break_try': 2, 'break_stats': 2, 'break_unbound': 1, 'break_raise': 2,
            'break_counters': 2, 'break_tape': 2,
            'break_ctx': 3, 'break_gen': 3, 'break_log': 3,
-           'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2}
+           'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
+           'list_iter_arg': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------

@@ -14,16 +14,17 @@ not run before the change (``runtime/graph_analysis.py``).
 The package's modules, each importing only those before it:
 ``common`` (shared values and helpers), ``values`` (merging values across a
 tf.cond), ``branch_writes`` (Python writes inside a branch), ``hoisting``
-(a branch's assertions checked before it), ``cond``, ``loops``,
+(a branch's assertions checked before it), ``cond``, ``loops``, ``datasets``,
+``outside_iterators`` (loops over a list/tuple/range iterator from outside),
 ``statements`` (what converted code calls).
 """
 from janus.runtime.control.common import (INTERNAL_FLAGS, UNDEFINED, CannotBuild, TensorList,
                                           TestValue, Undefined, bool_tensor, read_local)
-from janus.runtime.control import datasets
+from janus.runtime.control import datasets, outside_iterators
 from janus.runtime.control.hoisting import HOISTED
 from janus.runtime.control.statements import (boolop, for_stmt, if_stmt, ifexp, not_, test,
                                               unrolled_items, while_stmt)
 
-__all__ = ['datasets', 'INTERNAL_FLAGS', 'UNDEFINED', 'CannotBuild', 'TensorList', 'TestValue', 'Undefined',
+__all__ = ['datasets', 'outside_iterators', 'INTERNAL_FLAGS', 'UNDEFINED', 'CannotBuild', 'TensorList', 'TestValue', 'Undefined',
            'read_local', 'bool_tensor', 'HOISTED', 'boolop', 'for_stmt', 'if_stmt', 'ifexp', 'not_', 'test',
            'unrolled_items', 'while_stmt']

@@ -12,7 +12,7 @@ import builtins
 import tensorflow as tf
 
 from janus.reasons import Reason
-from janus import guards
+from janus import guards, sources
 from janus.runtime import scalars
 from janus.runtime.control.common import OLD, TensorList, kind_of, refuse_values
 from janus.runtime.control.values import chosen_between, noted, select
@@ -212,6 +212,9 @@ def outside_reader(obj, slot, write, where):
                 found = obj.get('__builtins__', builtins)
                 value, source = obj[key], guards.GlobalSource(
                     obj, key, found if isinstance(found, dict) else vars(found))
+            elif write.kind is WriteKind.ADVANCE:   # an outside iterator's position
+                value = sources.iterator_state(obj)[1]
+                source = guards.IteratorPositionSource(write.source)
             elif write.source is not None:   # a cell of a function passed in: this call's
                 value = obj.cell_contents
                 source = guards.AttrSource(write.source, 'cell_contents')

@@ -132,6 +132,11 @@ def _check_loop_writes(heap, checkpoint, where):
         raise Unsupported(Reason.PRINT_IN_DYNAMIC_LOOP,
                           '%s: janus does not convert print() inside a tensor-dependent loop '
                           '(each iteration would need a record of its own)' % where)
+    if any(write.kind is WriteKind.ADVANCE for write in writes):
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          '%s: janus does not convert a loop over an iterator from outside the '
+                          'call inside a tensor-dependent loop (how far each iteration moves it '
+                          'would need a record of its own)' % where)
     changed = [cid for cid in heap.changed if cid not in checkpoint.changed
                or len(dict.get(heap.pending, cid, ())) != len(dict.get(checkpoint.pending,
                                                                         cid, ()))]

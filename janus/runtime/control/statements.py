@@ -23,7 +23,7 @@ from janus.runtime import arrays, observe, scalar_ops, scalars
 from janus.runtime.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
                                           is_test_tensor, lineage_of, python_truth, static_truth,
                                           taping, tensor_flags, bool_tensor)
-from janus.runtime.control import datasets
+from janus.runtime.control import datasets, outside_iterators
 from janus.runtime.control.cond import cond_values, dynamic_if
 from janus.runtime.control.loops import dynamic_for, dynamic_while
 from janus.runtime.graph_analysis import depends_on_state_change
@@ -277,6 +277,8 @@ def loop_iterable(ns, site, iterable):
                               'janus does not convert a loop over a %s, whose class defines '
                               '__iter__/__getitem__' % type(iterable).__name__)
         return iter(iterable)
+    if outside_iterators.is_sequence_iterator(iterable):
+        return outside_iterators.outside_items(ctx, iterable, source)
     if type(iterable) is range:   # immutable: guarded by start, stop and step
         ctx.add_guard(GuardKind.VALUE_MATCH, source, iterable)
         return iter(iterable)
