@@ -27,7 +27,7 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import SetupError
 
 TF_REQUIREMENT = 'tensorflow-cpu==2.21.0'
-OPS_SOURCES = ['janus_ops/assert_op.cc', 'janus_ops/heap_ops.cc']
+OPS_SOURCES = ['janus_ops/assert_op.cc', 'janus_ops/heap_ops.cc', 'janus_ops/invoke_op.cc']
 BUILD_INFO_NAME = '_build_info.txt'
 
 _NO_TF_MESSAGE = (

@@ -91,6 +91,93 @@ def _checked_identity_grad(op, grad):
     return [None, grad]
 
 
+INVOKE_OP = 'Janus>Invoke'
+
+
+def janus_invoke(function_name, args, output_types, output_shapes=(), grad_function='',
+                 grad_inputs=(), grad_types=(), name=None):
+    """Runs the library function ``function_name`` on ``args`` (janus_ops/invoke_op.cc),
+    also from inside that function's own body: a recursive call in a graph.
+
+    ``output_shapes``: the callee's result shapes (nothing infers shapes through a
+    recursion); ``grad_function``: the library function that gives the gradients
+    (dtypes ``grad_types``) of ``args[i]`` for ``i`` in ``grad_inputs``, from
+    ``args`` and the upstream gradients of the floating outputs
+    (``invoke_gradient_inputs``); empty: no gradient.  Returns the outputs, a list."""
+    return load_ops().janus_invoke(
+        args, Tout=list(output_types), f=function_name, grad_f=grad_function,
+        grad_inputs=[int(i) for i in grad_inputs], grad_types=list(grad_types),
+        output_shapes=[tf.TensorShape(s) for s in output_shapes], name=name)
+
+
+def differentiable(dtype):
+    """Whether an input of ``dtype`` gets a gradient: floats, complex, and a
+    variable's handle (its gradient is the read value's)."""
+    dtype = tf.as_dtype(dtype)
+    return dtype.is_floating or dtype.is_complex or dtype == tf.resource
+
+
+def invoke_gradient_inputs(outputs, grads):
+    """The upstream gradients a gradient function of ``Janus>Invoke`` takes: one per
+    floating output (zeros where nothing flows back), in order."""
+    return [grad if grad is not None else tf.zeros_like(out)
+            for out, grad in zip(outputs, grads)
+            if out.dtype.is_floating or out.dtype.is_complex]
+
+
+# Gradient: the function the op names in ``grad_f``, run through another
+# Janus>Invoke (a recursive function's gradient function calls itself the same
+# way).  No ``grad_f``: no gradient, an error that says so, never zeros.
+# Gradient functions are not differentiated again (no second order).
+@tf.RegisterGradient(INVOKE_OP)
+def _invoke_grad(op, *grads):
+    grad_function = _function_name(op.get_attr('grad_f'))
+    if not grad_function:
+        raise LookupError('janus: %s (%s) has no gradient function'
+                          % (op.name, _function_name(op.get_attr('f'))))
+    inputs = [_reachable_handle(x) if x.dtype == tf.resource else x for x in op.inputs]
+    result = janus_invoke(grad_function, inputs + invoke_gradient_inputs(op.outputs, grads),
+                          op.get_attr('grad_types'))
+    out = [None] * len(inputs)
+    for i, grad in zip(op.get_attr('grad_inputs'), result):
+        out[i] = grad
+    return out
+
+
+def _reachable_handle(handle):
+    """A variable handle the op took inside a branch, as the graph the gradient is
+    built in can reach it: the capture it came from, outward (cond_v2's gradient
+    cannot map a branch's captured handle passed on to an op in the branch)."""
+    if tf.executing_eagerly():
+        return handle   # the eager tape: the handle itself
+    graph = tf.compat.v1.get_default_graph()
+    reachable = set()
+    while graph is not None:
+        reachable.add(graph)
+        graph = getattr(graph, 'outer_graph', None)
+    while handle.graph not in reachable:
+        graph = handle.graph
+        captures = getattr(graph, 'internal_captures', ())
+        index = next((i for i, t in enumerate(captures) if t is handle), None)
+        if index is not None:
+            handle = graph.external_captures[index]
+            continue
+        # A branch input cond_v2 made (the branches' inputs matched): the If's input.
+        index = next((i for i, t in enumerate(getattr(graph, 'inputs', ())) if t is handle),
+                     None)
+        op = getattr(graph, '_forward_cond', None)
+        if index is None or op is None or op.type not in ('If', 'StatelessIf'):
+            break
+        handle = op.inputs[index + 1]
+    return handle
+
+
+def _function_name(attr):
+    """A func attribute's name: a NameAttrList in a graph, bytes on the eager tape."""
+    name = getattr(attr, 'name', attr)
+    return name.decode() if isinstance(name, bytes) else name
+
+
 def parse_assumption_failure(error) -> Optional[int]:
     """Returns the assumption id named in a TF error (or string), else None."""
     text = getattr(error, 'message', None)

@@ -1,0 +1,203 @@
+"""Graph functions that call themselves: a recursive function's body traced once
+into a library function whose recursive calls are ``Janus>Invoke`` ops naming
+it (the JANUS paper's InvokeOp, section 4.2.1), and its gradient function, built
+the same way.
+
+Needs the op library (``runtime/ops.py``).  Builds nothing until first called;
+called inside a graph being built, it adds one ``Janus>Invoke`` there, and inside
+the function's own body each recursive call is another.
+
+- **The body**, ``body(self_call, *args)``, is a Python function of tensors; it
+  calls ``self_call(*args)`` where it recurses (from inside a ``tf.cond`` too:
+  the base case is real control flow, never an assumption).  Traced once per
+  ``RecursiveFunction``, for arguments of the given specs, whatever depth the data
+  asks for at run time.
+- **Captures.**  Tensors the body reads from outside (a variable's handle, a
+  tensor of the enclosing graph) become the function's trailing inputs, in a
+  fixed order, and every recursive call passes them on.  They are found by
+  tracing: a trace that finds a capture its recursive calls did not pass is
+  traced again with it (a fixed point, at most ``_MAX_TRACES``).
+- **Gradients.**  The gradient function takes the function's inputs and the
+  upstream gradients of its floating outputs and returns the gradients of its
+  differentiable inputs (floats, and variable handles: a variable read in the
+  recursion gets its gradient).  It is traced as ``tf.gradients`` of the body
+  traced again; there, each recursive call's gradient is a call of the gradient
+  function (``Janus>Invoke``'s gradient, ``runtime/ops.py``).  It recomputes the
+  forward of each subtree (exact; O(nodes x depth) work).
+- **Names** are private (``janus_rec_<label>_<n>``): TF removes a function from
+  the context by name when a function object is collected, and this object keeps
+  the functions it registered (and the branches they call) alive.
+"""
+import itertools
+
+import tensorflow as tf
+from tensorflow.python.eager import record
+from tensorflow.python.eager import tape as tape_module
+from tensorflow.python.eager.polymorphic_function import atomic_function
+from tensorflow.python.framework import func_graph as func_graph_module
+from tensorflow.python.framework import ops as ops_module
+from tensorflow.python.ops import handle_data_util
+
+from janus.runtime import ops
+
+_MAX_TRACES = 4
+_ids = itertools.count()
+
+
+class RecursionBuildError(Exception):
+    """The recursive function could not be built (janus falls back to Python)."""
+
+
+class RecursiveFunction:
+    """``body`` as one library function calling itself; ``self(*args)`` calls it."""
+
+    def __init__(self, label, body, arg_specs, output_specs):
+        number = next(_ids)
+        self.name = 'janus_rec_%s_%d' % (label, number)
+        self.grad_name = self.name + '_grad'
+        self.body = body
+        self.arg_specs = [tf.TensorSpec.from_spec(s) for s in arg_specs]
+        self.output_specs = [tf.TensorSpec.from_spec(s) for s in output_specs]
+        self.captures = []         # outer tensors passed after the arguments, in order
+        self._functions = []       # the AtomicFunctions registered (kept alive)
+        self.traces = 0            # body traces, forward and gradient
+        self.variables = ()        # the variables the body reads
+        self._outer_grad_types = None   # the gradients' dtypes (from the traced inputs)
+
+    def __call__(self, *args):
+        if not self._functions:
+            self._build()
+        for variable in self.variables:   # as a read would: tapes watch what the call reads
+            tape_module.variable_accessed(variable)
+        return self._invoke(list(args), self.captures, self._outer_grad_types)
+
+    # -- building ------------------------------------------------------------
+    def _build(self):
+        graph = self._trace_forward()
+        forward = atomic_function.from_func_graph(self.name, graph, {})
+        gradient = atomic_function.from_func_graph(self.grad_name, self._trace_gradient(), {})
+        self._functions = [forward, gradient]
+
+    def _trace_forward(self):
+        for _ in range(_MAX_TRACES):
+            graph, args, outputs = self._trace_body(self.name)
+            found = list(graph.external_captures)
+            if _same_tensors(found, self.captures):
+                graph.inputs = args + list(graph.internal_captures)
+                graph.outputs = outputs
+                self._outer_grad_types = self._grad_types(graph.inputs)
+                return graph
+            self.captures = found   # pass these on too, and trace again
+        raise RecursionBuildError('%s: the captures of the recursive function did not settle'
+                                  % self.name)
+
+    def _trace_body(self, name):
+        """A FuncGraph of the body, its argument placeholders and its outputs; the
+        known captures captured first, in order."""
+        graph = func_graph_module.FuncGraph(name)
+        # No tape records the trace (a tape would wrap each tf.cond in a function of
+        # its own, for eager gradients); the variables it reads are watched apart.
+        with graph.as_default(), record.stop_recording(), \
+                record.VariableWatcher() as reads:
+            args = [tf.compat.v1.placeholder(s.dtype, s.shape) for s in self.arg_specs]
+            inner = [graph.capture(c) for c in self.captures]
+            outputs = self._run_body(graph, args, inner)
+        self.variables = reads.watched_variables()
+        self.traces += 1
+        return graph, args, outputs
+
+    def _run_body(self, graph, args, inner_captures):
+        def self_call(*call_args):
+            return self._invoke(list(call_args), inner_captures)
+        result = self.body(self_call, *args)
+        flat = tf.nest.flatten(result)
+        if len(flat) != len(self.output_specs):
+            raise RecursionBuildError('%s: the body returns %d values, not %d'
+                                      % (self.name, len(flat), len(self.output_specs)))
+        outputs = []
+        for value, spec in zip(flat, self.output_specs):
+            value = tf.convert_to_tensor(value)
+            if value.dtype != spec.dtype or not spec.shape.is_compatible_with(value.shape):
+                raise RecursionBuildError('%s: the body returns %s, not %s'
+                                          % (self.name, value, spec))
+            outputs.append(tf.identity(value))
+        return outputs
+
+    def _trace_gradient(self):
+        """Inputs: the function's inputs, then one upstream gradient per floating
+        output; outputs: the gradients of the differentiable inputs (``grad_inputs``)."""
+        graph, args, outputs = self._trace_body(self.grad_name)
+        if not _same_tensors(list(graph.external_captures), self.captures):
+            raise RecursionBuildError('%s: the gradient trace captured other tensors'
+                                      % self.name)
+        inner = list(graph.internal_captures)
+        with graph.as_default():
+            floating = [out for out in outputs if _floating(out.dtype)]
+            upstream = [tf.compat.v1.placeholder(out.dtype, out.shape) for out in floating]
+            sources = args + inner
+            wanted = self._grad_inputs(sources)
+            grads = tf.gradients(floating, [sources[i] for i in wanted], grad_ys=upstream) \
+                if floating and wanted else [None] * len(wanted)
+            grads = [_zeros_for(sources[i]) if g is None else tf.convert_to_tensor(g)
+                     for i, g in zip(wanted, grads)]
+        graph.inputs = args + inner + upstream
+        graph.outputs = grads
+        return graph
+
+    # -- calling ---------------------------------------------------------------
+    def _grad_inputs(self, inputs):
+        return [i for i, x in enumerate(inputs) if ops.differentiable(x.dtype)]
+
+    def _grad_types(self, inputs):
+        return [_gradient_dtype(inputs[i]) for i in self._grad_inputs(inputs)]
+
+    def _invoke(self, args, captures, grad_types=None):
+        if len(args) != len(self.arg_specs):
+            raise RecursionBuildError('%s takes %d arguments, got %d'
+                                      % (self.name, len(self.arg_specs), len(args)))
+        args = [tf.convert_to_tensor(a, dtype=s.dtype) for a, s in zip(args, self.arg_specs)]
+        inputs = args + list(captures)
+        results = ops.janus_invoke(
+            self.name, inputs, [s.dtype for s in self.output_specs],
+            [s.shape for s in self.output_specs], grad_function=self.grad_name,
+            grad_inputs=self._grad_inputs(inputs),
+            grad_types=grad_types if grad_types is not None else self._grad_types(inputs))
+        return results
+
+
+def _same_tensors(a, b):
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def _floating(dtype):
+    return dtype.is_floating or dtype.is_complex
+
+
+def _gradient_dtype(tensor):
+    """A gradient's dtype: the tensor's, or for a variable's handle its value's."""
+    if tensor.dtype != tf.resource:
+        return tensor.dtype
+    return _handle_dtype(tensor)
+
+
+def _handle_data(handle):
+    """A variable handle's dtype and shape record (an eager handle carries it; a
+    graph tensor's is the graph's)."""
+    data = getattr(handle, '_handle_data', None)
+    if data is None and not isinstance(handle, ops_module.EagerTensor):
+        data = handle_data_util.get_resource_handle_data(handle)
+    if data is None or not data.shape_and_type:
+        raise RecursionBuildError('a resource read in the recursion has no known dtype')
+    return data.shape_and_type[0]
+
+
+def _handle_dtype(handle):
+    return tf.as_dtype(_handle_data(handle).dtype)
+
+
+def _zeros_for(tensor):
+    """The gradient of an input nothing differentiable depends on."""
+    if tensor.dtype != tf.resource:
+        return tf.zeros_like(tensor)
+    data = _handle_data(tensor)
+    return tf.zeros(tf.TensorShape(data.shape), tf.as_dtype(data.dtype))
