@@ -1,8 +1,11 @@
-"""Python side of the ``Janus>Assert`` custom op (janus_ops/assert_op.cc).
+"""Python side of janus's custom ops (janus_ops/*.cc): ``Janus>Assert`` and
+``Janus>Invoke``.
 
 ``janus_assert`` puts the check of one speculative assumption into the graph
 being built; ``parse_assumption_failure`` recovers the assumption id from the
-error TensorFlow raises when such a check fails.
+error TensorFlow raises when such a check fails.  ``janus_invoke`` runs a library
+function by name (a recursive call in a graph, ``runtime/recursive_functions.py``),
+its gradient the function its ``grad_f`` attribute names.
 
 Before this module runs, ``janus_ops/_janus_ops.so`` must have been compiled,
 against the TensorFlow imported here, by installing the project in this
