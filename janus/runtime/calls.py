@@ -493,6 +493,8 @@ def _items_of(ctx, callee, value):
     (``TraceContext.view``; a set refuses), a container of the call's own as it is."""
     source = ctx.source_of(value)
     model = pytypes.model_of(value)
+    if source is not None and type(value) is list and callee in (zip, enumerate):
+        return control.outside_iterators.list_items(ctx, value)   # read live, as eagerly
     if source is not None and model is not None and model.container:
         return ctx.view(value)
     if source is not None and callee is not reversed \

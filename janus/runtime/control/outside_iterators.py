@@ -31,6 +31,25 @@ def is_sequence_iterator(value):
     return type(value) in sources.SEQUENCE_ITERATORS
 
 
+def list_items(ctx, sequence):
+    """A loop's pulls from an outside list (``for x in self.items``), read live."""
+    return _Indexed(LiveItems(ctx, sequence))
+
+
+class _Indexed:
+    def __init__(self, items):
+        self.items, self.index = items, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.index >= len(self.items):
+            raise StopIteration
+        self.index += 1
+        return self.items[self.index - 1]
+
+
 def outside_items(ctx, iterator, source):
     """An iterator the trace pulls the outside iterator's remaining items from,
     each pull recorded as that iterator's new position."""
@@ -46,17 +65,42 @@ def outside_items(ctx, iterator, source):
     else:
         position = known
     if position == sources.EXHAUSTED:
-        return _Pulls(ctx, iterator, source, [], position)
-    items = _items(ctx, sequence, guards.IteratorSequenceSource(source))
-    return _Pulls(ctx, iterator, source, items, position)
-
-
-def _items(ctx, sequence, source):
+        return _Pulls(ctx, iterator, source, LiveItems(ctx, ()), position)
     if type(sequence) is range:   # immutable: its start, stop and step
-        ctx.add_guard(GuardKind.VALUE_MATCH, source, sequence)
-        return list(sequence)
-    ctx.guard_value(source, sequence)
-    return list(ctx.view(sequence))
+        ctx.add_guard(GuardKind.VALUE_MATCH, guards.IteratorSequenceSource(source), sequence)
+        return _Pulls(ctx, iterator, source, LiveItems(ctx, tuple(sequence)), position)
+    sequence_source = guards.IteratorSequenceSource(source)
+    ctx.guard_value(sequence_source, sequence)
+    return _Pulls(ctx, iterator, source, LiveItems(ctx, sequence), position)
+
+
+class LiveItems:
+    """An outside list or tuple's items as the loop over it sees them at each step:
+    the body's appends and item writes to the list (this call's, in the trace heap)
+    are seen by the next steps, as eagerly (a list iterator reads the list itself)."""
+
+    def __init__(self, ctx, sequence):
+        self.ctx, self.sequence = ctx, sequence
+        self.live = type(sequence) is list and ctx.source_of(sequence) is not None
+        self._seen, self._items = None, None
+
+    def __len__(self):
+        return len(self._current())
+
+    def __getitem__(self, index):
+        return self._current()[index]
+
+    def _current(self):
+        if not self.live:
+            if self._items is None:
+                self._items = list(self.ctx.view(self.sequence)) \
+                    if self.ctx.source_of(self.sequence) is not None else list(self.sequence)
+            return self._items
+        heap = self.ctx.heap
+        version = (len(heap.writes), len(dict.get(heap.pending, id(self.sequence), ())))
+        if version != self._seen:   # something was written since: the list as it is now
+            self._seen, self._items = version, list(self.ctx.view(self.sequence))
+        return self._items
 
 
 class _Pulls:

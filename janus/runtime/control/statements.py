@@ -283,19 +283,42 @@ def loop_iterable(ns, site, iterable):
         ctx.add_guard(GuardKind.VALUE_MATCH, source, iterable)
         return iter(iterable)
     model = pytypes.model_of(iterable)
+    if type(iterable) is list:   # the body's appends and writes are seen, as eagerly
+        return outside_iterators.list_items(ctx, iterable)
     if pytypes.has_items(iterable) and model.kind is not pytypes.Kind.DICT \
             or pytypes.is_set(iterable):   # a set refuses (its order); a deque is a copy
         return iter(ctx.view(iterable))   # the items themselves, guarded
     if pytypes.has_items(iterable):
         if ctx.heap.differs(iterable):
-            return iter(list(ctx.view(iterable)))   # keys as changed so far
-        ctx.add_guard(GuardKind.KEYS_MATCH, source, list(iterable))
-        return iter(list(iterable))
+            keys = list(ctx.view(iterable))   # keys as changed so far
+        else:
+            ctx.add_guard(GuardKind.KEYS_MATCH, source, list(iterable))
+            keys = list(iterable)
+        return _unchanged_while_iterated(ctx, iterable, keys)
     raise Unsupported(Reason.OUTSIDE_VALUE,
                       'janus does not convert a loop over a %s from outside the call'
                       % type(iterable).__name__)
 
 
+
+
+def _unchanged_while_iterated(ctx, container, keys):
+    """An outside dict's keys, each step checking that the body did not add or
+    remove one: eagerly that raises RuntimeError at the next step (janus refuses:
+    the imperative run raises it)."""
+    pending = lambda: len(dict.get(ctx.heap.pending, id(container), ()))   # noqa: E731
+    start = pending()
+    for key in keys:
+        _check_unchanged(container, pending() != start)
+        yield key
+    _check_unchanged(container, pending() != start)   # (eagerly: at the pull that ends it)
+
+
+def _check_unchanged(container, changed):
+    if changed:
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus does not convert a loop over an outside %s that the loop '
+                          'changes' % type(container).__name__)
 
 
 def assert_(condition, lineno, message_thunk):
