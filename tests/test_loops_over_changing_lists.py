@@ -87,3 +87,25 @@ def test_a_dict_loop_that_adds_a_key_raises_as_eagerly():
         return grow, table
     differential(make, [_call(1.0)] * 5,
                  state=lambda t: (sorted(t), t.clear(), t.update({'a': 1.0})))
+
+
+def test_a_deque_loop_that_appends_raises_as_eagerly():
+    import collections
+
+    def make():
+        history = collections.deque([1.0, 2.0], maxlen=4)
+
+        def replay(x):
+            for v in history:
+                if v < 2.0:
+                    history.append(v + 10.0)
+                x = x + v
+            return x
+        return replay, history
+
+    def state(history):
+        seen = list(history)
+        history.clear()
+        history.extend([1.0, 2.0])
+        return seen
+    differential(make, [_call(1.0)] * 5, state=state)

@@ -287,7 +287,10 @@ def loop_iterable(ns, site, iterable):
         return outside_iterators.list_items(ctx, iterable)
     if pytypes.has_items(iterable) and model.kind is not pytypes.Kind.DICT \
             or pytypes.is_set(iterable):   # a set refuses (its order); a deque is a copy
-        return iter(ctx.view(iterable))   # the items themselves, guarded
+        items = ctx.view(iterable)   # the items themselves, guarded
+        if model is not None and model.kind is pytypes.Kind.DEQUE:
+            return _unchanged_while_iterated(ctx, iterable, items)   # (eagerly: RuntimeError)
+        return iter(items)
     if pytypes.has_items(iterable):
         if ctx.heap.differs(iterable):
             keys = list(ctx.view(iterable))   # keys as changed so far
@@ -303,9 +306,9 @@ def loop_iterable(ns, site, iterable):
 
 
 def _unchanged_while_iterated(ctx, container, keys):
-    """An outside dict's keys, each step checking that the body did not add or
-    remove one: eagerly that raises RuntimeError at the next step (janus refuses:
-    the imperative run raises it)."""
+    """An outside dict's keys (a deque's items), each step checking that the body
+    did not add or remove one: eagerly that raises RuntimeError at the next step
+    (janus refuses: the imperative run raises it)."""
     pending = lambda: len(dict.get(ctx.heap.pending, id(container), ()))   # noqa: E731
     start = pending()
     for key in keys:
