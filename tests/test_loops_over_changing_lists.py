@@ -7,6 +7,8 @@ Differential tests on fresh objects (``conftest.differential``), state after
 every call.  A finding of this session's own hunt: the unrolled loop used to walk
 a snapshot of the list taken before the loop, silently dropping the appended items.
 """
+import collections
+
 import tensorflow as tf
 
 import janus
@@ -90,8 +92,6 @@ def test_a_dict_loop_that_adds_a_key_raises_as_eagerly():
 
 
 def test_a_deque_loop_that_appends_raises_as_eagerly():
-    import collections
-
     def make():
         history = collections.deque([1.0, 2.0], maxlen=4)
 
