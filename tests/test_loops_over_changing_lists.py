@@ -109,3 +109,40 @@ def test_a_deque_loop_that_appends_raises_as_eagerly():
         history.extend([1.0, 2.0])
         return seen
     differential(make, [_call(1.0)] * 5, state=state)
+
+
+def _table_state(table):
+    seen = sorted(table.items())
+    table.clear()
+    table.update({'a': 1.0, 'b': 2.0})
+    return seen
+
+
+def test_a_loop_over_dict_items_that_adds_a_key_raises_as_eagerly():
+    def make():
+        table = {'a': 1.0, 'b': 2.0}
+
+        def grow(x):
+            for i, (key, v) in enumerate(table.items()):
+                if v < 2.0:
+                    table[key + 'x'] = v
+                x = x + v * i
+            return x
+        return grow, table
+    differential(make, [_call(1.0)] * 5, state=_table_state)
+
+
+def test_a_loop_over_dict_items_that_rewrites_existing_keys_converts():
+    def make():
+        table = {'a': 1.0, 'b': 2.0}
+
+        def rescale(x):
+            for key, v in table.items():
+                table[key] = v * 2.0
+                x = x + v
+            for v in table.values():
+                x = x * v
+            return x
+        return rescale, table
+    jf = differential(make, [_call(1.0)] * 5, state=_table_state)
+    assert _graph_runs(jf) >= 2

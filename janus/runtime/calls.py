@@ -503,6 +503,9 @@ def _items_of(ctx, callee, value):
         return control.outside_iterators.outside_items(ctx, value, source)
     if source is None and not isinstance(value, observe.LazyText):
         ctx.provenance(value, 'an argument of %s' % _name(callee))
+        viewed = ctx.viewed_container(value)
+        if viewed is not None and callee in (zip, enumerate):   # ``enumerate(d.items())``
+            return control.outside_iterators.unchanged_while_iterated(ctx, viewed, list(value))
         return value
     return _guard_library_args(ctx, callee, [value], {})[0][0]
 
@@ -513,6 +516,8 @@ _CONTENT_READING_METHODS = frozenset((
     'union', 'intersection', 'difference', 'symmetric_difference', 'issubset', 'issuperset',
     'isdisjoint', 'startswith', 'endswith'))
 
+
+_DICT_VIEWS = frozenset(('keys', 'values', 'items'))
 
 # Read-only container methods that give items out without looking inside them.
 _HANDING_OUT = frozenset(('get', 'items', 'keys', 'values', 'copy', '__getitem__'))
@@ -556,7 +561,10 @@ def _call_builtin_method(ctx, callee, args, kwargs):
             contents = ctx.view(owner)
         else:
             contents = ctx.contents(owner)
-        return getattr(contents, name)(*args, **kwargs)
+        result = getattr(contents, name)(*args, **kwargs)
+        if name in _DICT_VIEWS and model.kind is pytypes.Kind.DICT:
+            ctx.note_view(result, owner)   # a loop over it must see the dict unchanged
+        return result
     if name == 'update' and kwargs and model.kind is pytypes.Kind.DICT and len(args) <= 1:
         # d.update(b=t): one mapping, same order
         args, kwargs = [ctx.made(dict(*args, **kwargs))], {}

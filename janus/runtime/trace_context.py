@@ -73,6 +73,7 @@ class TraceContext:
         self._keep = []        # keeps those objects alive so ids stay unique
         self._made = {}        # id(obj) -> obj, for objects the call made (kept alive)
         self._snapshots = {}   # id(copy) -> (copy, original): copies standing for outside ones
+        self._views = {}       # id(view) -> (view, container): d.keys()/values()/items() of an outside dict
         self.assumptions = []
         self.assert_ops = []
         self.converted = {}    # code object -> Converted, for to_code/explain
@@ -432,6 +433,18 @@ class TraceContext:
         """Whether ``value`` is a copy standing for an outside container (``snapshot``)."""
         found = self._snapshots.get(id(value))
         return found is not None and found[0] is value
+
+    def note_view(self, view, container):
+        """Records ``view`` (``d.items()`` of the copy standing for the outside dict
+        ``container``) so a loop over it checks ``container`` stays unchanged."""
+        self._views[id(view)] = (view, container)
+        self._keep.append(view)
+        return view
+
+    def viewed_container(self, value):
+        """The outside dict whose keys/values/items ``value`` is, or None."""
+        found = self._views.get(id(value))
+        return found[1] if found is not None and found[0] is value else None
 
     def snapshot(self, copy, original):
         """Records ``copy`` as standing for the outside container ``original`` (made

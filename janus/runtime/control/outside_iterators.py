@@ -31,6 +31,25 @@ def is_sequence_iterator(value):
     return type(value) in sources.SEQUENCE_ITERATORS
 
 
+def unchanged_while_iterated(ctx, container, items):
+    """An outside dict's keys (a deque's items, a dict view's), each step checking
+    that the body did not add or remove one: eagerly that raises RuntimeError at the
+    next pull (janus refuses: the imperative run raises it)."""
+    pending = lambda: len(dict.get(ctx.heap.pending, id(container), ()))   # noqa: E731
+    start = pending()
+    for item in items:
+        _check_unchanged(container, pending() != start)
+        yield item
+    _check_unchanged(container, pending() != start)   # (eagerly: at the pull that ends it)
+
+
+def _check_unchanged(container, changed):
+    if changed:
+        raise Unsupported(Reason.OUTSIDE_VALUE,
+                          'janus does not convert a loop over an outside %s that the loop '
+                          'changes' % type(container).__name__)
+
+
 def list_items(ctx, sequence):
     """A loop's pulls from an outside list (``for x in self.items``), read live."""
     return _Indexed(LiveItems(ctx, sequence))

@@ -271,6 +271,9 @@ def loop_iterable(ns, site, iterable):
     source = ctx.source_of(iterable)
     if source is None:
         ctx.provenance(iterable, 'a loop')   # made by this call: iterating it is plain Python
+        viewed = ctx.viewed_container(iterable)
+        if viewed is not None:   # ``for k, v in self.d.items()``: the dict must not change
+            return outside_iterators.unchanged_while_iterated(ctx, viewed, list(iterable))
         if observe.user_dunder(iterable, '__iter__') or observe.user_dunder(iterable,
                                                                               '__getitem__'):
             raise Unsupported(Reason.SPECIAL_METHODS,
@@ -289,7 +292,7 @@ def loop_iterable(ns, site, iterable):
             or pytypes.is_set(iterable):   # a set refuses (its order); a deque is a copy
         items = ctx.view(iterable)   # the items themselves, guarded
         if model is not None and model.kind is pytypes.Kind.DEQUE:
-            return _unchanged_while_iterated(ctx, iterable, items)   # (eagerly: RuntimeError)
+            return outside_iterators.unchanged_while_iterated(ctx, iterable, items)   # (eagerly: RuntimeError)
         return iter(items)
     if pytypes.has_items(iterable):
         if ctx.heap.differs(iterable):
@@ -297,31 +300,12 @@ def loop_iterable(ns, site, iterable):
         else:
             ctx.add_guard(GuardKind.KEYS_MATCH, source, list(iterable))
             keys = list(iterable)
-        return _unchanged_while_iterated(ctx, iterable, keys)
+        return outside_iterators.unchanged_while_iterated(ctx, iterable, keys)
     raise Unsupported(Reason.OUTSIDE_VALUE,
                       'janus does not convert a loop over a %s from outside the call'
                       % type(iterable).__name__)
 
 
-
-
-def _unchanged_while_iterated(ctx, container, keys):
-    """An outside dict's keys (a deque's items), each step checking that the body
-    did not add or remove one: eagerly that raises RuntimeError at the next step
-    (janus refuses: the imperative run raises it)."""
-    pending = lambda: len(dict.get(ctx.heap.pending, id(container), ()))   # noqa: E731
-    start = pending()
-    for key in keys:
-        _check_unchanged(container, pending() != start)
-        yield key
-    _check_unchanged(container, pending() != start)   # (eagerly: at the pull that ends it)
-
-
-def _check_unchanged(container, changed):
-    if changed:
-        raise Unsupported(Reason.OUTSIDE_VALUE,
-                          'janus does not convert a loop over an outside %s that the loop '
-                          'changes' % type(container).__name__)
 
 
 def assert_(condition, lineno, message_thunk):
