@@ -2439,6 +2439,31 @@ def f_list_iter_arg(b):
                                           'list(%s)' % it]))
 
 
+def f_mutate_loop(b):
+    """A loop over an outside list, deque or dict whose body changes it: a list's
+    appends and item writes are seen by the later steps; a dict or deque that grows
+    raises RuntimeError at the next pull, as eagerly."""
+    name = b.fresh('ML')
+    kind = b.rng.choice(['list', 'list', 'deque', 'dict'])
+    if kind == 'dict':
+        b.glob(name, "{'a': 1.0, 'b': 2.5}")
+        b.item("for k_, v_ in %s.items():\n    if v_ < 2.0 and len(%s) < 3:\n"
+               "        %s[k_ + 'x'] = v_ + 3.0\n    acc = acc + v_ * 0.1" % (name, name, name),
+               loopable=False)
+        b.mutations.append("%s.pop('ax', None)" % name)
+    else:
+        maker = '[1.0, 2.5]' if kind == 'list' else 'collections.deque([1.0, 2.5], maxlen=5)'
+        if kind == 'deque':
+            _module_chunk(b, 'import collections')
+        b.glob(name, maker)
+        step = b.rng.choice(['%s.append(v_ + 3.0)' % name, '%s[-1] = v_ + 0.5' % name])
+        b.item('for v_ in %s:\n    if v_ < 2.0:\n        %s\n    acc = acc + v_ * 0.1'
+               % (name, step), loopable=False)
+        b.mutations.append('%s[:] = [1.0, 2.5]' % name if kind == 'list'
+                           else '%s.clear(); %s.extend([1.0, 2.5])' % (name, name))
+    b.flip_mutations.append('%s = %s' % (name, "{'a': 3.0}" if kind == 'dict' else '[4.0]'))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -2475,7 +2500,7 @@ FEATURES = {
     # issue 20, second set (appended last: skipping DATASET_FEATURES2 gives the programs of before)
     'ds_iter_arg': f_ds_iter_arg, 'bool_flag': f_bool_flag, 'keras_list': f_keras_list,
     # issue 20, third set (appended last)
-    'list_iter_arg': f_list_iter_arg,
+    'list_iter_arg': f_list_iter_arg, 'mutate_loop': f_mutate_loop,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -2485,7 +2510,7 @@ BREAK_FEATURES = ('break_print', 'break_size', 'break_numpy', 'break_rng', 'brea
 BREAK_FEATURES2 = ('break_ctx', 'break_gen', 'break_log')
 BREAK_FEATURES += BREAK_FEATURES2
 DATASET_FEATURES2 = ('ds_iter_arg', 'bool_flag', 'keras_list')
-DATASET_FEATURES3 = ('list_iter_arg',)
+DATASET_FEATURES3 = ('list_iter_arg', 'mutate_loop')
 DATASET_FEATURES = ('ds_loop',) + DATASET_FEATURES2 + DATASET_FEATURES3
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
@@ -2506,7 +2531,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'break_counters': 2, 'break_tape': 2,
            'break_ctx': 3, 'break_gen': 3, 'break_log': 3,
            'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
-           'list_iter_arg': 2}
+           'list_iter_arg': 2, 'mutate_loop': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
