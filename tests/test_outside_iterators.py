@@ -177,3 +177,24 @@ def test_a_loop_the_graph_would_break_or_repeat_runs_in_python():
         return nested, feed
     differential(make_nested, [lambda: ((tf.constant(0.0),), {}), lambda: ((tf.constant(2.5),), {}),
                                lambda: ((tf.constant(-4.0),), {})] * 2, state=state)
+
+
+def test_a_list_passed_in_with_an_iterator_over_it_is_one_object():
+    """``f(batches, iter(batches))``: the iterator walks the argument list itself (its
+    tensors re-read each call, its appends seen by the loop), as eagerly."""
+    def make():
+        def consume(batches, it, x):
+            for v in it:
+                if len(batches) < 3:
+                    batches.append(v + 10.0)
+                x = x + v
+            return x
+        return consume, None
+
+    def call(k):
+        def fresh():
+            batches = [tf.constant(float(k)), tf.constant(2.0)]
+            return (batches, iter(batches), tf.constant(1.0)), {}
+        return fresh
+    jf = differential(make, [call(k) for k in range(7)])
+    assert _graph_runs(jf) >= 3

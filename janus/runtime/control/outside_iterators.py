@@ -88,8 +88,9 @@ def outside_items(ctx, iterator, source):
     if type(sequence) is range:   # immutable: its start, stop and step
         ctx.add_guard(GuardKind.VALUE_MATCH, guards.IteratorSequenceSource(source), sequence)
         return _Pulls(ctx, iterator, source, LiveItems(ctx, tuple(sequence)), position)
-    sequence_source = guards.IteratorSequenceSource(source)
-    ctx.guard_value(sequence_source, sequence)
+    # The trace's own value for it: the rebuilt argument where the list was also
+    # passed in (``f(batches, iter(batches))``: one object, as eagerly).
+    sequence = ctx.guard_value(guards.IteratorSequenceSource(source), sequence)
     return _Pulls(ctx, iterator, source, LiveItems(ctx, sequence), position)
 
 
@@ -100,7 +101,7 @@ class LiveItems:
 
     def __init__(self, ctx, sequence):
         self.ctx, self.sequence = ctx, sequence
-        self.live = type(sequence) is list and ctx.source_of(sequence) is not None
+        self.live = type(sequence) is list   # a tuple or a range cannot change
         self._seen, self._items = None, None
 
     def __len__(self):
@@ -110,15 +111,13 @@ class LiveItems:
         return self._current()[index]
 
     def _current(self):
-        if not self.live:
-            if self._items is None:
-                self._items = list(self.ctx.view(self.sequence)) \
-                    if self.ctx.source_of(self.sequence) is not None else list(self.sequence)
-            return self._items
-        heap = self.ctx.heap
-        version = (len(heap.writes), len(dict.get(heap.pending, id(self.sequence), ())))
-        if version != self._seen:   # something was written since: the list as it is now
-            self._seen, self._items = version, list(self.ctx.view(self.sequence))
+        heap, sequence = self.ctx.heap, self.sequence
+        version = (len(heap.writes), len(dict.get(heap.pending, id(sequence), ())),
+                   len(sequence)) if self.live else None
+        if self._items is None or version != self._seen:   # written since: as it is now
+            self._seen = version
+            self._items = list(self.ctx.view(sequence)) \
+                if self.ctx.source_of(sequence) is not None else list(sequence)
         return self._items
 
 
