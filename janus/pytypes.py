@@ -198,6 +198,25 @@ def is_constant(value, depth=0):
     return type(value) is tuple and depth < 4 and all(is_constant(v, depth + 1) for v in value)
 
 
+def holds_only_constants(value, depth=0):
+    """Whether ``value`` is a Python constant, a list/tuple/dict of them, or an
+    exception whose arguments and attributes are: text made of it is the same
+    on every call (no graph value, no object whose text may change)."""
+    if type(value) in CONSTANTS:
+        return True
+    if depth > 4:
+        return False
+    if isinstance(value, BaseException):
+        parts = list(value.args) + list(getattr(value, '__dict__', {}).values())
+    elif type(value) in (tuple, list):
+        parts = list(value)
+    elif type(value) is dict:
+        parts = list(value.keys()) + list(value.values())
+    else:
+        return False
+    return all(holds_only_constants(part, depth + 1) for part in parts)
+
+
 def truth_is_type_level(kind):
     """Whether every instance of ``kind`` is true (no ``__bool__``/``__len__``)."""
     return getattr(kind, '__bool__', None) is None and getattr(kind, '__len__', None) is None

@@ -70,8 +70,10 @@ class Reason(enum.Enum):
 
     # -- statements the generator does not convert ----------------------------------
     TRY_STATEMENT = (True, 'the try statement runs in Python and the code in it in graphs (a '
-                           'graph break); for one graph, move the try/except out of the janus '
-                           'function, around the call')
+                           'graph break): janus traces a try whose handlers catch only what '
+                           'your own raise/assert statements raise; for one graph, raise it '
+                           'from your code, or move the try/except out of the janus function, '
+                           'around the call')
     MATCH_STATEMENT = (True, 'use if/elif instead of match')
     INLINE_CLASS = (True, 'define the class at module level')
     INLINE_IMPORT = (True, 'import at module level')

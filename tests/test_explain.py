@@ -132,9 +132,9 @@ def test_conversion_reasons_name_the_line_and_what_to_change(make, reason, advic
 
 
 def _try_block():
-    def f(x):
-        try:
-            y = x * 2.0
+    def f(x, scale='auto'):
+        try:   # float('auto') raises in Python's own code: janus cannot vouch for it
+            y = x * float(scale)
         except ValueError:
             y = x
         return y

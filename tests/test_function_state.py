@@ -338,11 +338,11 @@ def _trainer_class():
             self.log = io.StringIO()
             self.limit_mode = 'a'
 
-        def tried(self, x):   # janus does not convert a try statement
-            try:
-                y = x * self.w
+        def tried(self, x):   # janus does not convert this try statement
+            try:   # float('a') raises in Python's own code: janus cannot vouch for it
+                y = x * self.w * float(self.limit_mode)
             except ValueError:
-                y = x
+                y = x * self.w
             self.step += 1
             self.w.assign_add(0.125 * y)
             if tf.reduce_sum(y) > 0:

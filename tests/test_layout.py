@@ -148,7 +148,7 @@ def test_runtime_does_not_import_the_generator():
 
 # runtime/control/: each module imports only those before it (its __init__ lists them).
 CONTROL_ORDER = ('common', 'values', 'branch_writes', 'hoisting', 'cond', 'loops', 'datasets',
-                 'outside_iterators', 'statements')
+                 'outside_iterators', 'exceptions', 'statements')
 
 
 def test_control_modules_import_only_those_before_them():

@@ -135,9 +135,9 @@ class _Shown:
 DYNAMIC, SHOWN = _Dynamic(), _Shown()
 
 
-def try_statement(x):
-    try:
-        y = x * 2.0
+def try_statement(x, scale='auto'):
+    try:   # float('auto') raises in Python's own code: janus cannot vouch for it
+        y = x * float(scale)
     except ValueError:
         y = x
     return y

@@ -19,8 +19,9 @@ import gast
 
 from janus.reasons import Reason
 from janus.errors import ConversionError
-from janus.graphgen.converters import (attributes, calls, common, control, declared, jumps,
-                                       literals, names, observations, returns, unsupported)
+from janus.graphgen.converters import (attributes, calls, common, control, declared,
+                                       exceptions, jumps, literals, names, observations,
+                                       returns, unsupported)
 from janus.pyct import frontend, mangling, parser, recompile
 from janus.runtime import operators
 from janus.runtime.namespace import FunctionNamespace
@@ -37,6 +38,7 @@ PASSES = (
     observations.RouteObservations,
     calls.RouteCalls,
     names.ResolveFreeNames,
+    exceptions.RouteTry,
 )
 
 

@@ -483,6 +483,7 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
         restore = rollback.late_checks_plan(concrete)   # refuses what it cannot undo
     elif config.restore_on_error and not distributed:
         restore = _rollback_plan(concrete, ctx)
+    _errors_reach_handlers(ctx, concrete, restore, converted)
     assumed_sites = ctx.plan.assumed()
     return GraphEntry(
         signature=signature, bound_template=bound, concrete=concrete,
@@ -678,6 +679,39 @@ def _assert_acyclic(graph):
     stuck = sorted(op.name for op, n in waiting.items() if n > 0)
     assert done == len(ops), ('janus built a graph with a cycle (ops on or after it: %s)'
                               % ', '.join(stuck[:8]))
+
+
+def _errors_reach_handlers(ctx, concrete, restore, converted):
+    """A ``try`` body's op that may fail at run time: eager would run the handler, so
+    every error of the graph must re-run the call imperatively (``replay/executor.py``).
+    Refuses the statement (a graph break at it) when one could surface as the graph's
+    own: after a state change no rollback undoes (``control/exceptions.py``)."""
+    region = control.exceptions.may_fail_inside(ctx.try_regions)
+    if region is None or not ctx.has_mutations or restore[0] is not None:
+        return
+    graph = concrete.graph
+    safe = ctx.safe_error_ops or set()
+    on_host = getattr(graph, HOST_CHECKED, frozenset())
+    if all(op.name in safe or op in on_host or fallible.infallible(op)
+           for op in graph.get_operations()):
+        return
+    error = ConversionError(
+        Reason.TRY_STATEMENT, 'the body of this try statement may fail at run time, where '
+        'the graph may already have changed what janus cannot undo (%s); eager would run '
+        'the handler' % (restore[1] or 'janus.config.restore_on_error is off'),
+        region.filename, region.line, _read_line(region.filename, region.line))
+    error.statement_line = _own_statement_line(region.frames, converted)
+    raise error
+
+
+def _own_statement_line(frames, converted):
+    """``_statement_line`` for the (code, line) frames of a region, innermost first."""
+    for code, line in frames:
+        if code is converted.py_fn.__code__ or (
+                code in converted.code_objects
+                and (code.co_name.startswith('__') or code.co_name in _OWN_NESTED)):
+            return line
+    return None
 
 
 def _rollback_plan(concrete, ctx):

@@ -6,7 +6,7 @@ code uses this module (``graphgen/converters/common.RUNTIME``); every
 operator lives by job in a module of its own: reads and writes of names,
 attributes and items and ``with`` (``access.py``; attributes that run your
 properties or ``__getattr__``: ``attributes.py``), calls (``calls.py``),
-control flow, a loop's iterable and ``assert`` (``control/``), observations
+control flow, a loop's iterable, ``assert`` and ``try`` (``control/``), observations
 of values (``observe.py``).
 """
 from janus.runtime.access import (KEY, closure_write, enter, item, load,  # noqa: F401
@@ -15,6 +15,7 @@ from janus.runtime.attributes import attr, setattr_  # noqa: F401
 from janus.runtime.calls import call  # noqa: F401
 from janus.runtime.control import (UNDEFINED, boolop, for_stmt, if_stmt, ifexp,  # noqa: F401
                                    not_, read_local, test, while_stmt)
+from janus.runtime.control.exceptions import TRACE_SIGNALS, caught, try_body  # noqa: F401
 from janus.runtime.control.statements import assert_  # noqa: F401
 from janus.runtime.control.statements import loop_iterable as iter  # noqa: F401,A004
 from janus.runtime.observe import (binop, compare, compare_chain, each,  # noqa: F401

@@ -105,10 +105,27 @@ def _snapshot(variable):
     return PrintedVariable(style.value, head, tf.identity(tf.convert_to_tensor(variable)))
 
 
+def _exception_text(error):
+    """``print(e)`` of an exception: its text, the same on every call when the call
+    made it of Python constants and its class does not define how it prints (an
+    exception the trace caught, ``control/exceptions.py``); an outside one is
+    printed as it is after the run."""
+    if current().source_of(error) is not None:
+        return error
+    if (observe.user_dunder(error, '__str__') or not pytypes.holds_only_constants(error)):
+        raise Unsupported(Reason.PRINT_OF_OBJECT,
+                          'janus does not convert print() of a %s made in the call that holds '
+                          'more than Python constants or defines how it prints'
+                          % type(error).__name__)
+    return str(error)
+
+
 def _printable(value, depth=0):
     """``value`` with every variable in it replaced by a snapshot of its value."""
     if _is_variable(value):
         return _snapshot(value)
+    if depth == 0 and isinstance(value, BaseException):
+        return _exception_text(value)
     if not isinstance(value, (list, tuple, dict)):
         if observe.user_dunder(value, '__str__') or observe.user_dunder(value, '__repr__'):
             # It would run after the graph, unconverted, seeing the state at the end.

@@ -198,6 +198,12 @@ def from_tensor(callee, tensor):
         raise Unsupported(Reason.NUMPY_IN_GRAPH,
                           'janus converts %s() of a one-element numeric tensor of known '
                           'shape only (got %s %s)' % (callee.__name__, dtype.name, tensor.shape))
+    if tensor.shape.rank:
+        try:   # eager converts through NumPy, whose rule for a one-element array applies
+            callee(np.zeros(tensor.shape.as_list()))
+        except TypeError as e:
+            raise Unsupported(Reason.NUMPY_IN_GRAPH, '%s() of a %s tensor raises eagerly (%s)'
+                              % (callee.__name__, tensor.shape, e)) from None
     value = tf.reshape(tensor, [])
     if callee is bool:
         truth = value if dtype == tf.bool else tf.not_equal(value, tf.zeros([], dtype))

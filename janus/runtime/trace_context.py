@@ -94,6 +94,7 @@ class TraceContext:
         self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
         self.tracked_copies = set()   # ids of containers written to Keras objects (access.py)
         self._number_writes = {}   # uid -> name: number locations the call rewrites
+        self.try_regions = []   # control/exceptions.TryRegion of every try body traced
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments, opaque=frozenset()):

@@ -19,9 +19,24 @@ _REJECTED = {   # node type -> (Reason, what)
     gast.AsyncFunctionDef: (Reason.GENERATOR, 'a coroutine (`async def`)'),
     gast.AsyncFor: (Reason.GENERATOR, 'a coroutine (`async for`)'),
     gast.AsyncWith: (Reason.GENERATOR, 'a coroutine (`async with`)'),
-    gast.Try: (Reason.TRY_STATEMENT, 'a try statement (graph errors cannot be caught in Python)'),
+    gast.TryStar: (Reason.TRY_STATEMENT, 'an `except*` clause (exception groups)'),
     gast.Match: (Reason.MATCH_STATEMENT, 'a match statement'),
 }
+
+
+def _jumps_out(node, loops):
+    """Whether ``node`` returns, or breaks/continues a loop outside it (``loops``: the
+    loops entered below the statement)."""
+    if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)):
+        return False
+    if isinstance(node, gast.Return):
+        return True
+    if isinstance(node, (gast.Break, gast.Continue)):
+        return loops == 0
+    if isinstance(node, (gast.For, gast.While)):
+        return (any(_jumps_out(s, loops + 1) for s in node.body)
+                or any(_jumps_out(s, loops) for s in node.orelse))
+    return any(_jumps_out(child, loops) for child in gast.iter_child_nodes(node))
 
 
 class RejectUnsupported(Pass):
@@ -53,6 +68,17 @@ class RejectUnsupported(Pass):
             self._depth -= 1
 
     visit_Lambda = visit_FunctionDef
+
+    def visit_Try(self, node):
+        if self.ctx.generator and self._depth == 0:
+            self.unsupported(node, Reason.GENERATOR, 'janus does not convert a try statement '
+                             'in a generator (closing the generator would run its handlers '
+                             'and finally, maybe outside the call)')
+        if any(_jumps_out(stmt, 0) for stmt in node.finalbody):
+            self.unsupported(node, Reason.TRY_STATEMENT,
+                             'janus does not convert a `finally` that returns, breaks or '
+                             'continues (it would swallow the exception being raised)')
+        return self.generic_visit(node)
 
     def visit_Attribute(self, node):
         if isinstance(node.ctx, gast.Del):

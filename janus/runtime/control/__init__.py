@@ -16,15 +16,16 @@ The package's modules, each importing only those before it:
 tf.cond), ``branch_writes`` (Python writes inside a branch), ``hoisting``
 (a branch's assertions checked before it), ``cond``, ``loops``, ``datasets``,
 ``outside_iterators`` (loops over a list/tuple/range iterator from outside),
-``statements`` (what converted code calls).
+``exceptions`` (``try`` statements traced: which exceptions a handler may
+see), ``statements`` (what converted code calls).
 """
 from janus.runtime.control.common import (INTERNAL_FLAGS, UNDEFINED, CannotBuild, TensorList,
                                           TestValue, Undefined, bool_tensor, read_local)
-from janus.runtime.control import datasets, outside_iterators
+from janus.runtime.control import datasets, exceptions, outside_iterators
 from janus.runtime.control.hoisting import HOISTED
 from janus.runtime.control.statements import (boolop, for_stmt, if_stmt, ifexp, not_, test,
                                               unrolled_items, while_stmt)
 
-__all__ = ['datasets', 'outside_iterators', 'INTERNAL_FLAGS', 'UNDEFINED', 'CannotBuild', 'TensorList', 'TestValue', 'Undefined',
+__all__ = ['datasets', 'exceptions', 'outside_iterators', 'INTERNAL_FLAGS', 'UNDEFINED', 'CannotBuild', 'TensorList', 'TestValue', 'Undefined',
            'read_local', 'bool_tensor', 'HOISTED', 'boolop', 'for_stmt', 'if_stmt', 'ifexp', 'not_', 'test',
            'unrolled_items', 'while_stmt']

@@ -23,7 +23,7 @@ from janus.runtime import arrays, observe, scalar_ops, scalars
 from janus.runtime.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
                                           is_test_tensor, lineage_of, python_truth, static_truth,
                                           taping, tensor_flags, bool_tensor)
-from janus.runtime.control import datasets, outside_iterators
+from janus.runtime.control import datasets, exceptions, outside_iterators
 from janus.runtime.control.cond import cond_values, dynamic_if
 from janus.runtime.control.loops import dynamic_for, dynamic_while
 from janus.runtime.graph_analysis import depends_on_state_change
@@ -308,6 +308,7 @@ def loop_iterable(ns, site, iterable):
 
 
 
+@exceptions.raises_for_user
 def assert_(condition, lineno, message_thunk):
     """``assert``: a tensor condition becomes a ``Janus>Assert`` in the graph."""
     if not isinstance(condition, tf.Tensor):

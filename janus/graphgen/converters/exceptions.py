@@ -1,0 +1,51 @@
+"""Pass: ``try`` statements run as Python at trace time, watched by the runtime.
+
+Runs last, after ``names`` (what it adds must not be routed again).  Each
+``try`` keeps its shape; its body is wrapped in ``with __jr.try_body(line,
+types, has_finally)`` (the ops the body makes are the statement's region;
+``types`` a thunk of the handlers' exception types, converted as they are
+in the handlers, a bare ``except`` as None), a first handler lets
+janus's own signals through (``except __jr.TRACE_SIGNALS: raise``), and every
+handler of yours starts with ``__jr.caught(line)``, which refuses an
+exception eager might not raise there (``runtime/control/exceptions.py``
+says which).  ``unsupported`` has already refused what this cannot keep:
+``except*`` and a ``finally`` that jumps (it would swallow janus's signals).
+"""
+import copy
+
+import gast
+
+from janus.graphgen.converters import common
+
+
+def _with_region(node):
+    """``with __jr.try_body(line, lambda: (handler types...), has_finally): body``."""
+    types = [copy.deepcopy(h.type) if h.type is not None else common.const(None)
+             for h in node.handlers]
+    thunk = gast.Lambda(gast.arguments([], [], None, [], [], None, []),
+                        gast.Tuple(types, gast.Load()))
+    call = common.runtime_call('try_body', [common.const(node.lineno), thunk,
+                                            common.const(bool(node.finalbody))], like=node)
+    return [gast.copy_location(gast.With([gast.withitem(call, None)], node.body, None), node)]
+
+
+def _signals_pass(node):
+    handler = gast.ExceptHandler(common.runtime_attr('TRACE_SIGNALS'), None,
+                                 [gast.copy_location(gast.Raise(None, None), node)])
+    return gast.copy_location(handler, node)
+
+
+def _checked(handler, node):
+    check = gast.Expr(common.runtime_call('caught', [common.const(node.lineno)], like=node))
+    handler.body = [gast.copy_location(check, node)] + handler.body
+    return handler
+
+
+class RouteTry(common.Pass):
+
+    def visit_Try(self, node):
+        node = self.generic_visit(node)
+        node.body = _with_region(node)
+        if node.handlers:
+            node.handlers = [_signals_pass(node)] + [_checked(h, node) for h in node.handlers]
+        return node

@@ -1,0 +1,182 @@
+"""``try`` statements traced into the graph: what converted code calls around them.
+
+Needs a ``TraceContext`` (``tracing.current()``).  The converter
+(``graphgen/converters/exceptions.py``) turns a ``try`` statement into::
+
+    try:
+        with __jr.try_body(LINE):        # the body's ops are the statement's region
+            BODY
+    except __jr.TRACE_SIGNALS:           # janus's own signals pass every handler
+        raise
+    except E as e:
+        __jr.caught(LINE)                # the handler runs only for an exact exception
+        HANDLER
+    else: ...  finally: ...              # unchanged
+
+so the statement runs as Python at trace time (as AutoGraph runs it), and
+janus keeps eager's meaning on every run the graph's guards admit:
+
+* **An exception the trace catches must be eager's, at that point, on every
+  such run** (``caught``): raised by a ``raise`` of your converted code,
+  having reached the handler through converted code and janus's operators
+  only.  Not a TF or library frame on the way (a graph-construction error is
+  no eager error, and a ``tf.cond`` branch or ``tf.while_loop`` body raises
+  only on some runs), and no graph value in it (its text would be the
+  trace's).  Any other caught exception refuses the statement: it becomes a
+  graph break at the ``try`` (``Reason.TRY_STATEMENT``), as before janus
+  traced try statements.
+* **An op of the body that may fail at run time** (``runtime/fallible.py``),
+  in a statement with a ``finally`` or a handler that would catch a
+  ``tf.errors.OpError``, must make the graph re-run the call imperatively,
+  where eager's handler runs: the tracer refuses a graph whose error could
+  surface as the graph's own (a state change no rollback undoes:
+  ``may_fail_inside``).
+"""
+import contextlib
+import dataclasses
+import os
+import sys
+import typing
+
+import tensorflow as tf
+
+from janus import pytypes
+from janus.errors import JanusError, TraceBudgetExceeded, Unsupported
+from janus.reasons import Reason
+from janus.runtime import fallible, heap, tracing
+from janus.runtime.control.common import BranchRaised
+from janus.runtime.control.values import CannotMerge
+
+# Exceptions janus raises through your code while it traces (refusals, retrace
+# requests, its budget): no handler of yours may catch them (a bare ``except:``
+# included), so the converter puts this clause first.
+TRACE_SIGNALS = (JanusError, TraceBudgetExceeded, heap.HeapError, BranchRaised, CannotMerge)
+
+# janus's own modules (converted code keeps your file's name).
+_JANUS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+@dataclasses.dataclass(eq=False)
+class TryRegion:
+    """The ops one traced ``try`` body made in its graph (``first`` to ``end``, by
+    position in ``graph.get_operations()``), and where the statement is."""
+    graph: typing.Any
+    first: int
+    end: int
+    filename: str
+    line: int
+    frames: tuple   # (code, line) of the converted frames around it, innermost first
+    catches_graph_errors: bool   # a handler or a finally would see a TF error of the body
+
+    def operations(self):
+        return self.graph.get_operations()[self.first:self.end]
+
+
+@contextlib.contextmanager
+def try_body(line, handler_types, has_finally):
+    """Around a ``try`` statement's body: records the ops it makes (a region).
+    ``handler_types``: a thunk of the handlers' types (None for a bare ``except``)."""
+    ctx = tracing.current()
+    graph = tf.compat.v1.get_default_graph()
+    first = len(graph._nodes_by_id)   # no op leaves a graph while it is traced
+    frames = _converted_frames(sys._getframe(2), ctx.code_objects)
+    try:
+        yield
+    except TRACE_SIGNALS:
+        raise   # the trace is abandoned: no region to keep
+    finally:
+        if sys.exc_info()[0] is None or not issubclass(sys.exc_info()[0], TRACE_SIGNALS):
+            filename = frames[0][0].co_filename if frames else None
+            catches = has_finally or _catch_graph_errors(handler_types)
+            ctx.try_regions.append(TryRegion(graph, first, len(graph._nodes_by_id), filename,
+                                             line, frames, catches))
+
+
+def _catch_graph_errors(handler_types):
+    """Whether a handler would catch the ``tf.errors.OpError`` a graph op raises (a
+    handler whose type janus cannot read counts as one that would)."""
+    try:
+        types = handler_types()
+    except Exception:  # noqa: BLE001 - eager reads them only for an exception: assume the worst
+        return True
+    flat = []
+    for kind in types:
+        flat.extend(kind if type(kind) is tuple else [kind])
+    return any(kind is None or not isinstance(kind, type) or issubclass(tf.errors.OpError, kind)
+               or issubclass(kind, tf.errors.OpError) for kind in flat)
+
+
+def caught(line):
+    """First statement of a handler: the exception being handled must be one eager
+    raises there on every run the guards admit, else the statement is refused."""
+    ctx = tracing.current()
+    error = sys.exc_info()[1]
+    why = _not_exact(error, ctx.code_objects)
+    if why is not None:
+        raise Unsupported(Reason.TRY_STATEMENT,
+                          'line %d catches %s %s; janus cannot tell that eager raises it '
+                          'there on every call' % (line, type(error).__name__, why))
+
+
+def may_fail_inside(regions):
+    """The first region catching graph errors one of whose ops may fail at run time."""
+    for region in regions:
+        if region.catches_graph_errors and any(not fallible.infallible(op) for op in region.operations()):
+            return region
+    return None
+
+
+# -- which exceptions are exact -------------------------------------------------
+
+_RAISES_FOR_YOU = set()   # code of janus operators whose raise is your statement's
+
+
+def raises_for_user(fn):
+    """Marks an operator whose own ``raise`` is exactly what your statement raises
+    eagerly there (``assert_``'s AssertionError of a false Python condition)."""
+    _RAISES_FOR_YOU.add(fn.__code__)
+    return fn
+
+
+def _not_exact(error, code_objects):
+    """Why ``error`` is not certainly eager's exception here, or None when it is."""
+    frames = _traceback_codes(error.__traceback__)
+    if not frames or (frames[-1] not in code_objects and frames[-1] not in _RAISES_FOR_YOU):
+        return 'raised by %s, not by a raise statement of your code' % _where(frames[-1:])
+    for code in frames:
+        if code not in code_objects and not _is_janus(code):
+            return 'raised through %s on its way' % _where([code])
+    if not pytypes.holds_only_constants(error):
+        return 'holding a value computed in the graph (its text would be the trace\'s)'
+    return None
+
+
+def _traceback_codes(tb):
+    codes = []
+    while tb is not None:
+        codes.append(tb.tb_frame.f_code)
+        tb = tb.tb_next
+    return codes
+
+
+def _is_janus(code):
+    return code.co_filename.startswith(_JANUS_DIR)
+
+
+def _where(codes):
+    if not codes:
+        return 'Python itself'
+    code = codes[0]
+    return '%s (%s:%d)' % (code.co_name, code.co_filename, code.co_firstlineno)
+
+
+def _converted_frames(frame, code_objects):
+    """(code, line) of the converted frames from ``frame`` outwards."""
+    found = []
+    while frame is not None:
+        if frame.f_code in code_objects:
+            found.append((frame.f_code, frame.f_lineno))
+        frame = frame.f_back
+    return tuple(found)
+
+
