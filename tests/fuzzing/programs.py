@@ -28,6 +28,7 @@ hence fresh on each side.  Input values are multiples of 0.25 and thresholds
 sit between them, so a tensor branch never depends on float rounding.
 """
 import random
+import re
 import textwrap
 
 
@@ -2464,6 +2465,319 @@ def f_mutate_loop(b):
     b.flip_mutations.append('%s = %s' % (name, "{'a': 3.0}" if kind == 'dict' else '[4.0]'))
 
 
+# try statements traced as Python (appended last: skipping TRY_FEATURES gives the programs
+# of before)
+
+TRY_CLASSES = '''
+class TryError(Exception):
+    pass
+
+
+class TryLimit(TryError):
+    pass
+
+
+def check_try(v, limit):
+    if v > limit:
+        raise TryLimit('value %r over %r' % (v, limit))
+    return v
+'''
+
+# exception raised -> the classes above it a handler may name instead
+_TRY_BASES = {
+    'ValueError': ['Exception'], 'KeyError': ['LookupError', 'Exception'],
+    'IndexError': ['LookupError', 'Exception'], 'RuntimeError': ['Exception'],
+    'ZeroDivisionError': ['ArithmeticError', 'Exception'],
+    'FloatingPointError': ['ArithmeticError', 'Exception'],
+    'TryError': ['Exception'], 'TryLimit': ['TryError', 'Exception'],
+    'AssertionError': ['Exception'], 'StopIteration': ['Exception'],
+    'tf.errors.InvalidArgumentError': ['tf.errors.OpError', 'Exception'],
+}
+_TRY_OTHERS = ['ValueError', 'KeyError', 'TypeError', 'RuntimeError', 'ZeroDivisionError',
+               'IndexError', 'TryError', 'AttributeError']
+
+
+class _TryCtx:
+    """State attributes a feature's try statements share (created on first use)."""
+
+    def __init__(self, b):
+        self.b = b
+        b.need_state()
+        self.O = b.obj
+        self.names = {}
+
+    def attr(self, base, init, mutations=(), flips=()):
+        if base not in self.names:
+            name = self.b.fresh(base)
+            self.b.state_init.append('self.%s = %s' % (name, init))
+            self.names[base] = name
+            self.b.mutations.extend(m % ('S.' + name) for m in mutations)
+            self.b.flip_mutations.extend(m % ('S.' + name) for m in flips)
+        return '%s.%s' % (self.O, self.names[base])
+
+
+def _try_catch(rng, exc, form):
+    """The type a handler names for ``exc``: 'match', 'base' (a base class, Exception,
+    or bare), 'tuple' (with another type) or 'mismatch' (the exception goes past)."""
+    if form == 'match':
+        return exc
+    if form == 'base':
+        return rng.choice(_TRY_BASES.get(exc, ['Exception']) + [''])
+    others = [t for t in _TRY_OTHERS if t != exc and t not in _TRY_BASES.get(exc, ())]
+    if form == 'tuple':
+        pair = [rng.choice(others), exc]
+        rng.shuffle(pair)
+        return '(%s)' % ', '.join(pair)
+    return rng.choice(others)
+
+
+def _try_raiser(c, j=None):
+    """The body of a try that raises on some calls: dict(pre, body, exc, brk)."""
+    b, O, rng = c.b, c.O, c.b.rng
+    kind = rng.choice(['py', 'py', 'py', 'tensor', 'tensor', 'fallible', 'fallible',
+                       'unvouched', 'unvouched'])
+    pre, brk = [], False
+    if kind == 'py':
+        exc = rng.choice(['ValueError', 'TryLimit', 'KeyError', 'RuntimeError',
+                          'ZeroDivisionError', 'TryError', 'AssertionError', 'TryLimit'])
+        src = rng.choice(['p', 'p', 'count', 'limit', 'shape', 'callee'] + (['loop'] * 3 if j else []))
+        if src == 'callee':
+            p = b.need_p()
+            body = ['acc = acc + check_try(%s, %d)' % (p, b.p_values[0])]
+            exc = 'TryLimit'
+            return dict(pre=pre, body=body, exc=exc, brk=brk)
+        if src == 'p':
+            p = b.need_p()
+            base, other = b.p_values
+            cond = rng.choice(['%s != %d' % (p, base), '%s == %d' % (p, other),
+                               ('%s > %d' % (p, base)) if other > base else ('%s < %d' % (p, base))])
+            msg = "'p=%%d' %% %s" % p
+        elif src == 'count':
+            tries = c.attr('tries', '0', ['%s = 0'], ['%s = 2'])
+            line = '%s += 1' % tries
+            if line not in pre:
+                pre.append(line)
+            cond = '%s %% %d == %d' % (tries, rng.choice([2, 3]), rng.choice([0, 1]))
+            msg = "'try %%d' %% %s" % tries
+        elif src == 'limit':
+            limit = c.attr('limit', '100', ['%s = 100'], ['%s = 0', '%s = 1'])
+            cond = 'acc.shape[0] > %s' % limit
+            msg = "'%d over the limit' % acc.shape[0]"
+        elif src == 'shape':
+            b.x.shape_changes = True
+            cond = 'x.shape[0] != %d' % b.x.length
+            msg = "'batch of %d' % x.shape[0]"
+        else:
+            p = b.need_p()
+            cut = c.attr('cut', '2', ['%s = 0', '%s = 5'], ['%s = 1'])
+            cond = rng.choice(['%s == %s' % (j, p), '%s %% 2 == 1' % j, '%s >= %s' % (j, cut)])
+            msg = "'at %%d' %% %s" % j
+        if exc == 'AssertionError':
+            body = ['assert not (%s), %s' % (cond, msg)]
+        else:
+            body = ['if %s:' % cond, '    raise %s(%s)' % (exc, msg)]
+    elif kind == 'tensor':
+        r = rng.random()
+        if r < 0.4:
+            b.x.spikes.add(rng.randint(max(b.flip, 1), b.ncalls - 1))
+            cond = 'tf.reduce_max(x) > 2.875'
+        elif r < 0.6:
+            cond = 'tf.reduce_sum(acc) > 6.0'
+        else:
+            cond = b.cond_tensor()
+        exc = rng.choice(['FloatingPointError', 'ValueError', 'TryLimit', 'AssertionError'])
+        if exc == 'AssertionError':
+            body = ["assert not (%s), 'input out of range'" % cond]
+        else:
+            msg = rng.choice(["'loss diverged'", "'sum %.2f' % float(tf.reduce_sum(x))",
+                              "'input out of range'"])
+            body = ['if %s:' % cond, '    raise %s(%s)' % (exc, msg)]
+    elif kind == 'fallible':
+        exc = 'tf.errors.InvalidArgumentError'
+        r = rng.random()
+        if r < 0.6:
+            idx = b.fresh('idx')
+            n = b.x.length
+            wrap = rng.random() < 0.4
+            odd = rng.choice([n, n + 1, n + 3, -1, -n - 1])
+            every = rng.choice([1, 2, 2, 3])
+
+            def values(i, idx=idx, n=n, wrap=wrap, odd=odd, every=every):
+                v = odd if (b.regime(i) and i % every == 0) else i % n
+                return 'tf.constant(%d)' % v if wrap else str(v)
+            b.params.append((idx, values))
+            where = '%s + %s' % (idx, j) if j and rng.random() < 0.5 else idx
+            body = [rng.choice(['acc = acc + tf.gather(x, %s)' % where,
+                                'row_ = tf.gather(acc, %s)\nacc = acc * 0.5 + row_' % where])]
+        elif r < 0.8:
+            body = [rng.choice(["acc = acc + tf.debugging.check_numerics(tf.math.log(x), 'log of x')",
+                                "acc = acc + tf.debugging.check_numerics(tf.sqrt(x - 0.5), 'sqrt')"])]
+        else:
+            b.x.spikes.add(rng.randint(max(b.flip, 1), b.ncalls - 1))
+            body = ["tf.debugging.assert_less(tf.reduce_max(tf.cast(x, tf.float32)), 2.875, "
+                    "message='x too large')"]
+        body = [ln for chunk in body for ln in chunk.split('\n')]
+        if rng.random() < 0.5:
+            v = b.fresh('VT')
+            b.glob(v, 'tf.Variable(0.0)')
+            body.insert(0, '%s.assign_add(1.0)' % v)
+            b.mutations.append('%s.assign(-2.0)' % v)
+            if rng.random() < 0.4:
+                body.append('%s.assign_add(0.5)' % v)
+    else:
+        brk = True
+        r = rng.random()
+        if r < 0.3:
+            table, out = _holder(b, 'table', "{'a': 1.0, 'b': 2.5}")
+            key = b.fresh('key')
+            b.params.append((key, lambda i: "'c'" if b.regime(i) and i % 2 == 0 else
+                             ("'a'" if i % 3 else "'b'")))
+            body = ['acc = acc + %s[%s]' % (table, key)]
+            exc = 'KeyError'
+            b.mutations += ["%s.pop('a', None)" % out, "%s['c'] = 0.5" % out]
+        elif r < 0.5:
+            s = b.fresh('txt')
+            b.params.append((s, lambda i: _try_text(i, b)))
+            body = ['n_ = int(%s)' % s, 'acc = acc + n_']
+            exc = 'ValueError'
+        elif r < 0.75:
+            q, out = _holder(b, 'queue', '[0.5, 1.5]')
+            body = ['v_ = next(iter(%s))' % q, 'acc = acc + v_']
+            exc = 'StopIteration'
+            b.mutations += ['%s.clear()' % out, '%s.append(2.5)' % out]
+            b.flip_mutations.append('%s.clear()' % out)
+        else:
+            q, out = _holder(b, 'queue', '[0.5, 1.5, 2.5]')
+            body = ['v_ = %s.pop()' % q, 'acc = acc + v_']
+            exc = 'IndexError'
+            b.mutations += ['%s.extend([0.5, 1.5])' % out, '%s.clear()' % out]
+    return dict(pre=pre, body=body, exc=exc, brk=brk)
+
+
+def _try_text(i, b):
+    """A string argument ``int()`` reads: a number, or (regime 1, some calls) not one."""
+    if b.regime(i) and i % 2 == 0:
+        return "'x%d'" % i
+    return "'%d'" % (i % 3) if i % 2 else "' 7 '"
+
+
+def _try_handler(c, j, e_ok=True):
+    """(lines, uses_e): what a handler does: state writes, prints, the exception's text,
+    then maybe re-raising, wrapping, continue/break (in a loop) or return."""
+    rng = c.b.rng
+    pool = ['@ERRORS += 1', "print('skipped')", 'acc = acc * 0.5', 'acc = tf.zeros_like(acc)',
+            'acc = acc - 1.0']
+    if e_ok:
+        pool += ['@ERRLOG.append(str(e))', '@ERRLOG.append(type(e).__name__)',
+                 "print('skip', e)", "print('caught', type(e).__name__)",
+                 'msg_ = str(e)\nacc = acc + len(msg_) * 0.01']
+    lines = []
+    for ln in rng.sample(pool, rng.randint(1, 3)):
+        if '@ERRORS' in ln:
+            ln = ln.replace('@ERRORS', c.attr('errors', '0', ['%s = 0']))
+        if '@ERRLOG' in ln:
+            ln = ln.replace('@ERRLOG', c.attr('errlog', '[]', ['%s.clear()']))
+        lines += ln.split('\n')
+    ends = ['', '', '', 'raise']
+    if e_ok:
+        ends += ["raise ValueError('wrapped') from e", "raise TryError('wrapped: %s' % e) from e"]
+    ends += ['continue', 'continue', 'break'] if j else ['return acc * 0.25']
+    end = rng.choice(ends)
+    if end:
+        lines.append(end)
+    return lines, any(re.search(r'\be\b', ln) for ln in lines)
+
+
+def _try_block(c, j=None, inner=False):
+    """A try statement (lines) around a raiser, with handlers, else, finally."""
+    b, O, rng = c.b, c.O, c.b.rng
+    r = _try_raiser(c, j)
+    body = list(r['body'])
+    if rng.random() < 0.4:
+        body.insert(0, arith(b, 1))
+    if rng.random() < 0.4:
+        body.append(rng.choice([arith(b, 1), '%s += 1' % c.attr('ok', '0', ['%s = 0'])]))
+    if not j and not inner and rng.random() < 0.15:
+        cond = b.cond_tensor() if rng.random() < 0.5 else b.cond_python()
+        body += ['if %s:' % cond, '    return acc * 2.0']
+    pre = list(r['pre'])
+    form = rng.choice(['match', 'match', 'base', 'base', 'tuple', 'mismatch', 'multi',
+                       'finally'] + (['mismatch', 'finally'] if inner else []))
+    depth = form == 'finally' or rng.random() < 0.25
+    lines = ['try:'] + _indent(body)
+    if form != 'finally':
+        clauses = [form] if form != 'multi' else ['mismatch', rng.choice(['match', 'base'])]
+        for k, f in enumerate(clauses):
+            catch = _try_catch(rng, r['exc'], f)
+            hl, uses_e = _try_handler(c, j, e_ok=bool(catch))
+            if not catch:
+                lines.append('except:')
+            else:
+                lines.append('except %s%s:' % (catch, ' as e' if uses_e else ''))
+            lines += _indent(hl)
+        if rng.random() < 0.25:
+            lines += ['else:'] + _indent([rng.choice(['%s += 1' % c.attr('ok', '0', ['%s = 0']),
+                                                      'acc = acc + 0.125', "print('ok')"])])
+    if depth:
+        d = c.attr('depth', '0', ['%s = 0'])
+        pre.append('%s += 1' % d)
+        fin = ['%s -= 1' % d]
+        if rng.random() < 0.3:
+            fin.append(rng.choice(["print('depth', %s)" % d,
+                                   '%s += 1' % c.attr('done', '0', ['%s = 0'])]))
+        lines += ['finally:'] + _indent(fin)
+    elif rng.random() < 0.1:
+        lines += ['finally:', "    print('finally')"]
+    return pre + lines, r['brk']
+
+
+def f_try_stmt(b):
+    """``try`` statements as users write them, traced as Python (DESIGN: "`try`
+    statements are traced as Python"): a user ``raise``/``assert`` under a Python
+    condition (an argument, a counter on the state, a shape) or a tensor condition,
+    caught by its class, a base class, or not at all; ops that fail at run time
+    (``tf.gather`` out of range, ``check_numerics``) under ``except
+    tf.errors.InvalidArgumentError``/``Exception``, after a variable update; exceptions
+    of Python itself (``d[k]``, ``int(s)``, ``next``, ``pop``: graph breaks); handlers
+    writing state, printing the exception, re-raising or wrapping it; ``finally``
+    keeping a depth counter (a ``return`` in the body too), ``else``, nested try and
+    try in a loop with ``continue``/``break``.  The flip and outside changes move
+    calls from one path to the other."""
+    _module_chunk(b, TRY_CLASSES)
+    c = _TryCtx(b)
+    rng = b.rng
+    b.ncalls = max(b.ncalls, rng.randint(8, 12))
+    if rng.random() < 0.6:
+        b.flip = rng.randint(4, b.ncalls - 2)
+    if b.pattern == 'none' and rng.random() < 0.7:
+        b.pattern = rng.choice(['step', 'back', 'alternate', 'once'])
+    for _ in range(rng.choice([1, 1, 2])):
+        shape = rng.choice(['plain', 'plain', 'loop', 'nested'])
+        if shape == 'loop':
+            j = b.fresh('j')
+            bound = b.need_p() if rng.random() < 0.3 else str(rng.randint(2, 4))
+            lines, brk = _try_block(c, j)
+            tail = ['acc = acc + 0.25 * %s' % j] if rng.random() < 0.6 else []
+            lines = ['for %s in range(%s):' % (j, bound)] + _indent(lines + tail)
+        elif shape == 'nested':
+            inner, brk = _try_block(c, None, inner=True)
+            outer = rng.choice(['Exception', 'Exception', 'TryError', 'ValueError', ''])
+            hl, uses_e = _try_handler(c, None, e_ok=bool(outer))
+            hl = [ln.replace('from e', 'from e2') for ln in hl]
+            hl = [re.sub(r'\be\b', 'e2', ln) for ln in hl]
+            lines = (['try:'] + _indent(inner + [arith(b, 1)]) +
+                     ['except %s%s:' % (outer, ' as e2' if uses_e else '') if outer else 'except:'] +
+                     _indent(hl))
+        else:
+            lines, brk = _try_block(c)
+        b.item(lines, loopable=rng.random() < 0.4, brk=brk)
+        if brk:
+            _break_calls(b)
+    for base in ('errors', 'errlog', 'depth', 'ok'):
+        if base in c.names and rng.random() < 0.5:
+            b.outs.append('%s.%s' % (c.O, c.names[base]))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -2501,6 +2815,9 @@ FEATURES = {
     'ds_iter_arg': f_ds_iter_arg, 'bool_flag': f_bool_flag, 'keras_list': f_keras_list,
     # issue 20, third set (appended last)
     'list_iter_arg': f_list_iter_arg, 'mutate_loop': f_mutate_loop,
+    # try statements traced as Python (appended last: skipping TRY_FEATURES gives the programs
+    # of before)
+    'try_stmt': f_try_stmt,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -2512,6 +2829,7 @@ BREAK_FEATURES += BREAK_FEATURES2
 DATASET_FEATURES2 = ('ds_iter_arg', 'bool_flag', 'keras_list')
 DATASET_FEATURES3 = ('list_iter_arg', 'mutate_loop')
 DATASET_FEATURES = ('ds_loop',) + DATASET_FEATURES2 + DATASET_FEATURES3
+TRY_FEATURES = ('try_stmt',)
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -2531,7 +2849,8 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'break_counters': 2, 'break_tape': 2,
            'break_ctx': 3, 'break_gen': 3, 'break_log': 3,
            'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
-           'list_iter_arg': 2, 'mutate_loop': 2}
+           'list_iter_arg': 2, 'mutate_loop': 2,
+           'try_stmt': 3}
 
 
 # -- control flow wrappers ---------------------------------------------------------------

@@ -19,14 +19,34 @@ from janus.graphgen.converters import common
 
 
 def _with_region(node):
-    """``with __jr.try_body(line, lambda: (handler types...), has_finally): body``."""
+    """``with __jr.try_body(line, lambda: (handler types...), has_finally): body``; the
+    thunk is None unless every type is a name or attribute read (reading them when
+    eager would not must not run your code: a call, a property)."""
     types = [copy.deepcopy(h.type) if h.type is not None else common.const(None)
              for h in node.handlers]
-    thunk = gast.Lambda(gast.arguments([], [], None, [], [], None, []),
-                        gast.Tuple(types, gast.Load()))
+    thunk = common.const(None)
+    if all(_is_plain_read(t) for t in types):
+        thunk = gast.Lambda(gast.arguments([], [], None, [], [], None, []),
+                            gast.Tuple(types, gast.Load()))
     call = common.runtime_call('try_body', [common.const(node.lineno), thunk,
                                             common.const(bool(node.finalbody))], like=node)
     return [gast.copy_location(gast.With([gast.withitem(call, None)], node.body, None), node)]
+
+
+_READS = ('load', 'attr')   # the runtime's free-name and attribute reads
+
+
+def _is_plain_read(node):
+    """A converted ``ValueError`` / ``tf.errors.OpError`` / tuple of them / None."""
+    if isinstance(node, gast.Constant):
+        return node.value is None
+    if isinstance(node, gast.Tuple):
+        return all(_is_plain_read(e) for e in node.elts)
+    if common.is_runtime_call(node) and node.func.attr in _READS and not node.keywords:
+        first, rest = node.args[0], node.args[1:]
+        return ((isinstance(first, gast.Name) or _is_plain_read(first))
+                and all(isinstance(a, gast.Constant) for a in rest))
+    return False
 
 
 def _signals_pass(node):

@@ -95,6 +95,8 @@ def try_body(line, handler_types, has_finally):
 def _catch_graph_errors(handler_types):
     """Whether a handler would catch the ``tf.errors.OpError`` a graph op raises (a
     handler whose type janus cannot read counts as one that would)."""
+    if handler_types is None:   # not plain reads (the converter): never read early
+        return True
     try:
         types = handler_types()
     except Exception:  # noqa: BLE001 - eager reads them only for an exception: assume the worst
