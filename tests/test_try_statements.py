@@ -275,24 +275,36 @@ def test_stop_iteration_of_an_iterator_passed_in_ends_the_epoch():
     assert _graph_runs(janus_step) >= 6
 
 
-def test_a_finally_that_returns_is_not_traced():
+def test_a_finally_that_returns_ends_only_exceptions_janus_vouches_for():
+    """A ``return`` in ``finally`` ends the exception in flight.  Your ``raise``: traced,
+    one graph per path.  janus's own refusal (``.numpy()``): it goes on, a graph break
+    at its line.  A graph-construction error (eagerly another error, also ended, but
+    after the rest of the body ran): the try runs in Python."""
     def make():
         s = Stepper()
 
-        def swallow(x):
+        def swallow(x, report=False):
             try:
                 if x.shape[0] > 2:
                     raise ValueError('too long')
-                y = x * 2.0
+                if report:
+                    print('sum', x.numpy().sum())
+                y = tf.reshape(x, [2])
+                s.skipped += 1
             finally:
                 s.steps += 1
-                return tf.reduce_sum(x)   # noqa: B012 - swallows the exception, as written
-            return y
+                return tf.reduce_sum(x)   # noqa: B012 - ends the exception, as written
         return swallow, s
 
-    calls = [lambda n=n: ((tf.ones([n]),), {}) for n in [1, 3, 2, 3, 1, 1]]
-    jf = differential(make, calls, state=lambda s: s.steps)
-    assert 'finally' in janus.explain(jf)
+    calls = [lambda n=n: ((tf.ones([n]),), {}) for n in [2, 3, 2, 3, 2, 2]]
+    jf = differential(make, calls, state=lambda s: (s.steps, s.skipped))
+    assert _graph_runs(jf) >= 2
+    calls = [lambda: ((tf.ones([2]),), {'report': True})] * 5
+    jf = differential(make, calls, state=lambda s: (s.steps, s.skipped))
+    assert 'tensor.numpy' in janus.explain(jf)
+    calls = [lambda: ((tf.ones([1]),), {})] * 5   # tf.reshape of 1 value to [2]
+    jf = differential(make, calls, state=lambda s: (s.steps, s.skipped))
+    assert 'the finally of line' in janus.explain(jf)
 
 
 def test_a_failing_op_after_an_iterator_pull_breaks_at_the_try():

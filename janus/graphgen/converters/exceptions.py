@@ -9,7 +9,10 @@ janus's own signals through (``except __jr.TRACE_SIGNALS: raise``), and every
 handler of yours starts with ``__jr.caught(line)``, which refuses an
 exception eager might not raise there (``runtime/control/exceptions.py``
 says which).  ``unsupported`` has already refused what this cannot keep:
-``except*`` and a ``finally`` that jumps (it would swallow janus's signals).
+``except*`` and a ``try`` in a generator's own body.  A ``finally`` that
+returns, breaks or continues starts with ``__jr.finally_may_swallow(line)``:
+the exception it would end must be one a handler could see, and janus's own
+signals go on.
 """
 import copy
 
@@ -61,6 +64,29 @@ def _checked(handler, node):
     return handler
 
 
+def _jumps_out(node, loops=0):
+    """Whether ``node`` returns, or breaks/continues a loop outside it (``loops``: the
+    loops entered below the statement)."""
+    if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)):
+        return False
+    if isinstance(node, gast.Return):
+        return True
+    if isinstance(node, (gast.Break, gast.Continue)):
+        return loops == 0
+    if isinstance(node, (gast.For, gast.While)):
+        return (any(_jumps_out(s, loops + 1) for s in node.body)
+                or any(_jumps_out(s, loops) for s in node.orelse))
+    return any(_jumps_out(child, loops) for child in gast.iter_child_nodes(node))
+
+
+def _may_swallow(node):
+    """A ``finally`` that jumps ends the exception in flight: it must be one janus may
+    let end (``__jr.finally_may_swallow``), never janus's own signal."""
+    check = gast.Expr(common.runtime_call('finally_may_swallow', [common.const(node.lineno)],
+                                          like=node))
+    return [gast.copy_location(check, node)] + node.finalbody
+
+
 class RouteTry(common.Pass):
 
     def visit_Try(self, node):
@@ -68,4 +94,6 @@ class RouteTry(common.Pass):
         node.body = _with_region(node)
         if node.handlers:
             node.handlers = [_signals_pass(node)] + [_checked(h, node) for h in node.handlers]
+        if any(_jumps_out(stmt) for stmt in node.finalbody):
+            node.finalbody = _may_swallow(node)
         return node

@@ -24,21 +24,6 @@ _REJECTED = {   # node type -> (Reason, what)
 }
 
 
-def _jumps_out(node, loops):
-    """Whether ``node`` returns, or breaks/continues a loop outside it (``loops``: the
-    loops entered below the statement)."""
-    if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)):
-        return False
-    if isinstance(node, gast.Return):
-        return True
-    if isinstance(node, (gast.Break, gast.Continue)):
-        return loops == 0
-    if isinstance(node, (gast.For, gast.While)):
-        return (any(_jumps_out(s, loops + 1) for s in node.body)
-                or any(_jumps_out(s, loops) for s in node.orelse))
-    return any(_jumps_out(child, loops) for child in gast.iter_child_nodes(node))
-
-
 class RejectUnsupported(Pass):
     """In a generator function (``ctx.generator``) its own ``yield`` statements are
     kept (the generator is converted and runs inside the trace, ``calls.py``), but
@@ -74,10 +59,6 @@ class RejectUnsupported(Pass):
             self.unsupported(node, Reason.GENERATOR, 'janus does not convert a try statement '
                              'in a generator (closing the generator would run its handlers '
                              'and finally, maybe outside the call)')
-        if any(_jumps_out(stmt, 0) for stmt in node.finalbody):
-            self.unsupported(node, Reason.TRY_STATEMENT,
-                             'janus does not convert a `finally` that returns, breaks or '
-                             'continues (it would swallow the exception being raised)')
         return self.generic_visit(node)
 
     def visit_Attribute(self, node):

@@ -31,6 +31,10 @@ janus keeps eager's meaning on every run the graph's guards admit:
   where eager's handler runs: the tracer refuses a graph whose error could
   surface as the graph's own (a state change no rollback undoes:
   ``may_fail_inside``).
+
+A ``finally`` that returns, breaks or continues ends the exception in flight:
+the converter starts it with ``__jr.finally_may_swallow(line)``, which lets
+janus's own signal go on and refuses any other exception that is not exact.
 """
 import contextlib
 import dataclasses
@@ -118,6 +122,21 @@ def caught(line):
         raise Unsupported(Reason.TRY_STATEMENT,
                           'line %d catches %s %s; janus cannot tell that eager raises it '
                           'there on every call' % (line, type(error).__name__, why))
+
+
+def finally_may_swallow(line):
+    """First statement of a ``finally`` that returns, breaks or continues (ending the
+    exception in flight): janus's signal goes on; any other must be exact."""
+    error = sys.exc_info()[1]
+    if error is None:
+        return
+    if isinstance(error, TRACE_SIGNALS):
+        raise error
+    why = _not_exact(error, tracing.current().code_objects)
+    if why is not None:
+        raise Unsupported(Reason.TRY_STATEMENT,
+                          'the finally of line %d ends %s %s; janus cannot tell that eager '
+                          'raises it there on every call' % (line, type(error).__name__, why))
 
 
 def may_fail_inside(regions):
