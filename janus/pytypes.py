@@ -217,6 +217,24 @@ def holds_only_constants(value, depth=0):
     return all(holds_only_constants(part, depth + 1) for part in parts)
 
 
+def builtin_values_only(values, depth=0):
+    """Whether ``values`` (and the lists, tuples, dicts and sets in them) hold only
+    objects of Python's builtin types: what a builtin's own C code raises on them,
+    it raises on eager's values too (a graph tensor lacks an eager one's
+    ``__index__``: ``[1, 2][t]`` would raise only when traced)."""
+    for value in values:
+        kind = type(value)
+        if kind.__module__ != 'builtins':
+            return False
+        if kind in (list, tuple, set, frozenset) and (
+                depth > 3 or not builtin_values_only(value, depth + 1)):
+            return False
+        if kind is dict and (depth > 3 or not builtin_values_only(
+                list(value.keys()) + list(value.values()), depth + 1)):
+            return False
+    return True
+
+
 def truth_is_type_level(kind):
     """Whether every instance of ``kind`` is true (no ``__bool__``/``__len__``)."""
     return getattr(kind, '__bool__', None) is None and getattr(kind, '__len__', None) is None

@@ -337,3 +337,86 @@ def test_a_failing_op_after_an_iterator_pull_breaks_at_the_try():
         assert expected.numpy().tolist() == actual.numpy().tolist()
         assert (eager_s.steps, eager_s.skipped) == (janus_s.steps, janus_s.skipped)
     assert 'cannot undo' in janus.explain(janus_step)
+
+
+class Cache:
+    """A memo and a settings dict kept on an object, as users keep them."""
+
+    def __init__(self):
+        self.memo = {}
+        self.settings = {'scale': '2.5'}
+        self.misses = 0
+
+
+def test_python_errors_of_guarded_values_run_their_handlers_in_the_graph(strict):
+    """``self.memo[key]``'s KeyError (the key guarded absent), ``float(s)``'s ValueError
+    on a setting, ``next()``'s StopIteration of your generator: eager's own, so the
+    handlers are traced; changing the memo or the setting takes the other path."""
+    def pairs(n):
+        for i in range(n):
+            yield i, float(i) / 2.0
+
+    def make():
+        c = Cache()
+
+        def step(x, key):
+            try:
+                scale = float(c.settings['scale'])
+            except (KeyError, ValueError):
+                scale = 1.0
+            try:
+                base = c.memo[key]
+            except KeyError:
+                c.misses += 1
+                base = 10.0
+                c.memo[key] = base
+            g = pairs(2)
+            total = x * scale + base
+            try:
+                while True:
+                    i, w = next(g)
+                    total = total + w * i
+            except StopIteration:
+                pass
+            return total
+        return step, c
+
+    def change(c, i):
+        if i == 6:
+            c.settings['scale'] = 'auto'
+        if i == 8:
+            del c.settings['scale']
+
+    calls = []
+    for i, key in enumerate(['a', 'a', 'b', 'a', 'b', 'c', 'a', 'c', 'a', 'b']):
+        calls.append(lambda i=i, key=key: ((tf.constant(float(i)), key), {}))
+    eager_fn, eager_c = make()
+    plain_fn, janus_c = make()
+    janus_fn = janus.function(plain_fn)
+    for i, call in enumerate(calls):
+        change(eager_c, i)
+        change(janus_c, i)
+        args, kwargs = call()
+        expected, actual = eager_fn(*args), janus_fn(*args)
+        assert float(expected) == float(actual), i
+        assert (eager_c.misses, sorted(eager_c.memo)) == (janus_c.misses, sorted(janus_c.memo))
+    assert _graph_runs(janus_fn) >= 4
+
+
+def test_a_list_indexed_by_a_graph_tensor_is_no_exception_for_a_handler():
+    """Traced, ``[1.0, 2.0, 4.0][i]`` of a graph tensor raises TypeError (it has no
+    ``__index__``); eagerly the index works: the handler must not run."""
+    def make():
+        s = Stepper()
+
+        def pick(i):
+            try:
+                w = [1.0, 2.0, 4.0][i]
+            except TypeError:
+                s.skipped += 1
+                w = 0.0
+            return tf.constant(w) * 2.0
+        return pick, s
+
+    calls = [lambda i=i: ((tf.constant(i % 3),), {}) for i in range(6)]
+    differential(make, calls, state=lambda s: s.skipped)

@@ -19,6 +19,7 @@ from janus.config import config
 from janus.reasons import Reason
 from janus.guards import GuardKind
 from janus.runtime import arrays, fallible, observe, scalars, shadow_heap, whitelist
+from janus.runtime.control import exceptions
 from janus.runtime.shadow_heap import MISSING, Slot, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
 from janus.runtime.trace_context import Unsupported
@@ -482,7 +483,7 @@ def item(obj, key):
             raise Unsupported(Reason.SPECIAL_METHODS,
                               'janus does not convert subscripts of a %s, whose class defines '
                               '__getitem__' % type(obj).__name__)
-        value = obj[key]
+        value = _own_item(obj, key) if pytypes.builtin_values_only((obj, key)) else obj[key]
         return ctx.made(value) if type(key) is slice else value
     if not pytypes.has_items(obj):
         raise Unsupported(Reason.OUTSIDE_VALUE,
@@ -498,8 +499,23 @@ def item(obj, key):
         return written
     if type(key) is slice:
         return ctx.made(ctx.view(obj)[key])   # a new list of the items themselves
+    if pytypes.model_of(obj).kind is pytypes.Kind.DICT and pytypes.is_constant(key) \
+            and key not in obj and not observe.compare('In', key, obj):   # guarded absent
+        return _missing_key(key)
     value = obj[key]
     return ctx.guard_value(guards.ItemSource(source, key), value)
+
+
+@exceptions.raises_for_user
+def _own_item(obj, key):
+    """``obj[key]`` of the call's own container: what it raises, eager raises."""
+    return obj[key]
+
+
+@exceptions.raises_for_user
+def _missing_key(key):
+    """The KeyError of a key an outside dict is guarded not to hold."""
+    raise KeyError(key)
 
 
 def _tensor_key(key):

@@ -65,7 +65,9 @@ def call(__callee, /, *args, **kwargs):
             and isinstance(args[0], tf.Tensor) and not isinstance(args[0], guards.EagerTensor):
         return scalars.from_tensor(callee, args[0])   # ``best = float(loss)``
     if callee is next and 1 <= len(args) <= 2 and not kwargs and _converted_generator(ctx, args[0]):
-        return next(*args)   # its code runs here, converted; what it yields keeps its origin
+        # Its code runs here, converted; what it yields keeps its origin (and its end,
+        # StopIteration, is eager's).
+        return _builtin_exactly(next, args, {})
     if control.datasets.handles_call(callee, args, kwargs):   # iter/enumerate/zip of a dataset
         return ctx.made_result(control.datasets.call_builtin(callee, args, kwargs))
     if _is_whitelisted_builtin(callee):
@@ -456,6 +458,20 @@ def _call_builtin(ctx, callee, args, kwargs):
         # them guards what it reads): the items themselves, not copies.
         return callee(*[_items_of(ctx, callee, v) for v in args])
     args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
+    return _builtin_on_guarded(callee, args, kwargs)
+
+
+def _builtin_on_guarded(callee, args, kwargs):
+    """A builtin on values guarded or made by the call (``int(s)``, ``d.pop(k)``): on
+    Python's own values, what its own code raises eager raises there."""
+    if pytypes.builtin_values_only(list(args) + list(kwargs.values())
+                                   + [getattr(callee, '__self__', None)]):
+        return _builtin_exactly(callee, args, kwargs)
+    return callee(*args, **kwargs)
+
+
+@control.exceptions.raises_for_user
+def _builtin_exactly(callee, args, kwargs):
     return callee(*args, **kwargs)
 
 
@@ -548,7 +564,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
         args = [observe.plain_deep(ctx, v) for v in args]
     if source is None:
         ctx.provenance(owner, '%s.%s()' % (type(owner).__name__, callee.__name__))
-        return callee(*args, **kwargs)   # the call's own container: plain Python
+        return _builtin_on_guarded(callee, args, kwargs)   # the call's own container
     model, name = pytypes.model_of(owner), callee.__name__
     if name in model.reads:
         # On the contents as this point of the call sees them (an item written earlier
