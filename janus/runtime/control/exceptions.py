@@ -36,7 +36,6 @@ A ``finally`` that returns, breaks or continues ends the exception in flight:
 the converter starts it with ``__jr.finally_may_swallow(line)``, which lets
 janus's own signal go on and refuses any other exception that is not exact.
 """
-import contextlib
 import dataclasses
 import os
 import sys
@@ -76,24 +75,28 @@ class TryRegion:
         return self.graph.get_operations()[self.first:self.end]
 
 
-@contextlib.contextmanager
-def try_body(line, handler_types, has_finally):
+class try_body:   # noqa: N801 - an operator converted code calls, named as one
     """Around a ``try`` statement's body: records the ops it makes (a region).
-    ``handler_types``: a thunk of the handlers' types (None for a bare ``except``)."""
-    ctx = tracing.current()
-    graph = tf.compat.v1.get_default_graph()
-    first = len(graph._nodes_by_id)   # no op leaves a graph while it is traced
-    frames = _converted_frames(sys._getframe(2), ctx.code_objects)
-    try:
-        yield
-    except TRACE_SIGNALS:
-        raise   # the trace is abandoned: no region to keep
-    finally:
-        if sys.exc_info()[0] is None or not issubclass(sys.exc_info()[0], TRACE_SIGNALS):
-            filename = frames[0][0].co_filename if frames else None
-            catches = has_finally or _catch_graph_errors(handler_types)
-            ctx.try_regions.append(TryRegion(graph, first, len(graph._nodes_by_id), filename,
-                                             line, frames, catches))
+    ``handler_types``: a thunk of the handlers' types (None: not plain reads)."""
+
+    def __init__(self, line, handler_types, has_finally):
+        self.line, self.handler_types, self.has_finally = line, handler_types, has_finally
+
+    def __enter__(self):
+        self.ctx = tracing.current()
+        self.graph = tf.compat.v1.get_default_graph()
+        self.first = len(self.graph._nodes_by_id)   # no op leaves a graph while traced
+        self.frames = _converted_frames(sys._getframe(1), self.ctx.code_objects)
+
+    def __exit__(self, kind, error, tb):
+        if kind is not None and issubclass(kind, TRACE_SIGNALS):
+            return False   # the trace is abandoned: no region to keep
+        filename = self.frames[0][0].co_filename if self.frames else None
+        catches = self.has_finally or _catch_graph_errors(self.handler_types)
+        self.ctx.try_regions.append(TryRegion(self.graph, self.first,
+                                              len(self.graph._nodes_by_id), filename,
+                                              self.line, self.frames, catches))
+        return False
 
 
 def _catch_graph_errors(handler_types):
