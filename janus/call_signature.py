@@ -166,6 +166,38 @@ class IteratorNode:
         return "%s: iterator of %s" % (self.path, self.spec._element_spec)
 
 
+class CompositeNode:
+    """A ``tf.RaggedTensor`` or ``tf.SparseTensor`` argument: its component tensors are
+    graph inputs, guarded by its type spec with relaxed dimensions (COMPOSITE_MATCH:
+    ragged rank, dtypes); the trace sees the composite rebuilt over them."""
+
+    def __init__(self, path, value, shape):
+        self.path, self.kind = path, type(value)
+        if self.kind is tf.RaggedTensor:
+            self.spec = tf.RaggedTensorSpec(shape, value.dtype, value.ragged_rank,
+                                            value.row_splits.dtype)
+        else:
+            self.spec = tf.SparseTensorSpec(shape, value.dtype)
+        self._components = self.spec._component_specs
+
+    def check(self, value):
+        if type(value) is self.kind and self.spec.is_compatible_with(value._type_spec):
+            return None
+        return Miss(GuardKind.COMPOSITE_MATCH, self.path, str(self.spec), describe_value(value))
+
+    def flatten(self, value, out):
+        out.extend(self.spec._to_components(value))
+
+    def placeholder(self, inputs):
+        return self.spec._from_components([next(inputs) for _ in self._components])
+
+    def specs(self, out):
+        out.extend(self._components)
+
+    def describe(self):
+        return '%s: %s' % (self.path, self.spec)
+
+
 class ConstNode(_NoInputNode):
     """A Python constant (number, string, None): baked into the graph."""
 
@@ -497,6 +529,11 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
         if kind in (float, int, bool) and scalar_ok(value) and scalar_path_key(path) in dynamic:
             return ScalarNode(path, kind)
         return ConstNode(path, value)
+    if kind in (tf.RaggedTensor, tf.SparseTensor) and _eager_composite(value):
+        shape = value.shape
+        if shapes is not None and path in shapes:
+            shape = widen_shape(shapes[path], shape)
+        return CompositeNode(path, value, specialized(shape))
     if isinstance(value, tf.Tensor):
         raise UnsupportedArgument(Reason.SYMBOLIC_ARGUMENT,
                                   '%s: a symbolic tensor (janus function called inside a graph)'
@@ -529,6 +566,10 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
     if _is_identity_object(value):
         return IdentityNode(path, value)
     return ObjectNode(path, value)
+
+
+def _eager_composite(value):
+    return all(type(c) is EagerTensor for c in tf.nest.flatten(value, expand_composites=True))
 
 
 def _container_node(value, path, shapes, seen, dynamic):
@@ -572,7 +613,7 @@ def record_shapes(value, path, shapes, depth=0):
     of every call seen."""
     if depth > 16:
         return   # deep or cyclic nesting: such arguments are refused by node_for
-    if type(value) is EagerTensor:
+    if type(value) is EagerTensor or type(value) in (tf.RaggedTensor, tf.SparseTensor):
         shapes[path] = widen_shape(shapes[path], value.shape) if path in shapes else value.shape
     elif arrays.is_numeric_array(value):
         key = array_shape_key(path, value)

@@ -51,6 +51,7 @@ class GuardKind(enum.Enum):
     ARRAY_MATCH = 'ARRAY_MATCH'    # a NumPy ndarray of this dtype and this shape, relaxed dims any size (fed per run)
     DATASET_MATCH = 'DATASET_MATCH'  # a tf.data.Dataset of this type spec (element structure, dtypes, shapes; fed per run)
     ITERATOR_MATCH = 'ITERATOR_MATCH'  # a tf.data iterator of this element spec (its handle fed per run)
+    COMPOSITE_MATCH = 'COMPOSITE_MATCH'  # a RaggedTensor/SparseTensor of this type spec, relaxed dims any size (components fed per run)
     NUMBERS_MATCH = 'NUMBERS_MATCH'  # a non-empty list/tuple of Python numbers of one type TF converts to this dtype (fed per run)
 
 

@@ -223,8 +223,10 @@ def _library_objects(objects):
     for obj in objects:
         if not whitelist.is_library_object(obj) and not _is_layer(obj):
             continue
-        if isinstance(obj, tf.data.Dataset) or _graph_iterator(obj):
-            continue   # a graph dataset or iterator (an argument's, the call's) holds its own graph
+        if isinstance(obj, (tf.data.Dataset, tf.RaggedTensor, tf.SparseTensor)) \
+                or _graph_iterator(obj):
+            continue   # a graph dataset, iterator or composite tensor (an argument's, the
+            # call's) is a value over its own graph, immutable
         flatten = getattr(obj, '_flatten_layers', None)
         if _is_layer(obj) and callable(flatten):
             yield from flatten(include_self=True, recursive=True)

@@ -159,6 +159,9 @@ def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=(), stop=N
     if datasets.is_dataset_value(iterable):
         return datasets.dataset_for(ns, site, iterable, body_fn,
                                     lambda: tensor_flags(get_state(), names), set_state, stop)
+    if isinstance(iterable, tf.RaggedTensor):
+        return _ragged_for(ns, site, iterable, body_fn,
+                           lambda: tensor_flags(get_state(), names), set_state, stop)
     if not is_tensor(iterable):
         items = loop_iterable(ns, None, iterable)
         one_shot = stop is not None and iter(iterable) is iterable   # a generator, an iterator
@@ -177,6 +180,29 @@ def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=(), stop=N
     dynamic_for(ns, site, iterable, body_fn, lambda: tensor_flags(get_state(), names),
                  set_state)
     _at_least_once(ns, site, tf.shape(iterable)[0] > 0)
+
+
+def _ragged_for(ns, site, ragged, body_fn, get_state, set_state, stop):
+    """``for row in rt``: eagerly the rows ``rt[0]``, ``rt[1]``...  A known number of
+    rows is unrolled; else a tf.while_loop over the row index, as AutoGraph builds."""
+    rows = _ragged_rows(ragged)
+    if rows is not None:
+        for row in rows:
+            body_fn(row)
+            if _stopped(stop):
+                return
+        return
+    count = ragged.nrows()
+    dynamic_for(ns, site, tf.range(count), lambda i: body_fn(ragged[i]), get_state, set_state)
+    _at_least_once(ns, site, count > 0)
+
+
+def _ragged_rows(ragged):
+    """The rows of a RaggedTensor whose number of rows the graph knows (and unrolls)."""
+    count = tf.get_static_value(ragged.nrows())
+    if count is None or count > config.max_unroll:
+        return None
+    return [ragged[i] for i in range(int(count))]
 
 
 def _stopped(stop, one_shot=False):
@@ -263,6 +289,13 @@ def loop_iterable(ns, site, iterable):
     comprehension).  Outside lists are guarded; tensors are unrolled when safe."""
     if isinstance(iterable, tf.Tensor):
         return iter(unrolled_items(ns, site, iterable, allow_dynamic=False))
+    if isinstance(iterable, tf.RaggedTensor):
+        rows = _ragged_rows(iterable)
+        if rows is None:
+            raise Unsupported(Reason.DYNAMIC_ITERATION,
+                              'janus does not convert a comprehension over a RaggedTensor '
+                              'whose number of rows only the run knows (use a for loop)')
+        return iter(rows)
     if arrays.is_stand_in(iterable):
         arrays.refuse_use('iterating over')
     if datasets.is_dataset_value(iterable):
