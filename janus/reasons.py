@@ -44,7 +44,8 @@ class Reason(enum.Enum):
                             'its file: janus converts what the file holds, and it no longer '
                             'holds this code')
     RECURSION = (True, 'write the recursion as a loop, or decorate a non-recursive function '
-                       'that does the tensor work (janus does not convert recursion)')
+                       'that does the tensor work (janus unrolls only a recursion that Python '
+                       'numbers decide, up to janus.config.max_recursion_unroll calls deep)')
     RECOMPILE_LIMIT = (True, 'keep the arguments that changed between calls the same, or '
                              'raise janus.config.recompile_limit')
     OUTSIDE_TAPE = (False, 'the statement using a GradientTape that records outside the '

@@ -132,12 +132,12 @@ def test_conversion_reasons_name_the_line_and_what_to_change(make, reason, advic
 
 
 def _try_block():
-    def f(x, scale='auto'):
-        try:   # float('auto') raises in Python's own code: janus cannot vouch for it
-            y = x * float(scale)
+    def f(x, activation='swishy'):
+        try:   # Keras raises ValueError for an unknown name: janus cannot vouch for it
+            act = tf.keras.activations.get(activation)
         except ValueError:
-            y = x
-        return y
+            act = tf.nn.relu
+        return act(x)
     return f, (tf.constant(1.0),)
 
 

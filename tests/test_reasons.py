@@ -135,12 +135,12 @@ class _Shown:
 DYNAMIC, SHOWN = _Dynamic(), _Shown()
 
 
-def try_statement(x, scale='auto'):
-    try:   # float('auto') raises in Python's own code: janus cannot vouch for it
-        y = x * float(scale)
+def try_statement(x, activation='swishy'):
+    try:   # Keras raises ValueError for an unknown name: janus cannot vouch for it
+        act = tf.keras.activations.get(activation)
     except ValueError:
-        y = x
-    return y
+        act = tf.nn.relu
+    return act(x)
 
 
 def numpy_value(x):
@@ -148,10 +148,10 @@ def numpy_value(x):
     return x * 2.0
 
 
-def recursive(x, n):
-    if n == 0:
+def recursive(x, scales):
+    if not scales:
         return x
-    return recursive(x * 2.0, n - 1)
+    return recursive(x * scales[0], scales[1:])   # over a list: not unrolled
 
 
 def generator(x):
@@ -246,7 +246,7 @@ def _alternating(n):
 DOCUMENTED = [
     (try_statement, _ones(4), Reason.TRY_STATEMENT),
     (numpy_value, _ones(4), Reason.NUMPY_IN_GRAPH),
-    (recursive, [((tf.constant(1.0), 2), {})] * 4, Reason.RECURSION),
+    (recursive, [((tf.constant(1.0), [2.0, 3.0]), {})] * 4, Reason.RECURSION),
     (generator, _ones(3), Reason.GENERATOR),
     (print_object, _ones(4), Reason.PRINT_OF_OBJECT),
     (global_tuple_write, _ones(4), Reason.DECLARED_WRITE),

@@ -39,6 +39,7 @@ SEGMENTS = '__janus_segments'    # the skeleton's list of segment callables (a c
 HELPERS = '__jr'                 # read_local / UNDEFINED, as converted code names them
 _INPUT = '__janus_in_'           # the skeleton's copy of a maybe-unbound input
 _RESULT = '__janus_out'          # the skeleton's tuple of a segment's results
+_SKELETON = '__janus_skeleton'   # the skeleton's name in the factory (then the function's)
 
 
 class CannotSplit(Exception):
@@ -476,6 +477,9 @@ def _locate_missing(node, like):
 def _compile(fn, tree, parsed, cutter, skeleton_body):
     """The skeleton and the segment functions, with ``fn``'s globals and cells."""
     skeleton = copy.copy(tree)
+    # Not the function's own name: inside the factory that would bind the skeleton,
+    # and a recursive call (``fact(n - 1)``) would find it instead of the global.
+    skeleton.name = _SKELETON
     skeleton.body = _declarations(cutter.declared, tree, tree) + skeleton_body
     skeleton.decorator_list, skeleton.returns = [], None
     definitions = [skeleton] + [d for d, *_ in cutter.segments]
@@ -498,7 +502,8 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
     cells = dict(zip(freevars, fn.__closure__ or ()))
     cells[SEGMENTS] = types.CellType(slots)
     cells[HELPERS] = types.CellType(_Helpers)
-    skeleton_fn = _function(nested[tree.name], fn, cells, fn.__name__)
+    skeleton_fn = _function(nested[_SKELETON].replace(co_name=fn.__code__.co_name), fn, cells,
+                            fn.__name__)
     skeleton_fn.__defaults__, skeleton_fn.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
     skeleton_fn.__qualname__ = fn.__qualname__
     segments = []

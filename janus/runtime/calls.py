@@ -21,6 +21,7 @@ from tensorflow.python.framework import func_graph, tensor_util
 
 from janus.reasons import Reason
 from janus import callables, guards, pytypes
+from janus.config import config
 from janus.guards import GuardKind
 from janus.runtime import (access, arrays, control, fallible, layers, number_lists, observe,
                            scalar_ops, scalars, whitelist)
@@ -84,7 +85,7 @@ def call(__callee, /, *args, **kwargs):
         # ``self.helper(x)``, ``m.act(x)`` with ``m.act = scaler.apply``: the method's
         # object has its source (``m.act.__self__``), read and written through it.
         ctx.provenance(callee.__self__, 'calling %s' % _name(callee))
-        return _inline(ctx, callee.__func__, (callee.__self__,) + args, kwargs)
+        return _inline(ctx, callee.__func__, (callee.__self__,) + args, kwargs, receiver=True)
     if isinstance(callee, types.FunctionType) and callee.__code__ in ctx.code_objects:
         return callee(*args, **kwargs)   # defined in converted code: converted already
     if isinstance(callee, types.FunctionType) and not whitelist.is_library(callee):
@@ -802,13 +803,12 @@ def _move_leading_axis(stacked, axis, where):
     return tf.transpose(stacked, list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank)))
 
 
-def _inline(ctx, fn, args, kwargs):
+def _inline(ctx, fn, args, kwargs, receiver=False):
     """Inlines a user Python callee by tracing its converted version."""
     whitelist.refuse_stateful_stdlib(fn)
-    if any(c.fn.__code__ is fn.__code__ for c in ctx.stack):   # equal code: another module's
-        raise Unsupported(Reason.RECURSION,
-                          'janus does not convert recursive calls (%s); the function runs '
-                          'imperatively' % fn.__qualname__)
+    depth = sum(c.fn.__code__ is fn.__code__ for c in ctx.stack)   # equal code: recursion
+    # A method's own object (``self.power(m, n // 2)``) decides nothing by itself.
+    _refuse_recursion(ctx, fn, depth, list(args[receiver:]) + list(kwargs.values()))
     converted = ctx.convert(fn)
     ctx.guard_function(fn)
     bound = _bound(ctx, fn, args, kwargs)
@@ -816,10 +816,44 @@ def _inline(ctx, fn, args, kwargs):
     root = ctx.source_of(fn)
     py_fn = converted.bind(FunctionNamespace(fn, root)) if root else converted.py_fn
     ctx.stack.append(converted)
+    if depth == 0:
+        ctx.recursion_roots[fn.__code__] = ctx.region_depth
     try:
         return py_fn(*bound.args, **bound.kwargs)
     finally:
         ctx.stack.pop()
+        if depth == 0:
+            ctx.recursion_roots.pop(fn.__code__, None)
+
+
+def _refuse_recursion(ctx, fn, depth, args):
+    """A recursive call is inlined (unrolled) when Python numbers decide it (a matrix
+    power's exponent): its arguments are tensors and Python constants (a relaxed
+    number is specialized again, ``tracing.need``: a graph per value), at most
+    ``config.max_recursion_unroll`` deep, and never through a tensor-dependent branch
+    or loop entered since the recursion began (there only the run knows the depth).
+    A recursion over objects or containers (a tree of ``Node`` objects) is refused:
+    unrolled, it would be one graph per structure, and most structures come once."""
+    if depth == 0:
+        return
+    lineage = scalars.lineage_of(*args)
+    if lineage:   # the numbers deciding the recursion: specialized, a graph per value
+        need(lineage, 'a recursive call of %s' % fn.__qualname__, Reason.RECURSION)
+    if not all(isinstance(a, tf.Tensor) or pytypes.is_constant(a) for a in args):
+        raise Unsupported(Reason.RECURSION,
+                          'janus does not convert recursive calls (%s) over objects or '
+                          'containers: unrolled, each structure would be a graph of its own'
+                          % fn.__qualname__)
+    if ctx.region_depth > ctx.recursion_roots.get(fn.__code__, 0):
+        raise Unsupported(Reason.RECURSION,
+                          'janus does not unroll a recursive call of %s under a tensor-dependent '
+                          'condition or loop (only the run knows how deep it goes)'
+                          % fn.__qualname__)
+    if depth > config.max_recursion_unroll:
+        raise Unsupported(Reason.RECURSION,
+                          'janus inlines a recursion at most %d calls deep '
+                          '(janus.config.max_recursion_unroll); %s recursed deeper'
+                          % (config.max_recursion_unroll, fn.__qualname__))
 
 
 def _bound(ctx, fn, args, kwargs):

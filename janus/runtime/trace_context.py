@@ -95,6 +95,8 @@ class TraceContext:
         self.tracked_copies = set()   # ids of containers written to Keras objects (access.py)
         self._number_writes = {}   # uid -> name: number locations the call rewrites
         self.try_regions = []   # control/exceptions.TryRegion of every try body traced
+        # code -> region_depth when its outermost active frame began (calls._inline)
+        self.recursion_roots = {}
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments, opaque=frozenset()):

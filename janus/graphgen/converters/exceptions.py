@@ -32,8 +32,17 @@ def _with_region(node):
         thunk = gast.Lambda(gast.arguments([], [], None, [], [], None, []),
                             gast.Tuple(types, gast.Load()))
     call = common.runtime_call('try_body', [common.const(node.lineno), thunk,
-                                            common.const(bool(node.finalbody))], like=node)
+                                            common.const(bool(node.finalbody))], like=_first_line(node))
     return [gast.copy_location(gast.With([gast.withitem(call, None)], node.body, None), node)]
+
+
+def _first_line(node):
+    """A node located at the statement's first line only (janus's calls there, so a
+    refusal names the ``try`` line, where the graph break goes)."""
+    marker = gast.Pass()
+    marker.lineno, marker.col_offset = node.lineno, node.col_offset
+    marker.end_lineno, marker.end_col_offset = node.lineno, node.col_offset + 3
+    return marker
 
 
 _READS = ('load', 'attr')   # the runtime's free-name and attribute reads
@@ -59,8 +68,8 @@ def _signals_pass(node):
 
 
 def _checked(handler, node):
-    check = gast.Expr(common.runtime_call('caught', [common.const(node.lineno)], like=node))
-    handler.body = [gast.copy_location(check, node)] + handler.body
+    check = gast.Expr(common.runtime_call('caught', [common.const(node.lineno)], like=_first_line(node)))
+    handler.body = [gast.copy_location(check, _first_line(node))] + handler.body
     return handler
 
 
@@ -83,8 +92,8 @@ def _may_swallow(node):
     """A ``finally`` that jumps ends the exception in flight: it must be one janus may
     let end (``__jr.finally_may_swallow``), never janus's own signal."""
     check = gast.Expr(common.runtime_call('finally_may_swallow', [common.const(node.lineno)],
-                                          like=node))
-    return [gast.copy_location(check, node)] + node.finalbody
+                                          like=_first_line(node)))
+    return [gast.copy_location(check, _first_line(node))] + node.finalbody
 
 
 class RouteTry(common.Pass):
