@@ -186,3 +186,33 @@ def test_a_container_changed_in_place_after_a_branch_binds_it():
         return f, holder
     calls = [((tf.constant([0.25, 1.0]), 3), {})] * 4 + [((tf.constant([0.5, 0.5, 1.0]), 2), {})]
     differential(make, calls, state=lambda h: h.nest)
+
+
+def test_closures_made_in_a_loop_or_branch_see_the_variable_as_it_ends():
+    """``fns.append(lambda: i)`` in a loop: eagerly every lambda reads the one ``i`` of
+    the function, its last value (AutoGraph's ``for_with_lambda_iter``).  The body a
+    loop or branch becomes must share such a variable with the function, not bind
+    its own per iteration (it did: [1, 2] where eager gives [2, 2])."""
+    def make():
+        def late(xs, scale):
+            fns, out = [], []
+            for i in xs:
+                fns.append(lambda: i * scale)
+            for row in tf.unstack(scale * 2.0):
+                last = row
+                fns.append(lambda: last)
+            if len(xs) > 1:
+                k = xs[0]
+                fns.append(lambda: k)
+            k = 100.0
+            lazy = (i + k for _ in range(2))
+            i = -1.0
+            for f in fns:
+                out.append(f())
+            return out, list(lazy)
+        return late, None
+
+    calls = [lambda n=n: (([1.0, 2.0, 3.0][:n], tf.constant([0.5, 1.5])), {})
+             for n in [2, 2, 2, 3, 3, 1, 2]]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['graph_calls'] >= 2

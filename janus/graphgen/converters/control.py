@@ -118,6 +118,19 @@ def _walk_all(node):
     return gast.walk(node)
 
 
+_LATE_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef,
+                gast.GeneratorExp)
+
+
+def _captured(stmts):
+    """Names read by functions, lambdas and generator expressions made in ``stmts``:
+    they read the variable when called, maybe after the region (``fns.append(lambda:
+    i)`` in a loop sees the last ``i``, eagerly), so the region must share it with the
+    enclosing function, not bind its own."""
+    return {name for stmt in stmts for node in gast.walk(stmt) if isinstance(node, _LATE_SCOPES)
+            for name in _loaded([node])}
+
+
 def _carried(body, assigned_first=()):
     """Names a loop body reads before it surely assigns them (carried across iterations).
 
@@ -287,7 +300,7 @@ class RouteControl(common.Pass):
         # Read outside, or read inside before the branch assigns it (the value
         # from before the `if`): either way the branch must share the variable.
         outside = (self._loaded_outside(node) | _carried(node.body) | _carried(node.orelse)
-                   | _loaded([node.test]))
+                   | _loaded([node.test]) | _captured(node.body + node.orelse))
         functionalize = not _has_jump(node.body + node.orelse)
         node = self.generic_visit(node)
         if not functionalize:
@@ -305,7 +318,7 @@ class RouteControl(common.Pass):
         site = anno.get(node, anno.Key.SITE)
         stored = _stored(node.body)
         loop_vars = stored & (self._loaded_outside(node) | _loaded([node.test])
-                              | _carried(node.body))
+                              | _carried(node.body) | _captured(node.body))
         functionalize = not node.orelse and not _has_jump(node.body)
         node = self.generic_visit(node)
         if not functionalize:
@@ -322,7 +335,8 @@ class RouteControl(common.Pass):
         site = anno.get(node, anno.Key.SITE)
         targets = _stored([gast.Assign([node.target], node.iter, None)])
         stored = _stored(node.body) | targets
-        loop_vars = stored & (self._loaded_outside(node) | _carried(node.body, targets))
+        loop_vars = stored & (self._loaded_outside(node) | _carried(node.body, targets)
+                              | _captured(node.body))
         functionalize = not node.orelse and not _has_jump(node.body)
         node = self.generic_visit(node)
         if not functionalize:
