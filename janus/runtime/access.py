@@ -483,7 +483,10 @@ def item(obj, key):
             raise Unsupported(Reason.SPECIAL_METHODS,
                               'janus does not convert subscripts of a %s, whose class defines '
                               '__getitem__' % type(obj).__name__)
-        value = _own_item(obj, key) if pytypes.builtin_values_only((obj, key)) else obj[key]
+        # Only the key's kind matters to what a builtin container's subscript raises
+        # (a graph tensor key lacks an eager one's __index__).
+        value = _own_item(obj, key) if type(obj) in _BUILTIN_CONTAINERS \
+            and pytypes.builtin_values_only((key,)) else obj[key]
         return ctx.made(value) if type(key) is slice else value
     if not pytypes.has_items(obj):
         raise Unsupported(Reason.OUTSIDE_VALUE,
@@ -504,6 +507,9 @@ def item(obj, key):
         return _missing_key(key)
     value = obj[key]
     return ctx.guard_value(guards.ItemSource(source, key), value)
+
+
+_BUILTIN_CONTAINERS = (list, tuple, dict, str, bytes, range)
 
 
 @exceptions.raises_for_user
