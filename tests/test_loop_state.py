@@ -216,3 +216,31 @@ def test_closures_made_in_a_loop_or_branch_see_the_variable_as_it_ends():
              for n in [2, 2, 2, 3, 3, 1, 2]]
     jf = differential(make, calls)
     assert janus.stats(jf)['graph_calls'] >= 2
+
+
+def test_names_bound_inside_an_inner_loop_are_not_carried_by_the_outer_one(strict):
+    """AutoGraph's ``break_in_inner_for`` over a dataset of rows: ``c`` (and the
+    break's item) are bound inside the inner loop before any read, so the dataset
+    loop need not carry them (it refused: "not defined before the loop"); ``last``,
+    read after an inner loop that may not run, is carried."""
+    def make():
+        def scan(rows):
+            s = tf.constant(0)
+            last = tf.constant(-1)
+            for row in rows:
+                for c in row:
+                    if c % 2 > 0:
+                        break
+                    s += c
+                for c in row:
+                    last = c
+                s += last
+            return s, last
+        return scan, None
+
+    def data(i):
+        return tf.data.Dataset.from_tensor_slices(
+            tf.constant([[2, 4, 1], [4, 5 + i, 6], [8, 8, 8]], dtype=tf.int32)[:1 + i % 3])
+
+    jf = differential(make, [lambda i=i: ((data(i),), {}) for i in range(7)])
+    assert janus.stats(jf)['graph_calls'] >= 3

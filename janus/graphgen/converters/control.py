@@ -174,6 +174,18 @@ def _scan_carried(body, assigned, carried):
                                                  if isinstance(n, gast.Name)}) - assigned
             if isinstance(stmt.target, gast.Name):
                 assigned.add(stmt.target.id)
+        elif isinstance(stmt, (gast.For, gast.While)):
+            # An inner loop may not run: it surely binds nothing after it.  Its body reads
+            # a name before binding it (in this outer iteration) only as it reads it
+            # before binding it in its own first iteration, its target bound.
+            head = stmt.iter if isinstance(stmt, gast.For) else stmt.test
+            carried |= _loaded([head]) - assigned
+            inner = set(assigned)
+            if isinstance(stmt, gast.For):
+                inner |= {n.id for n in gast.walk(stmt.target) if isinstance(n, gast.Name)}
+                carried |= _loaded([stmt.target]) - inner
+            _scan_carried(stmt.body, inner, carried)
+            _scan_carried(stmt.orelse, set(assigned), carried)
         else:
             carried |= _loaded([stmt]) - assigned
 
