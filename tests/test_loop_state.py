@@ -244,3 +244,28 @@ def test_names_bound_inside_an_inner_loop_are_not_carried_by_the_outer_one(stric
 
     jf = differential(make, [lambda i=i: ((data(i),), {}) for i in range(7)])
     assert janus.stats(jf)['graph_calls'] >= 3
+
+
+def test_a_tensor_array_written_in_a_tensor_dependent_loop_is_carried(strict):
+    """``outs = outs.write(t, h)`` in a loop over ``tf.range(n)`` (an RNN unrolled the
+    way TF2 code writes it for tf.function), and in a loop over a dataset: the
+    TensorArray is a loop variable (it was refused as a Python value changing)."""
+    def make():
+        def rnn(xs, w, rows):
+            outs = tf.TensorArray(tf.float32, size=tf.shape(xs)[0])
+            h = tf.zeros([2])
+            for t in tf.range(tf.shape(xs)[0]):
+                h = tf.tanh(xs[t] * w + h)
+                outs = outs.write(t, h)
+            sums = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=())
+            for row in rows:
+                sums = sums.write(sums.size(), tf.reduce_sum(row))
+            return outs.stack(), h, sums.stack()
+        return rnn, None
+
+    def call(i):
+        rows = tf.data.Dataset.from_tensor_slices(tf.reshape(tf.range(2 * (2 + i % 3)), [-1, 2]))
+        return (tf.ones([3 + i % 2, 2]) * i, tf.constant([0.5, -0.5]), rows), {}
+
+    jf = differential(make, [lambda i=i: call(i) for i in range(7)])
+    assert janus.stats(jf)['graph_calls'] >= 3

@@ -125,6 +125,17 @@ def _loop_value(start, value, where, name):
                    % (where, name, kind_of(start), kind_of(value)), start, value)
 
 
+def _array_value(start, value, where):
+    """What the loop carries for a TensorArray the body rebinds (``ta = ta.write(i, x)``):
+    the array itself (tf.while_loop carries its flow), of the same dtype."""
+    refuse_unmerged(value)
+    if not isinstance(value, tf.TensorArray) or value.dtype != start.dtype:
+        raise Unsupported(Reason.LOOP_CARRY_TYPES,
+                          '%s: a TensorArray changes to %s inside the tensor-dependent loop'
+                          % (where, kind_of(value)))
+    return value
+
+
 def _check_loop_writes(heap, checkpoint, where):
     """Inside a tf.while_loop body only rebinding a location is converted (carried)."""
     writes = heap.writes[len(checkpoint.writes):]
@@ -201,7 +212,7 @@ class _WhileLoop:
         self.dynamic = {i: v if scalars.is_dynamic(v) else scalars.lift(v)
                         for i, v in enumerate(init) if scalars.is_dynamic(v) or i in numbers}
         self.loop_index = [i for i, v in enumerate(init)
-                           if is_tensor(v) or isinstance(v, TensorList)
+                           if is_tensor(v) or isinstance(v, (TensorList, tf.TensorArray))
                            or i in self.structures or i in self.dynamic]
         self.fixed = {i: snapshot_of(v) for i, v in enumerate(init) if i not in self.loop_index}
         self.carried = list(keys.items())   # (k, the Rebinding of that location)
@@ -242,6 +253,8 @@ class _WhileLoop:
                 value = _structure_leaves(self.init[i], value, self.passed.get(i), self.where)
             elif i in self.dynamic:
                 value = _loop_value(self.dynamic[i], value, self.where, 'a variable')
+            elif isinstance(self.init[i], tf.TensorArray):   # ``ta = ta.write(i, x)``
+                value = _array_value(self.init[i], value, self.where)
             elif is_tensor(self.init[i]):
                 value = _loop_value(self.init[i], value, self.where, 'a variable')
             values.append(value)
