@@ -122,21 +122,6 @@ def _innermost(stmts, line, path):
     return None
 
 
-def _escapes(stmt, loops=0):
-    """Whether ``stmt`` may leave the statements around it: a ``return``, or a
-    ``break``/``continue`` of a loop outside it (nested functions aside)."""
-    if isinstance(stmt, gast.Return):
-        return True
-    if isinstance(stmt, (gast.Break, gast.Continue)):
-        return loops == 0
-    if isinstance(stmt, (gast.For, gast.While)):
-        return (any(_escapes(s, loops + 1) for s in stmt.body)
-                or any(_escapes(s, loops) for s in stmt.orelse))
-    if isinstance(stmt, gast.Match):
-        return any(_escapes(s, loops) for case in stmt.cases for s in case.body)
-    return any(_escapes(s, loops) for block in _blocks(stmt) for s in block)
-
-
 _DYNAMIC_SCOPE = ('locals', 'vars', 'eval', 'exec', 'dir')
 
 
@@ -217,7 +202,7 @@ class _Cutter:
             return 'python'
         if isinstance(stmt, gast.Return):
             return 'segment'
-        if _escapes(stmt) or (where.guarded and _has_blocks_or_body(stmt)):
+        if scopes.jumps_out(stmt) or (where.guarded and _has_blocks_or_body(stmt)):
             # Guarded: a segment that raised half-way would lose the locals it bound
             # before, which the handler sees; one simple statement binds all or none.
             return 'structural' if _blocks(stmt) else 'python'

@@ -10,6 +10,22 @@ SCOPE_NODES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ListCo
                gast.SetComp, gast.DictComp, gast.GeneratorExp, gast.ClassDef)
 
 
+def jumps_out(node, loops=0):
+    """Whether ``node`` may leave the statements around it: a ``return``, or a
+    ``break``/``continue`` of a loop outside it (``loops``: the loops entered below
+    the statement; nested functions and classes aside)."""
+    if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)):
+        return False
+    if isinstance(node, gast.Return):
+        return True
+    if isinstance(node, (gast.Break, gast.Continue)):
+        return loops == 0
+    if isinstance(node, (gast.For, gast.While)):
+        return (any(jumps_out(s, loops + 1) for s in node.body)
+                or any(jumps_out(s, loops) for s in node.orelse))
+    return any(jumps_out(child, loops) for child in gast.iter_child_nodes(node))
+
+
 def _arg_names(args):
     names = set()
     for arg in list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs):

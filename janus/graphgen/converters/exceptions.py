@@ -19,6 +19,7 @@ import copy
 import gast
 
 from janus.graphgen.converters import common
+from janus.pyct import scopes
 
 
 def _with_region(node):
@@ -73,21 +74,6 @@ def _checked(handler, node):
     return handler
 
 
-def _jumps_out(node, loops=0):
-    """Whether ``node`` returns, or breaks/continues a loop outside it (``loops``: the
-    loops entered below the statement)."""
-    if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)):
-        return False
-    if isinstance(node, gast.Return):
-        return True
-    if isinstance(node, (gast.Break, gast.Continue)):
-        return loops == 0
-    if isinstance(node, (gast.For, gast.While)):
-        return (any(_jumps_out(s, loops + 1) for s in node.body)
-                or any(_jumps_out(s, loops) for s in node.orelse))
-    return any(_jumps_out(child, loops) for child in gast.iter_child_nodes(node))
-
-
 def _may_swallow(node):
     """A ``finally`` that jumps ends the exception in flight: it must be one janus may
     let end (``__jr.finally_may_swallow``), never janus's own signal."""
@@ -103,6 +89,6 @@ class RouteTry(common.Pass):
         node.body = _with_region(node)
         if node.handlers:
             node.handlers = [_signals_pass(node)] + [_checked(h, node) for h in node.handlers]
-        if any(_jumps_out(stmt) for stmt in node.finalbody):
+        if any(scopes.jumps_out(stmt) for stmt in node.finalbody):
             node.finalbody = _may_swallow(node)
         return node
