@@ -420,3 +420,36 @@ def test_a_list_indexed_by_a_graph_tensor_is_no_exception_for_a_handler():
 
     calls = [lambda i=i: ((tf.constant(i % 3),), {}) for i in range(6)]
     differential(make, calls, state=lambda s: s.skipped)
+
+
+class BatchTooSmall(Exception):
+    """An exception class of the user's, as projects define them."""
+
+
+def test_your_exception_class_and_the_caught_exception_read(strict):
+    """``raise BatchTooSmall(n)`` (your class, no ``__init__`` of its own: made as
+    Python makes it), then ``e.args`` and ``str(e)`` in the handler; and
+    ``int(s)``'s ValueError read the same way (it came from Python, in the call)."""
+    def make():
+        log = []
+
+        def step(x, size_text):
+            try:
+                n = int(size_text)
+            except ValueError as e:
+                log.append(('bad size', e.args))
+                n = x.shape[0]
+            try:
+                if n < 2:
+                    raise BatchTooSmall(n)
+                y = tf.reduce_mean(x[:n])
+            except BatchTooSmall as e:
+                log.append(('too small', e.args[0], str(e)))
+                y = tf.constant(0.0)
+            return y
+        return step, log
+
+    sizes = ['3', '3', 'x', '1', '3', 'all', '1', '2']
+    calls = [lambda s=s: ((tf.range(4.0), s), {}) for s in sizes]
+    jf = differential(make, calls, state=list)
+    assert _graph_runs(jf) >= 3

@@ -179,9 +179,13 @@ is_namedtuple_class = pytypes.is_namedtuple_class
 
 
 def is_builtin_exception(callee):
-    """Builtin exception classes: constructing one (to raise it) runs no user code."""
+    """Exception classes whose construction (to raise one) runs no user code: builtin
+    ones, and yours that define neither ``__init__`` nor ``__new__`` (``class
+    TrainingDiverged(Exception): pass``)."""
     return (isinstance(callee, type) and issubclass(callee, BaseException)
-            and callee.__module__ == 'builtins')
+            and all(kind.__module__ == 'builtins'
+                    or ('__init__' not in vars(kind) and '__new__' not in vars(kind))
+                    for kind in callee.__mro__))
 
 
 def captured_by_identity(value):

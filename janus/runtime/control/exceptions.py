@@ -125,6 +125,7 @@ def caught(line):
         raise Unsupported(Reason.TRY_STATEMENT,
                           'line %d catches %s %s; janus cannot tell that eager raises it '
                           'there on every call' % (line, type(error).__name__, why))
+    ctx.made(error)   # raised in this call (an outside one keeps its source): `e.args`, `str(e)`
 
 
 def finally_may_swallow(line):
