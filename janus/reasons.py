@@ -76,6 +76,9 @@ class Reason(enum.Enum):
                            'from your code, or move the try/except out of the janus function, '
                            'around the call')
     MATCH_STATEMENT = (True, 'use if/elif instead of match')
+    TRACEBACK_READ = (False, 'a traceback shows the frames that ran (a graph\'s, or a graph '
+                             'break\'s, are not eager\'s): the call runs imperatively, as '
+                             'eagerly')
     INLINE_CLASS = (True, 'define the class at module level')
     INLINE_IMPORT = (True, 'import at module level')
     ZERO_ARGUMENT_SUPER = (True, 'call the parent method directly: Parent.method(self, ...)')

@@ -78,3 +78,24 @@ def test_a_sparse_argument_feeds_its_components():
     calls = [lambda i=i: ((batch(i), tf.constant(0.5 * i)), {}) for i in range(7)]
     jf = differential(make, calls)
     assert _graph_runs(jf) >= 4 and janus.stats(jf)['graphs_built'] == 1
+
+
+def test_shape_reads_and_python_iteration_of_a_relaxed_ragged_argument():
+    """``rt.shape`` / ``sp.shape`` are what eager sees (a relaxed row count would read
+    None: an exact-shape graph instead), and ``list(rt)`` / ``a, *rest = rt`` take the
+    rows the graph knows (Python's fallback iteration never ends in a graph)."""
+    def make():
+        seen = []
+
+        def rows(rt, sp):
+            seen.append((tuple(rt.shape.as_list()), tuple(sp.shape.as_list())))
+            parts = list(rt)
+            first, *rest = rt
+            return tf.reduce_sum(parts[-1]) + tf.reduce_sum(first) + len(rest)
+        return rows, seen
+
+    def call(i):
+        sp = tf.SparseTensor([[0, 0]], [1.0], [2 + i % 2, 3])
+        return (_sentences(i), sp), {}
+
+    differential(make, [lambda i=i: call(i) for i in range(7)], state=list)

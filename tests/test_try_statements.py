@@ -11,7 +11,7 @@ PYTEST_DONT_REWRITE: a user ``assert`` inside a converted function must stay one
 import tensorflow as tf
 
 import janus
-from tests.conftest import differential
+from tests.conftest import differential, outcome
 
 
 def _graph_runs(jf):
@@ -453,3 +453,151 @@ def test_your_exception_class_and_the_caught_exception_read(strict):
     calls = [lambda s=s: ((tf.range(4.0), s), {}) for s in sizes]
     jf = differential(make, calls, state=list)
     assert _graph_runs(jf) >= 3
+
+
+# -- found by the bug hunt (each failed before its fix) ----------------------------
+
+def test_a_finally_raising_over_janus_signal_does_not_hand_it_to_a_handler():
+    """``.numpy()`` stops the trace; the inner ``finally`` then raises the user's
+    RuntimeError (its ``__context__`` is janus's signal): the outer handler must not
+    run in the graph (it did: every graph call returned zeros and printed)."""
+    def make():
+        def report(x):
+            done = False
+            try:
+                try:
+                    value = float(x.numpy().sum())
+                    done = True
+                finally:
+                    if not done:
+                        raise RuntimeError('report failed')
+            except RuntimeError:
+                print('failed')
+                value = 0.0
+            return value
+        return report, None
+
+    differential(make, [lambda i=i: ((tf.fill([2], float(i)),), {}) for i in range(6)])
+
+
+class Defaults(dict):
+    """A dict subclass whose missing keys have a default (``__missing__``)."""
+
+    def __missing__(self, key):
+        return 1.0
+
+
+def test_a_missing_key_of_a_dict_with_missing_is_its_default_not_a_key_error():
+    def make():
+        table = Defaults(a=2.0)
+        misses = []
+
+        def scale(x, key):
+            try:
+                factor = table[key]
+            except KeyError:
+                misses.append(key)
+                factor = -2.0
+            return x * factor
+        return scale, misses
+
+    calls = [lambda k=k: ((tf.constant(3.0), k), {}) for k in 'aabbab']
+    differential(make, calls, state=list)
+
+
+class Retrying:
+    """Which exceptions a step retries on, and which inputs it accepts, set by the user."""
+
+    def __init__(self):
+        self.retry_on = (ValueError,)
+        self.kinds = (int, float)
+
+
+def test_a_tuple_of_classes_from_outside_is_guarded_in_except_and_isinstance():
+    """``except self.retry_on`` and ``isinstance(v, self.kinds)`` read the tuple's
+    classes in C: after the user changes the tuple, eager catches (or accepts) other
+    classes; the graph had kept the old ones (guarded by the tuple's type only)."""
+    def make():
+        r = Retrying()
+
+        def step(x, v):
+            try:
+                if not isinstance(v, r.kinds):
+                    raise ValueError('bad value %r' % (v,))
+                y = x * v
+            except r.retry_on:
+                y = -x
+            return y
+        return step, r
+
+    eager_fn, eager_r = make()
+    plain_fn, janus_r = make()
+    janus_fn = janus.function(plain_fn)
+    for i in range(12):
+        if i == 5:   # 2.5 is no longer accepted: ValueError, still retried
+            eager_r.kinds = janus_r.kinds = (int,)
+        if i == 8:   # ValueError is no longer retried: it reaches the caller
+            eager_r.retry_on = janus_r.retry_on = (KeyError,)
+        args = (tf.constant(2.0), 2.5 if i % 2 else 3)
+        expected, actual = outcome(eager_fn, *args), outcome(janus_fn, *args)
+        assert expected[0] == actual[0], (i, expected, actual)
+        if expected[0] == 'ok':
+            assert float(expected[1]) == float(actual[1]), i
+        else:
+            assert expected[1:] == actual[1:], i
+
+
+def test_a_handler_reading_the_traceback_runs_imperatively():
+    """``traceback.format_exc()`` shows the frames that ran: a graph's (or a graph
+    break's) are not eager's, so such a call runs as plain Python."""
+    import traceback
+
+    def make():
+        log = []
+
+        def step(x, k):
+            try:
+                if k:
+                    raise ValueError('bad batch')
+                y = x
+            except ValueError as e:
+                log.append(traceback.format_exc())
+                log.append(e.__traceback__ is not None)
+                y = -x
+            return y
+        return step, log
+
+    calls = [lambda k=k: ((tf.constant(1.0), k), {}) for k in [1, 0, 1, 1, 0, 1, 1, 0]]
+    jf = differential(make, calls, state=list)
+    assert 'frames that ran' in janus.explain(jf)
+
+
+def test_a_keras_value_error_under_a_handler_in_a_graph_that_cannot_undo():
+    """Eagerly a wrong input width raises Keras's ValueError (caught); in a graph with
+    relaxed widths the MatMul fails at run time, after a ``tf.print`` no rollback
+    undoes: that try must run in Python, so the handler runs as eagerly."""
+    import keras
+
+    class Model:
+        def __init__(self):
+            self.bad = 0
+            self.dense = keras.layers.Dense(2, kernel_initializer='ones')
+            self.dense.build((None, 3))
+            self.steps = tf.Variable(0.0)
+
+        def step(self, x):
+            tf.print('step')
+            self.steps.assign_add(1.0)
+            try:
+                y = self.dense(x / self.steps)
+            except ValueError:
+                self.bad += 1
+                y = tf.zeros([1, 2])
+            return y
+
+    def make():
+        m = Model()
+        return m.step, m
+
+    calls = [lambda d=d: ((tf.ones([1, d]),), {}) for d in [3, 4, 3, 4, 5, 3, 4, 6, 3]]
+    differential(make, calls, state=lambda m: (m.bad, float(m.steps.numpy())))

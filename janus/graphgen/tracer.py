@@ -529,7 +529,8 @@ def breaks_at_statement_line(error, line):
     """Whether a refusal ``error`` at statement ``line`` becomes a graph break.  janus's
     own failures do not: they stay visible as internal errors."""
     return (config.graph_breaks and line is not None
-            and error.reason not in (Reason.INTERNAL_ERROR, Reason.TRACE_TOO_LONG))
+            and error.reason not in (Reason.INTERNAL_ERROR, Reason.TRACE_TOO_LONG,
+                                     Reason.TRACEBACK_READ))
 
 
 def _new_context(fn, converted, bound, plan, heap_shapes, distributed):

@@ -178,6 +178,11 @@ def attr(obj, name):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)
     if isinstance(obj, tf.Tensor) and name in ('shape', 'get_shape'):
         return _static_shape(obj, name)
+    if isinstance(obj, (tf.RaggedTensor, tf.SparseTensor)) and name in ('shape', 'get_shape'):
+        return _composite_shape(obj, name)
+    if name == '__traceback__' and isinstance(obj, BaseException):
+        raise Unsupported(Reason.TRACEBACK_READ, 'janus does not convert reading an '
+                          'exception\'s __traceback__ (the frames that ran)')
     if isinstance(obj, tf.Tensor) and name in ('ref', 'experimental_ref') \
             and ctx.is_input_tensor(obj):
         # A reference is the tensor's identity as a hashable key; a graph input's is
@@ -503,6 +508,7 @@ def item(obj, key):
     if type(key) is slice:
         return ctx.made(ctx.view(obj)[key])   # a new list of the items themselves
     if pytypes.model_of(obj).kind is pytypes.Kind.DICT and pytypes.is_constant(key) \
+            and not hasattr(type(obj), '__missing__') \
             and key not in obj and not observe.compare('In', key, obj):   # guarded absent
         return _missing_key(key)
     value = obj[key]
@@ -522,6 +528,20 @@ def _own_item(obj, key):
 def _missing_key(key):
     """The KeyError of a key an outside dict is guarded not to hold."""
     raise KeyError(key)
+
+
+def _composite_shape(value, name):
+    """A RaggedTensor's or SparseTensor's static shape, where the graph knows every
+    dimension eager code sees (a ragged dimension is None eagerly too); one relaxed
+    in the graph refuses, and janus builds a graph with exact shapes instead."""
+    shape = value.shape
+    ragged = range(1, value.ragged_rank + 1) if isinstance(value, tf.RaggedTensor) else ()
+    if shape.rank is None or any(dim is None for i, dim in enumerate(shape.as_list())
+                                 if i not in ragged):
+        raise Unsupported(Reason.UNKNOWN_SHAPE,
+                          'the code reads the shape of a %s whose dimensions are only known at '
+                          'run time' % type(value).__name__)
+    return shape if name == 'shape' else (lambda: shape)
 
 
 def _tensor_key(key):

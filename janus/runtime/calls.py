@@ -13,6 +13,7 @@ import collections.abc
 import contextlib
 import functools
 import inspect
+import sys
 import types
 
 import numpy as np
@@ -65,6 +66,9 @@ def call(__callee, /, *args, **kwargs):
     if any(callee is c for c in (float, int, bool)) and len(args) == 1 and not kwargs \
             and isinstance(args[0], tf.Tensor) and not isinstance(args[0], guards.EagerTensor):
         return scalars.from_tensor(callee, args[0])   # ``best = float(loss)``
+    if _reads_traceback(callee):
+        raise Unsupported(Reason.TRACEBACK_READ, 'janus does not convert %s (it reads the '
+                          'frames that ran)' % _name(callee))
     if callee is next and 1 <= len(args) <= 2 and not kwargs and _converted_generator(ctx, args[0]):
         # Its code runs here, converted; what it yields keeps its origin (and its end,
         # StopIteration, is eager's).
@@ -424,6 +428,11 @@ def _keep_unused_in_body(outer, result):
 
 
 def _call_builtin(ctx, callee, args, kwargs):
+    if callee not in _READS_NO_ITEMS and any(map(observe.is_graph_ragged, args)):
+        # ``list(rt)``, ``sum(rt)``: Python would index the rows until an IndexError
+        # the graph never raises.
+        args = tuple(observe.ragged_rows(a, 'iterating') if observe.is_graph_ragged(a) else a
+                     for a in args)
     values = list(args) + list(kwargs.values())
     if any(map(arrays.is_stand_in, values)) or (
             callee not in _PASSING_ON + (len, isinstance, issubclass)
@@ -432,7 +441,9 @@ def _call_builtin(ctx, callee, args, kwargs):
     if callee is isinstance and len(args) == 2 and not kwargs and isinstance(args[0], tf.Tensor):
         return issubclass(guards.EagerTensor, args[1])   # a graph tensor stands for an eager one
     if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs:
-        return callee(*args)   # reads only types: guarded by TYPE_MATCH/ID_MATCH where read
+        # Reads only types: guarded by TYPE_MATCH/ID_MATCH where read; the classes of a
+        # tuple from outside (``isinstance(v, self.kinds)``) are read by C: guarded here.
+        return callee(args[0], observe.plain_deep(ctx, args[1]))
     if callee in (str, repr, format) and args and not kwargs:
         value = observe.plain_deep(ctx, args[0])
         if observe._needs_run_values(value):
@@ -474,6 +485,17 @@ def _builtin_on_guarded(callee, args, kwargs):
 @control.exceptions.raises_for_user
 def _builtin_exactly(callee, args, kwargs):
     return callee(*args, **kwargs)
+
+
+def _reads_traceback(callee):
+    """``traceback.format_exc()``, ``sys.exc_info()``, ``sys.exception()``: the frames of a
+    trace (or of a graph break's skeleton) are not eager's."""
+    return (callee is sys.exc_info or callee is getattr(sys, 'exception', None)
+            or whitelist.module_of(callee) == 'traceback')
+
+
+_READS_NO_ITEMS = (isinstance, issubclass, type, id, len, repr, str, format, hash, callable,
+                   getattr, hasattr)
 
 
 def _static_length(value):

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from janus.reasons import Reason
 from janus import guards, pytypes
+from janus.config import config
 from janus.guards import GuardKind
 from janus.runtime import arrays, fallible, scalar_ops, scalars, whitelist
 from janus.runtime.scalars import DynamicScalar
@@ -532,6 +533,8 @@ def unpack(value, shape=None):
         value.refuse()
     if isinstance(value, tf.Tensor):
         return value
+    if is_graph_ragged(value):
+        return ragged_rows(value, 'unpacking')
     if arrays.is_stand_in(value):
         arrays.refuse_use('unpacking')
     if type(value) is DynamicScalar:
@@ -569,6 +572,23 @@ def _unpack_nested(items, shape):
     if len(items) != len(shape):
         return items
     return tuple(unpack(item, sub) if sub else item for item, sub in zip(items, shape))
+
+
+def ragged_rows(value, what):
+    """The rows of a graph RaggedTensor that Python would iterate (``list(rt)``, ``a, b =
+    rt``): the graph knows how many (unrolled), else refused.  Python's fallback,
+    ``rt[0], rt[1], ...``, never ends in a graph (no IndexError there)."""
+    count = tf.get_static_value(value.nrows())
+    if count is None or count > config.max_unroll:
+        raise Unsupported(Reason.DYNAMIC_ITERATION,
+                          'janus does not convert %s a RaggedTensor whose number of rows only '
+                          'the run knows (loop over it with for)' % what)
+    return [value[i] for i in range(int(count))]
+
+
+def is_graph_ragged(value):
+    return isinstance(value, tf.RaggedTensor) \
+        and not isinstance(value.flat_values, guards.EagerTensor)
 
 
 def each(items, shape):

@@ -16,7 +16,8 @@ from janus.runtime.calls import call  # noqa: F401
 from janus.runtime.control import (UNDEFINED, boolop, for_stmt, if_stmt, ifexp,  # noqa: F401
                                    not_, read_local, test, while_stmt)
 from janus.runtime.control.exceptions import (TRACE_SIGNALS, caught,  # noqa: F401
-                                              finally_may_swallow, try_body)
+                                              exception_types, finally_may_swallow,
+                                              try_body)
 from janus.runtime.control.statements import assert_  # noqa: F401
 from janus.runtime.control.statements import loop_iterable as iter  # noqa: F401,A004
 from janus.runtime.observe import (binop, compare, compare_chain, each,  # noqa: F401

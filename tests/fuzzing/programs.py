@@ -2532,8 +2532,9 @@ def _try_catch(rng, exc, form):
 
 
 def _try_raiser(c, j=None):
-    """The body of a try that raises on some calls: dict(pre, body, exc, brk)."""
-    b, O, rng = c.b, c.O, c.b.rng
+    """The body of a try that raises on some calls: dict(pre, body, exc, brk); ``j``:
+    the variable of a loop around the try (a condition may read it)."""
+    b, rng = c.b, c.b.rng
     kind = rng.choice(['py', 'py', 'py', 'tensor', 'tensor', 'fallible', 'fallible',
                        'unvouched', 'unvouched'])
     pre, brk = [], False
@@ -2586,7 +2587,10 @@ def _try_raiser(c, j=None):
         else:
             cond = b.cond_tensor()
         exc = rng.choice(['FloatingPointError', 'ValueError', 'TryLimit', 'AssertionError'])
-        if exc == 'AssertionError':
+        if exc == 'AssertionError' and r < 0.6:
+            # (``assert not (tensor test)`` is a graph break even outside a try)
+            body = ["assert %s, 'input out of range'" % cond.replace(' > ', ' <= ')]
+        elif exc == 'AssertionError':
             body = ["assert not (%s), 'input out of range'" % cond]
         else:
             msg = rng.choice(["'loss diverged'", "'sum %.2f' % float(tf.reduce_sum(x))",
@@ -2670,7 +2674,8 @@ def _try_handler(c, j, e_ok=True):
     if e_ok:
         pool += ['@ERRLOG.append(str(e))', '@ERRLOG.append(type(e).__name__)',
                  "print('skip', e)", "print('caught', type(e).__name__)",
-                 'msg_ = str(e)\nacc = acc + len(msg_) * 0.01']
+                 'msg_ = str(e)\nacc = acc + len(msg_) * 0.01', '@ERRLOG.append(e.args)',
+                 '@ERRLOG.append(e)']
     lines = []
     for ln in rng.sample(pool, rng.randint(1, 3)):
         if '@ERRORS' in ln:
@@ -2689,8 +2694,9 @@ def _try_handler(c, j, e_ok=True):
 
 
 def _try_block(c, j=None, inner=False):
-    """A try statement (lines) around a raiser, with handlers, else, finally."""
-    b, O, rng = c.b, c.O, c.b.rng
+    """A try statement (lines, and whether it is a graph break) around a raiser, with
+    handlers, else, finally; ``inner``: nested in another try."""
+    b, rng = c.b, c.b.rng
     r = _try_raiser(c, j)
     body = list(r['body'])
     if rng.random() < 0.4:
@@ -2707,8 +2713,16 @@ def _try_block(c, j=None, inner=False):
     lines = ['try:'] + _indent(body)
     if form != 'finally':
         clauses = [form] if form != 'multi' else ['mismatch', rng.choice(['match', 'base'])]
-        for k, f in enumerate(clauses):
+        for f in clauses:
             catch = _try_catch(rng, r['exc'], f)
+            if f in ('match', 'base') and rng.random() < 0.15:
+                # the class caught chosen by a flag on the state, changed from outside:
+                # which handler matches is decided per call (a class object kept on the
+                # state itself, ``except self.retry_on``, crashes runner.compare)
+                catch = '(%s if %s else %s)' % (catch or 'Exception',
+                                                c.attr('strict', 'True', ['%s = True'],
+                                                       ['%s = False']),
+                                                _try_catch(rng, r['exc'], 'mismatch'))
             hl, uses_e = _try_handler(c, j, e_ok=bool(catch))
             if not catch:
                 lines.append('except:')
@@ -2763,7 +2777,6 @@ def f_try_stmt(b):
             inner, brk = _try_block(c, None, inner=True)
             outer = rng.choice(['Exception', 'Exception', 'TryError', 'ValueError', ''])
             hl, uses_e = _try_handler(c, None, e_ok=bool(outer))
-            hl = [ln.replace('from e', 'from e2') for ln in hl]
             hl = [re.sub(r'\be\b', 'e2', ln) for ln in hl]
             lines = (['try:'] + _indent(inner + [arith(b, 1)]) +
                      ['except %s%s:' % (outer, ' as e2' if uses_e else '') if outer else 'except:'] +

@@ -68,6 +68,14 @@ def _signals_pass(node):
     return gast.copy_location(handler, node)
 
 
+def _types_read(handler):
+    """``except E`` with ``E`` through ``__jr.exception_types``: Python reads the classes
+    of a tuple in C, so a tuple from outside (``except self.retry_on``) is guarded whole."""
+    if handler.type is not None:
+        handler.type = common.runtime_call('exception_types', [handler.type], like=handler.type)
+    return handler
+
+
 def _checked(handler, node):
     check = gast.Expr(common.runtime_call('caught', [common.const(node.lineno)], like=_first_line(node)))
     handler.body = [gast.copy_location(check, _first_line(node))] + handler.body
@@ -88,7 +96,8 @@ class RouteTry(common.Pass):
         node = self.generic_visit(node)
         node.body = _with_region(node)
         if node.handlers:
-            node.handlers = [_signals_pass(node)] + [_checked(h, node) for h in node.handlers]
+            node.handlers = [_signals_pass(node)] + [_checked(_types_read(h), node)
+                                                     for h in node.handlers]
         if any(scopes.jumps_out(stmt) for stmt in node.finalbody):
             node.finalbody = _may_swallow(node)
         return node

@@ -46,7 +46,7 @@ import tensorflow as tf
 from janus import pytypes
 from janus.errors import JanusError, TraceBudgetExceeded, Unsupported
 from janus.reasons import Reason
-from janus.runtime import fallible, heap, tracing
+from janus.runtime import fallible, heap, observe, tracing
 from janus.runtime.control.common import BranchRaised
 from janus.runtime.control.values import CannotMerge
 
@@ -100,8 +100,9 @@ class try_body:   # noqa: N801 - an operator converted code calls, named as one
 
 
 def _catch_graph_errors(handler_types):
-    """Whether a handler would catch the ``tf.errors.OpError`` a graph op raises (a
-    handler whose type janus cannot read counts as one that would)."""
+    """Whether a handler would catch what a failing op raises: the graph's
+    ``tf.errors.OpError``, or library code's ValueError/TypeError eagerly (a handler
+    whose type janus cannot read counts as one that would)."""
     if handler_types is None:   # not plain reads (the converter): never read early
         return True
     try:
@@ -111,8 +112,14 @@ def _catch_graph_errors(handler_types):
     flat = []
     for kind in types:
         flat.extend(kind if type(kind) is tuple else [kind])
-    return any(kind is None or not isinstance(kind, type) or issubclass(tf.errors.OpError, kind)
-               or issubclass(kind, tf.errors.OpError) for kind in flat)
+    return any(kind is None or not isinstance(kind, type)
+               or any(issubclass(error, kind) or issubclass(kind, error) for error in _GRAPH_ERRORS)
+               for kind in flat)
+
+
+# What a failing op raises in the graph (OpError), and what library code raises for the
+# same bad input eagerly, before any op runs (Keras's ValueError on an input width).
+_GRAPH_ERRORS = (tf.errors.OpError, ValueError, TypeError)
 
 
 def caught(line):
@@ -120,12 +127,21 @@ def caught(line):
     raises there on every run the guards admit, else the statement is refused."""
     ctx = tracing.current()
     error = sys.exc_info()[1]
+    _reraise_signal_behind(error)
     why = _not_exact(error, ctx.code_objects)
     if why is not None:
         raise Unsupported(Reason.TRY_STATEMENT,
                           'line %d catches %s %s; janus cannot tell that eager raises it '
                           'there on every call' % (line, type(error).__name__, why))
     ctx.made(error)   # raised in this call (an outside one keeps its source): `e.args`, `str(e)`
+
+
+def exception_types(types):
+    """An ``except`` clause's types, each class of a tuple guarded (Python matches them in
+    C: a tuple from outside would otherwise be guarded by its type alone)."""
+    if type(types) is tuple:
+        return observe.plain_deep(tracing.current(), types)
+    return types
 
 
 def finally_may_swallow(line):
@@ -136,11 +152,25 @@ def finally_may_swallow(line):
         return
     if isinstance(error, TRACE_SIGNALS):
         raise error
+    _reraise_signal_behind(error)
     why = _not_exact(error, tracing.current().code_objects)
     if why is not None:
         raise Unsupported(Reason.TRY_STATEMENT,
                           'the finally of line %d ends %s %s; janus cannot tell that eager '
                           'raises it there on every call' % (line, type(error).__name__, why))
+
+
+def _reraise_signal_behind(error):
+    """janus's signal that ``error`` replaced (a ``finally`` or a handler of yours that
+    raised while it was on its way: ``__context__``) goes on instead: the trace
+    stopped there, whatever your code raised after."""
+    seen = set()
+    behind = error.__context__
+    while behind is not None and id(behind) not in seen:
+        if isinstance(behind, TRACE_SIGNALS):
+            raise behind
+        seen.add(id(behind))
+        behind = behind.__context__
 
 
 def may_fail_inside(regions):

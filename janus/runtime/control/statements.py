@@ -202,7 +202,7 @@ def _ragged_rows(ragged):
     count = tf.get_static_value(ragged.nrows())
     if count is None or count > config.max_unroll:
         return None
-    return [ragged[i] for i in range(int(count))]
+    return observe.ragged_rows(ragged, 'a loop over')
 
 
 def _stopped(stop, one_shot=False):
@@ -289,13 +289,8 @@ def loop_iterable(ns, site, iterable):
     comprehension).  Outside lists are guarded; tensors are unrolled when safe."""
     if isinstance(iterable, tf.Tensor):
         return iter(unrolled_items(ns, site, iterable, allow_dynamic=False))
-    if isinstance(iterable, tf.RaggedTensor):
-        rows = _ragged_rows(iterable)
-        if rows is None:
-            raise Unsupported(Reason.DYNAMIC_ITERATION,
-                              'janus does not convert a comprehension over a RaggedTensor '
-                              'whose number of rows only the run knows (use a for loop)')
-        return iter(rows)
+    if observe.is_graph_ragged(iterable):
+        return iter(observe.ragged_rows(iterable, 'a comprehension over'))
     if arrays.is_stand_in(iterable):
         arrays.refuse_use('iterating over')
     if datasets.is_dataset_value(iterable):
