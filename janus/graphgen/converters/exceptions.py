@@ -50,16 +50,19 @@ _READS = ('load', 'attr')   # the runtime's free-name and attribute reads
 
 
 def _is_plain_read(node):
-    """A converted ``ValueError`` / ``tf.errors.OpError`` / tuple of them / None."""
+    """A converted ``ValueError`` / ``tf.errors.OpError`` / tuple of them / None: free
+    names and attributes of them (never of a local, whose class may run a property)."""
     if isinstance(node, gast.Constant):
         return node.value is None
     if isinstance(node, gast.Tuple):
         return all(_is_plain_read(e) for e in node.elts)
-    if common.is_runtime_call(node) and node.func.attr in _READS and not node.keywords:
-        first, rest = node.args[0], node.args[1:]
-        return ((isinstance(first, gast.Name) or _is_plain_read(first))
-                and all(isinstance(a, gast.Constant) for a in rest))
-    return False
+    if not (common.is_runtime_call(node) and node.func.attr in _READS and not node.keywords
+            and all(isinstance(a, gast.Constant) for a in node.args[1:])):
+        return False
+    first = node.args[0]
+    if node.func.attr == 'load':
+        return isinstance(first, gast.Name) and first.id == common.NAMESPACE
+    return _is_plain_read(first)
 
 
 def _signals_pass(node):
