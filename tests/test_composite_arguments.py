@@ -99,3 +99,22 @@ def test_shape_reads_and_python_iteration_of_a_relaxed_ragged_argument():
         return (_sentences(i), sp), {}
 
     differential(make, [lambda i=i: call(i) for i in range(7)], state=list)
+
+
+def test_a_relaxed_composite_argument_shows_eager_shape():
+    """Once the row count (or dense shape) varies, the graph's composite has unknown
+    dimensions; Python reading ``.shape`` must still see eager's (a graph with exact
+    shapes is built instead of reading None)."""
+    def make():
+        seen = []
+
+        def widths(rt, sp):
+            seen.append((tuple(rt.shape.as_list()), tuple(sp.shape.as_list())))
+            return tf.reduce_sum(rt.flat_values) + tf.sparse.reduce_sum(sp)
+        return widths, seen
+
+    def call(i):
+        sp = tf.SparseTensor([[0, 0]], [1.0], [2 + i % 2, 3])
+        return (_sentences(i), sp), {}
+
+    differential(make, [lambda i=i: call(i) for i in range(8)], state=list)
