@@ -52,6 +52,7 @@ class GuardKind(enum.Enum):
     DATASET_MATCH = 'DATASET_MATCH'  # a tf.data.Dataset of this type spec (element structure, dtypes, shapes; fed per run)
     ITERATOR_MATCH = 'ITERATOR_MATCH'  # a tf.data iterator of this element spec (its handle fed per run)
     COMPOSITE_MATCH = 'COMPOSITE_MATCH'  # a RaggedTensor/SparseTensor of this type spec, relaxed dims any size (components fed per run)
+    STRUCTURE_MATCH = 'STRUCTURE_MATCH'  # the objects under a recursive function's roots have the classes and attribute kinds its graph reads (encoded per run)
     NUMBERS_MATCH = 'NUMBERS_MATCH'  # a non-empty list/tuple of Python numbers of one type TF converts to this dtype (fed per run)
 
 

@@ -75,6 +75,9 @@ class Profile:
         self.sites = collections.defaultdict(SiteProfile)   # (code, site id) -> SiteProfile
         self.site_info = {}                      # (code, site id) -> pyct.sites.Site
         self.shapes = {}                         # tensor path -> relaxed TensorShape
+        # (recursive function's code, attribute) -> value kinds its structures held,
+        # widened across traces (runtime/structures.py; ('types', code) -> classes)
+        self.structures = {}
 
     def record_arguments(self, arguments):
         observed = []

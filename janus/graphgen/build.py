@@ -62,6 +62,7 @@ class _Build:
     # build settles on an exact-shape graph, not before (an exact trace may fail too).
     exact_because: typing.Optional[ConversionError] = None
     traces: int = 0
+    structure_retraces: int = 0       # StructureWidened requests honoured (bounded)
 
 
 def build(fn, state, arguments, bound, convert, report, *, profile_calls, distributed,
@@ -164,6 +165,9 @@ def _honour(run, request):
         # Kept for the event's text only: without its frames (the failed trace's graph).
         run.exact_because = request.error.with_traceback(None)
         return True
+    if isinstance(request, retrace.StructureWidened):
+        run.structure_retraces += 1   # kinds only widen: a few traces see them all
+        return run.structure_retraces <= 3
     return False   # RelaxEvolving: the caller's fallback step does it
 
 

@@ -63,6 +63,12 @@ class ExactShapes(Retrace):
     trace again with the call's exact shapes."""
 
 
+class StructureWidened(Retrace):
+    """A recursive function's structure showed more classes or kinds of value after
+    its graph function was built (``runtime/structures.py``): trace again, the
+    profile now knowing them all."""
+
+
 class RelaxEvolving(Retrace):
     """The trace failed while reading rewritten numbers as constants: trace again with
     them dynamic (``relaxation.ScalarRelaxation.relax_evolving``)."""

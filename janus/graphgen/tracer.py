@@ -511,6 +511,8 @@ def _retrace_request(ctx, error, signature, heap_shapes):
         return retrace.AssumeInstead(error, evolving, failed_sites)
     if isinstance(error, errors.ScalarValueNeeded):
         return retrace.PinNumbers(error, evolving)
+    if ctx.structure_widened:
+        return retrace.StructureWidened(error, evolving)
     if heap_shapes is not None and signature.has_unknown_dims() \
             and error.reason not in retrace.SHAPE_INDEPENDENT:
         return retrace.ExactShapes(error, evolving)

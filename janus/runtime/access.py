@@ -18,7 +18,7 @@ from janus import callables, guards, pytypes
 from janus.config import config
 from janus.reasons import Reason
 from janus.guards import GuardKind
-from janus.runtime import arrays, fallible, observe, scalars, shadow_heap, whitelist
+from janus.runtime import arrays, fallible, observe, scalars, shadow_heap, structures, whitelist
 from janus.runtime.control import exceptions
 from janus.runtime.shadow_heap import MISSING, Slot, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
@@ -173,6 +173,8 @@ def attr(obj, name):
     refuse_unmerged(obj)
     if arrays.is_stand_in(obj):
         return arrays.attribute(obj, name)   # an outside NumPy array: what its guards fix
+    if structures.is_node(obj):
+        return structures.attribute(obj, name)   # a node in a recursive graph function
     if isinstance(obj, types.ModuleType) and whitelist.in_package(obj.__name__,
                                                                  whitelist.LIBRARY_PREFIXES):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)
@@ -371,6 +373,8 @@ def setattr_(obj, name, value):
     """``obj.name = value``: outside objects are written through the shadow heap."""
     if arrays.is_stand_in(obj):
         arrays.refuse_use('setting .%s of' % name)
+    if structures.is_node(obj):
+        structures.refuse('setting .%s of a node' % name)
     ctx = _writable_context('%s.%s' % (type(obj).__name__, name))
     source = ctx.source_of(obj)
     if source is None:
@@ -471,6 +475,8 @@ def _refuse_user_key(key):
 
 
 def item(obj, key):
+    if structures.is_node(obj) or structures.is_node(key):
+        structures.refuse('indexing a node, or indexing with one')
     if arrays.is_stand_in(key):
         arrays.refuse_use('indexing with')
     if arrays.is_stand_in(obj):
@@ -585,6 +591,8 @@ def _hashable(key):
 
 
 def setitem(obj, key, value):
+    if structures.is_node(obj) or structures.is_node(key):
+        structures.refuse('writing an item of a node, or indexing with one')
     if arrays.is_stand_in(obj) or arrays.is_stand_in(key):
         arrays.refuse_use('writing an item of (or indexing with)')
     _refuse_user_key(key)

@@ -25,7 +25,7 @@ from janus import callables, guards, pytypes
 from janus.config import config
 from janus.guards import GuardKind
 from janus.runtime import (access, arrays, control, fallible, layers, number_lists, observe,
-                           scalar_ops, scalars, whitelist)
+                           recursion, scalar_ops, scalars, structures, whitelist)
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -42,10 +42,19 @@ def call(__callee, /, *args, **kwargs):
         return _call_chosen_method(ctx, __callee, args, kwargs)
     refuse_unmerged(__callee)
     callee, args, kwargs = callables.through_janus(__callee, args, kwargs)   # janus calls janus
+    if structures.holds_node(args) or structures.holds_node(kwargs.values()):
+        if callee is isinstance and len(args) == 2 and not kwargs \
+                and structures.is_node(args[0]) and not structures.holds_node(args[1:]):
+            return structures.isinstance_test(args[0], args[1])
+        if not _is_user_code(ctx, callee):
+            structures.refuse('passing a node of the structure to %s' % _name(callee))
     if not _is_user_code(ctx, callee):   # inlined code meets it where it uses it
         refuse_unmerged(*args, *kwargs.values())
     lineage = scalars.lineage_deep(list(args) + list(kwargs.values()))
-    if lineage:   # a relaxed Python number in the arguments: modeled, or its value is needed
+    if lineage or (ctx.recursion_active and (scalars.holds_dynamic(args)
+                                             or scalars.holds_dynamic(kwargs))):
+        # A relaxed Python number in the arguments (or a node's number, in a recursive
+        # graph function): modeled, or its value is needed
         handled = _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage)
         if handled is not _NOT_HANDLED:
             return handled
@@ -144,7 +153,43 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
             return result
     elif whitelist.is_library(callee) and scalars.library_call_allows(callee, args, kwargs):
         return _NOT_HANDLED
+    converted = _numbers_as_ids(callee, args, kwargs)
+    if converted is not None:   # ``tf.nn.embedding_lookup(w, [node.word])``
+        return call(callee, *converted[0], **converted[1])
     need(lineage, 'calling %s with a number from outside the call' % _name(callee))
+
+
+def _id_arguments():
+    """TF functions whose argument (position, keyword) eager converts from a list of
+    numbers as data (ids, indices), never as a shape."""
+    return {tf.nn.embedding_lookup: (1, 'ids'), tf.gather: (1, 'indices'),
+            tf.one_hot: (0, 'indices'), tf.convert_to_tensor: (0, 'value'),
+            tf.constant: (0, 'value')}
+
+
+def _numbers_as_ids(callee, args, kwargs):
+    """(args, kwargs) with a flat list of ints holding dynamic scalars at an ids
+    argument replaced by the int32 tensor eager converts it to; None otherwise."""
+    try:
+        position, keyword = _id_arguments().get(callee, (None, None))
+    except TypeError:
+        return None
+    if position is None:
+        return None
+    args, kwargs = list(args), dict(kwargs)
+    holder, key = (args, position) if len(args) > position else (kwargs, keyword)
+    value = holder[key] if key in range(len(args)) or key in kwargs else None
+    if type(value) is not list or not value or scalars.lineage_deep(
+            [v for v in list(args) + list(kwargs.values()) if v is not value]) \
+            or not all(type(v) is int or (scalars.is_dynamic(v) and v.type is int)
+                       for v in value) \
+            or not all(-2 ** 31 <= v < 2 ** 31 for v in value if type(v) is int):
+        return None
+    if callee in (tf.convert_to_tensor, tf.constant) and (len(args) > 1 or kwargs):
+        return None   # a dtype asked for: eager's conversion differs
+    holder[key] = tf.stack([scalars.to_tensor(v) if scalars.is_dynamic(v)
+                            else tf.constant(v, tf.int32) for v in value])
+    return args, kwargs
 
 
 def _stores_numbers(callee, args, kwargs):
@@ -826,11 +871,22 @@ def _move_leading_axis(stacked, axis, where):
 
 
 def _inline(ctx, fn, args, kwargs, receiver=False):
-    """Inlines a user Python callee by tracing its converted version."""
+    """Inlines a user Python callee by tracing its converted version; a recursion over
+    Python objects becomes a recursive graph function instead (``recursion.py``)."""
     whitelist.refuse_stateful_stdlib(fn)
+    building = recursion.active(ctx, fn)
+    if building is not None:   # a recursive call inside that function's own graph
+        return recursion.self_call(ctx, building.build, args, kwargs, receiver)
     depth = sum(c.fn.__code__ is fn.__code__ for c in ctx.stack)   # equal code: recursion
+    if depth == 0 and recursion.over_objects(fn, args, kwargs, receiver):
+        return recursion.call(ctx, fn, args, kwargs, receiver,
+                              lambda values: _run_inlined(ctx, fn, values, {}, 0))
     # A method's own object (``self.power(m, n // 2)``) decides nothing by itself.
     _refuse_recursion(ctx, fn, depth, list(args[receiver:]) + list(kwargs.values()))
+    return _run_inlined(ctx, fn, args, kwargs, depth)
+
+
+def _run_inlined(ctx, fn, args, kwargs, depth):
     converted = ctx.convert(fn)
     ctx.guard_function(fn)
     bound = _bound(ctx, fn, args, kwargs)

@@ -25,6 +25,8 @@ import tensorflow as tf
 from tensorflow.python.data.ops import options as options_lib
 from tensorflow.python.ops import gen_dataset_ops
 
+from janus.runtime import ops, recursive_functions
+
 
 class Effect(enum.Enum):
     NONE = 'none'                          # pure, or only reads state
@@ -44,6 +46,10 @@ _PURE_READS = frozenset((
     'TensorArrayReadV3', 'TensorArrayGatherV3', 'TensorArraySizeV3',   # TF1 TensorArray reads
     'QueueSizeV2', 'QueueIsClosedV2',                 # queue metadata
     'IteratorToStringHandle', 'IteratorGetDevice',    # iterator metadata (not get_next)
+    # A recursive graph function's call: runtime/recursion.py refuses a body that
+    # changes state, so it only reads the variables it is given (its checks are
+    # found through its body, ``called_graphs``, once built).
+    'Janus>Invoke',
 ))
 
 # Stateful ops without a resource whose effect is output: they must also wait
@@ -224,6 +230,10 @@ def called_graphs(op):
             found = op.graph._get_function(name) if name else None
             if found is not None and getattr(found, 'graph', None) is not None:
                 graphs.append(found.graph)
+            elif name and op.type == ops.INVOKE_OP:   # a recursive graph function, by name
+                recursive = recursive_functions.graph_of(name)
+                if recursive is not None:
+                    graphs.append(recursive)
     return graphs
 
 

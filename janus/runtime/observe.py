@@ -22,7 +22,7 @@ from janus.reasons import Reason
 from janus import guards, pytypes
 from janus.config import config
 from janus.guards import GuardKind
-from janus.runtime import arrays, fallible, scalar_ops, scalars, whitelist
+from janus.runtime import arrays, fallible, scalar_ops, scalars, structures, whitelist
 from janus.runtime.scalars import DynamicScalar
 from janus.runtime.trace_context import Unsupported
 from janus.runtime.whitelist import refuse_opaque
@@ -202,6 +202,8 @@ def truth(value):
         value.refuse()
     if arrays.is_stand_in(value):
         arrays.refuse_use('the truth value of')   # NumPy's, of the run's values
+    if structures.is_node(value):
+        return structures.truth(value)
     if type(value) is DynamicScalar:   # tests on it are tensor tests (runtime/control/)
         value.specialize('a Python-level truth test')
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
@@ -266,6 +268,15 @@ def compare(op, left, right):
     if op in ('In', 'NotIn'):
         found = _contains(ctx, right, left)
         return found if op == 'In' else not found
+    if op in ('Is', 'IsNot') and (structures.is_node(left) or structures.is_node(right)):
+        node, other = (left, right) if structures.is_node(left) else (right, left)
+        if other is not None:
+            structures.refuse('an identity test between nodes (only `node is None`)')
+        found = structures.is_none_test(node)
+        return found if op == 'Is' else (tf.logical_not(found) if isinstance(found, tf.Tensor)
+                                         else not found)
+    if structures.holds_node((left, right)):
+        structures.refuse('comparing a node')
     if op in ('Is', 'IsNot'):
         if type(left) is DynamicScalar or type(right) is DynamicScalar:
             need(scalars.lineage_of(left, right), 'an identity test on a number')

@@ -29,6 +29,7 @@ the function's own body each recursive call is another.
   the functions it registered (and the branches they call) alive.
 """
 import itertools
+import weakref
 
 import tensorflow as tf
 from tensorflow.python.eager import record
@@ -42,6 +43,15 @@ from janus.runtime import ops
 
 _MAX_TRACES = 4
 _ids = itertools.count()
+# name -> the FuncGraph of every function built here (forward and gradient): what a
+# Janus>Invoke runs, for the tracer's analysis of state changes and checks
+# (``effects.called_graphs``); held as long as its RecursiveFunction.
+_GRAPHS = weakref.WeakValueDictionary()
+
+
+def graph_of(name):
+    """The FuncGraph of the recursive (or gradient) function ``name``, or None."""
+    return _GRAPHS.get(name)
 
 
 class RecursionBuildError(Exception):
@@ -64,9 +74,17 @@ class RecursiveFunction:
         self.variables = ()        # the variables the body reads
         self._outer_grad_types = None   # the gradients' dtypes (from the traced inputs)
 
-    def __call__(self, *args):
+    def build(self):
+        """Traces the function and its gradient now (else at the first call)."""
         if not self._functions:
             self._build()
+
+    def graphs(self):
+        """The FuncGraphs built: the function's and its gradient's."""
+        return list(getattr(self, '_graphs', ()))
+
+    def __call__(self, *args):
+        self.build()
         for variable in self.variables:   # as a read would: tapes watch what the call reads
             tape_module.variable_accessed(variable)
         return self._invoke(list(args), self.captures, self._outer_grad_types)
@@ -75,8 +93,11 @@ class RecursiveFunction:
     def _build(self):
         graph = self._trace_forward()
         forward = atomic_function.from_func_graph(self.name, graph, {})
-        gradient = atomic_function.from_func_graph(self.grad_name, self._trace_gradient(), {})
+        grad_graph = self._trace_gradient()
+        gradient = atomic_function.from_func_graph(self.grad_name, grad_graph, {})
         self._functions = [forward, gradient]
+        self._graphs = [graph, grad_graph]
+        _GRAPHS[self.name], _GRAPHS[self.grad_name] = graph, grad_graph
 
     def _trace_forward(self):
         for _ in range(_MAX_TRACES):

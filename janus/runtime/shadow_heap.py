@@ -55,6 +55,11 @@ def _call_arguments():
     return getattr(_call_time, 'arguments', None)
 
 
+def call_arguments_now():
+    """The arguments of the graph run now starting (for call-time readers)."""
+    return _call_arguments()
+
+
 def _run_id_now():
     import numpy as np
     return np.int64(_call_time.run_id)

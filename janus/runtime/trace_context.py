@@ -97,6 +97,11 @@ class TraceContext:
         self.try_regions = []   # control/exceptions.TryRegion of every try body traced
         # code -> region_depth when its outermost active frame began (calls._inline)
         self.recursion_roots = {}
+        # Recursive graph functions over Python structures (runtime/recursion.py):
+        # their builds by call shape, and code -> the build whose body is being traced.
+        self.recursive_builds = {}
+        self.recursion_active = {}
+        self.structure_widened = False   # a built one's structure widened: trace again
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments, opaque=frozenset()):

@@ -1,0 +1,388 @@
+"""Recursive calls over Python structures, as one graph function that calls itself.
+
+Needs a ``TraceContext`` and ``calls.py``, which hands in how a converted callee
+runs inlined (``run``).  A user function that may call itself (its name among
+the names its code reads) called with a node object (an instance of a plain
+class of the user's, ``structures.is_node_class``) passed into the call is not
+inlined: ``call`` builds a ``RecursionBuild`` for its call shape, once per
+trace, and adds one ``Janus>Invoke`` of it (``recursive_functions.py``).  The
+build traces the function's converted body once, its node parameters as
+``structures.NodeRef``s, as a tensor-dependent region (every test on a node is
+real control flow, never an assumption); each recursive call in it is another
+``Janus>Invoke`` of the function itself (``self_call``).  What it returns is
+learnt first by a dry run in a scratch graph where every recursive call raises:
+the raising branch is assumed not taken, so the base case's value is what the
+dry run returns.
+
+Every call's node arguments are roots of one encoded table
+(``structures.Encoder``), fed per run and proved by a ``STRUCTURE_MATCH``
+guard; the build keeps its graph functions alive as long as the traced graph.
+
+What the body may not do (refused, ``Reason.RECURSION``; the call then runs
+imperatively, as before): write Python state or print (a write in a region
+janus cannot carry), use a node other than by reading its attributes, testing
+``isinstance``/``is None`` or passing it on, recurse with other arguments than
+nodes, tensors and numbers of the same kinds, or on another object.
+"""
+import inspect
+
+import tensorflow as tf
+from tensorflow.python.framework import func_graph as func_graph_module
+
+from janus import guards, pytypes
+from janus.runtime import effects, ops, scalars, shadow_heap, structures
+from janus.runtime.control.common import in_traced_region
+from janus.runtime.recursive_functions import RecursionBuildError, RecursiveFunction
+from janus.runtime.tracing import NeedsValue
+
+_NODE, _TENSOR, _SCALAR, _CONST = 'node', 'tensor', 'scalar', 'const'
+_MAX_ATTEMPTS = 4
+
+
+class _NoOutputYet(Exception):
+    """A recursive call in the dry run: its branch is assumed not taken there."""
+
+
+def may_recurse(fn):
+    code = fn.__code__
+    return fn.__name__ in code.co_names or fn.__name__ in code.co_freevars
+
+
+def over_objects(fn, args, kwargs, receiver):
+    """Whether a call of ``fn`` is one ``call`` builds: ``fn`` may call itself and is
+    given a node object (besides a method's own object)."""
+    if not may_recurse(fn):
+        return False
+    values = list(args[1 if receiver else 0:]) + list(kwargs.values())
+    return any(structures.is_node_class(type(v)) for v in values)
+
+
+def active(ctx, fn):
+    """The build whose body is being traced for ``fn`` (a recursive call), or None."""
+    return ctx.recursion_active.get(fn.__code__)
+
+
+def call(ctx, fn, args, kwargs, receiver, run):
+    """``fn(*args, **kwargs)`` as a ``Janus>Invoke`` of its recursive graph function;
+    ``run(args)``: the converted ``fn`` run inlined on those (positional) arguments."""
+    values, owner = _arguments(fn, args, kwargs, receiver)
+    params = [_param(value) for value in values]
+    key = (fn.__code__, id(owner), tuple(_param_key(p) for p in params))
+    build = ctx.recursive_builds.get(key)
+    if build is None:
+        build = ctx.recursive_builds[key] = RecursionBuild(ctx, fn, owner, receiver, params,
+                                                           run, len(ctx.recursive_builds))
+    inputs = []
+    for param, value in zip(params, values):
+        if param[0] == _NODE:
+            inputs.append(build.root_index(ctx, value))
+        elif param[0] == _TENSOR:
+            inputs.append(value)
+        elif param[0] == _SCALAR:
+            inputs.append(value.tensor)
+    build.ensure_built(ctx)
+    return build.rebuild(build.function(*inputs))
+
+
+def self_call(ctx, build, args, kwargs, receiver):
+    """A recursive call inside the body: another ``Janus>Invoke`` of the function."""
+    return build.self_call(ctx, args, kwargs, receiver)
+
+
+def _arguments(fn, args, kwargs, receiver):
+    signature = inspect.signature(fn)
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()):
+        structures.refuse('a recursive function with *args or **kwargs (%s)' % fn.__qualname__)
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    values = list(bound.arguments.values())
+    if receiver:
+        return values[1:], values[0]
+    return values, None
+
+
+def _param(value):
+    if structures.is_node_class(type(value)):
+        return (_NODE,)
+    if isinstance(value, tf.Tensor):
+        return (_TENSOR, tf.TensorSpec(value.shape, value.dtype))
+    if scalars.is_dynamic(value):
+        return (_SCALAR, value.type)
+    if pytypes.is_constant(value):
+        return (_CONST, value)
+    structures.refuse('a recursive call given a %s (janus passes nodes, tensors and Python '
+                      'constants)' % type(value).__name__)
+
+
+def _param_key(param):
+    if param[0] == _CONST:
+        return (_CONST, type(param[1]), repr(param[1]))
+    if param[0] == _TENSOR:
+        return (_TENSOR, param[1].dtype, tuple(param[1].shape.as_list())
+                if param[1].shape.rank is not None else None)
+    return param
+
+
+class RecursionBuild:
+    """One recursive function over one call shape: its graph function, its roots,
+    the schema of what it reads, and how its results come back."""
+
+    def __init__(self, ctx, fn, owner, receiver, params, run, number):
+        self.fn, self.owner, self.receiver, self.params, self.run = \
+            fn, owner, receiver, params, run
+        self.label = fn.__qualname__
+        profile = getattr(ctx.plan, 'profile', None)
+        self.schema = structures.Schema([], getattr(profile, 'structures', None), fn.__code__)
+        self.root_sources, self._root_positions = [], {}
+        self.maybe_none = set()    # node parameters a recursive call passes None or maybe-None
+        self.structure = None      # what the body returns (a nest of 0s) ...
+        self.leaves = None         # ... and its leaves: ('tensor', TensorSpec) / ('scalar', type)
+        self.function = None
+        self._encoder = None
+        key = ('janus', 'structure', number, fn.__code__.co_name)
+        self.table = ctx.top_graph.capture_call_time_value(
+            self._table_now, tf.TensorSpec([None, None], tf.int64), key=key)
+        if ctx.call_time_readers is not None:
+            ctx.call_time_readers.setdefault(key, self._table_now)
+        ctx.guards.append(structures.StructureGuard(self.encoder, self.label))
+        kept = getattr(ctx.top_graph, '_janus_recursive_builds', None)
+        if kept is None:
+            kept = []
+            ctx.top_graph._janus_recursive_builds = kept   # the graph keeps its functions alive
+        kept.append(self)
+
+    # -- the host side ---------------------------------------------------------
+    def encoder(self):
+        if self._encoder is None:   # first asked at the first run: the trace is over
+            self._encoder = structures.Encoder(self.schema, self.root_sources)
+            self.schema.roots = []   # the traced call's objects are not kept
+        return self._encoder
+
+    def _table_now(self):
+        return self.encoder().table_now(shadow_heap.call_arguments_now())
+
+    def root_index(self, ctx, value):
+        """The graph's index of the root ``value`` (a node passed into the call)."""
+        source = ctx.source_of(value)
+        if source is None:
+            structures.refuse('a recursion over objects the call made (janus encodes the '
+                              'objects passed into the call)')
+        uid = source.uid()
+        position = self._root_positions.get(uid)
+        if position is None:
+            position = self._root_positions[uid] = len(self.root_sources)
+            self.root_sources.append(source)
+        self.schema.add_root(value)
+        if self.function is not None and self.schema.stale:
+            self._widened(ctx)
+        return self.table[-1][position]
+
+    def _widened(self, ctx):
+        ctx.structure_widened = True   # tracer.py asks for another trace
+        structures.refuse('a structure whose classes or attribute kinds widened after the '
+                          'recursive graph function %s was built' % self.label)
+
+    # -- building ----------------------------------------------------------------
+    def ensure_built(self, ctx):
+        """Traces the graph function once for this trace.  A trace that met a wider
+        structure than the one it started from (a new node column reaches more
+        nodes) is done again, knowing it."""
+        if self.function is not None:
+            return
+        for _ in range(_MAX_ATTEMPTS):
+            self.schema.stale = False
+            if self.leaves is None:
+                found = self._dry_run(ctx)
+                if self.schema.stale or not found:
+                    self.leaves = None
+                    continue
+            function = RecursiveFunction(self.fn.__name__, self._body, self._arg_specs(),
+                                         [spec for _, spec in self._leaf_specs()])
+            try:
+                function.build()
+            except RecursionBuildError as e:
+                structures.refuse('%s: %s' % (self.label, e))
+            if not self.schema.stale:
+                self._refuse_state_changes(function)
+                self.function = function
+                return
+        if self.leaves is None:
+            structures.refuse('%s recurses on every path janus could trace (no base case '
+                              'outside a recursive call)' % self.label)
+        structures.refuse('%s: the structure it reads did not settle' % self.label)
+
+    def _refuse_state_changes(self, function):
+        """A body that changes state (``v.assign_add`` in the recursion) is refused:
+        its calls are treated as reads (``effects._PURE_READS``)."""
+        for graph in function.graphs():
+            for op in graph.get_operations():
+                if op.type != ops.INVOKE_OP and effects.changes_state(op):
+                    structures.refuse('a recursive function that changes state (%s in %s)'
+                                      % (op.type, self.label))
+
+    def _arg_specs(self):
+        specs = []
+        for param in self.params:
+            if param[0] == _NODE:
+                specs.append(tf.TensorSpec([], tf.int64))
+            elif param[0] == _TENSOR:
+                specs.append(param[1])
+            elif param[0] == _SCALAR:
+                specs.append(tf.TensorSpec([], scalars.DTYPES[param[1]]))
+        return specs
+
+    def _leaf_specs(self):
+        return [(kind, spec if kind == 'tensor' else tf.TensorSpec([], scalars.DTYPES[spec]))
+                for kind, spec in self.leaves]
+
+    def _dry_run(self, ctx):
+        """What the body returns, from a trace where every recursive call raises (its
+        branch assumed not taken): the base case's value.  False: every path recursed."""
+        assumptions = len(ctx.assumptions)
+        try:
+            with func_graph_module.FuncGraph('janus_recursion_dry_run').as_default():
+                inputs = [tf.compat.v1.placeholder(s.dtype, s.shape) for s in self._arg_specs()]
+                self._body(None, *inputs)
+            return True
+        except _NoOutputYet:
+            return False
+        finally:
+            del ctx.assumptions[assumptions:]
+
+    def _body(self, recurse, *flat):
+        """The converted function on the parameters' graph values (``recurse``: the
+        recursive call; None in the dry run).  Returns its results, flat."""
+        from janus.runtime.tracing import current
+        ctx = current()
+        values, inputs = [], iter(flat)
+        for position, param in enumerate(self.params):
+            if param[0] == _NODE:
+                values.append(structures.NodeRef(next(inputs), self.schema, self.table,
+                                                 maybe_none=position in self.maybe_none))
+            elif param[0] == _TENSOR:
+                values.append(next(inputs))
+            elif param[0] == _SCALAR:
+                values.append(scalars.DynamicScalar(next(inputs), param[1]))
+            else:
+                values.append(param[1])
+        args = ([self.owner] if self.receiver else []) + values
+        code = self.fn.__code__
+        outer = ctx.recursion_active.get(code)
+        ctx.recursion_active[code] = _Active(self, recurse)
+        try:
+            result = in_traced_region(self.run, args)
+        except NeedsValue as e:
+            if e.lineage:
+                raise   # a number from outside: specialized, as anywhere
+            structures.refuse('a use of a node\'s number that needs its value (%s)' % e)
+        finally:
+            if outer is None:
+                ctx.recursion_active.pop(code, None)
+            else:
+                ctx.recursion_active[code] = outer
+        return self._flat_result(result)
+
+    def _flat_result(self, result):
+        leaves = tf.nest.flatten(result)
+        found = []
+        for leaf in leaves:
+            if isinstance(leaf, tf.Tensor):
+                found.append(('tensor', tf.TensorSpec(leaf.shape, leaf.dtype)))
+            elif scalars.is_dynamic(leaf):
+                found.append(('scalar', leaf.type))
+            elif type(leaf) in scalars.DTYPES:
+                found.append(('scalar', type(leaf)))
+            else:
+                structures.refuse('a recursive function returning a %s (janus returns tensors '
+                                  'and Python numbers from it)' % type(leaf).__name__)
+        if self.leaves is None:
+            self.structure = tf.nest.map_structure(lambda _: 0, result)
+            self.leaves = found
+        elif len(found) != len(self.leaves) or any(
+                a[0] != b[0] or (a[0] == 'scalar' and a[1] is not b[1])
+                or (a[0] == 'tensor' and a[1].dtype != b[1].dtype)
+                for a, b in zip(found, self.leaves)):
+            structures.refuse('%s returns values of other kinds on different paths' % self.label)
+        else:
+            self._widen_shapes(found)
+        outputs = []
+        for leaf, (kind, spec) in zip(leaves, self.leaves):
+            if kind == 'tensor':
+                outputs.append(leaf)
+            elif scalars.is_dynamic(leaf):
+                outputs.append(leaf.tensor)
+            else:
+                outputs.append(tf.constant(leaf, scalars.DTYPES[spec]))
+        return outputs
+
+    def _widen_shapes(self, found):
+        for i, ((kind, spec), (_, now)) in enumerate(zip(self.leaves, found)):
+            if kind == 'tensor' and not spec.shape.is_compatible_with(now.shape):
+                self.leaves[i] = (kind, tf.TensorSpec(
+                    tf.TensorShape(None) if spec.shape.rank != now.shape.rank else
+                    [a if a == b else None for a, b in zip(spec.shape.as_list(),
+                                                           now.shape.as_list())], spec.dtype))
+                self.schema.stale = True
+            elif kind == 'tensor' and spec.shape != now.shape and \
+                    spec.shape.most_specific_compatible_shape(now.shape) != spec.shape:
+                self.leaves[i] = (kind, tf.TensorSpec(
+                    spec.shape.most_specific_compatible_shape(now.shape), spec.dtype))
+                self.schema.stale = True
+
+    def rebuild(self, outputs):
+        values = [out if kind == 'tensor' else scalars.DynamicScalar(out, spec)
+                  for out, (kind, spec) in zip(outputs, self.leaves)]
+        return tf.nest.pack_sequence_as(self.structure, values)
+
+    # -- the recursive call --------------------------------------------------------
+    def self_call(self, ctx, args, kwargs, receiver):
+        values, owner = _arguments(self.fn, args, kwargs, receiver)
+        if receiver and owner is not self.owner:
+            structures.refuse('a recursive call of %s on another object' % self.label)
+        flat = []
+        for position, (param, value) in enumerate(zip(self.params, values)):
+            flat.extend(self._passed(position, param, value))
+        recurse = ctx.recursion_active[self.fn.__code__].recurse
+        if recurse is None:
+            raise _NoOutputYet()
+        return self.rebuild(recurse(*flat))
+
+    def _passed(self, position, param, value):
+        kind = param[0]
+        if kind == _NODE:
+            if value is None or (structures.is_node(value) and value.maybe_none):
+                if position not in self.maybe_none:
+                    self.maybe_none.add(position)
+                    self.schema.stale = True   # the parameter may be None: trace again
+                if value is None:
+                    return [tf.constant(-1, tf.int64)]
+            if not structures.is_node(value):
+                structures.refuse('a recursive call of %s given a %s where a node was passed'
+                                  % (self.label, type(value).__name__))
+            return [value.index]
+        if kind == _TENSOR:
+            tensor = tf.convert_to_tensor(value) if not scalars.is_dynamic(value) else None
+            if tensor is None or tensor.dtype != param[1].dtype \
+                    or not param[1].shape.is_compatible_with(tensor.shape):
+                structures.refuse('a recursive call of %s given another kind of value (%s) '
+                                  'where a %s was passed' % (self.label, value, param[1]))
+            return [tensor]
+        if kind == _SCALAR:
+            if scalars.is_dynamic(value) and value.type is param[1]:
+                return [value.tensor]
+            if type(value) is param[1]:
+                return [tf.constant(value, scalars.DTYPES[param[1]])]
+            structures.refuse('a recursive call of %s given a %s where a %s was passed'
+                              % (self.label, type(value).__name__, param[1].__name__))
+        if not (pytypes.is_constant(value) and guards.same_constant(value, param[1])):
+            structures.refuse('a recursive call of %s given %r where the first call passed %r '
+                              '(janus passes constants through a recursion unchanged)'
+                              % (self.label, value, param[1]))
+        return []
+
+
+class _Active:
+    """A body being traced: its build, and how it calls itself (None: the dry run)."""
+
+    def __init__(self, build, recurse):
+        self.build, self.recurse = build, recurse

@@ -1,0 +1,461 @@
+"""Python object structures (trees of ``Node`` objects) as graph inputs, for recursion.
+
+Needs a ``TraceContext`` while a recursive graph function is traced
+(``runtime/recursion.py``).  The JANUS paper reads tree nodes from the Python
+heap inside the graph; janus encodes them on the host instead (issue 21's
+measured design: ~14 us per tree, against the GIL per attribute):
+
+* a ``Schema`` is what the recursion reads: the node classes it meets and, per
+  attribute read (a *column*), the kinds of value seen there (another node,
+  None, an int, a float, a bool, absent);
+* ``Encoder.encode`` walks, before each run, exactly those attributes from the
+  call's root objects and packs one int64 table ``[rows, nodes]``: each node's
+  class, and per column each node's value and kind (floats as their bits, a
+  node as its index, None as -1), the roots' indices last;
+* ``StructureGuard`` (``STRUCTURE_MATCH``) is that walk as a guard: a node of
+  another class, a value of another kind, a property, a cycle or a structure
+  deeper than Python's recursion limit allows makes the call miss (the
+  structure the graph assumes is proved, never assumed);
+* in the traced body a node is a ``NodeRef`` (a scalar index tensor): reading
+  ``node.left`` gathers its column (another ``NodeRef``, a ``DynamicScalar``
+  number, or None), ``isinstance(node, Leaf)`` and ``node is None`` are tensor
+  tests; any other use of a node refuses (``Reason.RECURSION``).
+"""
+import enum
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from janus import guards
+from janus.errors import Unsupported
+from janus.guards import GuardKind, Miss
+from janus.reasons import Reason
+from janus.runtime import scalars, whitelist
+
+INT_BOUND = guards.SCALAR_INT_BOUND
+
+
+class Kind(enum.IntEnum):
+    """What one attribute of one node holds (a cell's tag in the table)."""
+    NONE = 0
+    NODE = 1
+    INT = 2
+    FLOAT = 3
+    BOOL = 4
+    MISSING = 5   # the node has no such attribute (eagerly: AttributeError)
+    OTHER = 6     # anything else: a list, a string, a tensor, a property
+
+
+_NUMBER_KINDS = {Kind.INT: int, Kind.FLOAT: float, Kind.BOOL: bool}
+_PLAIN_GETATTRIBUTE = (object.__getattribute__,)
+
+
+def is_node_class(kind):
+    """A class of the user's whose attributes are plain storage: its objects can be
+    nodes of an encoded structure."""
+    module = getattr(kind, '__module__', '') or ''
+    return (isinstance(kind, type) and type(kind) is type and module != 'builtins'
+            and not whitelist.in_package(module, whitelist.LIBRARY_PREFIXES)
+            and kind.__getattribute__ in _PLAIN_GETATTRIBUTE
+            and not hasattr(kind, '__getattr__')
+            and not issubclass(kind, (BaseException, type, tf.Tensor, tf.Variable))
+            and kind.__module__ not in ('numpy', 'collections'))
+
+
+def cell(obj, name):
+    """(Kind, raw value) of ``obj.name`` as Python reads it, without running code:
+    a property or any other descriptor than a ``__slots__`` entry is OTHER."""
+    found = _class_attribute(type(obj), name)
+    if found is not _ABSENT and hasattr(type(found), '__set__'):   # a data descriptor
+        if type(found).__name__ != 'member_descriptor':
+            return Kind.OTHER, None
+        try:
+            return _kind_of(found.__get__(obj, type(obj)))
+        except AttributeError:
+            return Kind.MISSING, None
+    own = getattr(obj, '__dict__', None)
+    if own is not None and name in own:
+        return _kind_of(own[name])
+    if found is _ABSENT:
+        return Kind.MISSING, None
+    if hasattr(type(found), '__get__'):
+        return Kind.OTHER, None   # a method: not read as a column
+    return _kind_of(found)
+
+
+_ABSENT = object()
+
+
+def _class_attribute(kind, name):
+    for klass in kind.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _ABSENT
+
+
+def _kind_of(value):
+    kind = type(value)
+    if value is None:
+        return Kind.NONE, None
+    if kind is bool:
+        return Kind.BOOL, value
+    if kind is int:
+        return (Kind.INT, value) if -INT_BOUND < value < INT_BOUND else (Kind.OTHER, None)
+    if kind is float:
+        return Kind.FLOAT, value
+    if is_node_class(kind):
+        return Kind.NODE, value
+    return Kind.OTHER, None
+
+
+class Column:
+    """One attribute the recursion reads: its rows in the table and the kinds seen."""
+
+    def __init__(self, name, row, kinds):
+        self.name, self.row, self.kinds = name, row, frozenset(kinds)
+
+    @property
+    def tag_row(self):
+        return self.row + 1
+
+
+class Schema:
+    """The node classes and columns one recursive function reads (grown while its
+    body is traced; ``stale`` once something the trace already used widened)."""
+
+    def __init__(self, roots, persisted=None, key=None):
+        self.roots = list(roots)     # the concrete roots of the traced call
+        self.types = []              # node classes; a node's class id is its index
+        self.columns = {}            # name -> Column
+        self.rows = 1                # row 0: class ids
+        self.stale = False
+        self._persisted, self._key = persisted, key
+        self._used_types = False
+        if persisted is not None:
+            self.types = list(persisted.get(('types', key), ()))
+        self._scan()
+
+    def add_root(self, obj):
+        if all(obj is not r for r in self.roots):
+            self.roots.append(obj)
+            self._scan()
+
+    def column(self, name):
+        found = self.columns.get(name)
+        if found is None:
+            found = self.columns[name] = Column(name, self.rows, self._remembered(name))
+            self.rows += 2
+            self._scan(fresh=name)
+        return found
+
+    def types_used(self):
+        self._used_types = True
+        return list(self.types)
+
+    def _remembered(self, name):
+        if self._persisted is None:
+            return ()
+        return self._persisted.get((self._key, name), ())
+
+    def _scan(self, fresh=None):
+        """The kinds of every column over every node the roots reach through node
+        columns (a fixed point: a new node column reaches more nodes)."""
+        seen, todo = set(), list(self.roots)
+        kinds = {name: set(c.kinds) for name, c in self.columns.items()}
+        types = list(self.types)
+        while todo:
+            obj = todo.pop()
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if type(obj) not in types:
+                types.append(type(obj))
+            for name in self.columns:
+                kind, value = cell(obj, name)
+                kinds[name].add(kind)
+                if kind is Kind.NODE:
+                    todo.append(value)
+        for name, column in self.columns.items():
+            new = frozenset(kinds[name])
+            if new != column.kinds:
+                if column.kinds and name != fresh:
+                    self.stale = True   # the trace already read it with fewer kinds
+                column.kinds = new
+                if self._persisted is not None:
+                    self._persisted[(self._key, name)] = new
+        if types != self.types:
+            self.stale = self.stale or self._used_types
+            self.types = types
+            if self._persisted is not None:
+                self._persisted[('types', self._key)] = tuple(types)
+
+
+class NodeRef:
+    """A node of the encoded structure inside a traced recursive body: ``index`` a
+    scalar int64 tensor (-1: None, when ``maybe_none``)."""
+
+    __slots__ = ('index', 'schema', 'table', 'maybe_none')
+
+    def __init__(self, index, schema, table, maybe_none=False):
+        self.index, self.schema, self.table, self.maybe_none = index, schema, table, maybe_none
+
+    def _refuse(self, *args, **kwargs):
+        refuse('using a node of the structure this way (janus reads its attributes, '
+               'tests isinstance and `is None`, and passes it to your functions)')
+
+    __bool__ = __len__ = __iter__ = __hash__ = __str__ = __format__ = __getitem__ = \
+        __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __index__ = __int__ = \
+        __float__ = __array__ = __call__ = _refuse
+
+    def __repr__(self):
+        return '<janus node ref>'
+
+
+def is_node(value):
+    return type(value) is NodeRef
+
+
+def holds_node(values):
+    return any(type(v) is NodeRef for v in values)
+
+
+def refuse(what):
+    raise Unsupported(Reason.RECURSION, 'janus does not convert %s inside a recursive '
+                      'graph function' % what)
+
+
+# -- reading nodes in the traced body ----------------------------------------
+
+def attribute(ref, name):
+    """``node.name``: its column gathered at the node's index."""
+    schema = ref.schema
+    if name.startswith('__'):
+        refuse('reading %s of a node' % name)
+    column = schema.column(name)
+    present = column.kinds - {Kind.MISSING}
+    if Kind.OTHER in present:
+        refuse('reading .%s of a node: some node holds a value janus does not encode there '
+               '(a list, a string, a tensor, a method or a property); it encodes nodes, '
+               'None and Python numbers' % name)
+    if ref.maybe_none:
+        _check(tf.greater_equal(ref.index, 0), 'the node whose .%s is read is not None' % name)
+    value = tf.gather(ref.table[column.row], ref.index)
+    tag = tf.gather(ref.table[column.tag_row], ref.index)
+    numbers = present & set(_NUMBER_KINDS)
+    if present <= {Kind.NODE, Kind.NONE} and Kind.NODE in present:
+        if Kind.MISSING in column.kinds:
+            _check(tf.not_equal(tag, int(Kind.MISSING)), 'the node has an attribute .%s' % name)
+        return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present)
+    if present == {Kind.NONE} and Kind.MISSING not in column.kinds:
+        return None
+    if len(numbers) != 1 or present - numbers - {Kind.NONE}:
+        refuse('reading .%s of a node: its nodes hold values of different kinds there (%s)'
+               % (name, ', '.join(sorted(k.name for k in column.kinds))))
+    kind = next(iter(numbers))
+    if column.kinds != {kind}:
+        _check(tf.equal(tag, int(kind)), 'the node\'s .%s is a %s' % (name, kind.name.lower()))
+    if kind is Kind.FLOAT:
+        return scalars.DynamicScalar(tf.bitcast(value, tf.float64), float)
+    if kind is Kind.BOOL:
+        return scalars.DynamicScalar(tf.not_equal(value, 0), bool)
+    return scalars.DynamicScalar(value, int)
+
+
+def _check(condition, description):
+    scalars.assume(condition, description)
+
+
+def isinstance_test(ref, classes):
+    """``isinstance(node, classes)``: a bool tensor, or a Python bool when every
+    class the structure holds answers alike."""
+    types = ref.schema.types_used()
+    ids = [i for i, kind in enumerate(types) if issubclass(kind, classes)]
+    none_matches = isinstance(None, classes)
+    if not ref.maybe_none and len(ids) in (0, len(types)):
+        return bool(ids)
+    class_id = tf.gather(ref.table[0], tf.maximum(ref.index, 0))
+    found = tf.reduce_any(tf.equal(class_id, tf.constant(ids or [-1], tf.int64)))
+    if not ref.maybe_none:
+        return found
+    is_none = tf.less(ref.index, 0)
+    return tf.logical_or(is_none, found) if none_matches else \
+        tf.logical_and(tf.logical_not(is_none), found)
+
+
+def is_none_test(ref):
+    """``node is None``: a bool tensor (False when it cannot be None)."""
+    if not ref.maybe_none:
+        return False
+    return tf.less(ref.index, 0)
+
+
+def truth(ref):
+    """``if node:`` of a node that cannot be None: True, unless a node class defines
+    its own truth (a node that may be None: write ``node is not None``)."""
+    for kind in ref.schema.types_used():
+        if hasattr(kind, '__bool__') or hasattr(kind, '__len__'):
+            refuse('the truth value of a node whose class defines __bool__/__len__')
+    if ref.maybe_none:
+        refuse('the truth value of a node that may be None (write `node is not None`)')
+    return True
+
+
+# -- the host side: encoding and its guard -------------------------------------
+
+class Encoder:
+    """Packs the structures under one recursive function's roots for one run."""
+
+    def __init__(self, schema, root_sources):
+        self.types = tuple(schema.types)
+        self.type_ids = {kind: i for i, kind in enumerate(self.types)}
+        self.columns = [(c.name, c.row, c.kinds) for c in
+                        sorted(schema.columns.values(), key=lambda c: c.row)]
+        self.rows = schema.rows + 1   # the roots last
+        self.root_sources = list(root_sources)
+        self._pending = None   # (roots, table) the guard encoded for the run about to start
+
+    def roots(self, arguments, memo):
+        return [source.value(arguments, memo) for source in self.root_sources]
+
+    def encode(self, roots):
+        """The int64 table, or a string saying why the structure does not fit."""
+        index, nodes = {}, []
+        for root in roots:
+            if id(root) not in index:
+                index[id(root)] = len(nodes)
+                nodes.append(root)
+        cells = []
+        position = 0
+        type_ids = self.type_ids
+        while position < len(nodes):
+            obj = nodes[position]
+            position += 1
+            if type(obj) not in type_ids:
+                return 'a node of class %s' % type(obj).__name__
+            row = []
+            for name, _, kinds in self.columns:
+                kind, value = cell(obj, name)
+                if kind not in kinds:
+                    return '%s.%s holds a %s' % (type(obj).__name__, name, kind.name.lower())
+                if kind is Kind.NODE and id(value) not in index:
+                    index[id(value)] = len(nodes)
+                    nodes.append(value)
+                row.append((kind, value))
+            cells.append(row)
+        problem = self._depth_problem(nodes, cells, index)
+        if problem:
+            return problem
+        width = max(len(nodes), len(roots), 1)
+        table = np.zeros((self.rows, width), np.int64)
+        table[0, :len(nodes)] = [type_ids[type(obj)] for obj in nodes]
+        for j, (_, row, _) in enumerate(self.columns):
+            values, tags = table[row], table[row + 1]
+            for i, (kind, value) in enumerate(c[j] for c in cells):
+                tags[i] = kind
+                if kind is Kind.NODE:
+                    values[i] = index[id(value)]
+                elif kind is Kind.NONE:
+                    values[i] = -1
+                elif kind is Kind.FLOAT:
+                    values[i] = np.float64(value).view(np.int64)
+                elif kind is Kind.INT or kind is Kind.BOOL:
+                    values[i] = int(value)
+        table[-1, :len(roots)] = [index[id(root)] for root in roots]
+        return table
+
+    def _depth_problem(self, nodes, cells, index):
+        """A cycle, or a structure too deep for eager Python's recursion (eager raises
+        RecursionError there; the graph would not)."""
+        depth = [0] * len(nodes)
+        state = [0] * len(nodes)   # 0 new, 1 on the path, 2 done
+        for start in range(len(nodes)):
+            if state[start]:
+                continue
+            stack = [(start, 0)]
+            state[start] = 1
+            while stack:
+                node, child = stack[-1]
+                row = cells[node]
+                if child < len(row):
+                    stack[-1] = (node, child + 1)
+                    kind, value = row[child]
+                    if kind is Kind.NODE:
+                        target = index[id(value)]
+                        if state[target] == 1:
+                            return 'a cycle through .%s' % self.columns[child][0]
+                        if state[target] == 0:
+                            state[target] = 1
+                            stack.append((target, 0))
+                    continue
+                stack.pop()
+                state[node] = 2
+                depth[node] = 1 + max((depth[index[id(v)]] for k, v in row if k is Kind.NODE),
+                                      default=0)
+        deepest = max(depth, default=0)
+        room = sys.getrecursionlimit() - _stack_depth() - 50
+        if 2 * (deepest + 2) > room:
+            return 'a structure %d nodes deep (eager Python may exceed its recursion limit)' \
+                % deepest
+        return None
+
+    def guard_check(self, arguments, memo):
+        roots = self.roots(arguments, memo)
+        table = self.encode(roots)
+        if isinstance(table, str):
+            return table
+        self._pending = (roots, table)
+        return None
+
+    def table_now(self, arguments):
+        """The table for the run now starting (the guard's, when it just encoded it)."""
+        roots = self.roots(arguments, {})
+        pending, self._pending = self._pending, None
+        if pending is not None and len(pending[0]) == len(roots) and all(
+                a is b for a, b in zip(pending[0], roots)):
+            table = pending[1]
+        else:
+            table = self.encode(roots)
+            if isinstance(table, str):
+                raise RuntimeError('janus: the structure changed after its guard: ' + table)
+        return tf.constant(table)
+
+
+def _stack_depth():
+    frame, depth = sys._getframe(1), 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
+
+
+class StructureGuard:
+    """STRUCTURE_MATCH: the objects under a recursive function's roots are of the
+    classes and value kinds its graph reads (``Encoder.encode``)."""
+
+    kind = GuardKind.STRUCTURE_MATCH
+
+    def __init__(self, encoder_of, label):
+        self.encoder_of, self.label = encoder_of, label   # encoder_of(): the Encoder, once traced
+
+    @property
+    def encoder(self):
+        return self.encoder_of()
+
+    def check(self, arguments, memo):
+        try:
+            problem = self.encoder.guard_check(arguments, memo)
+        except Exception as e:  # noqa: BLE001 - a root is gone: the guard fails
+            problem = 'unreadable (%s)' % type(e).__name__
+        if problem is None:
+            return None
+        return Miss(self.kind, 'the structure under %s' % self.label, self._expected(), problem)
+
+    def _expected(self):
+        return 'classes %s, attributes %s' % (
+            '/'.join(t.__name__ for t in self.encoder.types),
+            ', '.join('.%s: %s' % (name, '|'.join(sorted(k.name.lower() for k in kinds)))
+                      for name, _, kinds in self.encoder.columns))
+
+    def __repr__(self):
+        return 'STRUCTURE_MATCH(%s: %s)' % (self.label, self._expected())
