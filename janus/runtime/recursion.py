@@ -25,6 +25,7 @@ janus cannot carry), use a node other than by reading its attributes, testing
 nodes, tensors and numbers of the same kinds, or on another object.
 """
 import inspect
+import types
 
 import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
@@ -43,15 +44,36 @@ class _NoOutputYet(Exception):
     """A recursive call in the dry run: its branch is assumed not taken there."""
 
 
-def may_recurse(fn):
-    code = fn.__code__
-    return fn.__name__ in code.co_names or fn.__name__ in code.co_freevars
+def may_recurse(fn, owner=None):
+    """Whether ``fn`` may call itself: directly, through a closure, or through the
+    functions (and ``owner``'s methods) its code names (mutual recursion)."""
+    target = fn.__code__
+    if fn.__name__ in target.co_freevars:
+        return True
+    seen, todo = {target}, [fn]
+    while todo and len(seen) < _MAX_CALLEES:
+        current = todo.pop()
+        for name in current.__code__.co_names:
+            for found in (current.__globals__.get(name),
+                          inspect.getattr_static(type(owner), name, None)
+                          if owner is not None else None):
+                if not isinstance(found, types.FunctionType):
+                    continue
+                if found.__code__ is target:
+                    return True
+                if found.__code__ not in seen:
+                    seen.add(found.__code__)
+                    todo.append(found)
+    return False
+
+
+_MAX_CALLEES = 64
 
 
 def over_objects(fn, args, kwargs, receiver):
     """Whether a call of ``fn`` is one ``call`` builds: ``fn`` may call itself and is
     given a node object (besides a method's own object)."""
-    if not may_recurse(fn):
+    if not may_recurse(fn, args[0] if receiver and args else None):
         return False
     values = list(args[1 if receiver else 0:]) + list(kwargs.values())
     return any(structures.is_node_class(type(v)) for v in values)

@@ -56,6 +56,7 @@ def is_node_class(kind):
     nodes of an encoded structure."""
     module = getattr(kind, '__module__', '') or ''
     return (isinstance(kind, type) and type(kind) is type and module != 'builtins'
+            and module.split('.')[0] != 'janus'
             and not whitelist.in_package(module, whitelist.LIBRARY_PREFIXES)
             and kind.__getattribute__ in _PLAIN_GETATTRIBUTE
             and not hasattr(kind, '__getattr__')
