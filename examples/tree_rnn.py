@@ -9,8 +9,10 @@ synthetic corpus (250 sentences of 4-16 words over 150 words, each with a
 hidden polarity; a random parse per sentence; label: is the root's sentiment
 positive, where "not" as a left child negates its sibling subtree).
 
-janus does not convert recursive calls (in-graph recursion is out of scope),
-so the janus step runs imperatively and ``--explain`` says why.
+janus makes ``encode`` one graph function that calls itself (``Janus>Invoke``):
+before each step it encodes the batch's trees (the attributes ``encode``
+reads) into one table the graph reads; ``--explain`` shows the
+``STRUCTURE_MATCH`` guard.
 
 ``symbolic`` is the same model written the way a graph needs it without
 recursion: each batch's trees are linearized in post-order (children before
