@@ -40,6 +40,9 @@ class TreeModel:
     def __init__(self):
         self.embedding = tf.Variable(tf.random.stateless_normal([10, 4], seed=[1, 2]))
         self.w = tf.Variable(tf.random.stateless_normal([8, 4], seed=[3, 4]))
+        # Adagrad applies a sparse gradient (an embedding's) per slice: a dense one
+        # would give other accumulators, so the gradient's kind is checked too.
+        self.optimizer = tf.keras.optimizers.Adagrad(0.1)
 
     def encode(self, node):
         if node.is_leaf:
@@ -53,7 +56,17 @@ class TreeModel:
             for tree in trees:
                 roots.append(self.encode(tree))
             loss = tf.reduce_sum(tf.concat(roots, 0) ** 2)
-        return loss, tape.gradient(loss, [self.embedding, self.w])
+        weights = [self.embedding, self.w]
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, weights), weights))
+        return loss
+
+    def state(self):
+        return [self.embedding, self.w] + list(self.optimizer.variables)
+
+
+def _same_steps(model, twin, step, trees):
+    _close(step(trees), twin.step(trees))
+    _close(model.state(), twin.state())
 
 
 def _close(a, b):
@@ -64,13 +77,13 @@ def _close(a, b):
 
 
 def test_trees_of_a_new_shape_every_call_run_one_graph_with_eager_gradients():
-    model = TreeModel()
+    model, twin = TreeModel(), TreeModel()
     step = janus.function(model.step)
     rng = np.random.default_rng(0)
     with config.patch(strict=True):
         for _ in range(9):   # base cases at every depth: single leaves to 9-leaf trees
             trees = [random_tree(rng, int(rng.integers(1, 10))) for _ in range(3)]
-            _close(step(trees), model.step(trees))
+            _same_steps(model, twin, step, trees)
     assert janus.stats(step)['graphs_built'] == 1
     assert janus.stats(step)['graph_calls'] >= 5
     assert 'STRUCTURE_MATCH' in janus.explain(step)
@@ -83,12 +96,12 @@ def test_isinstance_dispatch_over_two_classes():
                 return tf.nn.embedding_lookup(self.embedding, [t.word])
             return tf.tanh(tf.matmul(tf.concat([self.encode(t.left), self.encode(t.right)], 1),
                                      self.w))
-    model = Model()
+    model, twin = Model(), Model()
     step = janus.function(model.step)
     rng = np.random.default_rng(1)
     for _ in range(7):
         trees = [random_tree(rng, int(rng.integers(1, 7)), Leaf, Pair) for _ in range(2)]
-        _close(step(trees), model.step(trees))
+        _same_steps(model, twin, step, trees)
     assert janus.stats(step)['graph_calls'] >= 3
 
 
@@ -110,21 +123,76 @@ def test_none_children_tested_with_is_none_and_a_number_returned():
 
 
 def test_a_structure_the_graph_does_not_read_falls_back_then_matches_eager():
-    model = TreeModel()
+    model, twin = TreeModel(), TreeModel()
     step = janus.function(model.step)
     rng = np.random.default_rng(3)
     for _ in range(5):
         trees = [random_tree(rng, 5) for _ in range(2)]
-        _close(step(trees), model.step(trees))
+        _same_steps(model, twin, step, trees)
     odd = [random_tree(rng, 3), Node(word=2.5)]   # a float word: eager raises in the lookup
     with pytest.raises(Exception) as eager:
-        model.step(odd)
+        twin.step(odd)
     with pytest.raises(type(eager.value)):
         step(odd)
-    cyclic = random_tree(rng, 3)
     trees = [random_tree(rng, 3), random_tree(rng, 4)]
-    _close(step(trees), model.step(trees))   # still a graph after the miss
-    assert cyclic is not None
+    _same_steps(model, twin, step, trees)   # still a graph after the miss
+
+
+def test_a_cycle_runs_imperatively_and_raises_recursion_error_as_eagerly():
+    model = TreeModel()
+    step = janus.function(model.step)
+    rng = np.random.default_rng(6)
+    for _ in range(4):
+        step([random_tree(rng, 4)])
+    loop = Node(left=Node(word=1), right=None)
+    loop.right = loop   # eagerly: RecursionError; the graph would never end
+    with pytest.raises(RecursionError):
+        step([loop])
+    assert 'cycle' in janus.explain(step)
+
+
+class Link:
+    def __init__(self, value, rest=None):
+        self.value, self.rest = value, rest
+
+
+def chain_sum(link, x):
+    if link.rest is None:
+        return x * link.value
+    return x * link.value + chain_sum(link.rest, x)
+
+
+def _chain(values):
+    link = None
+    for v in values:
+        link = Link(float(v), link)
+    return link
+
+
+def test_a_chain_of_a_thousand_nodes_and_one_past_the_recursion_limit():
+    import inspect
+    import sys
+    fn = janus.function(chain_sum)   # the janus function recurses itself
+    x = tf.constant(0.5)
+    for n in (3, 5, 7, 9, 4):
+        link = _chain(range(n))
+        assert float(fn(link, x)) == float(chain_sum(link, x))
+    assert janus.stats(fn)['graph_calls'] >= 2
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(5000)
+        link = _chain(v % 7 for v in range(1000))
+        runs = janus.stats(fn)['graph_calls']
+        # (eager TF this deep can overflow the C stack: the sum is computed apart)
+        assert float(fn(link, x)) == pytest.approx(0.5 * sum(v % 7 for v in range(1000)))
+        assert janus.stats(fn)['graph_calls'] == runs + 1
+        sys.setrecursionlimit(len(inspect.stack()) + 150)
+        deep = _chain(range(300))
+        with pytest.raises(RecursionError):   # too deep eagerly: never run as a graph
+            fn(deep, x)
+        assert janus.stats(fn)['graph_calls'] == runs + 1
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def test_a_raise_under_a_recursive_call_reaches_the_caller_as_eagerly():
@@ -136,15 +204,15 @@ def test_a_raise_under_a_recursive_call_reaches_the_caller_as_eagerly():
                 return tf.nn.embedding_lookup(self.embedding, [node.word])
             return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
                                                 self.encode(node.right)], 1), self.w))
-    model = Model()
+    model, twin = Model(), Model()
     step = janus.function(model.step)
     good = lambda: [Node(left=Node(word=1), right=Node(word=2)), Node(word=3)]  # noqa: E731
     for _ in range(5):
-        _close(step(good()), model.step(good()))
+        _same_steps(model, twin, step, good())
     bad = [Node(left=Node(word=1), right=Node(left=Node(word=7), right=Node(word=2)))]
     with pytest.raises(ValueError, match='unknown word'):
         step(bad)
-    _close(step(good()), model.step(good()))
+    _same_steps(model, twin, step, good())
 
 
 def test_a_recursive_method_writing_python_state_runs_imperatively_and_counts():
@@ -162,7 +230,7 @@ def test_a_recursive_method_writing_python_state_runs_imperatively_and_counts():
     rng = np.random.default_rng(4)
     for _ in range(5):
         trees = [random_tree(rng, 4)]
-        _close(step(trees), twin.step(trees))
+        _same_steps(model, twin, step, trees)
         assert model.nodes == twin.nodes
 
 

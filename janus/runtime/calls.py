@@ -878,7 +878,10 @@ def _inline(ctx, fn, args, kwargs, receiver=False):
     if building is not None:   # a recursive call inside that function's own graph
         return recursion.self_call(ctx, building.build, args, kwargs, receiver)
     depth = sum(c.fn.__code__ is fn.__code__ for c in ctx.stack)   # equal code: recursion
-    if depth == 0 and recursion.over_objects(fn, args, kwargs, receiver):
+    # The outermost call over objects (or, when the janus function itself recurses,
+    # its first recursive call: the levels above stay inlined).
+    if (depth == 0 or not ctx.recursion_active) and recursion.over_objects(
+            fn, args, kwargs, receiver):
         return recursion.call(ctx, fn, args, kwargs, receiver,
                               lambda values: _run_inlined(ctx, fn, values, {}, 0))
     # A method's own object (``self.power(m, n // 2)``) decides nothing by itself.

@@ -139,12 +139,33 @@ def _invoke_grad(op, *grads):
         raise LookupError('janus: %s (%s) has no gradient function'
                           % (op.name, _function_name(op.get_attr('f'))))
     inputs = [_reachable_handle(x) if x.dtype == tf.resource else x for x in op.inputs]
-    result = janus_invoke(grad_function, inputs + invoke_gradient_inputs(op.outputs, grads),
-                          op.get_attr('grad_types'))
+    types = list(op.get_attr('grad_types'))
+    layout = _GRADIENT_LAYOUTS.get(grad_function) or [None] * len(types)
+    flat_types = []
+    for dtype, sparse in zip(types, layout):
+        flat_types.extend([dtype] if sparse is None else [dtype] + list(sparse))
+    result = iter(janus_invoke(grad_function,
+                               inputs + invoke_gradient_inputs(op.outputs, grads), flat_types))
     out = [None] * len(inputs)
-    for i, grad in zip(op.get_attr('grad_inputs'), result):
-        out[i] = grad
+    for i, sparse in zip(op.get_attr('grad_inputs'), layout):
+        out[i] = next(result) if sparse is None else tf.IndexedSlices(
+            next(result), next(result), next(result))
     return out
+
+
+# Gradient function name -> per gradient it gives: None (a dense tensor), or the
+# (indices, dense_shape) dtypes of an IndexedSlices given as three outputs (values,
+# indices, dense_shape): an embedding's gradient stays sparse through a recursion,
+# as eagerly (optimizers apply sparse gradients differently, ``recursive_functions``).
+_GRADIENT_LAYOUTS = {}
+
+
+def register_gradient_layout(grad_function, layout):
+    _GRADIENT_LAYOUTS[grad_function] = list(layout)
+
+
+def forget_gradient_layout(grad_function):
+    _GRADIENT_LAYOUTS.pop(grad_function, None)
 
 
 def _reachable_handle(handle):

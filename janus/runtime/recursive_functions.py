@@ -42,6 +42,8 @@ from tensorflow.python.ops import handle_data_util
 from janus.runtime import ops
 
 _MAX_TRACES = 4
+_SPARSE_GUESSES = ((tf.int32, tf.int32), (tf.int64, tf.int32), (tf.int64, tf.int64),
+                   (tf.int32, tf.int64), None)
 _ids = itertools.count()
 # name -> the FuncGraph of every function built here (forward and gradient): what a
 # Janus>Invoke runs, for the tracer's analysis of state changes and checks
@@ -93,7 +95,7 @@ class RecursiveFunction:
     def _build(self):
         graph = self._trace_forward()
         forward = atomic_function.from_func_graph(self.name, graph, {})
-        grad_graph = self._trace_gradient()
+        grad_graph = self._trace_sparse_settled()
         gradient = atomic_function.from_func_graph(self.grad_name, grad_graph, {})
         self._functions = [forward, gradient]
         self._graphs = [graph, grad_graph]
@@ -144,9 +146,44 @@ class RecursiveFunction:
             outputs.append(tf.identity(value))
         return outputs
 
+    def _trace_sparse_settled(self):
+        """The gradient function, each gradient as sparse as eager's would be: a
+        variable only gathered from (an embedding) gets an IndexedSlices.  Which ones
+        are is guessed (sparse for every variable), traced, and traced again with
+        what the trace found until the two agree (a recursive call's gradient is the
+        function itself, so its layout must be known before it is traced)."""
+        resources = [dtype == tf.resource for dtype in self._grad_input_dtypes()]
+        # tf.cond's gradient needs both sides' IndexedSlices of one dtype: a gather's
+        # gives its ids' dtype and an int32 dense shape; dense is the last resort.
+        for sparse in _SPARSE_GUESSES:
+            guess = [sparse if resource else None for resource in resources]
+            for _ in range(_MAX_TRACES):
+                ops.register_gradient_layout(self.grad_name, guess)
+                try:
+                    graph, found = self._trace_gradient()
+                except (TypeError, ValueError):
+                    if sparse is None:
+                        raise
+                    break   # the next guess
+                if found == guess:
+                    return graph
+                guess = found
+        raise RecursionBuildError('%s: the gradients\' sparsity did not settle' % self.name)
+
+    def _grad_input_dtypes(self):
+        inputs = [s.dtype for s in self.arg_specs] + [c.dtype for c in self.captures]
+        return [dtype for dtype in inputs if ops.differentiable(dtype)]
+
+    def __del__(self):
+        try:
+            ops.forget_gradient_layout(self.grad_name)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
     def _trace_gradient(self):
-        """Inputs: the function's inputs, then one upstream gradient per floating
-        output; outputs: the gradients of the differentiable inputs (``grad_inputs``)."""
+        """(graph, layout).  Inputs: the function's inputs, then one upstream gradient
+        per floating output; outputs: the gradients of the differentiable inputs
+        (``grad_inputs``), an IndexedSlices one as three (``layout``: its dtypes)."""
         graph, args, outputs = self._trace_body(self.grad_name)
         if not _same_tensors(list(graph.external_captures), self.captures):
             raise RecursionBuildError('%s: the gradient trace captured other tensors'
@@ -159,11 +196,18 @@ class RecursiveFunction:
             wanted = self._grad_inputs(sources)
             grads = tf.gradients(floating, [sources[i] for i in wanted], grad_ys=upstream) \
                 if floating and wanted else [None] * len(wanted)
-            grads = [_zeros_for(sources[i]) if g is None else tf.convert_to_tensor(g)
-                     for i, g in zip(wanted, grads)]
+            outputs, layout = [], []
+            for i, grad in zip(wanted, grads):
+                if isinstance(grad, tf.IndexedSlices) and grad.dense_shape is not None:
+                    outputs += [grad.values, grad.indices, grad.dense_shape]
+                    layout.append((grad.indices.dtype, grad.dense_shape.dtype))
+                else:
+                    outputs.append(_zeros_for(sources[i]) if grad is None
+                                   else tf.convert_to_tensor(grad))
+                    layout.append(None)
         graph.inputs = args + inner + upstream
-        graph.outputs = grads
-        return graph
+        graph.outputs = outputs
+        return graph, layout
 
     # -- calling ---------------------------------------------------------------
     def _grad_inputs(self, inputs):
