@@ -34,7 +34,7 @@ from janus import guards, pytypes
 from janus.runtime import effects, ops, scalars, shadow_heap, structures
 from janus.runtime.control.common import in_traced_region
 from janus.runtime.recursive_functions import RecursionBuildError, RecursiveFunction
-from janus.runtime.tracing import NeedsValue
+from janus.runtime.tracing import NeedsValue, current
 
 _NODE, _TENSOR, _SCALAR, _CONST = 'node', 'tensor', 'scalar', 'const'
 _MAX_ATTEMPTS = 4
@@ -161,9 +161,14 @@ class RecursionBuild:
         self.leaves = None         # ... and its leaves: ('tensor', TensorSpec) / ('scalar', type)
         self.function = None
         self._encoder = None
+        self.number = number
+        self._stacks = {}          # tensor column -> its stack's graph input
+        self._top_graph, self._readers = ctx.top_graph, ctx.call_time_readers
+        self.schema.tensor_input = self._tensor_input
         key = ('janus', 'structure', number, fn.__code__.co_name)
-        self.table = ctx.top_graph.capture_call_time_value(
-            self._table_now, tf.TensorSpec([None, None], tf.int64), key=key)
+        with ctx.top_graph.as_default():   # the top graph's own input, wherever read
+            self.table = ctx.top_graph.capture_call_time_value(
+                self._table_now, tf.TensorSpec([None, None], tf.int64), key=key)
         if ctx.call_time_readers is not None:
             ctx.call_time_readers.setdefault(key, self._table_now)
         ctx.guards.append(structures.StructureGuard(self.encoder, self.label))
@@ -181,7 +186,24 @@ class RecursionBuild:
         return self._encoder
 
     def _table_now(self):
-        return self.encoder().table_now(shadow_heap.call_arguments_now())
+        return self.encoder().now(shadow_heap.call_arguments_now()).table_tensor()
+
+    def _tensor_input(self, column):
+        """The graph input of a tensor column's stack (``structures._tensor_attribute``)."""
+        found = self._stacks.get(column.name)
+        if found is None:
+            dtype, shape = next(iter(column.specs))
+            name = column.name
+
+            def read_now():
+                return self.encoder().now(shadow_heap.call_arguments_now()).stacks[name]
+            key = ('janus', 'structure-column', self.number, name)
+            with self._top_graph.as_default():   # the top graph's own input, wherever read
+                found = self._stacks[name] = self._top_graph.capture_call_time_value(
+                    read_now, tf.TensorSpec((None,) + shape, dtype), key=key)
+            if self._readers is not None:
+                self._readers.setdefault(key, read_now)
+        return found
 
     def root_index(self, ctx, value):
         """The graph's index of the root ``value`` (a node passed into the call)."""
@@ -274,7 +296,6 @@ class RecursionBuild:
     def _body(self, recurse, *flat):
         """The converted function on the parameters' graph values (``recurse``: the
         recursive call; None in the dry run).  Returns its results, flat."""
-        from janus.runtime.tracing import current
         ctx = current()
         values, inputs = [], iter(flat)
         for position, param in enumerate(self.params):

@@ -44,7 +44,8 @@ class Kind(enum.IntEnum):
     FLOAT = 3
     BOOL = 4
     MISSING = 5   # the node has no such attribute (eagerly: AttributeError)
-    OTHER = 6     # anything else: a list, a string, a tensor, a property
+    OTHER = 6     # anything else: a list, a string, a variable, a property
+    TENSOR = 7    # an eager tensor (one dtype and shape per column: fed stacked)
 
 
 _NUMBER_KINDS = {Kind.INT: int, Kind.FLOAT: float, Kind.BOOL: bool}
@@ -107,14 +108,22 @@ def _kind_of(value):
         return Kind.FLOAT, value
     if is_node_class(kind):
         return Kind.NODE, value
+    if kind is guards.EagerTensor:
+        return Kind.TENSOR, value
     return Kind.OTHER, None
 
 
-class Column:
-    """One attribute the recursion reads: its rows in the table and the kinds seen."""
+def tensor_spec(tensor):
+    return (tensor.dtype, tuple(tensor.shape.as_list()))
 
-    def __init__(self, name, row, kinds):
+
+class Column:
+    """One attribute the recursion reads: its rows in the table, the kinds seen, and
+    for tensors their (dtype, shape) (``specs``: one, or the column is refused)."""
+
+    def __init__(self, name, row, kinds, specs=()):
         self.name, self.row, self.kinds = name, row, frozenset(kinds)
+        self.specs = frozenset(specs)
 
     @property
     def tag_row(self):
@@ -133,6 +142,8 @@ class Schema:
         self.stale = False
         self._persisted, self._key = persisted, key
         self._used_types = False
+        # column -> the graph input of its stacked tensors (set by the recursion's build)
+        self.tensor_input = None
         if persisted is not None:
             self.types = list(persisted.get(('types', key), ()))
         self._scan()
@@ -145,7 +156,8 @@ class Schema:
     def column(self, name):
         found = self.columns.get(name)
         if found is None:
-            found = self.columns[name] = Column(name, self.rows, self._remembered(name))
+            found = self.columns[name] = Column(name, self.rows, self._remembered(name),
+                                                self._remembered((name, 'specs')))
             self.rows += 2
             self._scan(fresh=name)
         return found
@@ -164,6 +176,7 @@ class Schema:
         columns (a fixed point: a new node column reaches more nodes)."""
         seen, todo = set(), list(self.roots)
         kinds = {name: set(c.kinds) for name, c in self.columns.items()}
+        specs = {name: set(c.specs) for name, c in self.columns.items()}
         types = list(self.types)
         while todo:
             obj = todo.pop()
@@ -177,14 +190,17 @@ class Schema:
                 kinds[name].add(kind)
                 if kind is Kind.NODE:
                     todo.append(value)
+                elif kind is Kind.TENSOR:
+                    specs[name].add(tensor_spec(value))
         for name, column in self.columns.items():
-            new = frozenset(kinds[name])
-            if new != column.kinds:
-                if column.kinds and name != fresh:
+            new, new_specs = frozenset(kinds[name]), frozenset(specs[name])
+            if new != column.kinds or new_specs != column.specs:
+                if (column.kinds or column.specs) and name != fresh:
                     self.stale = True   # the trace already read it with fewer kinds
-                column.kinds = new
+                column.kinds, column.specs = new, new_specs
                 if self._persisted is not None:
                     self._persisted[(self._key, name)] = new
+                    self._persisted[(self._key, (name, 'specs'))] = new_specs
         if types != self.types:
             self.stale = self.stale or self._used_types
             self.types = types
@@ -237,12 +253,16 @@ def attribute(ref, name):
     present = column.kinds - {Kind.MISSING}
     if Kind.OTHER in present:
         refuse('reading .%s of a node: some node holds a value janus does not encode there '
-               '(a list, a string, a tensor, a method or a property); it encodes nodes, '
-               'None and Python numbers' % name)
+               '(a list, a string, a variable, a method or a property); it encodes nodes, '
+               'None, Python numbers and tensors' % name)
+    index = ref.index
     if ref.maybe_none:
-        _check(tf.greater_equal(ref.index, 0), 'the node whose .%s is read is not None' % name)
-    value = tf.gather(ref.table[column.row], ref.index)
-    tag = tf.gather(ref.table[column.tag_row], ref.index)
+        _check(tf.greater_equal(index, 0), 'the node whose .%s is read is not None' % name)
+        index = tf.maximum(index, 0)   # (a None's read is never used: the check fails)
+    value = tf.gather(ref.table[column.row], index)
+    tag = tf.gather(ref.table[column.tag_row], index)
+    if Kind.TENSOR in present:
+        return _tensor_attribute(schema, column, index, tag, present)
     numbers = present & set(_NUMBER_KINDS)
     if present <= {Kind.NODE, Kind.NONE} and Kind.NODE in present:
         if Kind.MISSING in column.kinds:
@@ -261,6 +281,20 @@ def attribute(ref, name):
     if kind is Kind.BOOL:
         return scalars.DynamicScalar(tf.not_equal(value, 0), bool)
     return scalars.DynamicScalar(value, int)
+
+
+def _tensor_attribute(schema, column, index, tag, present):
+    """``node.vec`` of a column of tensors: a row of their stack, fed per run."""
+    if present - {Kind.TENSOR} or len(column.specs) != 1:
+        refuse('reading .%s of a node: its nodes hold %s there (janus feeds a column of '
+               'tensors of one dtype and shape)' % (column.name, 'tensors of several dtypes '
+                                                    'or shapes' if len(column.specs) > 1 else
+                                                    'tensors and other values'))
+    if column.kinds != {Kind.TENSOR}:
+        _check(tf.equal(tag, int(Kind.TENSOR)), 'the node has an attribute .%s' % column.name)
+    # Fed by value: no tape watches a node's tensor through the graph (one watched
+    # eagerly would get a gradient there; a known gap, DESIGN.md).
+    return tf.stop_gradient(tf.gather(schema.tensor_input(column), index))
 
 
 def _check(condition, description):
@@ -312,15 +346,18 @@ class Encoder:
         self.type_ids = {kind: i for i, kind in enumerate(self.types)}
         self.columns = [(c.name, c.row, c.kinds) for c in
                         sorted(schema.columns.values(), key=lambda c: c.row)]
+        # name -> (dtype, shape) of the tensor columns the graph reads (fed stacked)
+        self.tensor_specs = {c.name: next(iter(c.specs)) for c in schema.columns.values()
+                             if Kind.TENSOR in c.kinds and len(c.specs) == 1}
         self.rows = schema.rows + 1   # the roots last
         self.root_sources = list(root_sources)
-        self._pending = None   # (roots, table) the guard encoded for the run about to start
+        self._pending = None   # (roots, Encoded) the guard encoded for the run about to start
 
     def roots(self, arguments, memo):
         return [source.value(arguments, memo) for source in self.root_sources]
 
     def encode(self, roots):
-        """The int64 table, or a string saying why the structure does not fit."""
+        """The ``Encoded`` structure, or a string saying why it does not fit."""
         index, nodes = {}, []
         for root in roots:
             if id(root) not in index:
@@ -339,6 +376,9 @@ class Encoder:
                 kind, value = cell(obj, name)
                 if kind not in kinds:
                     return '%s.%s holds a %s' % (type(obj).__name__, name, kind.name.lower())
+                if kind is Kind.TENSOR and tensor_spec(value) != self.tensor_specs.get(name):
+                    return '%s.%s holds a tensor %s%s' % ((type(obj).__name__, name)
+                                                         + tensor_spec(value))
                 if kind is Kind.NODE and id(value) not in index:
                     index[id(value)] = len(nodes)
                     nodes.append(value)
@@ -363,7 +403,30 @@ class Encoder:
                 elif kind is Kind.INT or kind is Kind.BOOL:
                     values[i] = int(value)
         table[-1, :len(roots)] = [index[id(root)] for root in roots]
-        return table
+        return Encoded(table, self._stacks(cells, len(nodes)))
+
+    def _stacks(self, cells, count):
+        """Per tensor column, its nodes' tensors stacked (zeros where a node has none)."""
+        stacks = {}
+        for j, (name, _, _) in enumerate(self.columns):
+            spec = self.tensor_specs.get(name)
+            if spec is None:
+                continue
+            dtype, shape = spec
+            if count == 0:
+                stacks[name] = tf.zeros((0,) + shape, dtype)
+                continue
+            zeros = None
+            items = []
+            for row in cells:
+                kind, value = row[j]
+                if kind is Kind.TENSOR:
+                    items.append(value)
+                else:
+                    zeros = tf.zeros(shape, dtype) if zeros is None else zeros
+                    items.append(zeros)
+            stacks[name] = tf.stack(items)
+        return stacks
 
     def _depth_problem(self, nodes, cells, index):
         """A cycle, or a structure too deep for eager Python's recursion (eager raises
@@ -402,24 +465,38 @@ class Encoder:
 
     def guard_check(self, arguments, memo):
         roots = self.roots(arguments, memo)
-        table = self.encode(roots)
-        if isinstance(table, str):
-            return table
-        self._pending = (roots, table)
+        encoded = self.encode(roots)
+        if isinstance(encoded, str):
+            return encoded
+        self._pending = (roots, encoded)
         return None
 
-    def table_now(self, arguments):
-        """The table for the run now starting (the guard's, when it just encoded it)."""
+    def now(self, arguments):
+        """The ``Encoded`` structure of the run now starting: the guard's, which it just
+        encoded (every graph input of the run reads it: no user code runs between)."""
         roots = self.roots(arguments, {})
-        pending, self._pending = self._pending, None
+        pending = self._pending
         if pending is not None and len(pending[0]) == len(roots) and all(
                 a is b for a, b in zip(pending[0], roots)):
-            table = pending[1]
-        else:
-            table = self.encode(roots)
-            if isinstance(table, str):
-                raise RuntimeError('janus: the structure changed after its guard: ' + table)
-        return tf.constant(table)
+            return pending[1]
+        encoded = self.encode(roots)
+        if isinstance(encoded, str):
+            raise RuntimeError('janus: the structure changed after its guard: ' + encoded)
+        self._pending = (roots, encoded)
+        return encoded
+
+
+class Encoded:
+    """One run's encoded structure: the int64 table and the tensor columns' stacks."""
+
+    def __init__(self, table, stacks):
+        self.table, self.stacks = table, stacks
+        self._tensor = None
+
+    def table_tensor(self):
+        if self._tensor is None:
+            self._tensor = tf.constant(self.table)
+        return self._tensor
 
 
 def _stack_depth():
