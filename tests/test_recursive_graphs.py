@@ -215,23 +215,49 @@ def test_a_raise_under_a_recursive_call_reaches_the_caller_as_eagerly():
     _same_steps(model, twin, step, good())
 
 
-def test_a_recursive_method_writing_python_state_runs_imperatively_and_counts():
-    class Model(TreeModel):
-        def __init__(self):
-            super().__init__()
-            self.nodes = 0
+class CountingModel(TreeModel):
+    def __init__(self):
+        super().__init__()
+        self.nodes = 0
 
-        def encode(self, node):
-            self.nodes += 1
-            return super().encode(node) if node.is_leaf else tf.tanh(tf.matmul(tf.concat(
-                [self.encode(node.left), self.encode(node.right)], 1), self.w))
-    model, twin = Model(), Model()
+    def encode(self, node):
+        self.nodes += 1
+        if node.is_leaf:
+            if node.word == 9:
+                raise KeyError('word 9 is out of vocabulary')
+            return tf.nn.embedding_lookup(self.embedding, [node.word])
+        return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
+                                            self.encode(node.right)], 1), self.w))
+
+
+def test_a_node_counter_written_in_the_recursion_is_threaded_through_it():
+    model, twin = CountingModel(), CountingModel()
     step = janus.function(model.step)
     rng = np.random.default_rng(4)
-    for _ in range(5):
-        trees = [random_tree(rng, 4)]
+    for _ in range(8):
+        trees = [random_tree(rng, int(rng.integers(1, 6))) for _ in range(2)]
+        for tree in trees:   # no unknown word here
+            _relabel(tree)
         _same_steps(model, twin, step, trees)
         assert model.nodes == twin.nodes
+    assert janus.stats(step)['graph_calls'] >= 4
+    # A raise deep in the recursion after some counts: the call re-runs imperatively,
+    # so the counter stops where eager's does and nothing else changed.
+    bad = [Node(left=Node(word=1), right=Node(left=Node(word=2), right=Node(word=9)))]
+    with pytest.raises(KeyError) as eager:
+        twin.step(bad)
+    with pytest.raises(KeyError) as ours:
+        step(bad)
+    assert str(ours.value) == str(eager.value) and model.nodes == twin.nodes
+    _close(model.state(), twin.state())
+
+
+def _relabel(node):
+    if node.is_leaf:
+        node.word = node.word % 9
+    else:
+        _relabel(node.left)
+        _relabel(node.right)
 
 
 def test_mutual_recursion_through_a_helper():

@@ -31,13 +31,14 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
 
 from janus import guards, pytypes
-from janus.runtime import effects, ops, scalars, shadow_heap, structures
+from janus.runtime import access, effects, ops, scalars, shadow_heap, structures
+from janus.runtime.shadow_heap import Write, WriteKind
 from janus.runtime.control.common import in_traced_region
 from janus.runtime.recursive_functions import RecursionBuildError, RecursiveFunction
 from janus.runtime.tracing import NeedsValue, current
 
 _NODE, _TENSOR, _SCALAR, _CONST = 'node', 'tensor', 'scalar', 'const'
-_MAX_ATTEMPTS = 4
+_MAX_ATTEMPTS = 6
 
 
 class _NoOutputYet(Exception):
@@ -103,7 +104,12 @@ def call(ctx, fn, args, kwargs, receiver, run):
         elif param[0] == _SCALAR:
             inputs.append(value.tensor)
     build.ensure_built(ctx)
-    return build.rebuild(build.function(*inputs))
+    inputs += [build.state_input(access.attr(slot.obj, slot.name), slot)
+               for slot in build.state]
+    outputs = build.function(*inputs)
+    for slot, value in zip(build.state, build.state_values(outputs)):
+        access.setattr_(slot.obj, slot.name, value)   # written back after the run
+    return build.rebuild(outputs)
 
 
 def self_call(ctx, build, args, kwargs, receiver):
@@ -157,6 +163,7 @@ class RecursionBuild:
         self.schema = structures.Schema([], getattr(profile, 'structures', None), fn.__code__)
         self.root_sources, self._root_positions = [], {}
         self.maybe_none = set()    # node parameters a recursive call passes None or maybe-None
+        self.state = []            # _StateSlot: numbers the body rewrites, threaded through
         self.structure = None      # what the body returns (a nest of 0s) ...
         self.leaves = None         # ... and its leaves: ('tensor', TensorSpec) / ('scalar', type)
         self.function = None
@@ -245,6 +252,8 @@ class RecursionBuild:
             try:
                 function.build()
             except RecursionBuildError as e:
+                if self.schema.stale:
+                    continue   # it met more than it started from (a number to thread)
                 structures.refuse('%s: %s' % (self.label, e))
             if not self.schema.stale:
                 self._refuse_state_changes(function)
@@ -273,11 +282,13 @@ class RecursionBuild:
                 specs.append(param[1])
             elif param[0] == _SCALAR:
                 specs.append(tf.TensorSpec([], scalars.DTYPES[param[1]]))
-        return specs
+        return specs + [tf.TensorSpec([], scalars.DTYPES[slot.kind]) for slot in self.state]
 
     def _leaf_specs(self):
+        """What the function returns: the result's leaves, then the threaded numbers."""
         return [(kind, spec if kind == 'tensor' else tf.TensorSpec([], scalars.DTYPES[spec]))
-                for kind, spec in self.leaves]
+                for kind, spec in self.leaves] + [
+            ('scalar', tf.TensorSpec([], scalars.DTYPES[slot.kind])) for slot in self.state]
 
     def _dry_run(self, ctx):
         """What the body returns, from a trace where every recursive call raises (its
@@ -312,18 +323,74 @@ class RecursionBuild:
         code = self.fn.__code__
         outer = ctx.recursion_active.get(code)
         ctx.recursion_active[code] = _Active(self, recurse)
+        heap = ctx.heap
+        base = heap.checkpoint()
+        region = heap.open_region()   # the body's writes: threaded through every call
         try:
+            for slot in self.state:
+                heap.overlay[(id(slot.obj), slot.key)] = scalars.DynamicScalar(
+                    next(inputs), slot.kind)
             result = in_traced_region(self.run, args)
+            flat = self._flat_result(result)
+            flat += self._state_outputs(ctx, base, region)
         except NeedsValue as e:
             if e.lineage:
                 raise   # a number from outside: specialized, as anywhere
             structures.refuse('a use of a node\'s number that needs its value (%s)' % e)
         finally:
+            heap.close_region(region)
+            heap.restore(base)
             if outer is None:
                 ctx.recursion_active.pop(code, None)
             else:
                 ctx.recursion_active[code] = outer
-        return self._flat_result(result)
+        return flat
+
+    # -- Python state the recursion writes ------------------------------------------
+    def _state_outputs(self, ctx, base, region):
+        """The final values of the numbers the body writes (``self.nodes += 1``),
+        learnt as the body is traced (a new one: traced again with it threaded)."""
+        heap = ctx.heap
+        if heap.changed != base.changed or heap.items_written != base.items_written:
+            structures.refuse('a recursive function that changes a list or dict in place')
+        known = {(id(slot.obj), slot.key) for slot in self.state}
+        for key, rebinding in region.keys.items():
+            write = rebinding.write
+            if key in known:
+                continue
+            if write.kind is not WriteKind.ATTR or key[1].is_item:
+                structures.refuse('a recursive function writing %s (janus threads number '
+                                  'attributes through a recursion)' % write.kind.value.lower())
+            kind = _number_kind(heap.read(rebinding.obj, key[1]))
+            self.state.append(_StateSlot(rebinding.obj, write.name, key[1], kind))
+            self.schema.stale = True   # trace again, the number threaded
+        outputs = []
+        for slot in self.state:
+            value = heap.read(slot.obj, slot.key)
+            if _number_kind(value) is not slot.kind:
+                structures.refuse('%s.%s changes its kind of number in the recursion'
+                                  % (type(slot.obj).__name__, slot.name))
+            outputs.append(value.tensor if scalars.is_dynamic(value)
+                           else tf.constant(value, scalars.DTYPES[slot.kind]))
+        prints = [w for w in heap.writes[len(base.writes):] if w.kind is not WriteKind.ATTR]
+        if prints:
+            structures.refuse('a recursive function that %s (janus threads number attributes '
+                              'through a recursion)' % ('prints' if prints[0].kind is
+                                                        WriteKind.PRINT else 'writes %s'
+                                                        % prints[0].kind.value.lower()))
+        return outputs
+
+    def state_input(self, value, slot):
+        """A threaded number's value passed into a call (it must keep its kind)."""
+        if _number_kind(value) is not slot.kind:
+            structures.refuse('%s.%s is not a %s when the recursion starts'
+                              % (type(slot.obj).__name__, slot.name, slot.kind.__name__))
+        return value.tensor if scalars.is_dynamic(value) else tf.constant(
+            value, scalars.DTYPES[slot.kind])
+
+    def state_values(self, outputs):
+        return [scalars.DynamicScalar(out, slot.kind)
+                for out, slot in zip(outputs[len(self.leaves):], self.state)]
 
     def _flat_result(self, result):
         leaves = tf.nest.flatten(result)
@@ -374,7 +441,7 @@ class RecursionBuild:
 
     def rebuild(self, outputs):
         values = [out if kind == 'tensor' else scalars.DynamicScalar(out, spec)
-                  for out, (kind, spec) in zip(outputs, self.leaves)]
+                  for out, (kind, spec) in zip(outputs[:len(self.leaves)], self.leaves)]
         return tf.nest.pack_sequence_as(self.structure, values)
 
     # -- the recursive call --------------------------------------------------------
@@ -388,7 +455,13 @@ class RecursionBuild:
         recurse = ctx.recursion_active[self.fn.__code__].recurse
         if recurse is None:
             raise _NoOutputYet()
-        return self.rebuild(recurse(*flat))
+        flat += [self.state_input(ctx.heap.read(slot.obj, slot.key), slot)
+                 for slot in self.state]
+        outputs = recurse(*flat)
+        for slot, value in zip(self.state, self.state_values(outputs)):
+            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.source_of(slot.obj),
+                                                     slot.name, value, None))
+        return self.rebuild(outputs)
 
     def _passed(self, position, param, value):
         kind = param[0]
@@ -422,6 +495,23 @@ class RecursionBuild:
                               '(janus passes constants through a recursion unchanged)'
                               % (self.label, value, param[1]))
         return []
+
+
+def _number_kind(value):
+    if scalars.is_dynamic(value):
+        return value.type
+    if type(value) in scalars.DTYPES:
+        return type(value)
+    structures.refuse('a recursive function writing a %s to an attribute (janus threads '
+                      'numbers through a recursion)' % type(value).__name__)
+
+
+class _StateSlot:
+    """A number attribute of an outside object the recursion rewrites, threaded
+    through every call as an input and an output."""
+
+    def __init__(self, obj, name, key, kind):
+        self.obj, self.name, self.key, self.kind = obj, name, key, kind
 
 
 class _Active:
