@@ -38,6 +38,7 @@ from janus.runtime.recursive_functions import RecursionBuildError, RecursiveFunc
 from janus.runtime.tracing import NeedsValue, current
 
 _NODE, _TENSOR, _SCALAR, _CONST = 'node', 'tensor', 'scalar', 'const'
+_OBJECT = 'object'   # an object every recursive call passes on unchanged (a state object)
 _MAX_ATTEMPTS = 6
 
 
@@ -94,16 +95,22 @@ def call(ctx, fn, args, kwargs, receiver, run):
     build = ctx.recursive_builds.get(key)
     if build is None:
         build = ctx.recursive_builds[key] = RecursionBuild(ctx, fn, owner, receiver, params,
-                                                           run, len(ctx.recursive_builds))
+                                                           values, run,
+                                                           len(ctx.recursive_builds))
     inputs = []
-    for param, value in zip(params, values):
+    for param, value in zip(build.params, values):
+        if param[0] == _OBJECT and value is not param[1]:
+            structures.refuse('%s called with another object where it passes one on '
+                              'unchanged' % build.label)
         if param[0] == _NODE:
             inputs.append(build.root_index(ctx, value))
         elif param[0] == _TENSOR:
             inputs.append(value)
         elif param[0] == _SCALAR:
             inputs.append(value.tensor)
-    build.ensure_built(ctx)
+    if build.function is None:
+        build.ensure_built(ctx)
+        return call(ctx, fn, args, kwargs, receiver, run)   # its parameters as built
     inputs += [build.state_input(access.attr(slot.obj, slot.name), slot)
                for slot in build.state]
     outputs = build.function(*inputs)
@@ -155,15 +162,20 @@ class RecursionBuild:
     """One recursive function over one call shape: its graph function, its roots,
     the schema of what it reads, and how its results come back."""
 
-    def __init__(self, ctx, fn, owner, receiver, params, run, number):
+    def __init__(self, ctx, fn, owner, receiver, params, values, run, number):
         self.fn, self.owner, self.receiver, self.params, self.run = \
-            fn, owner, receiver, params, run
+            fn, owner, receiver, list(params), run
+        # the first call's arguments: an object every recursive call passes on is kept
+        self._first_values = [v if p[0] == _NODE else None for p, v in zip(params, values)]
+        self._self_calls = 0
         self.label = fn.__qualname__
         profile = getattr(ctx.plan, 'profile', None)
         self.schema = structures.Schema([], getattr(profile, 'structures', None), fn.__code__)
         self.root_sources, self._root_positions = [], {}
         self.maybe_none = set()    # node parameters a recursive call passes None or maybe-None
         self.state = []            # _StateSlot: numbers the body rewrites, threaded through
+        self._node_values = {}     # position -> the NodeRef the body was given there
+        self._varied = set()       # node positions a recursive call passed another node
         self.structure = None      # what the body returns (a nest of 0s) ...
         self.leaves = None         # ... and its leaves: ('tensor', TensorSpec) / ('scalar', type)
         self.function = None
@@ -243,8 +255,9 @@ class RecursionBuild:
         for _ in range(_MAX_ATTEMPTS):
             self.schema.stale = False
             if self.leaves is None:
+                self._varied = set()
                 found = self._dry_run(ctx)
-                if self.schema.stale or not found:
+                if self._passed_on(ctx) or self.schema.stale or not found:
                     self.leaves = None
                     continue
             function = RecursiveFunction(self.fn.__name__, self._body, self._arg_specs(),
@@ -263,6 +276,23 @@ class RecursionBuild:
             structures.refuse('%s recurses on every path janus could trace (no base case '
                               'outside a recursive call)' % self.label)
         structures.refuse('%s: the structure it reads did not settle' % self.label)
+
+    def _passed_on(self, ctx):
+        """Node parameters every recursive call passes on unchanged (a state object
+        given along: ``rec(node.left, st)``) become objects of the body, read and
+        written as outside objects; True when one did (trace again)."""
+        changed = False
+        if not self._self_calls:
+            return False
+        for position, param in enumerate(self.params):
+            if param[0] == _NODE and position not in self._varied \
+                    and self._first_values[position] is not None:
+                obj = self._first_values[position]
+                if ctx.source_of(obj) is None:
+                    continue
+                self.params[position] = (_OBJECT, obj)
+                changed = True
+        return changed
 
     def _refuse_state_changes(self, function):
         """A body that changes state (``v.assign_add`` in the recursion) is refused:
@@ -319,6 +349,8 @@ class RecursionBuild:
                 values.append(scalars.DynamicScalar(next(inputs), param[1]))
             else:
                 values.append(param[1])
+        self._node_values = {position: value for position, value in enumerate(values)
+                             if structures.is_node(value)}
         args = ([self.owner] if self.receiver else []) + values
         code = self.fn.__code__
         outer = ctx.recursion_active.get(code)
@@ -446,6 +478,7 @@ class RecursionBuild:
 
     # -- the recursive call --------------------------------------------------------
     def self_call(self, ctx, args, kwargs, receiver):
+        self._self_calls += 1
         values, owner = _arguments(self.fn, args, kwargs, receiver)
         if receiver and owner is not self.owner:
             structures.refuse('a recursive call of %s on another object' % self.label)
@@ -466,6 +499,8 @@ class RecursionBuild:
     def _passed(self, position, param, value):
         kind = param[0]
         if kind == _NODE:
+            if value is not self._node_values.get(position):
+                self._varied.add(position)   # a node of the structure, not passed on
             if value is None or (structures.is_node(value) and value.maybe_none):
                 if position not in self.maybe_none:
                     self.maybe_none.add(position)
@@ -490,6 +525,11 @@ class RecursionBuild:
                 return [tf.constant(value, scalars.DTYPES[param[1]])]
             structures.refuse('a recursive call of %s given a %s where a %s was passed'
                               % (self.label, type(value).__name__, param[1].__name__))
+        if kind == _OBJECT:
+            if value is not param[1]:
+                structures.refuse('a recursive call of %s given another object where the '
+                                  'first call passed one on' % self.label)
+            return []
         if not (pytypes.is_constant(value) and guards.same_constant(value, param[1])):
             structures.refuse('a recursive call of %s given %r where the first call passed %r '
                               '(janus passes constants through a recursion unchanged)'

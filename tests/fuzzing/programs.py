@@ -2791,6 +2791,91 @@ def f_try_stmt(b):
             b.outs.append('%s.%s' % (c.O, c.names[base]))
 
 
+# recursion over Python objects (issue 21; appended last: skipping REC_FEATURES gives the
+# programs of before)
+
+REC_CLASSES = '''
+class RLeaf:
+    def __init__(self, word, w):
+        self.word, self.w = word, w
+
+
+class RPair:
+    def __init__(self, left, right):
+        self.left, self.right = left, right
+
+
+class RNode:
+    def __init__(self, w, left=None, right=None):
+        self.w, self.left, self.right = w, left, right
+
+
+def r_tree(seed, size, kind):
+    """A tree of ``size`` leaves whose shape and values follow ``seed``."""
+    if kind == 'node':
+        if size <= 1:
+            return RNode(0.25 * (seed % 5 + 1))
+        k = 1 + seed % (size - 1) if size > 1 else 1
+        return RNode(0.25 * (seed % 3), r_tree(seed * 7 + 1, k, kind),
+                     r_tree(seed * 3 + 2, size - k, kind) if seed % 4 else None)
+    if size <= 1:
+        return RLeaf(seed % 4, 0.25 * (seed % 5 + 1))
+    k = 1 + seed % (size - 1)
+    return RPair(r_tree(seed * 7 + 1, k, kind), r_tree(seed * 3 + 2, size - k, kind))
+'''
+
+
+def f_recursion(b):
+    """A recursive helper over a tree of objects passed in (new every call; its size and
+    shape follow the call and the regime): isinstance dispatch or ``is None`` tests,
+    tensor or number results, a counter on the state object, a raise at some leaf."""
+    rng = b.rng
+    if REC_CLASSES not in b.module:
+        b.module.append(REC_CLASSES)
+    kind = rng.choice(['pair', 'pair', 'node'])
+    T = b.fresh('tr')
+    small, big = rng.choice([(1, 3), (2, 5), (3, 8), (4, 4)])
+    b.params.append((T, lambda i: 'r_tree(%d, %d, %r)' % (
+        i * 5 + 3, big if b.regime(i) else small + i % 3, kind)))
+    fn = b.fresh('rec')
+    result = rng.choice(['tensor', 'tensor', 'number'])
+    counter = rng.random() < 0.35
+    raises = rng.random() < 0.2
+    lines = ['def %s(node, t%s):' % (fn, ', st' if counter else '')]
+    if counter:
+        b.need_state()
+        b.state_init.append('self.visits = 0')
+        lines.append('    st.visits += 1')
+    if kind == 'pair':
+        lines.append('    if isinstance(node, RLeaf):')
+        if raises:
+            lines.append("        if node.word == 3:\n            raise KeyError('word %d' % node.word)")
+        lines.append('        return %s' % ('t * node.w' if result == 'tensor' else 'node.word + 1'))
+        rec = '%s(node.left, t%s)' % (fn, ', st' if counter else '')
+        rec2 = '%s(node.right, t%s)' % (fn, ', st' if counter else '')
+        lines.append('    return %s' % rng.choice(['%s + %s * 0.5' % (rec, rec2),
+                                                   '%s - %s' % (rec2, rec),
+                                                   'max(%s, %s)' % (rec, rec2)
+                                                   if result == 'number' else
+                                                   'tf.maximum(%s, %s)' % (rec, rec2)]))
+    else:
+        base = 't * node.w' if result == 'tensor' else '1'
+        lines.append('    out = %s' % base)
+        lines.append('    if node.left is not None:')
+        lines.append('        out = out + %s(node.left, t%s)' % (fn, ', st' if counter else ''))
+        lines.append('    if node.right is not None:')
+        lines.append('        out = out + %s(node.right, t%s) * 2' % (fn, ', st' if counter else ''))
+        lines.append('    return out')
+    b.module.append('\n'.join(lines))
+    call = '%s(%s, acc%s)' % (fn, T, ', %s' % b.obj if counter else '')
+    if result == 'tensor':
+        b.item('acc = acc + %s' % call)
+    else:
+        b.item('acc = acc + %s' % call)
+    if counter:
+        b.outs.append('%s.visits' % b.obj)
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -2831,6 +2916,8 @@ FEATURES = {
     # try statements traced as Python (appended last: skipping TRY_FEATURES gives the programs
     # of before)
     'try_stmt': f_try_stmt,
+    # recursion over objects (appended last: skipping REC_FEATURES gives the programs of before)
+    'recursion': f_recursion,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -2843,6 +2930,7 @@ DATASET_FEATURES2 = ('ds_iter_arg', 'bool_flag', 'keras_list')
 DATASET_FEATURES3 = ('list_iter_arg', 'mutate_loop')
 DATASET_FEATURES = ('ds_loop',) + DATASET_FEATURES2 + DATASET_FEATURES3
 TRY_FEATURES = ('try_stmt',)
+REC_FEATURES = ('recursion',)
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -2863,7 +2951,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'break_ctx': 3, 'break_gen': 3, 'break_log': 3,
            'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
            'list_iter_arg': 2, 'mutate_loop': 2,
-           'try_stmt': 3}
+           'try_stmt': 3, 'recursion': 3}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
