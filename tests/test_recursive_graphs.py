@@ -277,3 +277,127 @@ def test_mutual_recursion_through_a_helper():
         trees = [random_tree(rng, int(rng.integers(1, 9)))]
         assert float(fn(trees, tf.constant(2.0))) == float(run(trees, tf.constant(2.0)))
     assert janus.stats(fn)['graph_calls'] >= 2
+
+
+# -- found by the bug hunt (each failed before its fix) ------------------------------
+
+class V:
+    def __init__(self, v, left=None, right=None):
+        self.v, self.left, self.right = v, left, right
+
+
+def v_total(t):
+    if t.left is None:
+        return t.v
+    return v_total(t.left) + v_total(t.right)
+
+
+def test_a_node_written_in_the_call_before_the_recursion_is_read_as_written():
+    def step(tree, x):
+        tree.left.v = 100   # the recursion must see it (the graph encodes before the run)
+        return x * v_total(tree)
+    fn = janus.function(step)
+    for i in range(6):
+        make = lambda: V(0, V(i), V(2 * i))  # noqa: E731
+        assert float(fn(make(), tf.constant(1.0))) == float(step(make(), tf.constant(1.0)))
+
+
+def test_the_recursion_limit_counts_every_function_a_level_runs_through():
+    import inspect
+    import sys
+
+    def a(t):
+        if t.left is None:
+            return t.v
+        return b(t.left) + 1
+
+    def b(t):
+        return c(t)
+
+    def c(t):
+        return a(t)
+
+    def f(t, x):
+        return x * a(t)
+
+    def chain(n):
+        t = V(1)
+        for _ in range(n):
+            t = V(0, t, None)
+        return t
+    fn = janus.function(f)
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(len(inspect.stack()) + 400)
+        for n in (10, 11, 12, 13, 14):
+            assert int(fn(chain(n), tf.constant(1))) == int(f(chain(n), tf.constant(1)))
+        assert janus.stats(fn)['graph_calls'] >= 1
+        with pytest.raises(RecursionError):   # 3 frames per level: eagerly too deep
+            f(chain(150), tf.constant(1))
+        with pytest.raises(RecursionError):
+            fn(chain(150), tf.constant(1))
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_keyword_only_parameters_of_a_recursive_function():
+    def total(t, *, scale):
+        if t.left is None:
+            return t.v * scale
+        return total(t.left, scale=scale) + total(t.right, scale=scale)
+
+    def f(t, x):
+        return x * total(t, scale=2)
+    fn = janus.function(f)
+    with config.patch(strict=True):
+        for i in range(5):
+            tree = V(0, V(i), V(0, V(1), V(i + 2)))
+            assert float(fn(tree, tf.constant(1.0))) == float(f(tree, tf.constant(1.0)))
+
+
+def test_a_recursion_that_does_not_descend_the_structure_runs_in_python():
+    class Seed:
+        def __init__(self, word):
+            self.word = word
+
+    def grow(n, x):
+        if x > 10.0:
+            return x + n.word
+        return grow(n, x * 2.0)   # same node: only the run knows how deep
+
+    def f(t, x):
+        return grow(t, x)
+    fn = janus.function(f)
+    for k, x0 in enumerate([1.0, 2.0, 3.0, 0.5, 0.0]):
+        if x0 == 0.0:
+            with pytest.raises(RecursionError):
+                fn(Seed(k), tf.constant(x0, tf.float64))
+            continue
+        assert float(fn(Seed(k), tf.constant(x0, tf.float64))) == \
+            float(f(Seed(k), tf.constant(x0, tf.float64)))
+    assert 'passes no node read from the structure' in ' '.join(janus.explain(fn).split())
+
+
+def test_a_watched_node_tensor_gets_its_gradient_as_eagerly():
+    w = tf.Variable(tf.random.stateless_normal([3, 3], seed=[1, 1]))
+
+    class T:
+        def __init__(self, left=None, right=None, vec=None):
+            self.left, self.right, self.vec = left, right, vec
+
+    def enc(n):
+        if n.left is None:
+            return n.vec
+        return tf.tanh(tf.matmul(enc(n.left) + enc(n.right), w))
+
+    def step(tree, leaves):
+        with tf.GradientTape() as tape:
+            for leaf in leaves:
+                tape.watch(leaf.vec)
+            out = tf.reduce_sum(enc(tree))
+        return tape.gradient(out, [leaf.vec for leaf in leaves])
+    fn = janus.function(step)
+    for i in range(5):
+        leaves = [T(vec=tf.fill([1, 3], float(i + k))) for k in range(3)]
+        tree = T(leaves[0], T(leaves[1], leaves[2]))
+        _close(fn(tree, leaves), step(tree, leaves))

@@ -410,6 +410,7 @@ def setattr_(obj, name, value):
     if _via_heap_op(value):
         shadow_heap.write_op(ctx, obj, source, Slot.name(name), value)
         return
+    ctx.written_objects[id(obj)] = obj   # a recursion over it reads it stale (recursion.py)
     ctx.heap.write(obj, Slot.name(name), Write(WriteKind.ATTR, source, name, value, None))
 
 

@@ -883,7 +883,7 @@ def _inline(ctx, fn, args, kwargs, receiver=False):
     if (depth == 0 or not ctx.recursion_active) and recursion.over_objects(
             fn, args, kwargs, receiver):
         return recursion.call(ctx, fn, args, kwargs, receiver,
-                              lambda values: _run_inlined(ctx, fn, values, {}, 0))
+                              lambda args, kwargs: _run_inlined(ctx, fn, args, kwargs, 0))
     # A method's own object (``self.power(m, n // 2)``) decides nothing by itself.
     _refuse_recursion(ctx, fn, depth, list(args[receiver:]) + list(kwargs.values()))
     return _run_inlined(ctx, fn, args, kwargs, depth)

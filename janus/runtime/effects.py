@@ -83,6 +83,8 @@ def effect(op):
     """The ``Effect`` of one op (not of the graphs it calls)."""
     if op.type in _UNREPRODUCIBLE_RANDOM:
         return Effect.UNREPRODUCIBLE
+    if op.type == 'LookupTableInsertV2' and ops.SCRATCH_ATTR in op.node_def.attr:
+        return Effect.NONE   # janus's own scratch (a recursion's kept outputs)
     if op.type in _OUTPUT_EFFECTS:
         return Effect.CHANGE
     if not op._is_stateful or op.type in _PURE_READS:

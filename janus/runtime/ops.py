@@ -95,6 +95,9 @@ def _checked_identity_grad(op, grad):
 
 
 INVOKE_OP = 'Janus>Invoke'
+# On an op: it writes only janus's own scratch space (a recursive function's kept
+# outputs, ``recursive_functions._Kept``): no state of the user's (``effects.effect``).
+SCRATCH_ATTR = '_janus_scratch'
 
 
 def janus_invoke(function_name, args, output_types, output_shapes=(), grad_function='',

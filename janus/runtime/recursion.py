@@ -31,9 +31,10 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
 
 from janus import guards, pytypes
+from janus.config import config
 from janus.runtime import access, effects, ops, scalars, shadow_heap, structures
 from janus.runtime.shadow_heap import Write, WriteKind
-from janus.runtime.control.common import in_traced_region
+from janus.runtime.control.common import in_traced_region, taping
 from janus.runtime.recursive_functions import RecursionBuildError, RecursiveFunction
 from janus.runtime.tracing import NeedsValue, current
 
@@ -55,18 +56,30 @@ def may_recurse(fn, owner=None):
     seen, todo = {target}, [fn]
     while todo and len(seen) < _MAX_CALLEES:
         current = todo.pop()
-        for name in current.__code__.co_names:
-            for found in (current.__globals__.get(name),
-                          inspect.getattr_static(type(owner), name, None)
-                          if owner is not None else None):
-                if not isinstance(found, types.FunctionType):
-                    continue
-                if found.__code__ is target:
-                    return True
-                if found.__code__ not in seen:
-                    seen.add(found.__code__)
-                    todo.append(found)
+        for _, found in _named_callees(current, owner):
+            if not isinstance(found, types.FunctionType):
+                continue
+            if found.__code__ is target:
+                return True
+            if found.__code__ not in seen:
+                seen.add(found.__code__)
+                todo.append(found)
     return False
+
+
+def _named_callees(fn, owner):
+    """(name, value) of what ``fn``'s code may call by name: its globals, its closure
+    cells and its owner's methods (read without running code)."""
+    code = fn.__code__
+    for name in code.co_names:
+        yield name, fn.__globals__.get(name)
+        if owner is not None:
+            yield name, inspect.getattr_static(type(owner), name, None)
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            yield name, cell.cell_contents
+        except ValueError:   # an empty cell
+            continue
 
 
 _MAX_CALLEES = 64
@@ -109,8 +122,11 @@ def call(ctx, fn, args, kwargs, receiver, run):
         elif param[0] == _SCALAR:
             inputs.append(value.tensor)
     if build.function is None:
+        build.schema.taping = taping()
         build.ensure_built(ctx)
         return call(ctx, fn, args, kwargs, receiver, run)   # its parameters as built
+    build.refuse_written_nodes(ctx)
+    build.refuse_unfit_structure()
     inputs += [build.state_input(access.attr(slot.obj, slot.name), slot)
                for slot in build.state]
     outputs = build.function(*inputs)
@@ -175,6 +191,7 @@ class RecursionBuild:
         self.maybe_none = set()    # node parameters a recursive call passes None or maybe-None
         self.state = []            # _StateSlot: numbers the body rewrites, threaded through
         self._node_values = {}     # position -> the NodeRef the body was given there
+        self._stack_base = 0       # converted frames when the body began (frames per level)
         self._varied = set()       # node positions a recursive call passed another node
         self.structure = None      # what the body returns (a nest of 0s) ...
         self.leaves = None         # ... and its leaves: ('tensor', TensorSpec) / ('scalar', type)
@@ -240,6 +257,21 @@ class RecursionBuild:
             self._widened(ctx)
         return self.table[-1][position]
 
+    def refuse_written_nodes(self, ctx):
+        """The graph reads the structure as it is when the call starts: a node the call
+        wrote before this recursion (``leaf.vec = ...``) would be read stale."""
+        written = ctx.written_objects
+        if written and any(id(obj) in written for obj in self.schema.reachable()):
+            structures.refuse('a recursion over objects the call changed before it (janus '
+                              'reads the structure as it is when the call starts)')
+
+    def refuse_unfit_structure(self):
+        """The traced call's own structure must pass the guard too: the graph a trace
+        builds runs first on the very call it was traced for, unguarded."""
+        problem = structures.Encoder(self.schema, ()).encode(self.schema.roots)
+        if isinstance(problem, str):
+            structures.refuse('a recursion over this structure: %s' % problem)
+
     def _widened(self, ctx):
         ctx.structure_widened = True   # tracer.py asks for another trace
         structures.refuse('a structure whose classes or attribute kinds widened after the '
@@ -261,7 +293,8 @@ class RecursionBuild:
                     self.leaves = None
                     continue
             function = RecursiveFunction(self.fn.__name__, self._body, self._arg_specs(),
-                                         [spec for _, spec in self._leaf_specs()])
+                                         [spec for _, spec in self._leaf_specs()],
+                                         memo_key=self._memo_key())
             try:
                 function.build()
             except RecursionBuildError as e:
@@ -294,12 +327,23 @@ class RecursionBuild:
                 changed = True
         return changed
 
+    def _memo_key(self):
+        """The argument whose value alone decides a call's outputs (the one node
+        parameter, with no tensors or threaded numbers besides): the forward keeps
+        its outputs under it for the gradient (``config.recursion_keeps_outputs``)."""
+        kinds = [param[0] for param in self.params]
+        if not config.recursion_keeps_outputs or self.state or kinds.count(_NODE) != 1 \
+                or _TENSOR in kinds or _SCALAR in kinds:
+            return None
+        return 0   # the only graph argument
+
     def _refuse_state_changes(self, function):
         """A body that changes state (``v.assign_add`` in the recursion) is refused:
         its calls are treated as reads (``effects._PURE_READS``)."""
         for graph in function.graphs():
             for op in graph.get_operations():
-                if op.type != ops.INVOKE_OP and effects.changes_state(op):
+                if op.type != ops.INVOKE_OP and not function.is_scratch(op) \
+                        and effects.changes_state(op):
                     structures.refuse('a recursive function that changes state (%s in %s)'
                                       % (op.type, self.label))
 
@@ -355,6 +399,7 @@ class RecursionBuild:
         code = self.fn.__code__
         outer = ctx.recursion_active.get(code)
         ctx.recursion_active[code] = _Active(self, recurse)
+        self._stack_base = len(ctx.stack)
         heap = ctx.heap
         base = heap.checkpoint()
         region = heap.open_region()   # the body's writes: threaded through every call
@@ -362,7 +407,7 @@ class RecursionBuild:
             for slot in self.state:
                 heap.overlay[(id(slot.obj), slot.key)] = scalars.DynamicScalar(
                     next(inputs), slot.kind)
-            result = in_traced_region(self.run, args)
+            result = in_traced_region(self._run_converted, args)
             flat = self._flat_result(result)
             flat += self._state_outputs(ctx, base, region)
         except NeedsValue as e:
@@ -377,6 +422,14 @@ class RecursionBuild:
             else:
                 ctx.recursion_active[code] = outer
         return flat
+
+    def _run_converted(self, args):
+        """The converted function on ``args`` (in parameter order; keyword-only ones
+        passed by keyword)."""
+        names = list(inspect.signature(self.fn).parameters.values())
+        positional = [a for a, p in zip(args, names) if p.kind is not p.KEYWORD_ONLY]
+        keywords = {p.name: a for a, p in zip(args, names) if p.kind is p.KEYWORD_ONLY}
+        return self.run(positional, keywords)
 
     # -- Python state the recursion writes ------------------------------------------
     def _state_outputs(self, ctx, base, region):
@@ -485,6 +538,13 @@ class RecursionBuild:
         flat = []
         for position, (param, value) in enumerate(zip(self.params, values)):
             flat.extend(self._passed(position, param, value))
+        if not any(value is None or (structures.is_node(value) and value.derived)
+                   for param, value in zip(self.params, values) if param[0] == _NODE):
+            structures.refuse('a recursive call of %s that passes no node read from the '
+                              'structure (only the run would know how deep it goes)'
+                              % self.label)
+        self.schema.frames_per_level = max(self.schema.frames_per_level,
+                                           len(ctx.stack) - self._stack_base + 1)
         recurse = ctx.recursion_active[self.fn.__code__].recurse
         if recurse is None:
             raise _NoOutputYet()

@@ -37,6 +37,7 @@ from tensorflow.python.eager import tape as tape_module
 from tensorflow.python.eager.polymorphic_function import atomic_function
 from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework import ops as ops_module
+from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import handle_data_util
 
 from janus.runtime import ops
@@ -63,10 +64,18 @@ class RecursionBuildError(Exception):
 class RecursiveFunction:
     """``body`` as one library function calling itself; ``self(*args)`` calls it."""
 
-    def __init__(self, label, body, arg_specs, output_specs):
+    def __init__(self, label, body, arg_specs, output_specs, memo_key=None):
         number = next(_ids)
         self.name = 'janus_rec_%s_%d' % (label, number)
         self.grad_name = self.name + '_grad'
+        self.lookup_name = self.name + '_kept'
+        # The argument (an int64 scalar) that alone decides the outputs (a node's
+        # index), or None: the forward then keeps each call's outputs under it, and
+        # the gradient reads a recursive call's outputs back instead of recomputing
+        # its subtree (``_Kept``).
+        self.memo_key = memo_key
+        self._kept = None
+        self._tracing_gradient = False
         self.body = body
         self.arg_specs = [tf.TensorSpec.from_spec(s) for s in arg_specs]
         self.output_specs = [tf.TensorSpec.from_spec(s) for s in output_specs]
@@ -93,13 +102,31 @@ class RecursiveFunction:
 
     # -- building ------------------------------------------------------------
     def _build(self):
+        if self.memo_key is not None and all(s.shape.is_fully_defined()
+                                             for s in self.output_specs):
+            self._kept = _Kept(self.output_specs)
         graph = self._trace_forward()
         forward = atomic_function.from_func_graph(self.name, graph, {})
-        grad_graph = self._trace_sparse_settled()
-        gradient = atomic_function.from_func_graph(self.grad_name, grad_graph, {})
-        self._functions = [forward, gradient]
-        self._graphs = [graph, grad_graph]
+        functions, graphs = [forward], [graph]
+        if self._kept is not None:
+            lookup = self._kept.trace(self.lookup_name, self.arg_specs, self.captures,
+                                      self.memo_key)
+            functions.append(atomic_function.from_func_graph(self.lookup_name, lookup, {}))
+            graphs.append(lookup)
+            _GRAPHS[self.lookup_name] = lookup
+        self._tracing_gradient = True
+        try:
+            grad_graph = self._trace_sparse_settled()
+        finally:
+            self._tracing_gradient = False
+        functions.append(atomic_function.from_func_graph(self.grad_name, grad_graph, {}))
+        graphs.append(grad_graph)
+        self._functions, self._graphs = functions, graphs
         _GRAPHS[self.name], _GRAPHS[self.grad_name] = graph, grad_graph
+
+    def is_scratch(self, op):
+        """Whether ``op`` writes only the kept outputs (no state of the user's)."""
+        return self._kept is not None and self._kept.writes(op)
 
     def _trace_forward(self):
         for _ in range(_MAX_TRACES):
@@ -130,8 +157,13 @@ class RecursiveFunction:
         return graph, args, outputs
 
     def _run_body(self, graph, args, inner_captures):
+        # In the gradient's trace a recursive call reads its kept outputs back (its
+        # gradient is still the gradient function's): no subtree is computed again.
+        kept = self._kept is not None and self._tracing_gradient
+
         def self_call(*call_args):
-            return self._invoke(list(call_args), inner_captures)
+            return self._invoke(list(call_args), inner_captures,
+                                function=self.lookup_name if kept else None)
         result = self.body(self_call, *args)
         flat = tf.nest.flatten(result)
         if len(flat) != len(self.output_specs):
@@ -144,6 +176,8 @@ class RecursiveFunction:
                 raise RecursionBuildError('%s: the body returns %s, not %s'
                                           % (self.name, value, spec))
             outputs.append(tf.identity(value))
+        if self._kept is not None and not self._tracing_gradient:
+            outputs = self._kept.keep(args[self.memo_key], outputs)
         return outputs
 
     def _trace_sparse_settled(self):
@@ -172,7 +206,8 @@ class RecursiveFunction:
 
     def _grad_input_dtypes(self):
         inputs = [s.dtype for s in self.arg_specs] + [c.dtype for c in self.captures]
-        return [dtype for dtype in inputs if ops.differentiable(dtype)]
+        return [inputs[i] for i in self._grad_inputs(
+            [tf.TensorSpec([], dtype) for dtype in inputs])]
 
     def __del__(self):
         try:
@@ -199,6 +234,7 @@ class RecursiveFunction:
             outputs, layout = [], []
             for i, grad in zip(wanted, grads):
                 if isinstance(grad, tf.IndexedSlices) and grad.dense_shape is not None:
+                    grad = _without_zero_rows(grad)
                     outputs += [grad.values, grad.indices, grad.dense_shape]
                     layout.append((grad.indices.dtype, grad.dense_shape.dtype))
                 else:
@@ -211,23 +247,106 @@ class RecursiveFunction:
 
     # -- calling ---------------------------------------------------------------
     def _grad_inputs(self, inputs):
-        return [i for i, x in enumerate(inputs) if ops.differentiable(x.dtype)]
+        scratch = self._scratch_positions()
+        return [i for i, x in enumerate(inputs)
+                if ops.differentiable(x.dtype) and i not in scratch]
+
+    def _scratch_positions(self):
+        """Input positions of the kept outputs' tables (resources, but no variables)."""
+        if self._kept is None:
+            return ()
+        handles = {id(t.resource_handle) for t in self._kept.tables}
+        return {len(self.arg_specs) + i for i, c in enumerate(self.captures)
+                if id(c) in handles}
 
     def _grad_types(self, inputs):
         return [_gradient_dtype(inputs[i]) for i in self._grad_inputs(inputs)]
 
-    def _invoke(self, args, captures, grad_types=None):
+    def _invoke(self, args, captures, grad_types=None, function=None):
         if len(args) != len(self.arg_specs):
             raise RecursionBuildError('%s takes %d arguments, got %d'
                                       % (self.name, len(self.arg_specs), len(args)))
         args = [tf.convert_to_tensor(a, dtype=s.dtype) for a, s in zip(args, self.arg_specs)]
         inputs = args + list(captures)
         results = ops.janus_invoke(
-            self.name, inputs, [s.dtype for s in self.output_specs],
+            function or self.name, inputs, [s.dtype for s in self.output_specs],
             [s.shape for s in self.output_specs], grad_function=self.grad_name,
             grad_inputs=self._grad_inputs(inputs),
             grad_types=grad_types if grad_types is not None else self._grad_types(inputs))
         return results
+
+
+class _Kept:
+    """Each call's outputs kept by the forward under its key (a node's index), in one
+    hash table per output, for the gradient to read back (the issue's "forward
+    states kept for the backward": O(nodes) instead of O(nodes x depth)).
+
+    Safe because the key alone decides the outputs (``memo_key``: no tensor argument
+    and no threaded number), every forward call of a run ends before the backward
+    starts (the backward needs the root's output), and the backward reads only keys
+    the same run's forward wrote (the children of a node it computed).  The tables
+    are scratch space: their writes change no state of the user's
+    (``effects.effect``: ops marked ``SCRATCH_ATTR``)."""
+
+    def __init__(self, specs):
+        # Values are kept flat: a table's value is a vector.
+        self.shapes = [spec.shape for spec in specs]
+        with tf.init_scope():
+            self.tables = [tf.lookup.experimental.MutableHashTable(
+                tf.int64, spec.dtype, tf.zeros([spec.shape.num_elements()], spec.dtype))
+                for spec in specs]
+        self._inserts = set()
+
+    def keep(self, key, outputs):
+        keys = tf.reshape(tf.cast(key, tf.int64), [1])
+        inserts = []
+        for table, value in zip(self.tables, outputs):
+            op = table.insert(keys, tf.reshape(value, [1, -1]))
+            op._set_attr(ops.SCRATCH_ATTR, attr_value_pb2.AttrValue(b=True))
+            self._inserts.add(op)
+            inserts.append(op)
+        with tf.control_dependencies(inserts):
+            return [tf.identity(value) for value in outputs]
+
+    def writes(self, op):
+        return op in self._inserts
+
+    def trace(self, name, arg_specs, captures, memo_key):
+        """The lookup function: the forward's inputs in, the kept outputs out."""
+        graph = func_graph_module.FuncGraph(name)
+        with graph.as_default():
+            args = [tf.compat.v1.placeholder(s.dtype, s.shape) for s in arg_specs]
+            inner = [tf.compat.v1.placeholder(c.dtype, c.shape) for c in captures]
+            for placeholder, capture in zip(inner, captures):
+                if capture.dtype == tf.resource:
+                    handle_data_util.copy_handle_data(capture, placeholder)
+            handles = {id(c): h for c, h in zip(captures, inner)}
+            keys = tf.reshape(tf.cast(args[memo_key], tf.int64), [1])
+            outputs = []
+            for table, shape in zip(self.tables, self.shapes):
+                handle = handles.get(id(table.resource_handle))
+                if handle is None:
+                    raise RecursionBuildError('the kept outputs\' table is not an input')
+                found = tf.raw_ops.LookupTableFindV2(table_handle=handle, keys=keys,
+                                                     default_value=table._default_value)
+                outputs.append(tf.reshape(found[0], shape))
+        graph.inputs = args + inner
+        graph.outputs = outputs
+        return graph
+
+
+def _without_zero_rows(grad):
+    """An IndexedSlices gradient without its all-zero rows.  tf.cond makes every
+    captured variable an input once per branch, and the gradient of the copy one
+    side does not use is zeros, converted to one row per row of the variable: kept,
+    they would grow at every level of the recursion (150 rows per call for a small
+    embedding).  A zero row adds nothing to any optimizer's sparse update (squares,
+    moments, scatter-adds), so dropping it keeps every update as eager's."""
+    values = grad.values
+    flat = tf.reshape(values, tf.stack([tf.shape(values)[0], -1]))
+    keep = tf.reshape(tf.where(tf.reduce_any(tf.not_equal(flat, 0), axis=1)), [-1])
+    return tf.IndexedSlices(tf.gather(values, keep), tf.gather(grad.indices, keep),
+                            grad.dense_shape)
 
 
 def _same_tensors(a, b):

@@ -144,6 +144,8 @@ class Schema:
         self._used_types = False
         # column -> the graph input of its stacked tensors (set by the recursion's build)
         self.tensor_input = None
+        self.taping = False          # a tape may record the call (tensor columns refused)
+        self.frames_per_level = 1    # converted frames one level of the recursion takes
         if persisted is not None:
             self.types = list(persisted.get(('types', key), ()))
         self._scan()
@@ -152,6 +154,21 @@ class Schema:
         if all(obj is not r for r in self.roots):
             self.roots.append(obj)
             self._scan()
+
+    def reachable(self):
+        """The traced call's nodes the known columns reach from the roots."""
+        seen, todo, found = set(), list(self.roots), []
+        while todo:
+            obj = todo.pop()
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            found.append(obj)
+            for name in self.columns:
+                kind, value = cell(obj, name)
+                if kind is Kind.NODE:
+                    todo.append(value)
+        return found
 
     def column(self, name):
         found = self.columns.get(name)
@@ -212,10 +229,11 @@ class NodeRef:
     """A node of the encoded structure inside a traced recursive body: ``index`` a
     scalar int64 tensor (-1: None, when ``maybe_none``)."""
 
-    __slots__ = ('index', 'schema', 'table', 'maybe_none')
+    __slots__ = ('index', 'schema', 'table', 'maybe_none', 'derived')
 
-    def __init__(self, index, schema, table, maybe_none=False):
+    def __init__(self, index, schema, table, maybe_none=False, derived=False):
         self.index, self.schema, self.table, self.maybe_none = index, schema, table, maybe_none
+        self.derived = derived   # read from another node (a recursion on it descends)
 
     def _refuse(self, *args, **kwargs):
         refuse('using a node of the structure this way (janus reads its attributes, '
@@ -267,7 +285,7 @@ def attribute(ref, name):
     if present <= {Kind.NODE, Kind.NONE} and Kind.NODE in present:
         if Kind.MISSING in column.kinds:
             _check(tf.not_equal(tag, int(Kind.MISSING)), 'the node has an attribute .%s' % name)
-        return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present)
+        return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present, derived=True)
     if present == {Kind.NONE} and Kind.MISSING not in column.kinds:
         return None
     if len(numbers) != 1 or present - numbers - {Kind.NONE}:
@@ -290,6 +308,9 @@ def _tensor_attribute(schema, column, index, tag, present):
                'tensors of one dtype and shape)' % (column.name, 'tensors of several dtypes '
                                                     'or shapes' if len(column.specs) > 1 else
                                                     'tensors and other values'))
+    if schema.taping:
+        refuse('reading .%s of a node under a GradientTape: a node\'s tensor is fed by value, '
+               'so no gradient would reach it' % column.name)
     if column.kinds != {Kind.TENSOR}:
         _check(tf.equal(tag, int(Kind.TENSOR)), 'the node has an attribute .%s' % column.name)
     # Fed by value: no tape watches a node's tensor through the graph (one watched
@@ -350,13 +371,14 @@ class Encoder:
         self.tensor_specs = {c.name: next(iter(c.specs)) for c in schema.columns.values()
                              if Kind.TENSOR in c.kinds and len(c.specs) == 1}
         self.rows = schema.rows + 1   # the roots last
+        self.frames_per_level = schema.frames_per_level
         self.root_sources = list(root_sources)
         self._pending = None   # (roots, Encoded) the guard encoded for the run about to start
 
     def roots(self, arguments, memo):
         return [source.value(arguments, memo) for source in self.root_sources]
 
-    def encode(self, roots):
+    def encode(self, roots, check_depth=True):
         """The ``Encoded`` structure, or a string saying why it does not fit."""
         index, nodes = {}, []
         for root in roots:
@@ -384,7 +406,7 @@ class Encoder:
                     nodes.append(value)
                 row.append((kind, value))
             cells.append(row)
-        problem = self._depth_problem(nodes, cells, index)
+        problem = self._depth_problem(nodes, cells, index, check_depth)
         if problem:
             return problem
         width = max(len(nodes), len(roots), 1)
@@ -428,7 +450,7 @@ class Encoder:
             stacks[name] = tf.stack(items)
         return stacks
 
-    def _depth_problem(self, nodes, cells, index):
+    def _depth_problem(self, nodes, cells, index, check_depth=True):
         """A cycle, or a structure too deep for eager Python's recursion (eager raises
         RecursionError there; the graph would not)."""
         depth = [0] * len(nodes)
@@ -456,9 +478,13 @@ class Encoder:
                 state[node] = 2
                 depth[node] = 1 + max((depth[index[id(v)]] for k, v in row if k is Kind.NODE),
                                       default=0)
+        if not check_depth:
+            return None
         deepest = max(depth, default=0)
         room = sys.getrecursionlimit() - _stack_depth() - 50
-        if 2 * (deepest + 2) > room:
+        # Eagerly each level takes the frames of the functions it runs through (a->b->a:
+        # two), and a comprehension may add one.
+        if (self.frames_per_level + 1) * (deepest + 2) > room:
             return 'a structure %d nodes deep (eager Python may exceed its recursion limit)' \
                 % deepest
         return None
@@ -479,7 +505,7 @@ class Encoder:
         if pending is not None and len(pending[0]) == len(roots) and all(
                 a is b for a, b in zip(pending[0], roots)):
             return pending[1]
-        encoded = self.encode(roots)
+        encoded = self.encode(roots, check_depth=False)   # the guard checked the depth
         if isinstance(encoded, str):
             raise RuntimeError('janus: the structure changed after its guard: ' + encoded)
         self._pending = (roots, encoded)

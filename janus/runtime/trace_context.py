@@ -102,6 +102,7 @@ class TraceContext:
         self.recursive_builds = {}
         self.recursion_active = {}
         self.structure_widened = False   # a built one's structure widened: trace again
+        self.written_objects = {}   # id -> outside object whose attribute the call wrote
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments, opaque=frozenset()):
