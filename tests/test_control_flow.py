@@ -6,6 +6,7 @@ the counters and which kind of graph was built (unrolled or tf.cond/while).
 
 PYTEST_DONT_REWRITE: programs under test use `assert`.
 """
+import numpy as np
 import tensorflow as tf
 
 import janus
@@ -409,3 +410,20 @@ def test_dynamic_loop_under_a_tape_assumes_one_iteration_so_gradients_stay_none(
         jf = differential(make, [((filled(1, (2,)), tf.constant(n)), {}) for n in ns])
     assert has_while(jf) and 'NONEMPTY_LOOP' in janus.explain(jf)
     assert janus.stats(jf)['fallbacks'] == 2 and janus.stats(jf)['graphs_built'] == 1
+
+
+def test_a_tuple_of_tensors_returned_from_both_sides_of_a_tensor_if_merges_item_by_item():
+    """``return h, c`` on both paths (a TreeLSTM cell): one tf.cond output per item."""
+    def f(x):
+        if tf.reduce_sum(x) > 0:
+            h = x * 2
+            return h, tf.zeros_like(h)
+        a = x + 1
+        return a, a * 3
+    jf = janus.function(f)
+    for v in [1.0, -1.0, 2.0, -2.0, 3.0, -3.0]:
+        got, want = jf(tf.constant([v])), f(tf.constant([v]))
+        assert type(got) is tuple and len(got) == 2
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert janus.stats(jf)['graph_calls'] == 3

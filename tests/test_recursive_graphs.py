@@ -401,3 +401,36 @@ def test_a_watched_node_tensor_gets_its_gradient_as_eagerly():
         leaves = [T(vec=tf.fill([1, 3], float(i + k))) for k in range(3)]
         tree = T(leaves[0], T(leaves[1], leaves[2]))
         _close(fn(tree, leaves), step(tree, leaves))
+
+
+class LSTMModel(TreeModel):
+    """A TreeLSTM: the recursion returns (h, c); Adam moves every row it sees."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(tf.random.stateless_normal([8, 16], seed=[5, 6]))
+        self.optimizer = tf.keras.optimizers.Adam(0.01)
+
+    def cell(self, node):
+        if node.is_leaf:
+            h = tf.nn.embedding_lookup(self.embedding, [node.word])
+            return h, tf.zeros_like(h)
+        hl, cl = self.cell(node.left)
+        hr, cr = self.cell(node.right)
+        i, f, o, u = tf.split(tf.matmul(tf.concat([hl, hr], 1), self.w), 4, axis=1)
+        c = tf.sigmoid(i) * tf.tanh(u) + tf.sigmoid(f) * (cl + cr)
+        return tf.sigmoid(o) * tf.tanh(c), c
+
+    def encode(self, node):
+        return self.cell(node)[0]
+
+
+def test_a_tree_lstm_returning_h_and_c_trains_as_eagerly():
+    model, twin = LSTMModel(), LSTMModel()
+    step = janus.function(model.step)
+    rng = np.random.default_rng(7)
+    with config.patch(strict=True):
+        for _ in range(7):
+            trees = [random_tree(rng, int(rng.integers(1, 8))) for _ in range(3)]
+            _same_steps(model, twin, step, trees)
+    assert janus.stats(step)['graph_calls'] == 4

@@ -32,7 +32,15 @@ def as_output(value):
         return value.tensor
     if liftable(value):
         return scalars.lift(value).tensor
+    if _merged_tuple(value):   # ``return h, c``: item by item
+        return tuple(as_output(item) for item in value)
     return tf.constant(0)
+
+
+def _merged_tuple(value):
+    """A plain tuple (or namedtuple) whose items a tf.cond can give out one by one."""
+    return isinstance(value, tuple) and type(value).__module__ == tuple.__module__ or (
+        isinstance(value, tuple) and hasattr(type(value), '_fields'))
 
 
 def refusal(where, name, lineage=frozenset()):
@@ -65,6 +73,11 @@ def merge_values(t, f, output, refuse, lineage=frozenset()):
     if not (is_tensor(t) or is_tensor(f) or scalars.is_dynamic(t) or scalars.is_dynamic(f)):
         if _same_python(t, f):
             return t
+    if _merged_tuple(t) and type(t) is type(f) and len(t) == len(f):
+        items = [merge_values(a, b, output[i] if output is not None else None,
+                              lambda *_: refuse(t, f), lineage)
+                 for i, (a, b) in enumerate(zip(t, f))]
+        return type(t)(*items) if hasattr(type(t), '_fields') else tuple(items)
     refuse(t, f)
 
 
@@ -77,6 +90,8 @@ def outputs_apart(seen):
             return ('tensor', value.dtype)
         if scalars.is_dynamic(value) or liftable(value):
             return ('number', number_type(value))
+        if _merged_tuple(value):
+            return ('tuple', type(value), tuple(spec(item) for item in value))
         return ('python', None)
     return {i for i, (t, f) in enumerate(zip(seen[True], seen[False])) if spec(t) != spec(f)}
 
