@@ -236,6 +236,12 @@ def _explain_graph(jf, entry, number, newest=None):
     for name, texts in groups.items():
         out.append('      %s:' % name)
         out += ['        %s' % text for text in texts]
+    recursive = getattr(entry, 'recursive', ())
+    if recursive:
+        out.append('      recursive graph functions (one graph each, calling itself through '
+                   'Janus>Invoke):')
+        for text in recursive:
+            out += _wrap(text, '        ', '          ')
     assumptions = list(entry.assumptions.values())
     if assumptions:
         out.append('      checked in the graph (a failure re-runs the call imperatively):')

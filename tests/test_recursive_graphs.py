@@ -86,7 +86,9 @@ def test_trees_of_a_new_shape_every_call_run_one_graph_with_eager_gradients():
             _same_steps(model, twin, step, trees)
     assert janus.stats(step)['graphs_built'] == 1
     assert janus.stats(step)['graph_calls'] >= 5
-    assert 'STRUCTURE_MATCH' in janus.explain(step)
+    text = ' '.join(janus.explain(step).split())
+    assert 'STRUCTURE_MATCH' in text and 'TreeModel.encode(node) as janus_rec_encode' in text
+    assert 'gradient: kept outputs (no subtree recomputed)' in text
 
 
 def test_isinstance_dispatch_over_two_classes():
@@ -434,3 +436,15 @@ def test_a_tree_lstm_returning_h_and_c_trains_as_eagerly():
             trees = [random_tree(rng, int(rng.integers(1, 8))) for _ in range(3)]
             _same_steps(model, twin, step, trees)
     assert janus.stats(step)['graph_calls'] == 4
+
+
+def test_the_gradient_that_recomputes_subtrees_matches_too():
+    model, twin = TreeModel(), TreeModel()
+    with config.patch(recursion_keeps_outputs=False):
+        step = janus.function(model.step)
+        rng = np.random.default_rng(8)
+        for _ in range(6):
+            trees = [random_tree(rng, int(rng.integers(1, 9))) for _ in range(2)]
+            _same_steps(model, twin, step, trees)
+    assert janus.stats(step)['graph_calls'] == 3
+    assert 'gradient: recomputes each subtree' in ' '.join(janus.explain(step).split())

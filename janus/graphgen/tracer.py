@@ -496,6 +496,8 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
         uses_heap_ops=ctx.heap.run_id is not None, op_writes=list(ctx.heap.op_writes),
         rollback=restore[0], not_undoable=restore[1], number=number,
         trace_seconds=time.perf_counter() - started,
+        recursive=[build.describe() for build in ctx.recursive_builds.values()
+                   if build.function is not None],
         xla_blockers=lambda: effects.xla_blockers(concrete.graph))   # asked when XLA is on
 
 

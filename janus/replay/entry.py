@@ -35,7 +35,7 @@ class GraphEntry:
                  output_template, writes, host, source_guards, assumptions, inlined,
                  assumed_sites, assumed_instead, has_mutations, safe_error_ops, uses_heap_ops,
                  op_writes, rollback, not_undoable, number, trace_seconds,
-                 xla_blockers=lambda: (None, None)):
+                 recursive=(), xla_blockers=lambda: (None, None)):
         self.signature = signature               # call_signature.Signature: the argument guards
         self.bound_template = bound_template     # inspect.BoundArguments of the traced call
         self.concrete = concrete                 # the ConcreteFunction
@@ -64,6 +64,7 @@ class GraphEntry:
         self.rollback, self.not_undoable = rollback, not_undoable
         self.number = number                     # the function's graph count (explain)
         self.trace_seconds = trace_seconds
+        self.recursive = list(recursive)         # recursive graph functions it calls (explain)
         self.runs = 0
 
     def check(self, arguments):

@@ -214,6 +214,23 @@ class RecursionBuild:
             ctx.top_graph._janus_recursive_builds = kept   # the graph keeps its functions alive
         kept.append(self)
 
+    def describe(self):
+        """One line for explain: the function, its graph, what it reads and threads."""
+        function = self.function
+        params = ', '.join('node' if p[0] == _NODE else p[0] for p in self.params)
+        columns = ', '.join('.%s: %s' % (c.name, '|'.join(sorted(k.name.lower() for k in c.kinds)))
+                            for c in sorted(self.schema.columns.values(), key=lambda c: c.row))
+        threads = ', '.join('%s.%s' % (type(s.obj).__name__, s.name) for s in self.state)
+        graph = function.graphs()[0] if function.graphs() else None
+        return ('%s(%s) as %s: %d ops, %d roots; reads %s of %s%s; gradient: %s'
+                % (self.label, params, function.name,
+                   len(graph.get_operations()) if graph is not None else 0,
+                   len(self.root_sources), columns or 'no attribute',
+                   '/'.join(t.__name__ for t in self.schema.types),
+                   '; threads ' + threads if threads else '',
+                   'kept outputs (no subtree recomputed)' if function.keeps_outputs
+                   else 'recomputes each subtree'))
+
     # -- the host side ---------------------------------------------------------
     def encoder(self):
         if self._encoder is None:   # first asked at the first run: the trace is over

@@ -124,6 +124,11 @@ class RecursiveFunction:
         self._functions, self._graphs = functions, graphs
         _GRAPHS[self.name], _GRAPHS[self.grad_name] = graph, grad_graph
 
+    @property
+    def keeps_outputs(self):
+        """Whether the forward keeps each call's outputs for the gradient."""
+        return self._kept is not None
+
     def is_scratch(self, op):
         """Whether ``op`` writes only the kept outputs (no state of the user's)."""
         return self._kept is not None and self._kept.writes(op)
