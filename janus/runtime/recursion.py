@@ -16,13 +16,22 @@ dry run returns.
 
 Every call's node arguments are roots of one encoded table
 (``structures.Encoder``), fed per run and proved by a ``STRUCTURE_MATCH``
-guard; the build keeps its graph functions alive as long as the traced graph.
+guard (the traced call's own structure is checked at trace time: a new graph
+first runs unguarded); the build keeps its graph functions alive as long as the
+traced graph.  A node parameter every recursive call passes on unchanged (a
+state object, ``rec(node.left, st)``) becomes an outside object of the body.
+Numbers the body rewrites on outside objects (``self.nodes += 1``) are threaded
+through every call as extra inputs and outputs (``_StateSlot``), so the writes
+keep program order.  With one node parameter and nothing else deciding a call,
+the gradient reads each call's kept outputs back (``recursive_functions._Kept``).
 
 What the body may not do (refused, ``Reason.RECURSION``; the call then runs
-imperatively, as before): write Python state or print (a write in a region
-janus cannot carry), use a node other than by reading its attributes, testing
-``isinstance``/``is None`` or passing it on, recurse with other arguments than
-nodes, tensors and numbers of the same kinds, or on another object.
+imperatively, as before): change a list or dict, print, change TF state, use a
+node other than by reading its attributes, testing ``isinstance``/``is None`` or
+passing it on, recurse without descending the structure (only the run would
+know how deep), recurse with other arguments than nodes, tensors and numbers of
+the same kinds, or on another object; nor may the call have written a node
+before the recursion (the table is encoded when the call starts).
 """
 import inspect
 import types
