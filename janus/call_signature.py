@@ -471,9 +471,12 @@ def _one_object(node, built, memo):
 
 
 def _rebuild_tuple(tuple_type, items):
+    """The trace's copy of a tuple argument: built as ``tuple.__new__`` builds it,
+    so no ``__new__``/``__init__`` of a namedtuple subclass of the user's runs
+    (it would run at trace time, and could change the items or print)."""
     if tuple_type is tuple:
         return tuple(items)
-    return tuple_type(*items)  # namedtuple
+    return tuple.__new__(tuple_type, items)  # namedtuple
 
 
 class UnsupportedArgument(Exception):

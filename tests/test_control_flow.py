@@ -427,3 +427,57 @@ def test_a_tuple_of_tensors_returned_from_both_sides_of_a_tensor_if_merges_item_
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g.numpy(), w.numpy())
     assert janus.stats(jf)['graph_calls'] == 3
+
+
+def test_merged_tuples_keep_identity_types_and_no_user_new_runs():
+    """A merged tuple is a new object (``is`` on it runs imperatively); an item that
+    is one object on both sides stays it; numbers keep their Python type; a
+    namedtuple subclass with its own ``__new__`` is never rebuilt by janus."""
+    import collections
+
+    def same_item(x):
+        y = x * 5
+        if tf.reduce_sum(x) > 0:
+            t = (y, 1)
+        else:
+            t = (y, 2)
+        return t[0] is y
+
+    def whole(x):
+        u = (x, 1)
+        if tf.reduce_sum(x) > 0:
+            t = u
+        else:
+            t = (x * 2, 2)
+        return t is u
+
+    def kinds(x):
+        if tf.reduce_sum(x) > 0:
+            t = (x, 2)
+        else:
+            t = (x, 3)
+        _, n = t
+        return type(t[1]).__name__, type(n) is int, isinstance(n, int)
+
+    for f in (same_item, whole, kinds):
+        jf = janus.function(f)
+        for v in [1.0, -1.0, 2.0, -2.0, 3.0, -3.0]:
+            assert jf(tf.constant([v])) == f(tf.constant([v])), (f.__name__, v)
+
+    class P(collections.namedtuple('P', 'a b')):
+        def __new__(cls, a, b):
+            print('P.__new__')
+            return super().__new__(cls, a, b + 10)
+
+    def pick(x, u, v):
+        if tf.reduce_sum(x) > 0:
+            t = u
+        else:
+            t = v
+        return t.a, t.b
+    jf = janus.function(pick)
+    for k in [1.0, -1.0, 2.0, -2.0, 3.0, -3.0]:
+        def args():
+            return (tf.constant([k]), tuple.__new__(P, (tf.constant([k]), 1)),
+                    tuple.__new__(P, (tf.constant([3 * k]), 2)))
+        assert jf(*args())[1] == pick(*args())[1]

@@ -447,3 +447,28 @@ def test_the_gradient_that_recomputes_subtrees_matches_too():
             _same_steps(model, twin, step, trees)
     assert janus.stats(step)['graph_calls'] == 3
     assert 'gradient: recomputes each subtree' in ' '.join(janus.explain(step).split())
+
+
+def test_a_number_the_recursion_reads_changed_between_two_recursions_in_one_call():
+    class Model:
+        def __init__(self):
+            self.scale = 1.0
+
+        def total(self, node):
+            if node.left is None:
+                return node.v * self.scale
+            return self.total(node.left) + self.total(node.right)
+
+        def step(self, tree, x):
+            self.scale = 1.0
+            a = self.total(tree)
+            self.scale = 3.0
+            b = self.total(tree)   # reads 3.0: another graph function than a's
+            return x * a, x * b
+    model, twin = Model(), Model()
+    fn = janus.function(model.step)
+    for i in range(6):
+        tree = V(0.0, V(float(i)), V(0.0, V(1.0), V(2.0)))
+        got = [float(t) for t in fn(tree, tf.constant(1.0))]
+        assert got == [float(t) for t in twin.step(tree, tf.constant(1.0))]
+    assert janus.stats(fn)['graph_calls'] == 3

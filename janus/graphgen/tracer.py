@@ -33,6 +33,7 @@ from janus.graphgen import effects, generator, hostcheck, retrace, rollback
 from janus.runtime.effects import PULL_CHECKS, PULLS_OUTSIDE, pulls_outside
 from janus.replay import templates
 from janus.replay.entry import GraphEntry
+from janus.runtime.ops import INVOKE_OP
 from janus.runtime import (arrays, calls, control, fallible, graph_analysis, library_config,
                            library_state, observe, ops, scalars, trace_context, trace_output,
                            tracing)
@@ -234,7 +235,9 @@ def defer_state_updates(graph, assert_ops, late_checks_ok=False):
     mutating = [op for op, _, m in contents if m]
     asserting = (set(assert_ops) | {op for op, a, _ in contents if a}) - on_host
     first_change = min((op._id for op in mutating), default=None)
-    late = {op for op in asserting if not op.type.startswith('Janus>') and (
+    # (a recursive graph function's call checks inside, like a loop that asserts)
+    late = {op for op in asserting if (op.type == INVOKE_OP
+                                       or not op.type.startswith('Janus>')) and (
         op in mutating or first_change is not None and op._id > first_change
         and any(t.dtype == tf.resource for t in op.inputs))}   # ordered after a change by TF
     if late and not late_checks_ok:
@@ -496,7 +499,7 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
         uses_heap_ops=ctx.heap.run_id is not None, op_writes=list(ctx.heap.op_writes),
         rollback=restore[0], not_undoable=restore[1], number=number,
         trace_seconds=time.perf_counter() - started,
-        recursive=[build.describe() for build in ctx.recursive_builds.values()
+        recursive=[build.describe() for build in ctx.recursion_builds_made
                    if build.function is not None],
         xla_blockers=lambda: effects.xla_blockers(concrete.graph))   # asked when XLA is on
 

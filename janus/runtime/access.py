@@ -286,6 +286,8 @@ def class_of(ctx, value):
                           'not an EagerTensor); use isinstance(x, tf.Tensor)')
     if arrays.is_stand_in(value):
         return arrays.NDARRAY   # an outside NumPy array's type is guarded (ARRAY_MATCH)
+    if scalars.is_dynamic(value):
+        return value.type   # the Python number it stands for
     kind = type(value)
     source = ctx.source_of(value)
     if source is not None and ctx.source_of(kind) is None:

@@ -51,10 +51,9 @@ def call(__callee, /, *args, **kwargs):
     if not _is_user_code(ctx, callee):   # inlined code meets it where it uses it
         refuse_unmerged(*args, *kwargs.values())
     lineage = scalars.lineage_deep(list(args) + list(kwargs.values()))
-    if lineage or (ctx.recursion_active and (scalars.holds_dynamic(args)
-                                             or scalars.holds_dynamic(kwargs))):
-        # A relaxed Python number in the arguments (or a node's number, in a recursive
-        # graph function): modeled, or its value is needed
+    if lineage or scalars.holds_dynamic(list(args)) or scalars.holds_dynamic(kwargs):
+        # A relaxed Python number in the arguments (or one of no outside location: a
+        # merged constant, a node's number): modeled, or its value is needed
         handled = _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage)
         if handled is not _NOT_HANDLED:
             return handled

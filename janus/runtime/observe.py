@@ -280,6 +280,10 @@ def compare(op, left, right):
     if op in ('Is', 'IsNot'):
         if type(left) is DynamicScalar or type(right) is DynamicScalar:
             need(scalars.lineage_of(left, right), 'an identity test on a number')
+        if ctx.is_merged_tuple(left) or ctx.is_merged_tuple(right):
+            raise Unsupported(Reason.BRANCH_TYPES,
+                              'janus does not convert an identity test on a tuple merged after '
+                              'a tensor-dependent if (eagerly it is the object one side made)')
         if isinstance(left, tf.Tensor) and isinstance(right, tf.Tensor):
             same = ctx.same_tensor(left, right)   # graph inputs: the eager tensors they stand for
             return same if op == 'Is' else not_value(same)

@@ -175,8 +175,8 @@ def _reachable_handle(handle):
     """A variable handle the op took inside a branch, as the graph the gradient is
     built in can reach it: the capture it came from, outward (cond_v2's gradient
     cannot map a branch's captured handle passed on to an op in the branch)."""
-    if tf.executing_eagerly():
-        return handle   # the eager tape: the handle itself
+    if tf.executing_eagerly() or not hasattr(handle, 'op'):
+        return handle   # the eager tape, or an eager handle (a graph captures it as is)
     graph = tf.compat.v1.get_default_graph()
     reachable = set()
     while graph is not None:

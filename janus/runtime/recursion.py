@@ -115,10 +115,11 @@ def call(ctx, fn, args, kwargs, receiver, run):
     params = [_param(value) for value in values]
     key = (fn.__code__, id(owner), tuple(_param_key(p) for p in params))
     build = ctx.recursive_builds.get(key)
-    if build is None:
+    if build is None or not build.reusable(ctx):
         build = ctx.recursive_builds[key] = RecursionBuild(ctx, fn, owner, receiver, params,
                                                            values, run,
                                                            len(ctx.recursive_builds))
+        ctx.recursion_builds_made.append(build)
     inputs = []
     for param, value in zip(build.params, values):
         if param[0] == _OBJECT and value is not param[1]:
@@ -141,6 +142,8 @@ def call(ctx, fn, args, kwargs, receiver, run):
     outputs = build.function(*inputs)
     for slot, value in zip(build.state, build.state_values(outputs)):
         access.setattr_(slot.obj, slot.name, value)   # written back after the run
+        ctx.recursion_writes.add(id(ctx.heap.writes[-1]))
+    build.mark(ctx)
     return build.rebuild(outputs)
 
 
@@ -282,6 +285,27 @@ class RecursionBuild:
         if self.function is not None and self.schema.stale:
             self._widened(ctx)
         return self.table[-1][position]
+
+    def mark(self, ctx):
+        """Where the trace stands after a call of this build: ``reusable`` looks at what
+        the trace did since."""
+        graph = tf.compat.v1.get_default_graph()
+        self._mark = (len(ctx.heap.writes), graph, len(graph.get_operations()))
+
+    def reusable(self, ctx):
+        """Whether a later call may run this build's function: not when the call wrote
+        Python state since (its body read that state as it was then: ``self.scale``)
+        or changed TF state (a variable its kept outputs were computed from), nor
+        from another graph being traced."""
+        mark = getattr(self, '_mark', None)
+        if mark is None:
+            return True
+        writes, graph, ops_before = mark
+        if any(id(w) not in ctx.recursion_writes for w in ctx.heap.writes[writes:]):
+            return False
+        if tf.compat.v1.get_default_graph() is not graph:
+            return False
+        return not any(effects.changes_state(op) for op in graph.get_operations()[ops_before:])
 
     def refuse_written_nodes(self, ctx):
         """The graph reads the structure as it is when the call starts: a node the call

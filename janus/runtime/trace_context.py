@@ -87,6 +87,7 @@ class TraceContext:
         self._arrays = {}      # id(an outside ndarray) -> (it, its arrays.ArrayStandIn)
         self._numpy_scalars = {}   # id(a NumPy scalar argument) -> (it, its ArgSource...)
         self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
+        self._merged_tuples = {}   # id(a tuple a tf.cond merged item by item) -> it
         self._looped = {}   # id(a tf.while_loop's variable or result) -> (it, maybe outside)
         self._copies = {}   # id(a tf.cond output for a branch's choice of outside tensors) -> it
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
@@ -103,6 +104,8 @@ class TraceContext:
         self.recursion_active = {}
         self.structure_widened = False   # a built one's structure widened: trace again
         self.written_objects = {}   # id -> outside object whose attribute the call wrote
+        self.recursion_writes = set()   # ids of the writes recursion.call made (threaded numbers)
+        self.recursion_builds_made = []  # every build of this trace, in order (explain)
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments, opaque=frozenset()):
@@ -211,6 +214,14 @@ class TraceContext:
         """``tensor`` is ``true_value`` if ``pred`` else ``false_value`` (a tf.cond's
         merge): eagerly it *is* one of them, which ``is`` and returns keep."""
         self._merged[id(tensor)] = (tensor, pred, true_value, false_value)
+
+    def note_merged_tuple(self, value):
+        """``value`` is a tuple a tf.cond merged item by item: a new object, so its
+        identity is not eager's (``is`` on it is refused, observe.compare)."""
+        self._merged_tuples[id(value)] = value
+
+    def is_merged_tuple(self, value):
+        return type(value) is not type(None) and self._merged_tuples.get(id(value)) is value
 
     def merged_sides(self, tensor):
         """(pred, true side, false side) of a tensor ``note_merged`` knows, else None."""

@@ -38,9 +38,17 @@ def as_output(value):
 
 
 def _merged_tuple(value):
-    """A plain tuple (or namedtuple) whose items a tf.cond can give out one by one."""
-    return isinstance(value, tuple) and type(value).__module__ == tuple.__module__ or (
-        isinstance(value, tuple) and hasattr(type(value), '_fields'))
+    """A plain tuple, or a namedtuple class as ``collections.namedtuple`` made it (no
+    ``__new__``/``__init__`` of the user's to run again), whose items a tf.cond can
+    give out one by one."""
+    kind = type(value)
+    if kind is tuple:
+        return True
+    return (isinstance(value, tuple) and kind.__bases__ == (tuple,)
+            and hasattr(kind, '_fields') and '_make' in vars(kind)
+            and '__init__' not in vars(kind) and '__dict__' not in vars(kind)
+            and '__new__' in vars(kind)
+            and getattr(kind.__new__, '__qualname__', '') == kind.__name__ + '.__new__')
 
 
 def refusal(where, name, lineage=frozenset()):
@@ -57,6 +65,8 @@ def merge_values(t, f, output, refuse, lineage=frozenset()):
     cond's output for them (None: only check that they can merge); ``lineage``:
     the relaxed numbers the test was computed from (a merged number depends on
     them too: pinned, the test is plain Python)."""
+    if t is f and not scalars.is_dynamic(t):
+        return t   # one object on both paths (made before the if): it, as eagerly
     if is_tensor(t) and is_tensor(f):
         if t.dtype != f.dtype:   # (the cond gave out neither: its output is a stand-in)
             refuse(t, f)
@@ -77,7 +87,7 @@ def merge_values(t, f, output, refuse, lineage=frozenset()):
         items = [merge_values(a, b, output[i] if output is not None else None,
                               lambda *_: refuse(t, f), lineage)
                  for i, (a, b) in enumerate(zip(t, f))]
-        return type(t)(*items) if hasattr(type(t), '_fields') else tuple(items)
+        return tuple(items) if type(t) is tuple else type(t)._make(items)
     refuse(t, f)
 
 
@@ -116,6 +126,10 @@ def noted(pred, t, f, value):
     ``is`` and returns know it is one of them (``TraceContext.note_merged``)."""
     if is_tensor(value) and is_tensor(t) and is_tensor(f) and t is not f:
         current().note_merged(value, pred, t, f)
+    elif _merged_tuple(value) and value is not t and value is not f:
+        for item, a, b in zip(value, t, f):   # its items are one of the sides' too
+            noted(pred, a, b, item)
+        current().note_merged_tuple(value)
     return value
 
 
