@@ -1,8 +1,8 @@
 """Recursive calls over Python structures, as one graph function that calls itself.
 
 Needs a ``TraceContext`` and ``calls.py``, which hands in how a converted callee
-runs inlined (``run``).  A user function that may call itself (its name among
-the names its code reads) called with a node object (an instance of a plain
+runs inlined (``run``).  A user function that may call itself (``may_recurse``:
+directly, through a closure, or mutually) called with a node object (an instance of a plain
 class of the user's, ``structures.is_node_class``) passed into the call is not
 inlined: ``call`` builds a ``RecursionBuild`` for its call shape, once per
 trace, and adds one ``Janus>Invoke`` of it (``recursive_functions.py``).  The
