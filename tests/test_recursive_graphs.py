@@ -272,11 +272,11 @@ def test_mutual_recursion_through_a_helper():
         return leaves(node.left) + leaves(node.right)
 
     def run(trees, scale):
-        return scale * leaves(trees[0])
+        return scale * leaves(trees[0]) + tf.constant(leaves(trees[1]), tf.float32)
     fn = janus.function(run)
     rng = np.random.default_rng(5)
     for _ in range(6):
-        trees = [random_tree(rng, int(rng.integers(1, 9)))]
+        trees = [random_tree(rng, int(rng.integers(1, 9))) for _ in range(2)]
         assert float(fn(trees, tf.constant(2.0))) == float(run(trees, tf.constant(2.0)))
     assert janus.stats(fn)['graph_calls'] >= 2
 

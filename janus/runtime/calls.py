@@ -155,7 +155,26 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
     converted = _numbers_as_ids(callee, args, kwargs)
     if converted is not None:   # ``tf.nn.embedding_lookup(w, [node.word])``
         return call(callee, *converted[0], **converted[1])
+    tensor = _number_as_constant(callee, args, kwargs)
+    if tensor is not None:   # ``tf.constant(count, tf.float32)``
+        return tensor
     need(lineage, 'calling %s with a number from outside the call' % _name(callee))
+
+
+def _number_as_constant(callee, args, kwargs):
+    """``tf.constant(n, dtype)`` / ``tf.convert_to_tensor(n, dtype)`` of one dynamic
+    number: the scalar eager's conversion gives (``scalars.to_tensor``); None for
+    any other call (a shape, a name: not modelled)."""
+    try:
+        if callee is not tf.constant and callee is not tf.convert_to_tensor:
+            return None
+    except TypeError:
+        return None
+    if not args or not scalars.is_dynamic(args[0]) or len(args) > 2 \
+            or set(kwargs) - {'dtype'} or (len(args) == 2 and 'dtype' in kwargs):
+        return None
+    dtype = args[1] if len(args) == 2 else kwargs.get('dtype')
+    return scalars.to_tensor(args[0], dtype)
 
 
 def _id_arguments():
