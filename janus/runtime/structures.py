@@ -379,55 +379,88 @@ class Encoder:
         return [source.value(arguments, memo) for source in self.root_sources]
 
     def encode(self, roots, check_depth=True):
-        """The ``Encoded`` structure, or a string saying why it does not fit."""
+        """The ``Encoded`` structure, or a string saying why it does not fit.
+
+        One pass over the nodes in discovery order (the roots first), each attribute
+        read as ``cell`` reads it, through the readers of the node's class
+        (``_Readers``: worked out once per class per call, so a class changed between
+        calls is read as it is now)."""
         index, nodes = {}, []
         for root in roots:
             if id(root) not in index:
                 index[id(root)] = len(nodes)
                 nodes.append(root)
-        cells = []
+        width = len(self.columns)
+        values = [[] for _ in range(width)]
+        tags = [[] for _ in range(width)]
+        children = []                        # per node: (column, child's index) pairs
+        tensors = [[] for _ in range(width)]  # per column: (node, tensor) pairs
+        readers, classify = {}, _Classifier(self.type_ids)
+        forward = True   # every node edge leads to a node found later (no cycle possible)
         position = 0
-        type_ids = self.type_ids
         while position < len(nodes):
             obj = nodes[position]
-            position += 1
-            if type(obj) not in type_ids:
-                return 'a node of class %s' % type(obj).__name__
-            row = []
-            for name, _, kinds in self.columns:
-                kind, value = cell(obj, name)
+            kind_of_obj = type(obj)
+            read = readers.get(kind_of_obj)
+            if read is None:
+                if kind_of_obj not in self.type_ids:
+                    return 'a node of class %s' % kind_of_obj.__name__
+                read = readers[kind_of_obj] = _Readers(kind_of_obj, self.columns, classify)
+            own = getattr(obj, '__dict__', None)
+            plain = read.plain if own is not None else ()
+            mine = []
+            for j, (name, _, kinds) in enumerate(self.columns):
+                if j in plain and name in own:   # the common case, inline
+                    value = own[name]
+                    if value is None:
+                        kind = Kind.NONE
+                    elif type(value) is bool:
+                        kind = Kind.BOOL
+                    else:
+                        kind, value = classify(value)
+                else:
+                    kind, value = read.cell(j, obj, own)
                 if kind not in kinds:
-                    return '%s.%s holds a %s' % (type(obj).__name__, name, kind.name.lower())
-                if kind is Kind.TENSOR and tensor_spec(value) != self.tensor_specs.get(name):
-                    return '%s.%s holds a tensor %s%s' % ((type(obj).__name__, name)
-                                                         + tensor_spec(value))
-                if kind is Kind.NODE and id(value) not in index:
-                    index[id(value)] = len(nodes)
-                    nodes.append(value)
-                row.append((kind, value))
-            cells.append(row)
-        problem = self._depth_problem(nodes, cells, index, check_depth)
+                    return '%s.%s holds a %s' % (kind_of_obj.__name__, name, kind.name.lower())
+                tags[j].append(kind)
+                if kind is Kind.NODE:
+                    target = index.get(id(value))
+                    if target is None:
+                        target = index[id(value)] = len(nodes)
+                        nodes.append(value)
+                    elif target <= position:
+                        forward = False
+                    mine.append((j, target))
+                    values[j].append(target)
+                elif kind is Kind.NONE:
+                    values[j].append(-1)
+                elif kind is Kind.INT or kind is Kind.BOOL:
+                    values[j].append(int(value))
+                elif kind is Kind.FLOAT:
+                    values[j].append(float_bits(value))
+                elif kind is Kind.TENSOR:
+                    if tensor_spec(value) != self.tensor_specs.get(name):
+                        return '%s.%s holds a tensor %s%s' % ((kind_of_obj.__name__, name)
+                                                             + tensor_spec(value))
+                    tensors[j].append((position, value))
+                    values[j].append(0)
+                else:
+                    values[j].append(0)
+            children.append(mine)
+            position += 1
+        problem = self._depth_problem(children, forward, check_depth)
         if problem:
             return problem
-        width = max(len(nodes), len(roots), 1)
-        table = np.zeros((self.rows, width), np.int64)
-        table[0, :len(nodes)] = [type_ids[type(obj)] for obj in nodes]
+        count = len(nodes)
+        table = np.zeros((self.rows, max(count, len(roots), 1)), np.int64)
+        table[0, :count] = [self.type_ids[type(obj)] for obj in nodes]
         for j, (_, row, _) in enumerate(self.columns):
-            values, tags = table[row], table[row + 1]
-            for i, (kind, value) in enumerate(c[j] for c in cells):
-                tags[i] = kind
-                if kind is Kind.NODE:
-                    values[i] = index[id(value)]
-                elif kind is Kind.NONE:
-                    values[i] = -1
-                elif kind is Kind.FLOAT:
-                    values[i] = np.float64(value).view(np.int64)
-                elif kind is Kind.INT or kind is Kind.BOOL:
-                    values[i] = int(value)
+            table[row, :count] = values[j]
+            table[row + 1, :count] = tags[j]
         table[-1, :len(roots)] = [index[id(root)] for root in roots]
-        return Encoded(table, self._stacks(cells, len(nodes)))
+        return Encoded(table, self._stacks(tensors, count))
 
-    def _stacks(self, cells, count):
+    def _stacks(self, tensors, count):
         """Per tensor column, its nodes' tensors stacked (zeros where a node has none)."""
         stacks = {}
         for j, (name, _, _) in enumerate(self.columns):
@@ -438,46 +471,30 @@ class Encoder:
             if count == 0:
                 stacks[name] = tf.zeros((0,) + shape, dtype)
                 continue
+            found = dict(tensors[j])
             zeros = None
-            items = []
-            for row in cells:
-                kind, value = row[j]
-                if kind is Kind.TENSOR:
-                    items.append(value)
-                else:
-                    zeros = tf.zeros(shape, dtype) if zeros is None else zeros
-                    items.append(zeros)
-            stacks[name] = tf.stack(items)
+            if len(found) < count:
+                zeros = tf.zeros(shape, dtype)
+            stacks[name] = tf.stack([found.get(i, zeros) for i in range(count)])
         return stacks
 
-    def _depth_problem(self, nodes, cells, index, check_depth=True):
+    def _depth_problem(self, children, forward, check_depth=True):
         """A cycle, or a structure too deep for eager Python's recursion (eager raises
-        RecursionError there; the graph would not)."""
-        depth = [0] * len(nodes)
-        state = [0] * len(nodes)   # 0 new, 1 on the path, 2 done
-        for start in range(len(nodes)):
-            if state[start]:
-                continue
-            stack = [(start, 0)]
-            state[start] = 1
-            while stack:
-                node, child = stack[-1]
-                row = cells[node]
-                if child < len(row):
-                    stack[-1] = (node, child + 1)
-                    kind, value = row[child]
-                    if kind is Kind.NODE:
-                        target = index[id(value)]
-                        if state[target] == 1:
-                            return 'a cycle through .%s' % self.columns[child][0]
-                        if state[target] == 0:
-                            state[target] = 1
-                            stack.append((target, 0))
-                    continue
-                stack.pop()
-                state[node] = 2
-                depth[node] = 1 + max((depth[index[id(v)]] for k, v in row if k is Kind.NODE),
-                                      default=0)
+        RecursionError there; the graph would not).  ``forward``: every edge leads to a
+        later node (a tree, found breadth first): depths in one backward pass."""
+        count = len(children)
+        if forward:
+            depth = [0] * count
+            for node in range(count - 1, -1, -1):
+                row = children[node]
+                if row:
+                    depth[node] = 1 + max([depth[target] for _, target in row])
+                else:
+                    depth[node] = 1
+        else:
+            depth = self._depths_searched(children)
+            if isinstance(depth, str):
+                return depth
         if not check_depth:
             return None
         deepest = max(depth, default=0)
@@ -488,6 +505,33 @@ class Encoder:
             return 'a structure %d nodes deep (eager Python may exceed its recursion limit)' \
                 % deepest
         return None
+
+    def _depths_searched(self, children):
+        """Each node's depth by a depth-first search, or a string naming a cycle."""
+        count = len(children)
+        depth = [0] * count
+        state = [0] * count   # 0 new, 1 on the path, 2 done
+        for start in range(count):
+            if state[start]:
+                continue
+            stack = [(start, 0)]
+            state[start] = 1
+            while stack:
+                node, child = stack[-1]
+                row = children[node]
+                if child < len(row):
+                    stack[-1] = (node, child + 1)
+                    column, target = row[child]
+                    if state[target] == 1:
+                        return 'a cycle through .%s' % self.columns[column][0]
+                    if state[target] == 0:
+                        state[target] = 1
+                        stack.append((target, 0))
+                    continue
+                stack.pop()
+                state[node] = 2
+                depth[node] = 1 + max((depth[target] for _, target in row), default=0)
+        return depth
 
     def guard_check(self, arguments, memo):
         roots = self.roots(arguments, memo)
@@ -523,6 +567,79 @@ class Encoded:
         if self._tensor is None:
             self._tensor = tf.constant(self.table)
         return self._tensor
+
+
+_NONE_CELL = (Kind.NONE, None)
+
+
+def float_bits(value):
+    """A float's IEEE bits as an int64 (how the table holds a float)."""
+    return int(np.float64(value).view(np.int64))
+
+
+class _Classifier:
+    """``_kind_of`` for one encoding: whether a class is a node class is worked out
+    once per class (the node classes are the schema's; no user code runs between)."""
+
+    def __init__(self, type_ids):
+        self.type_ids = type_ids
+        self.node_classes = {}
+
+    def __call__(self, value):
+        kind = type(value)
+        if kind is int and -INT_BOUND < value < INT_BOUND:
+            return Kind.INT, value
+        if value is None:
+            return _NONE_CELL
+        if kind in self.type_ids:
+            known = self.node_classes.get(kind)
+            if known is None:
+                known = self.node_classes[kind] = is_node_class(kind)
+            if known:
+                return Kind.NODE, value
+        return _kind_of(value)
+
+
+class _Readers:
+    """How ``cell`` reads each column of one node class, worked out from the class
+    once: ``self(j, obj, own)`` is ``cell(obj, name_j)`` (``own``: obj's __dict__)."""
+
+    __slots__ = ('plans', 'classify', 'plain')
+
+    def __init__(self, kind, columns, classify):
+        self.classify = classify
+        self.plans = [self._plan(kind, name) for name, _, _ in columns]
+        # columns read from the instance's __dict__ when there (no class data descriptor)
+        self.plain = frozenset(j for j, plan in enumerate(self.plans) if plan[0] == 'dict')
+
+    def _plan(self, kind, name):
+        found = _class_attribute(kind, name)
+        if found is not _ABSENT and hasattr(type(found), '__set__'):   # a data descriptor
+            if type(found).__name__ != 'member_descriptor':
+                return ('fixed', (Kind.OTHER, None), name)
+            return ('slot', found, kind)
+        if found is _ABSENT:
+            return ('dict', (Kind.MISSING, None), name)
+        if hasattr(type(found), '__get__'):
+            return ('dict', (Kind.OTHER, None), name)   # a method: not read as a column
+        return ('dict', None, (name, found))
+
+    def cell(self, j, obj, own):
+        how, fallback, detail = self.plans[j]
+        if how == 'dict':
+            if fallback is not None:
+                if own is not None and detail in own:
+                    return self.classify(own[detail])
+                return fallback
+            if own is not None and detail[0] in own:
+                return self.classify(own[detail[0]])
+            return self.classify(detail[1])
+        if how == 'slot':
+            try:
+                return self.classify(fallback.__get__(obj, detail))
+            except AttributeError:
+                return Kind.MISSING, None
+        return fallback
 
 
 def _stack_depth():
