@@ -33,6 +33,7 @@ know how deep), recurse with other arguments than nodes, tensors and numbers of
 the same kinds, or on another object; nor may the call have written a node
 before the recursion (the table is encoded when the call starts).
 """
+import contextlib
 import inspect
 import types
 
@@ -344,7 +345,8 @@ class RecursionBuild:
                     continue
             function = RecursiveFunction(self.fn.__name__, self._body, self._arg_specs(),
                                          [spec for _, spec in self._leaf_specs()],
-                                         memo_key=self._memo_key())
+                                         memo_key=self._memo_key(),
+                                         gradient_scope=lambda: _checks_proven(ctx))
             try:
                 function.build()
             except RecursionBuildError as e:
@@ -645,6 +647,17 @@ class RecursionBuild:
                               '(janus passes constants through a recursion unchanged)'
                               % (self.label, value, param[1]))
         return []
+
+
+@contextlib.contextmanager
+def _checks_proven(ctx):
+    """While a recursive function's gradient is traced: no assertions (``TraceContext.
+    checks_proven``)."""
+    saved, ctx.checks_proven = ctx.checks_proven, True
+    try:
+        yield
+    finally:
+        ctx.checks_proven = saved
 
 
 def _number_kind(value):

@@ -28,10 +28,13 @@ the function's own body each recursive call is another.
   the context by name when a function object is collected, and this object keeps
   the functions it registered (and the branches they call) alive.
 """
+import contextlib
 import itertools
 import weakref
 
 import tensorflow as tf
+from tensorflow.core.framework import function_pb2
+from tensorflow.python.eager import context
 from tensorflow.python.eager import record
 from tensorflow.python.eager import tape as tape_module
 from tensorflow.python.eager.polymorphic_function import atomic_function
@@ -40,7 +43,8 @@ from tensorflow.python.framework import ops as ops_module
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import handle_data_util
 
-from janus.runtime import ops
+from janus.config import config
+from janus.runtime import lowering, ops
 
 _MAX_TRACES = 4
 _SPARSE_GUESSES = ((tf.int32, tf.int32), (tf.int64, tf.int32), (tf.int64, tf.int64),
@@ -64,7 +68,8 @@ class RecursionBuildError(Exception):
 class RecursiveFunction:
     """``body`` as one library function calling itself; ``self(*args)`` calls it."""
 
-    def __init__(self, label, body, arg_specs, output_specs, memo_key=None):
+    def __init__(self, label, body, arg_specs, output_specs, memo_key=None,
+                 gradient_scope=contextlib.nullcontext):
         number = next(_ids)
         self.name = 'janus_rec_%s_%d' % (label, number)
         self.grad_name = self.name + '_grad'
@@ -76,11 +81,14 @@ class RecursiveFunction:
         self.memo_key = memo_key
         self._kept = None
         self._tracing_gradient = False
+        # () -> a context manager held while the gradient function is traced
+        self._gradient_scope = gradient_scope
         self.body = body
         self.arg_specs = [tf.TensorSpec.from_spec(s) for s in arg_specs]
         self.output_specs = [tf.TensorSpec.from_spec(s) for s in output_specs]
         self.captures = []         # outer tensors passed after the arguments, in order
         self._functions = []       # the AtomicFunctions registered (kept alive)
+        self._registered = []      # names of the lowered definitions added to the context
         self.traces = 0            # body traces, forward and gradient
         self.variables = ()        # the variables the body reads
         self._outer_grad_types = None   # the gradients' dtypes (from the traced inputs)
@@ -106,8 +114,7 @@ class RecursiveFunction:
                                              for s in self.output_specs):
             self._kept = _Kept(self.output_specs)
         graph = self._trace_forward()
-        forward = atomic_function.from_func_graph(self.name, graph, {})
-        functions, graphs = [forward], [graph]
+        functions, graphs = self._register(self.name, graph), [graph]
         if self._kept is not None:
             lookup = self._kept.trace(self.lookup_name, self.arg_specs, self.captures,
                                       self.memo_key)
@@ -116,13 +123,30 @@ class RecursiveFunction:
             _GRAPHS[self.lookup_name] = lookup
         self._tracing_gradient = True
         try:
-            grad_graph = self._trace_sparse_settled()
+            with self._gradient_scope():
+                grad_graph = self._trace_sparse_settled()
         finally:
             self._tracing_gradient = False
-        functions.append(atomic_function.from_func_graph(self.grad_name, grad_graph, {}))
+        functions += self._register(self.grad_name, grad_graph)
         graphs.append(grad_graph)
         self._functions, self._graphs = functions, graphs
         _GRAPHS[self.name], _GRAPHS[self.grad_name] = graph, grad_graph
+
+    def _register(self, name, graph):
+        """Registers ``graph`` as the library function ``name`` (its tf.conds lowered,
+        ``lowering.py``, unless ``config.recursion_lowers_conds`` is off); returns
+        what must stay alive for it to stay registered."""
+        if not config.recursion_lowers_conds:
+            return [atomic_function.from_func_graph(name, graph, {})]
+        traced = atomic_function.from_func_graph(name + '_traced', graph, {})
+        definition = function_pb2.FunctionDef()
+        definition.CopyFrom(traced.definition)
+        definition.signature.name = name
+        ctx = context.context()
+        lowered = lowering.lower_ifs(definition, ctx.get_function_def)
+        ctx.add_function_def(lowered)
+        self._registered.append(name)
+        return [traced]
 
     @property
     def keeps_outputs(self):
@@ -217,6 +241,9 @@ class RecursiveFunction:
     def __del__(self):
         try:
             ops.forget_gradient_layout(self.grad_name)
+            ctx = context.context()
+            for name in self._registered:
+                ctx.remove_function(name)
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 

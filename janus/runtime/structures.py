@@ -229,11 +229,28 @@ class NodeRef:
     """A node of the encoded structure inside a traced recursive body: ``index`` a
     scalar int64 tensor (-1: None, when ``maybe_none``)."""
 
-    __slots__ = ('index', 'schema', 'table', 'maybe_none', 'derived')
+    __slots__ = ('index', 'schema', 'table', 'maybe_none', 'derived', 'fields')
 
     def __init__(self, index, schema, table, maybe_none=False, derived=False):
         self.index, self.schema, self.table, self.maybe_none = index, schema, table, maybe_none
         self.derived = derived   # read from another node (a recursion on it descends)
+        # The node's cells of the rows known now, gathered once where the node is made
+        # (one gather and one unpack for all its reads; TF prunes them if unread).
+        # Rows added later are gathered where read.  A None's are row 0's, unused.
+        known = schema.rows
+        self.fields = tf.unstack(tf.gather(table, self.safe_index(), axis=1)[:known],
+                                 num=known)
+
+    def safe_index(self):
+        """The index to gather at: a None's (-1) read as 0 (never used: its read's
+        check fails first)."""
+        return tf.maximum(self.index, 0) if self.maybe_none else self.index
+
+    def cells(self, row):
+        """The node's value in table row ``row`` (a scalar int64 tensor)."""
+        if row < len(self.fields):
+            return self.fields[row]
+        return tf.gather(self.table[row], self.safe_index())
 
     def _refuse(self, *args, **kwargs):
         refuse('using a node of the structure this way (janus reads its attributes, '
@@ -273,14 +290,11 @@ def attribute(ref, name):
         refuse('reading .%s of a node: some node holds a value janus does not encode there '
                '(a list, a string, a variable, a method or a property); it encodes nodes, '
                'None, Python numbers and tensors' % name)
-    index = ref.index
     if ref.maybe_none:
-        _check(tf.greater_equal(index, 0), 'the node whose .%s is read is not None' % name)
-        index = tf.maximum(index, 0)   # (a None's read is never used: the check fails)
-    value = tf.gather(ref.table[column.row], index)
-    tag = tf.gather(ref.table[column.tag_row], index)
+        _check(tf.greater_equal(ref.index, 0), 'the node whose .%s is read is not None' % name)
+    value, tag = ref.cells(column.row), ref.cells(column.tag_row)
     if Kind.TENSOR in present:
-        return _tensor_attribute(schema, column, index, tag, present)
+        return _tensor_attribute(schema, column, ref.safe_index(), tag, present)
     numbers = present & set(_NUMBER_KINDS)
     if present <= {Kind.NODE, Kind.NONE} and Kind.NODE in present:
         if Kind.MISSING in column.kinds:
@@ -330,7 +344,7 @@ def isinstance_test(ref, classes):
     none_matches = isinstance(None, classes)
     if not ref.maybe_none and len(ids) in (0, len(types)):
         return bool(ids)
-    class_id = tf.gather(ref.table[0], tf.maximum(ref.index, 0))
+    class_id = ref.cells(0)
     found = tf.reduce_any(tf.equal(class_id, tf.constant(ids or [-1], tf.int64)))
     if not ref.maybe_none:
         return found

@@ -57,6 +57,10 @@ class TraceContext:
         self.heap = shadow_heap.TraceHeap()
         self.last_loop_reads_variables = False   # set while tracing a tf.while_loop body
         self.soft_conditions = None   # a list in distributed steps: assumptions agreed on, see distributed.py
+        # True while a recursive function's gradient is traced: it re-runs the forward's
+        # computations for the nodes the same run's forward visited, whose checks passed
+        # (a failed one ends the run first), so its assertions are left out.
+        self.checks_proven = False
         self.shapes = None      # relaxed shapes of hoisted heap reads, kept across traces
         # Set by the tracer for a graph it builds (None: a context of no trace, as in tests).
         # (Reason, message) refusals library code may have swallowed (trace_output, CheckedShape)
@@ -797,7 +801,7 @@ class TraceContext:
         Janus>CheckedIdentity instead: usable only once the assumption holds.
         """
         static = tf.get_static_value(condition)
-        if static is not None and bool(static):
+        if (static is not None and bool(static)) or self.checks_proven:
             return gate
         filename, site_lineno = self.site_line(key) if key is not None else (None, None)
         if filename is None and self.stack:
