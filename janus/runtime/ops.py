@@ -19,6 +19,7 @@ import threading
 from typing import Optional
 
 import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2
 
 from janus.errors import JanusOpsError
 
@@ -142,15 +143,56 @@ def _invoke_grad(op, *grads):
         raise LookupError('janus: %s (%s) has no gradient function'
                           % (op.name, _function_name(op.get_attr('f'))))
     inputs = [_reachable_handle(x) if x.dtype == tf.resource else x for x in op.inputs]
-    types = list(op.get_attr('grad_types'))
+    return _gradients_by(grad_function, inputs, op.outputs, grads,
+                         list(op.get_attr('grad_types')), op.get_attr('grad_inputs'))
+
+
+_KEPT_GRADIENT = 'JanusKeptOutputs'
+
+
+def kept_outputs(values, inputs, grad_function, grad_inputs, grad_types):
+    """``values`` (a recursive call's outputs read back from where the forward kept
+    them) passed through an ``IdentityN`` that also takes the call's ``inputs``: its
+    gradient is the call's (the gradient function ``grad_function`` run through
+    ``Janus>Invoke``, as ``Janus>Invoke``'s own), without running the call again."""
+    outputs = tf.raw_ops.IdentityN(input=list(values) + list(inputs))
+    op = outputs[0].op
+    attrs = {'_gradient_op_type': attr_value_pb2.AttrValue(s=_KEPT_GRADIENT.encode()),
+             '_janus_kept': attr_value_pb2.AttrValue(i=len(values)),
+             '_janus_grad_f': attr_value_pb2.AttrValue(s=grad_function.encode()),
+             '_janus_grad_inputs': attr_value_pb2.AttrValue(
+                 list=attr_value_pb2.AttrValue.ListValue(i=list(grad_inputs))),
+             '_janus_grad_types': attr_value_pb2.AttrValue(
+                 list=attr_value_pb2.AttrValue.ListValue(
+                     type=[tf.as_dtype(t).as_datatype_enum for t in grad_types]))}
+    for key, value in attrs.items():
+        op._set_attr(key, value)
+    return list(outputs[:len(values)])
+
+
+@tf.RegisterGradient(_KEPT_GRADIENT)
+def _kept_outputs_grad(op, *grads):
+    count = op.get_attr('_janus_kept')
+    grad_function = op.get_attr('_janus_grad_f').decode()
+    inputs = [_reachable_handle(x) if x.dtype == tf.resource else x
+              for x in op.inputs[count:]]
+    out = _gradients_by(grad_function, inputs, op.outputs[:count], grads[:count],
+                        [tf.as_dtype(t) for t in op.get_attr('_janus_grad_types')],
+                        op.get_attr('_janus_grad_inputs'))
+    return [None] * count + out
+
+
+def _gradients_by(grad_function, inputs, outputs, grads, types, grad_inputs):
+    """The gradients of ``inputs`` (None where not in ``grad_inputs``) from the
+    gradient function, given the upstream gradients of ``outputs``."""
     layout = _GRADIENT_LAYOUTS.get(grad_function) or [None] * len(types)
     flat_types = []
     for dtype, sparse in zip(types, layout):
         flat_types.extend([dtype] if sparse is None else [dtype] + list(sparse))
     result = iter(janus_invoke(grad_function,
-                               inputs + invoke_gradient_inputs(op.outputs, grads), flat_types))
+                               inputs + invoke_gradient_inputs(outputs, grads), flat_types))
     out = [None] * len(inputs)
-    for i, sparse in zip(op.get_attr('grad_inputs'), layout):
+    for i, sparse in zip(grad_inputs, layout):
         out[i] = next(result) if sparse is None else tf.IndexedSlices(
             next(result), next(result), next(result))
     return out

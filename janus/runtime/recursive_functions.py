@@ -73,7 +73,6 @@ class RecursiveFunction:
         number = next(_ids)
         self.name = 'janus_rec_%s_%d' % (label, number)
         self.grad_name = self.name + '_grad'
-        self.lookup_name = self.name + '_kept'
         # The argument (an int64 scalar) that alone decides the outputs (a node's
         # index), or None: the forward then keeps each call's outputs under it, and
         # the gradient reads a recursive call's outputs back instead of recomputing
@@ -115,12 +114,6 @@ class RecursiveFunction:
             self._kept = _Kept(self.output_specs)
         graph = self._trace_forward()
         functions, graphs = self._register(self.name, graph), [graph]
-        if self._kept is not None:
-            lookup = self._kept.trace(self.lookup_name, self.arg_specs, self.captures,
-                                      self.memo_key)
-            functions.append(atomic_function.from_func_graph(self.lookup_name, lookup, {}))
-            graphs.append(lookup)
-            _GRAPHS[self.lookup_name] = lookup
         self._tracing_gradient = True
         try:
             with self._gradient_scope():
@@ -191,8 +184,9 @@ class RecursiveFunction:
         kept = self._kept is not None and self._tracing_gradient
 
         def self_call(*call_args):
-            return self._invoke(list(call_args), inner_captures,
-                                function=self.lookup_name if kept else None)
+            if kept:
+                return self._kept_outputs(list(call_args), inner_captures)
+            return self._invoke(list(call_args), inner_captures)
         result = self.body(self_call, *args)
         flat = tf.nest.flatten(result)
         if len(flat) != len(self.output_specs):
@@ -308,6 +302,18 @@ class RecursiveFunction:
         return results
 
 
+    def _kept_outputs(self, args, captures):
+        """A recursive call in the gradient's trace: its outputs read back from the
+        kept tables in place (no function run), passed through an ``IdentityN`` with
+        the call's inputs whose gradient is the gradient function's
+        (``ops.kept_outputs``), as the call's own would be."""
+        args = [tf.convert_to_tensor(a, dtype=s.dtype) for a, s in zip(args, self.arg_specs)]
+        inputs = args + list(captures)
+        values = self._kept.read(args[self.memo_key], self.captures, captures)
+        return ops.kept_outputs(values, inputs, self.grad_name, self._grad_inputs(inputs),
+                                self._grad_types(inputs))
+
+
 class _Kept:
     """Each call's outputs kept by the forward under its key (a node's index), in one
     hash table per output, for the gradient to read back (the issue's "forward
@@ -343,28 +349,21 @@ class _Kept:
     def writes(self, op):
         return op in self._inserts
 
-    def trace(self, name, arg_specs, captures, memo_key):
-        """The lookup function: the forward's inputs in, the kept outputs out."""
-        graph = func_graph_module.FuncGraph(name)
-        with graph.as_default():
-            args = [tf.compat.v1.placeholder(s.dtype, s.shape) for s in arg_specs]
-            inner = [tf.compat.v1.placeholder(c.dtype, c.shape) for c in captures]
-            for placeholder, capture in zip(inner, captures):
-                if capture.dtype == tf.resource:
-                    handle_data_util.copy_handle_data(capture, placeholder)
-            handles = {id(c): h for c, h in zip(captures, inner)}
-            keys = tf.reshape(tf.cast(args[memo_key], tf.int64), [1])
-            outputs = []
-            for table, shape in zip(self.tables, self.shapes):
-                handle = handles.get(id(table.resource_handle))
-                if handle is None:
-                    raise RecursionBuildError('the kept outputs\' table is not an input')
-                found = tf.raw_ops.LookupTableFindV2(table_handle=handle, keys=keys,
-                                                     default_value=table._default_value)
-                outputs.append(tf.reshape(found[0], shape))
-        graph.inputs = args + inner
-        graph.outputs = outputs
-        return graph
+    def read(self, key, outer_captures, captures):
+        """The kept outputs under ``key``, read through ``captures`` (the graph's
+        copies of ``outer_captures``, among them the tables' handles)."""
+        handles = {id(c): h for c, h in zip(outer_captures, captures)}
+        keys = tf.reshape(tf.cast(key, tf.int64), [1])
+        outputs = []
+        for table, shape in zip(self.tables, self.shapes):
+            handle = handles.get(id(table.resource_handle))
+            if handle is None:
+                raise RecursionBuildError('the kept outputs\' table is not an input')
+            default = tf.zeros([shape.num_elements()], table.value_dtype)   # (never read)
+            found = tf.raw_ops.LookupTableFindV2(table_handle=handle, keys=keys,
+                                                 default_value=default)
+            outputs.append(tf.reshape(found[0], shape))
+        return outputs
 
 
 def _without_zero_rows(grad):
