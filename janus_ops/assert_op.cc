@@ -77,6 +77,30 @@ class JanusAssertOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("Janus>Assert").Device(DEVICE_CPU), JanusAssertOp);
 
+// The checked value's shape: the input's, its unknown dimensions each a new unknown
+// one (see Janus>CheckedIdentity below).
+absl::Status CheckedShape(InferenceContext* c) {
+  ShapeHandle unused;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
+  // Known dimensions are kept; each unknown one becomes a *new* unknown
+  // dimension. Returning the input's own handle would let grappler's
+  // shape inference unify it with what consumers demand (unstack(num=3)
+  // demands 3 rows), fold the checked condition to true, and so run the
+  // consumer on unchecked data.
+  ShapeHandle in = c->input(1);
+  if (!c->RankKnown(in)) {
+    c->set_output(0, c->UnknownShape());
+    return absl::OkStatus();
+  }
+  std::vector<tensorflow::shape_inference::DimensionHandle> dims;
+  for (int i = 0; i < c->Rank(in); ++i) {
+    auto dim = c->Dim(in, i);
+    dims.push_back(c->ValueKnown(dim) ? dim : c->UnknownDim());
+  }
+  c->set_output(0, c->MakeShape(dims));
+  return absl::OkStatus();
+}
+
 // Janus>CheckedIdentity: forwards `input` only once `condition` holds, failing
 // like Janus>Assert otherwise. For values that must not be used before their
 // assumption is checked (the slices of a loop whose trip count is assumed):
@@ -91,27 +115,7 @@ REGISTER_OP("Janus>CheckedIdentity")
     .Attr("assumption_id: int")
     .Attr("message: string")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) -> absl::Status {
-      ShapeHandle unused;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
-      // Known dimensions are kept; each unknown one becomes a *new* unknown
-      // dimension. Returning the input's own handle would let grappler's
-      // shape inference unify it with what consumers demand (unstack(num=3)
-      // demands 3 rows), fold the checked condition to true, and so run the
-      // consumer on unchecked data.
-      ShapeHandle in = c->input(1);
-      if (!c->RankKnown(in)) {
-        c->set_output(0, c->UnknownShape());
-        return absl::OkStatus();
-      }
-      std::vector<tensorflow::shape_inference::DimensionHandle> dims;
-      for (int i = 0; i < c->Rank(in); ++i) {
-        auto dim = c->Dim(in, i);
-        dims.push_back(c->ValueKnown(dim) ? dim : c->UnknownDim());
-      }
-      c->set_output(0, c->MakeShape(dims));
-      return absl::OkStatus();
-    });
+    .SetShapeFn(CheckedShape);
 
 class JanusCheckedIdentityOp : public JanusAssertOp {
  public:
@@ -126,5 +130,23 @@ class JanusCheckedIdentityOp : public JanusAssertOp {
 
 REGISTER_KERNEL_BUILDER(Name("Janus>CheckedIdentity").Device(DEVICE_CPU),
                         JanusCheckedIdentityOp);
+
+// Janus>CheckedValue: Janus>CheckedIdentity, but stateless: a value whose check
+// must run only if the value is used. A recursive graph function reads a node's
+// number-or-None attribute this way: `node.word is not None` tests the kind
+// without using the number, and TF prunes the check with the unused read; a use
+// of a None as a number fails it (eagerly a TypeError: janus re-runs the call in
+// Python). Only inside recursive graph functions, which grappler never rewrites.
+// Gradient: the identity's for the value (janus/runtime/ops.py).
+REGISTER_OP("Janus>CheckedValue")
+    .Input("condition: bool")
+    .Input("input: T")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("assumption_id: int")
+    .Attr("message: string")
+    .SetShapeFn(CheckedShape);
+
+REGISTER_KERNEL_BUILDER(Name("Janus>CheckedValue").Device(DEVICE_CPU), JanusCheckedIdentityOp);
 
 }  // namespace janus

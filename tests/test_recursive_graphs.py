@@ -472,3 +472,115 @@ def test_a_number_the_recursion_reads_changed_between_two_recursions_in_one_call
         got = [float(t) for t in fn(tree, tf.constant(1.0))]
         assert got == [float(t) for t in twin.step(tree, tf.constant(1.0))]
     assert janus.stats(fn)['graph_calls'] == 3
+
+
+class WordNode:
+    """A parse-tree node as users often write it: a leaf is a node with a word, and
+    ``is_leaf()`` a method of the class."""
+
+    def __init__(self, word=None, left=None, right=None):
+        self.word, self.left, self.right = word, left, right
+
+    def is_leaf(self):
+        return self.left is None and self.right is None
+
+
+def _word_tree(rng, n):
+    return random_tree(rng, n, lambda w: WordNode(word=w), lambda a, b: WordNode(left=a, right=b))
+
+
+def test_a_number_or_none_attribute_tested_with_is_not_none():
+    class Model(TreeModel):
+        def encode(self, node):
+            if node.word is not None:
+                return tf.nn.embedding_lookup(self.embedding, [node.word])
+            return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
+                                                self.encode(node.right)], 1), self.w))
+    model, twin = Model(), Model()
+    step = janus.function(model.step)
+    rng = np.random.default_rng(11)
+    with config.patch(strict=True):
+        for _ in range(7):
+            trees = [_word_tree(rng, int(rng.integers(1, 8))) for _ in range(3)]
+            _same_steps(model, twin, step, trees)
+    assert janus.stats(step)['graph_calls'] >= 3
+    assert janus.stats(step)['graphs_built'] == 1
+
+
+def test_a_none_used_as_a_number_raises_as_eagerly():
+    def depth_sum(node):
+        if node.left is None:
+            return node.word * 2
+        return depth_sum(node.left) + depth_sum(node.right) + node.word   # None + int
+
+    fn = janus.function(depth_sum)
+    leafy = lambda: WordNode(left=WordNode(left=WordNode(word=1), right=WordNode(word=2),  # noqa: E731
+                                           word=6), right=WordNode(word=4), word=3)
+    for _ in range(4):
+        assert fn(leafy()) == depth_sum(leafy())
+    assert janus.stats(fn)['graph_calls'] >= 1
+    inner = WordNode(left=WordNode(word=1), right=WordNode(word=2))   # its word is None
+    broken = WordNode(left=inner, right=WordNode(word=4), word=5)
+    with pytest.raises(TypeError) as eager:
+        depth_sum(broken)
+    with pytest.raises(TypeError) as converted:
+        fn(broken)
+    assert str(converted.value) == str(eager.value)
+    assert fn(leafy()) == depth_sum(leafy())
+
+
+def test_a_method_of_the_node_class_called_in_the_recursion():
+    class Model(TreeModel):
+        def encode(self, node):
+            if node.is_leaf():
+                return tf.nn.embedding_lookup(self.embedding, [node.word])
+            return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
+                                                self.encode(node.right)], 1), self.w))
+    model, twin = Model(), Model()
+    step = janus.function(model.step)
+    rng = np.random.default_rng(12)
+    with config.patch(strict=True):
+        for _ in range(6):
+            trees = [_word_tree(rng, int(rng.integers(1, 8))) for _ in range(3)]
+            _same_steps(model, twin, step, trees)
+    assert janus.stats(step)['graph_calls'] >= 3
+
+
+def test_a_method_replaced_between_calls_and_methods_that_differ_by_class():
+    calls = []
+
+    class Tip:
+        def __init__(self, value):
+            self.value = value
+
+        def weight(self):
+            return 2
+
+    class Fork:
+        def __init__(self, left, right):
+            self.left, self.right, self.value = left, right, 1
+
+        def weight(self):
+            return 3
+
+    def score(node):
+        if isinstance(node, Tip):
+            return node.value * node.weight()
+        return score(node.left) + score(node.right)
+
+    fn = janus.function(score)
+    tree = lambda: Fork(Tip(1), Fork(Tip(2), Tip(5)))  # noqa: E731
+    for _ in range(4):
+        assert fn(tree()) == score(tree()) == 16
+    Tip.weight = lambda self: calls.append(1) or 10   # a new method: the guard sees it
+    assert fn(tree()) == score(tree()) == 80
+    assert len(calls) == 6
+
+    def total(node):   # one name, two methods: not converted, still eager's answer
+        if isinstance(node, Tip):
+            return node.weight()
+        return node.weight() + total(node.left) + total(node.right)
+    Tip.weight = lambda self: 2
+    fn2 = janus.function(total)
+    for _ in range(4):
+        assert fn2(tree()) == total(tree()) == 12

@@ -23,6 +23,7 @@ measured design: ~14 us per tree, against the GIL per attribute):
 """
 import enum
 import sys
+import types
 
 import numpy as np
 import tensorflow as tf
@@ -32,6 +33,7 @@ from janus.errors import Unsupported
 from janus.guards import GuardKind, Miss
 from janus.reasons import Reason
 from janus.runtime import scalars, whitelist
+from janus.runtime.tracing import AssumptionKind, current
 
 INT_BOUND = guards.SCALAR_INT_BOUND
 
@@ -46,6 +48,7 @@ class Kind(enum.IntEnum):
     MISSING = 5   # the node has no such attribute (eagerly: AttributeError)
     OTHER = 6     # anything else: a list, a string, a variable, a property
     TENSOR = 7    # an eager tensor (one dtype and shape per column: fed stacked)
+    METHOD = 8    # a plain function of the node's class (``node.is_leaf()``), not shadowed
 
 
 _NUMBER_KINDS = {Kind.INT: int, Kind.FLOAT: float, Kind.BOOL: bool}
@@ -81,8 +84,10 @@ def cell(obj, name):
         return _kind_of(own[name])
     if found is _ABSENT:
         return Kind.MISSING, None
+    if type(found) is types.FunctionType:
+        return Kind.METHOD, found
     if hasattr(type(found), '__get__'):
-        return Kind.OTHER, None   # a method: not read as a column
+        return Kind.OTHER, None   # a classmethod, staticmethod or other descriptor
     return _kind_of(found)
 
 
@@ -119,7 +124,8 @@ def tensor_spec(tensor):
 
 class Column:
     """One attribute the recursion reads: its rows in the table, the kinds seen, and
-    for tensors their (dtype, shape) (``specs``: one, or the column is refused)."""
+    for tensors their (dtype, shape), for methods their functions (``specs``: one, or
+    the column is refused)."""
 
     def __init__(self, name, row, kinds, specs=()):
         self.name, self.row, self.kinds = name, row, frozenset(kinds)
@@ -209,6 +215,8 @@ class Schema:
                     todo.append(value)
                 elif kind is Kind.TENSOR:
                     specs[name].add(tensor_spec(value))
+                elif kind is Kind.METHOD:
+                    specs[name].add(value)   # the function
         for name, column in self.columns.items():
             new, new_specs = frozenset(kinds[name]), frozenset(specs[name])
             if new != column.kinds or new_specs != column.specs:
@@ -288,8 +296,14 @@ def attribute(ref, name):
     present = column.kinds - {Kind.MISSING}
     if Kind.OTHER in present:
         refuse('reading .%s of a node: some node holds a value janus does not encode there '
-               '(a list, a string, a variable, a method or a property); it encodes nodes, '
-               'None, Python numbers and tensors' % name)
+               '(a list, a string, a variable, a property or a class or static method); it '
+               'encodes nodes, None, Python numbers, tensors and methods' % name)
+    if Kind.METHOD in present:
+        if present != {Kind.METHOD} or len(column.specs) != 1:
+            refuse('calling .%s of a node: its nodes\' classes define it differently (janus '
+                   'calls one method for every node; test isinstance and call your function)'
+                   % name)
+        return types.MethodType(next(iter(column.specs)), ref)
     if ref.maybe_none:
         _check(tf.greater_equal(ref.index, 0), 'the node whose .%s is read is not None' % name)
     value, tag = ref.cells(column.row), ref.cells(column.tag_row)
@@ -306,13 +320,31 @@ def attribute(ref, name):
         refuse('reading .%s of a node: its nodes hold values of different kinds there (%s)'
                % (name, ', '.join(sorted(k.name for k in column.kinds))))
     kind = next(iter(numbers))
-    if column.kinds != {kind}:
-        _check(tf.equal(tag, int(kind)), 'the node\'s .%s is a %s' % (name, kind.name.lower()))
+    description = 'the node\'s .%s is a %s' % (name, kind.name.lower())
+    optional = column.kinds == {kind, Kind.NONE}
+    if optional:
+        # A number or None: `is None` tests the tag; a use of the number checks it
+        # (Janus>CheckedValue: pruned with the read when only the test uses it).
+        value = current().assume(None, AssumptionKind.SCALAR, tf.equal(tag, int(kind)),
+                                 description, gate=value, prunable=True)
+    elif column.kinds != {kind}:
+        _check(tf.equal(tag, int(kind)), description)
     if kind is Kind.FLOAT:
-        return scalars.DynamicScalar(tf.bitcast(value, tf.float64), float)
-    if kind is Kind.BOOL:
-        return scalars.DynamicScalar(tf.not_equal(value, 0), bool)
-    return scalars.DynamicScalar(value, int)
+        number = scalars.DynamicScalar(tf.bitcast(value, tf.float64), float)
+    elif kind is Kind.BOOL:
+        number = scalars.DynamicScalar(tf.not_equal(value, 0), bool)
+    else:
+        number = scalars.DynamicScalar(value, int)
+    if optional:
+        current().maybe_none_numbers[id(number)] = (number, tf.equal(tag, int(Kind.NONE)))
+    return number
+
+
+def number_is_none(number):
+    """``number is None`` of a DynamicScalar: a bool tensor for one read from a node's
+    number-or-None attribute, else False (a dynamic scalar is always a number)."""
+    found = current().maybe_none_numbers.get(id(number))
+    return found[1] if found is not None and found[0] is number else False
 
 
 def _tensor_attribute(schema, column, index, tag, present):
@@ -384,6 +416,9 @@ class Encoder:
         # name -> (dtype, shape) of the tensor columns the graph reads (fed stacked)
         self.tensor_specs = {c.name: next(iter(c.specs)) for c in schema.columns.values()
                              if Kind.TENSOR in c.kinds and len(c.specs) == 1}
+        # name -> the function the graph calls for a method column
+        self.methods = {c.name: c.specs for c in schema.columns.values()
+                        if Kind.METHOD in c.kinds}
         self.rows = schema.rows + 1   # the roots last
         self.frames_per_level = schema.frames_per_level
         self.root_sources = list(root_sources)
@@ -457,6 +492,10 @@ class Encoder:
                         return '%s.%s holds a tensor %s%s' % ((kind_of_obj.__name__, name)
                                                              + tensor_spec(value))
                     tensors[j].append((position, value))
+                    values[j].append(0)
+                elif kind is Kind.METHOD:
+                    if value not in self.methods[name]:
+                        return '%s.%s is another method' % (kind_of_obj.__name__, name)
                     values[j].append(0)
                 else:
                     values[j].append(0)
@@ -634,8 +673,10 @@ class _Readers:
             return ('slot', found, kind)
         if found is _ABSENT:
             return ('dict', (Kind.MISSING, None), name)
+        if type(found) is types.FunctionType:
+            return ('dict', (Kind.METHOD, found), name)
         if hasattr(type(found), '__get__'):
-            return ('dict', (Kind.OTHER, None), name)   # a method: not read as a column
+            return ('dict', (Kind.OTHER, None), name)   # another descriptor
         return ('dict', None, (name, found))
 
     def cell(self, j, obj, own):

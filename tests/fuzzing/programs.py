@@ -2876,6 +2876,59 @@ def f_recursion(b):
         b.outs.append('%s.visits' % b.obj)
 
 
+REC_WORD_CLASSES = '''
+class WNode:
+    """A parse-tree node as users write it: a leaf has a word, an inner node has None."""
+
+    def __init__(self, word=None, left=None, right=None):
+        self.word, self.left, self.right = word, left, right
+
+    def is_leaf(self):
+        return self.left is None
+
+
+def w_tree(seed, size, hole):
+    """A tree of ``size`` leaves; ``hole``: an inner node holding a word (a leaf's None
+    elsewhere is not read)."""
+    if size <= 1:
+        return WNode(seed % 4)
+    k = 1 + seed % (size - 1)
+    return WNode(seed % 3 if hole else None, w_tree(seed * 7 + 1, k, False),
+                 w_tree(seed * 3 + 2, size - k, False))
+'''
+
+
+def f_rec_word(b):
+    """A recursive helper over parse-tree nodes whose ``word`` is a number or None:
+    ``node.word is not None`` or a node method ``node.is_leaf()`` decides; in some
+    calls an inner node's word is read as a number (a None there: eager's TypeError)."""
+    rng = b.rng
+    if REC_WORD_CLASSES not in b.module:
+        b.module.append(REC_WORD_CLASSES)
+    T = b.fresh('wt')
+    size = rng.randint(1, 6)
+    hole = rng.choices(['no', 'test', 'use'], weights=[0.6, 0.25, 0.15])[0]
+    b.params.append((T, lambda i: 'w_tree(%d, %d, %s)' % (
+        i * 5 + 3, size + (i % 3 if b.regime(i) else 0), hole != 'no' and i % 4 == 3)))
+    fn = b.fresh('wrec')
+    test = rng.choice(['node.word is not None', 'node.is_leaf()', 'not node.is_leaf()'])
+    leaf_first = test != 'not node.is_leaf()'
+    leaf = rng.choice(['t * (node.word + 1)', 'tf.gather(t_vec, [node.word])[0] + t'])
+    inner = rng.choice(['%s(node.left, t, t_vec) + %s(node.right, t, t_vec) * 0.5',
+                        'tf.maximum(%s(node.left, t, t_vec), %s(node.right, t, t_vec))'])
+    inner = inner % (fn, fn)
+    if hole == 'test':
+        inner = '(%s) * (1 + (node.word is not None))' % inner
+    elif hole == 'use':   # a None word used as a number: eager's TypeError
+        inner = '(%s) * (node.word + 1)' % inner
+    lines = ['def %s(node, t, t_vec):' % fn,
+             '    if %s:' % test,
+             '        return %s' % (leaf if leaf_first else inner),
+             '    return %s' % (inner if leaf_first else leaf)]
+    b.module.append('\n'.join(lines))
+    b.item('acc = acc + %s(%s, acc, tf.constant([1.0, 2.0, 3.0, 4.0]))' % (fn, T))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -2918,6 +2971,9 @@ FEATURES = {
     'try_stmt': f_try_stmt,
     # recursion over objects (appended last: skipping REC_FEATURES gives the programs of before)
     'recursion': f_recursion,
+    # number-or-None attributes and node methods (appended last: skipping REC_FEATURES2
+    # gives the programs of before)
+    'rec_word': f_rec_word,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -2930,7 +2986,8 @@ DATASET_FEATURES2 = ('ds_iter_arg', 'bool_flag', 'keras_list')
 DATASET_FEATURES3 = ('list_iter_arg', 'mutate_loop')
 DATASET_FEATURES = ('ds_loop',) + DATASET_FEATURES2 + DATASET_FEATURES3
 TRY_FEATURES = ('try_stmt',)
-REC_FEATURES = ('recursion',)
+REC_FEATURES2 = ('rec_word',)
+REC_FEATURES = ('recursion',) + REC_FEATURES2
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -2951,7 +3008,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'break_ctx': 3, 'break_gen': 3, 'break_log': 3,
            'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
            'list_iter_arg': 2, 'mutate_loop': 2,
-           'try_stmt': 3, 'recursion': 3}
+           'try_stmt': 3, 'recursion': 3, 'rec_word': 3}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
