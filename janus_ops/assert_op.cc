@@ -77,8 +77,8 @@ class JanusAssertOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("Janus>Assert").Device(DEVICE_CPU), JanusAssertOp);
 
-// The checked value's shape: the input's, its unknown dimensions each a new unknown
-// one (see Janus>CheckedIdentity below).
+// Janus>CheckedIdentity's shape: the input's, its unknown dimensions each a new
+// unknown one.
 absl::Status CheckedShape(InferenceContext* c) {
   ShapeHandle unused;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
@@ -130,23 +130,5 @@ class JanusCheckedIdentityOp : public JanusAssertOp {
 
 REGISTER_KERNEL_BUILDER(Name("Janus>CheckedIdentity").Device(DEVICE_CPU),
                         JanusCheckedIdentityOp);
-
-// Janus>CheckedValue: Janus>CheckedIdentity, but stateless: a value whose check
-// must run only if the value is used. A recursive graph function reads a node's
-// number-or-None attribute this way: `node.word is not None` tests the kind
-// without using the number, and TF prunes the check with the unused read; a use
-// of a None as a number fails it (eagerly a TypeError: janus re-runs the call in
-// Python). Only inside recursive graph functions, which grappler never rewrites.
-// Gradient: the identity's for the value (janus/runtime/ops.py).
-REGISTER_OP("Janus>CheckedValue")
-    .Input("condition: bool")
-    .Input("input: T")
-    .Output("output: T")
-    .Attr("T: type")
-    .Attr("assumption_id: int")
-    .Attr("message: string")
-    .SetShapeFn(CheckedShape);
-
-REGISTER_KERNEL_BUILDER(Name("Janus>CheckedValue").Device(DEVICE_CPU), JanusCheckedIdentityOp);
 
 }  // namespace janus

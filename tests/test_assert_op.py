@@ -5,7 +5,6 @@ Needs the op library built (`pip install --no-build-isolation -e .`).
 
 import pytest
 import tensorflow as tf
-from tensorflow.python.framework import op_def_registry
 from tensorflow.python.framework import ops as tf_ops
 
 from janus.errors import JanusOpsError
@@ -167,40 +166,5 @@ def test_checked_identity_gradient_is_the_identity():
     with tf.GradientTape() as tape:
         tape.watch(x)
         y = ops.janus_checked_identity(tf.constant(True), x * 3.0, 1, 'ok')
-        loss = tf.reduce_sum(y)
-    assert tape.gradient(loss, x).numpy().tolist() == [3.0, 3.0]
-
-
-def test_checked_value_checks_only_a_value_that_is_used():
-    """Janus>CheckedValue: stateless, so a function that does not use the value never
-    runs its check (how a recursive graph function reads a node's number-or-None)."""
-    value = tf.constant(5, tf.int64)
-    assert ops.janus_checked_value(tf.constant(True), value, 3, 'holds').numpy() == 5
-    with _failing(4):
-        ops.janus_checked_value(tf.constant(False), value, 4, 'broken')
-
-    @tf.function
-    def unused(ok):
-        ops.janus_checked_value(ok, value, 7, 'unused')
-        return value + 1
-    assert unused(tf.constant(False)).numpy() == 6   # pruned with its unused value
-
-    @tf.function
-    def f(ok, use):   # read where it is used: checked only on that side
-        return tf.cond(use, lambda: ops.janus_checked_value(ok, value, 6, 'used') + 1,
-                       lambda: tf.constant(0, tf.int64))
-    assert f(tf.constant(False), tf.constant(False)).numpy() == 0
-    assert f(tf.constant(True), tf.constant(True)).numpy() == 6
-    with _failing(6):
-        f(tf.constant(False), tf.constant(True))
-    assert not op_def_registry.get('Janus>CheckedValue').is_stateful
-    assert op_def_registry.get('Janus>CheckedIdentity').is_stateful
-
-
-def test_checked_value_gradient_is_the_identity():
-    x = tf.constant([1.0, 2.0])
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = ops.janus_checked_value(tf.constant(True), x * 3.0, 1, 'ok')
         loss = tf.reduce_sum(y)
     assert tape.gradient(loss, x).numpy().tolist() == [3.0, 3.0]

@@ -4,6 +4,7 @@ import itertools
 
 import pytest
 import tensorflow as tf
+from tensorflow.core.framework import function_pb2
 from tensorflow.python.eager import context
 
 from janus.runtime import lowering, ops
@@ -96,3 +97,34 @@ def test_a_function_without_conds_is_returned_as_is():
     concrete = tf.function(lambda x: x * 2).get_concrete_function(tf.TensorSpec([], tf.int32))
     definition = concrete.function_def
     assert lowering.lower_ifs(definition, context.context().get_function_def) is definition
+
+
+def test_a_control_input_on_a_branch_argument_is_dead_on_the_other_side():
+    """``^x`` on an argument of the side not taken: the op must not run (a control
+    edge from the input's Switch itself would be live on both sides)."""
+    def f(x, flag):
+        if flag:
+            tf.debugging.Assert(False, ['the side not taken ran'])
+            y = x + 1.0
+        else:
+            y = x
+        return y
+
+    concrete = tf.function(f).get_concrete_function(tf.TensorSpec([], tf.float32),
+                                                    tf.TensorSpec([], tf.bool))
+    main = function_pb2.FunctionDef()
+    main.CopyFrom(concrete.function_def)
+    node = next(n for n in main.node_def if n.op in ('If', 'StatelessIf'))
+    then = function_pb2.FunctionDef()
+    then.CopyFrom(context.context().get_function_def(node.attr['then_branch'].func.name))
+    for n in then.node_def:   # as a FunctionDef may have it: a control input on an argument
+        if n.op == 'Const' and not n.input:
+            n.input.append('^' + then.signature.input_arg[0].name)
+    then.signature.name = 'janus_test_then_%d' % next(_names)
+    context.context().add_function_def(then)
+    node.attr['then_branch'].func.name = then.signature.name
+    lowered = lowering.lower_ifs(main, context.context().get_function_def)
+    lowered.signature.name = 'janus_test_lowered_%d' % next(_names)
+    context.context().add_function_def(lowered)
+    inputs = [tf.constant(1.0), tf.constant(False)]
+    assert ops.janus_invoke(lowered.signature.name, inputs, [tf.float32])[0].numpy() == 1.0

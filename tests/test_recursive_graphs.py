@@ -584,3 +584,63 @@ def test_a_method_replaced_between_calls_and_methods_that_differ_by_class():
     fn2 = janus.function(total)
     for _ in range(4):
         assert fn2(tree()) == total(tree()) == 12
+
+
+def test_a_none_read_as_a_number_where_nothing_uses_it_raises_as_eagerly():
+    def f(node, x):
+        if node.left is None:
+            return x
+        unused = node.word > 0   # noqa: F841 - eagerly a TypeError at a fork whose word is None
+        kind = 1.0 if isinstance(node.word, int) else 0.0
+        return f(node.left, x) + f(node.right, x) * kind
+
+    fn = janus.function(f)
+    x = tf.constant(1.0)
+    good = lambda: WordNode(word=7, left=WordNode(), right=WordNode(  # noqa: E731
+        word=4, left=WordNode(), right=WordNode(word=1)))
+    for _ in range(5):
+        assert float(fn(good(), x)) == float(f(good(), x))
+    assert janus.stats(fn)['graph_calls'] >= 1
+    bad = WordNode(word=7, left=WordNode(), right=WordNode(left=WordNode(), right=WordNode()))
+    with pytest.raises(TypeError) as eager:
+        f(bad, x)
+    with pytest.raises(TypeError) as converted:
+        fn(bad, x)
+    assert str(converted.value) == str(eager.value)
+
+
+def test_a_method_some_class_lacks_or_of_a_none_child_raises_as_eagerly():
+    class Base:
+        def weight(self):
+            return 2.0
+
+    class Tip(Base):
+        def __init__(self, value):
+            self.value = value
+
+    class Fork(Base):
+        def __init__(self, left, right):
+            self.left, self.right = left, right
+
+    class Bare:   # no weight()
+        def __init__(self, left, right):
+            self.left, self.right = left, right
+
+    def score(node, x):
+        if isinstance(node, Tip):
+            return x * node.value
+        return score(node.left, x) + score(node.right, x) * node.weight()
+
+    fn = janus.function(score)
+    x = tf.constant(1.0)
+    tree = lambda: Fork(Tip(1.0), Fork(Tip(2.0), Tip(5.0)))  # noqa: E731
+    for _ in range(4):
+        assert float(fn(tree(), x)) == float(score(tree(), x))
+    for bad in (Fork(Tip(1.0), Bare(Tip(2.0), Tip(3.0))),   # AttributeError: no .weight
+                Fork(Tip(1.0), Fork(Tip(2.0), None))):      # AttributeError: None's .value
+        with pytest.raises(AttributeError) as eager:
+            score(bad, x)
+        with pytest.raises(AttributeError) as converted:
+            fn(bad, x)
+        assert str(converted.value) == str(eager.value)
+    assert float(fn(tree(), x)) == float(score(tree(), x))

@@ -30,7 +30,7 @@ import types
 
 from janus import guards
 from janus.guards import GuardKind
-from janus.runtime import access, calls, whitelist
+from janus.runtime import access, calls, observe, structures, whitelist
 from janus.runtime.shadow_heap import MISSING, Slot
 from janus.runtime.tracing import current
 
@@ -43,6 +43,17 @@ def attr(obj, name):
     if function is _read_by_lookup:
         return function(*args)
     return calls.call(function, *args)
+
+
+def attr_is_none(obj, name, op):
+    """``obj.name is None`` (``op`` 'Is') or ``is not None`` ('IsNot'): on a node of a
+    recursive graph function, its kind tested without reading the value (a number or
+    None there needs no check that it is a number); otherwise the read, then the test."""
+    if structures.is_node(obj):
+        found = structures.attribute_is_none(obj, name)
+        if found is not None:
+            return found if op == 'Is' else observe.not_value(found)
+    return observe.compare(op, attr(obj, name), None)
 
 
 def setattr_(obj, name, value):

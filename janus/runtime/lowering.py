@@ -112,8 +112,8 @@ def _inline(branch, prefix, inputs, pivot, new, names):
     def remap(ref):
         if ref.startswith('^'):
             target = ref[1:]
-            if target in params:
-                return '^' + params[target].split(':')[0]
+            if target in params:   # (the switch itself is live on both sides: the pivot)
+                return '^' + pivot
             return '^' + renamed[target]
         parts = ref.split(':')
         if len(parts) == 1:

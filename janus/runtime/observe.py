@@ -279,12 +279,9 @@ def compare(op, left, right):
         structures.refuse('comparing a node')
     if op in ('Is', 'IsNot'):
         if type(left) is DynamicScalar or type(right) is DynamicScalar:
-            number, other = (left, right) if type(left) is DynamicScalar else (right, left)
-            if other is None:   # a number is never None; one a node may hold as None, a test
-                found = structures.number_is_none(number)
-                if isinstance(found, tf.Tensor):
-                    found = DynamicScalar(found, bool)
-                return found if op == 'Is' else not_value(found)
+            other = right if type(left) is DynamicScalar else left
+            if other is None:   # a dynamic number is a number, never None
+                return op == 'IsNot'
             need(scalars.lineage_of(left, right), 'an identity test on a number')
         if ctx.is_merged_tuple(left) or ctx.is_merged_tuple(right):
             raise Unsupported(Reason.BRANCH_TYPES,

@@ -11,7 +11,7 @@ of values (``observe.py``).
 """
 from janus.runtime.access import (KEY, closure_write, enter, item, load,  # noqa: F401
                                   made, setitem, store)
-from janus.runtime.attributes import attr, setattr_  # noqa: F401
+from janus.runtime.attributes import attr, attr_is_none, setattr_  # noqa: F401
 from janus.runtime.calls import call  # noqa: F401
 from janus.runtime.control import (UNDEFINED, boolop, for_stmt, if_stmt, ifexp,  # noqa: F401
                                    not_, read_local, test, while_stmt)

@@ -24,7 +24,7 @@ from tensorflow.core.framework import attr_value_pb2
 from janus.errors import JanusOpsError
 
 # janus's own checks: stateful (so nothing prunes them), but they change nothing.
-CHECK_OPS = ('Janus>Assert', 'Janus>CheckedIdentity', 'Janus>CheckedValue')
+CHECK_OPS = ('Janus>Assert', 'Janus>CheckedIdentity')
 
 OP_TYPE = 'Janus>Assert'
 LIBRARY_NAME = '_janus_ops.so'
@@ -89,17 +89,8 @@ def janus_checked_identity(condition, value, assumption_id: int, message: str, n
         message=str(message), name=name)
 
 
-def janus_checked_value(condition, value, assumption_id: int, message: str, name=None):
-    """janus_checked_identity, stateless: TF prunes it (the check with it) when the
-    value is not used.  For recursive graph functions only (no grappler there)."""
-    return load_ops().janus_checked_value(
-        condition=condition, input=value, assumption_id=int(assumption_id),
-        message=str(message), name=name)
-
-
 # Gradient: the identity's, for the value; none for the condition (a bool).
 @tf.RegisterGradient('Janus>CheckedIdentity')
-@tf.RegisterGradient('Janus>CheckedValue')
 def _checked_identity_grad(op, grad):
     return [None, grad]
 

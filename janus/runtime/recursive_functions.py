@@ -136,7 +136,10 @@ class RecursiveFunction:
         definition.CopyFrom(traced.definition)
         definition.signature.name = name
         ctx = context.context()
-        lowered = lowering.lower_ifs(definition, ctx.get_function_def)
+        try:
+            lowered = lowering.lower_ifs(definition, _function_def)
+        except lowering.LoweringError:
+            lowered = definition   # run as traced
         ctx.add_function_def(lowered)
         self._registered.append(name)
         return [traced]
@@ -364,6 +367,14 @@ class _Kept:
                                                  default_value=default)
             outputs.append(tf.reshape(found[0], shape))
         return outputs
+
+
+def _function_def(name):
+    """The FunctionDef the eager context holds under ``name``, or None."""
+    try:
+        return context.context().get_function_def(name)
+    except (tf.errors.NotFoundError, ValueError):
+        return None
 
 
 def _without_zero_rows(grad):

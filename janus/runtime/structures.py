@@ -33,7 +33,6 @@ from janus.errors import Unsupported
 from janus.guards import GuardKind, Miss
 from janus.reasons import Reason
 from janus.runtime import scalars, whitelist
-from janus.runtime.tracing import AssumptionKind, current
 
 INT_BOUND = guards.SCALAR_INT_BOUND
 
@@ -237,7 +236,7 @@ class NodeRef:
     """A node of the encoded structure inside a traced recursive body: ``index`` a
     scalar int64 tensor (-1: None, when ``maybe_none``)."""
 
-    __slots__ = ('index', 'schema', 'table', 'maybe_none', 'derived', 'fields')
+    __slots__ = ('index', 'schema', 'table', 'maybe_none', 'derived', 'fields', 'checked')
 
     def __init__(self, index, schema, table, maybe_none=False, derived=False):
         self.index, self.schema, self.table, self.maybe_none = index, schema, table, maybe_none
@@ -245,6 +244,10 @@ class NodeRef:
         # The node's cells of the rows known now, gathered once where the node is made
         # (one gather and one unpack for all its reads; TF prunes them if unread).
         # Rows added later are gathered where read.  A None's are row 0's, unused.
+        # The graphs where a check that the node is not None was added: a read there or
+        # in a graph nested in one (a tf.cond branch) needs no other (a failed check
+        # ends the run; the recursion writes nothing of the user's before it ends).
+        self.checked = []
         known = schema.rows
         self.fields = tf.unstack(tf.gather(table, self.safe_index(), axis=1)[:known],
                                  num=known)
@@ -303,9 +306,17 @@ def attribute(ref, name):
             refuse('calling .%s of a node: its nodes\' classes define it differently (janus '
                    'calls one method for every node; test isinstance and call your function)'
                    % name)
+        if ref.maybe_none and not _checked_here(ref):
+            _check(tf.greater_equal(ref.index, 0), 'the node whose .%s is read is not None'
+                   % name)
+            ref.checked.append(tf.compat.v1.get_default_graph())
+        if Kind.MISSING in column.kinds:
+            _check(tf.equal(ref.cells(column.tag_row), int(Kind.METHOD)),
+                   'the node has a method .%s' % name)
         return types.MethodType(next(iter(column.specs)), ref)
-    if ref.maybe_none:
+    if ref.maybe_none and not _checked_here(ref):
         _check(tf.greater_equal(ref.index, 0), 'the node whose .%s is read is not None' % name)
+        ref.checked.append(tf.compat.v1.get_default_graph())
     value, tag = ref.cells(column.row), ref.cells(column.tag_row)
     if Kind.TENSOR in present:
         return _tensor_attribute(schema, column, ref.safe_index(), tag, present)
@@ -320,31 +331,41 @@ def attribute(ref, name):
         refuse('reading .%s of a node: its nodes hold values of different kinds there (%s)'
                % (name, ', '.join(sorted(k.name for k in column.kinds))))
     kind = next(iter(numbers))
-    description = 'the node\'s .%s is a %s' % (name, kind.name.lower())
-    optional = column.kinds == {kind, Kind.NONE}
-    if optional:
-        # A number or None: `is None` tests the tag; a use of the number checks it
-        # (Janus>CheckedValue: pruned with the read when only the test uses it).
-        value = current().assume(None, AssumptionKind.SCALAR, tf.equal(tag, int(kind)),
-                                 description, gate=value, prunable=True)
-    elif column.kinds != {kind}:
-        _check(tf.equal(tag, int(kind)), description)
+    if column.kinds != {kind}:
+        _check(tf.equal(tag, int(kind)), 'the node\'s .%s is a %s' % (name, kind.name.lower()))
     if kind is Kind.FLOAT:
-        number = scalars.DynamicScalar(tf.bitcast(value, tf.float64), float)
-    elif kind is Kind.BOOL:
-        number = scalars.DynamicScalar(tf.not_equal(value, 0), bool)
-    else:
-        number = scalars.DynamicScalar(value, int)
-    if optional:
-        current().maybe_none_numbers[id(number)] = (number, tf.equal(tag, int(Kind.NONE)))
-    return number
+        return scalars.DynamicScalar(tf.bitcast(value, tf.float64), float)
+    if kind is Kind.BOOL:
+        return scalars.DynamicScalar(tf.not_equal(value, 0), bool)
+    return scalars.DynamicScalar(value, int)
 
 
-def number_is_none(number):
-    """``number is None`` of a DynamicScalar: a bool tensor for one read from a node's
-    number-or-None attribute, else False (a dynamic scalar is always a number)."""
-    found = current().maybe_none_numbers.get(id(number))
-    return found[1] if found is not None and found[0] is number else False
+def attribute_is_none(ref, name):
+    """``node.name is None`` without reading the value: a dynamic bool (or a Python
+    one when the column's kinds decide), or None when the read itself must run (an
+    attribute some node lacks, or of a kind janus does not encode: ``attribute``
+    refuses or checks it)."""
+    column = ref.schema.column(name)
+    if column.kinds & {Kind.MISSING, Kind.OTHER, Kind.METHOD} or not column.kinds:
+        return None
+    if ref.maybe_none and not _checked_here(ref):
+        _check(tf.greater_equal(ref.index, 0), 'the node whose .%s is read is not None' % name)
+        ref.checked.append(tf.compat.v1.get_default_graph())
+    if Kind.NONE not in column.kinds:
+        return False
+    if column.kinds == {Kind.NONE}:
+        return True
+    return scalars.DynamicScalar(tf.equal(ref.cells(column.tag_row), int(Kind.NONE)), bool)
+
+
+def _checked_here(ref):
+    """Whether the current graph or one it is nested in checked ``ref`` is not None."""
+    graph = tf.compat.v1.get_default_graph()
+    while graph is not None:
+        if any(graph is g for g in ref.checked):
+            return True
+        graph = getattr(graph, 'outer_graph', None)
+    return False
 
 
 def _tensor_attribute(schema, column, index, tag, present):

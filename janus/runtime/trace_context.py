@@ -61,9 +61,6 @@ class TraceContext:
         # computations for the nodes the same run's forward visited, whose checks passed
         # (a failed one ends the run first), so its assertions are left out.
         self.checks_proven = False
-        # id -> (a number read from a node's number-or-None attribute, its `is None`
-        # tensor): ``structures.number_is_none``
-        self.maybe_none_numbers = {}
         self.shapes = None      # relaxed shapes of hoisted heap reads, kept across traces
         # Set by the tracer for a graph it builds (None: a context of no trace, as in tests).
         # (Reason, message) refusals library code may have swallowed (trace_output, CheckedShape)
@@ -797,13 +794,11 @@ class TraceContext:
         filename, lineno = self.site_line(key)
         return 'line %s of %s' % (lineno, filename)
 
-    def assume(self, key, kind, condition, description, lineno=None, gate=None,
-               prunable=False):
+    def assume(self, key, kind, condition, description, lineno=None, gate=None):
         """Adds a Janus>Assert that ``condition`` holds; returns the op (None if static).
 
         With ``gate`` (a tensor), returns ``gate`` passed through a
-        Janus>CheckedIdentity instead: usable only once the assumption holds
-        (``prunable``: a Janus>CheckedValue, checked only if the value is used).
+        Janus>CheckedIdentity instead: usable only once the assumption holds.
         """
         static = tf.get_static_value(condition)
         if (static is not None and bool(static)) or self.checks_proven:
@@ -819,12 +814,12 @@ class TraceContext:
             return gate   # checked by every rank together, in distributed.agree
         message = '%s: %s (line %s)' % (kind, description, lineno)
         if gate is not None:
-            check = ops.janus_checked_value if prunable else ops.janus_checked_identity
-            gated = check(tf.reshape(condition, []), gate, assumption.id, message)
+            gated = ops.janus_checked_identity(tf.reshape(condition, []), gate, assumption.id,
+                                               message)
             op = gated.op
         else:
             gated = op = ops.janus_assert(tf.reshape(condition, []), assumption.id, message)
-        if tf.compat.v1.get_default_graph() is self.top_graph and not prunable:
+        if tf.compat.v1.get_default_graph() is self.top_graph:
             self.assert_ops.append(op)
         return gated
 

@@ -18,6 +18,15 @@ def _op(node):
     return common.const(type(node).__name__)
 
 
+def _attribute_is_none(node):
+    """``<converted obj.name> is None`` or ``is not None``."""
+    return (len(node.ops) == 1 and isinstance(node.ops[0], (gast.Is, gast.IsNot))
+            and isinstance(node.comparators[0], gast.Constant)
+            and node.comparators[0].value is None
+            and common.is_runtime_call(node.left) and node.left.func.attr == 'attr'
+            and len(node.left.args) == 2 and not node.left.keywords)
+
+
 def _thunk(expr):
     args = gast.arguments([], [], None, [], [], None, [])
     return gast.copy_location(gast.Lambda(args, expr), expr)
@@ -51,6 +60,10 @@ class RouteObservations(common.Pass):
 
     def visit_Compare(self, node):
         node = self.generic_visit(node)
+        if _attribute_is_none(node):   # `obj.name is None`: a test, not a use, of the value
+            read = node.left
+            return common.runtime_call('attr_is_none', list(read.args) + [_op(node.ops[0])],
+                                       like=node)
         if len(node.ops) == 1:
             return common.runtime_call('compare', [_op(node.ops[0]), node.left,
                                                    node.comparators[0]], like=node)

@@ -110,10 +110,10 @@ def hoist_beside_changes(ctx, graphs):
 def _branch_asserts(graph, depth=0):
     """The Janus>Assert ops a branch graph runs, its nested tf.conds' included, in a
     fixed order; None when one sits where janus cannot recompute its condition (a
-    loop body, a function call) or is a CheckedIdentity or CheckedValue."""
+    loop body, a function call) or is a CheckedIdentity."""
     found = []
     for op in graph.get_operations():
-        if op.type in ('Janus>CheckedIdentity', 'Janus>CheckedValue'):
+        if op.type == 'Janus>CheckedIdentity':
             return None
         if op.type == 'Janus>Assert':
             found.append(op)
