@@ -27,7 +27,7 @@ class _Config:
         enabled=True,             # False: every janus function simply runs imperatively
         relax_shapes=True,        # after a SHAPE guard miss, rebuild with differing dims unknown
         max_recursion_unroll=32,  # recursive calls of a function of yours inlined at most this deep in one trace (Python values deciding the recursion, behind guards); deeper: Reason.RECURSION (0: none)
-        recursion_lowers_conds=True,  # a recursive graph function's tf.conds run as Switch/Merge in its own executor (False: as If ops, one more function run per call)
+        recursion_lowers_conds=False,  # True: a recursive graph function's tf.conds run as Switch/Merge in its own executor, not as If ops (measured neutral on TreeRNN and deep chains)
         recursion_keeps_outputs=True,  # a recursive graph function over objects keeps each call's outputs for its gradient (no subtree recomputed); False: the gradient recomputes them
         max_unroll=64,            # longest loop (trip count / while iterations) unrolled; longer: tf.while_loop (0: never unroll, the ablation's no-unrolling setting)
         trace_seconds_limit=60.0,  # a trace running longer than this is abandoned and the function runs imperatively (Reason.TRACE_TOO_LONG); 0: no limit

@@ -644,3 +644,21 @@ def test_a_method_some_class_lacks_or_of_a_none_child_raises_as_eagerly():
             fn(bad, x)
         assert str(converted.value) == str(eager.value)
     assert float(fn(tree(), x)) == float(score(tree(), x))
+
+
+def test_lowered_conds_give_eager_steps():
+    """``config.recursion_lowers_conds``: the functions' tf.conds as Switch/Merge."""
+    class Model(TreeModel):
+        def encode(self, node):
+            if node.word is not None:
+                return tf.nn.embedding_lookup(self.embedding, [node.word])
+            return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
+                                                self.encode(node.right)], 1), self.w))
+    model, twin = Model(), Model()
+    step = janus.function(model.step)
+    rng = np.random.default_rng(13)
+    with config.patch(strict=True, recursion_lowers_conds=True):
+        for _ in range(6):
+            trees = [_word_tree(rng, int(rng.integers(1, 8))) for _ in range(3)]
+            _same_steps(model, twin, step, trees)
+    assert janus.stats(step)['graph_calls'] >= 3
