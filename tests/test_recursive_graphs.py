@@ -489,6 +489,19 @@ def _word_tree(rng, n):
     return random_tree(rng, n, lambda w: WordNode(word=w), lambda a, b: WordNode(left=a, right=b))
 
 
+def _word_tree_steps(model_class, seed, steps, **knobs):
+    """Training steps of ``model_class`` on fresh WordNode trees, janus against eager on
+    every step (strict: each must convert); returns the janus function."""
+    model, twin = model_class(), model_class()
+    step = janus.function(model.step)
+    rng = np.random.default_rng(seed)
+    with config.patch(strict=True, **knobs):
+        for _ in range(steps):
+            trees = [_word_tree(rng, int(rng.integers(1, 8))) for _ in range(3)]
+            _same_steps(model, twin, step, trees)
+    return step
+
+
 def test_a_number_or_none_attribute_tested_with_is_not_none():
     class Model(TreeModel):
         def encode(self, node):
@@ -496,13 +509,7 @@ def test_a_number_or_none_attribute_tested_with_is_not_none():
                 return tf.nn.embedding_lookup(self.embedding, [node.word])
             return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
                                                 self.encode(node.right)], 1), self.w))
-    model, twin = Model(), Model()
-    step = janus.function(model.step)
-    rng = np.random.default_rng(11)
-    with config.patch(strict=True):
-        for _ in range(7):
-            trees = [_word_tree(rng, int(rng.integers(1, 8))) for _ in range(3)]
-            _same_steps(model, twin, step, trees)
+    step = _word_tree_steps(Model, seed=11, steps=7)
     assert janus.stats(step)['graph_calls'] >= 3
     assert janus.stats(step)['graphs_built'] == 1
 
@@ -536,13 +543,7 @@ def test_a_method_of_the_node_class_called_in_the_recursion():
                 return tf.nn.embedding_lookup(self.embedding, [node.word])
             return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
                                                 self.encode(node.right)], 1), self.w))
-    model, twin = Model(), Model()
-    step = janus.function(model.step)
-    rng = np.random.default_rng(12)
-    with config.patch(strict=True):
-        for _ in range(6):
-            trees = [_word_tree(rng, int(rng.integers(1, 8))) for _ in range(3)]
-            _same_steps(model, twin, step, trees)
+    step = _word_tree_steps(Model, seed=12, steps=6)
     assert janus.stats(step)['graph_calls'] >= 3
 
 
@@ -654,11 +655,5 @@ def test_lowered_conds_give_eager_steps():
                 return tf.nn.embedding_lookup(self.embedding, [node.word])
             return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
                                                 self.encode(node.right)], 1), self.w))
-    model, twin = Model(), Model()
-    step = janus.function(model.step)
-    rng = np.random.default_rng(13)
-    with config.patch(strict=True, recursion_lowers_conds=True):
-        for _ in range(6):
-            trees = [_word_tree(rng, int(rng.integers(1, 8))) for _ in range(3)]
-            _same_steps(model, twin, step, trees)
+    step = _word_tree_steps(Model, seed=13, steps=6, recursion_lowers_conds=True)
     assert janus.stats(step)['graph_calls'] >= 3
