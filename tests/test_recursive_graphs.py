@@ -489,6 +489,16 @@ def _word_tree(rng, n):
     return random_tree(rng, n, lambda w: WordNode(word=w), lambda a, b: WordNode(left=a, right=b))
 
 
+class WordModel(TreeModel):
+    """A leaf is a node whose word is not None (a number-or-None attribute)."""
+
+    def encode(self, node):
+        if node.word is not None:
+            return tf.nn.embedding_lookup(self.embedding, [node.word])
+        return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
+                                            self.encode(node.right)], 1), self.w))
+
+
 def _word_tree_steps(model_class, seed, steps, **knobs):
     """Training steps of ``model_class`` on fresh WordNode trees, janus against eager on
     every step (strict: each must convert); returns the janus function."""
@@ -503,13 +513,7 @@ def _word_tree_steps(model_class, seed, steps, **knobs):
 
 
 def test_a_number_or_none_attribute_tested_with_is_not_none():
-    class Model(TreeModel):
-        def encode(self, node):
-            if node.word is not None:
-                return tf.nn.embedding_lookup(self.embedding, [node.word])
-            return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
-                                                self.encode(node.right)], 1), self.w))
-    step = _word_tree_steps(Model, seed=11, steps=7)
+    step = _word_tree_steps(WordModel, seed=11, steps=7)
     assert janus.stats(step)['graph_calls'] >= 3
     assert janus.stats(step)['graphs_built'] == 1
 
@@ -649,11 +653,5 @@ def test_a_method_some_class_lacks_or_of_a_none_child_raises_as_eagerly():
 
 def test_lowered_conds_give_eager_steps():
     """``config.recursion_lowers_conds``: the functions' tf.conds as Switch/Merge."""
-    class Model(TreeModel):
-        def encode(self, node):
-            if node.word is not None:
-                return tf.nn.embedding_lookup(self.embedding, [node.word])
-            return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
-                                                self.encode(node.right)], 1), self.w))
-    step = _word_tree_steps(Model, seed=13, steps=6, recursion_lowers_conds=True)
+    step = _word_tree_steps(WordModel, seed=13, steps=6, recursion_lowers_conds=True)
     assert janus.stats(step)['graph_calls'] >= 3
