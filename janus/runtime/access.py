@@ -478,8 +478,10 @@ def _refuse_user_key(key):
 
 
 def item(obj, key):
-    if structures.is_node(obj) or structures.is_node(key):
-        structures.refuse('indexing a node, or indexing with one')
+    if structures.is_node(key):
+        structures.refuse('indexing with a node')
+    if structures.is_node(obj):
+        return structures.item(obj, key)   # a list node in a recursion
     if arrays.is_stand_in(key):
         arrays.refuse_use('indexing with')
     if arrays.is_stand_in(obj):

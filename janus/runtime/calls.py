@@ -46,6 +46,9 @@ def call(__callee, /, *args, **kwargs):
         if callee is isinstance and len(args) == 2 and not kwargs \
                 and structures.is_node(args[0]) and not structures.holds_node(args[1:]):
             return structures.isinstance_test(args[0], args[1])
+        handled = _node_builtin(callee, args, kwargs)
+        if handled is not _NOT_HANDLED:
+            return handled
         if not _is_user_code(ctx, callee):
             structures.refuse('passing a node of the structure to %s' % _name(callee))
     if not _is_user_code(ctx, callee):   # inlined code meets it where it uses it
@@ -231,6 +234,25 @@ def _is_number_function(callee):
     return any(callee is f for f in (float, int, bool, abs, round, max, min, divmod)) or (
         isinstance(callee, types.BuiltinFunctionType)
         and getattr(callee, '__module__', None) == 'math')
+
+
+# Builtins that iterate over their arguments: given a list node of known length
+# (a recursive function's own parameter), they are given its items.
+_ITERATING_BUILTINS = (list, tuple, enumerate, reversed, zip, sum, max, min, any, all, sorted,
+                       iter, map, filter)
+
+
+def _node_builtin(callee, args, kwargs):
+    """``len(t)``, ``type(t)``, ``sum(t)``... of a node in a recursion; else
+    ``_NOT_HANDLED``."""
+    if callee is len and len(args) == 1 and not kwargs:
+        return structures.length(args[0])
+    if callee is type and len(args) == 1 and not kwargs and args[0].static is not None:
+        return structures.key_type(args[0].static)
+    if any(callee is builtin for builtin in _ITERATING_BUILTINS):
+        args = [structures.items(a) if structures.is_node(a) else a for a in args]
+        return call(callee, *args, **kwargs)
+    return _NOT_HANDLED
 
 
 def _is_user_code(ctx, callee):

@@ -557,6 +557,10 @@ def unpack(value, shape=None):
         arrays.refuse_use('unpacking')
     if type(value) is DynamicScalar:
         value.specialize('unpacking a number')
+    if structures.is_node(value):   # a list node in a recursion: its items
+        found = structures.unpacked(value, None if shape is None or STARRED in shape
+                                    else len(shape))
+        return found if shape is None or not any(shape) else _unpack_nested(found, shape)
     _refuse_user_code(value, ('__iter__', '__getitem__', '__len__', 'keys'), 'unpacking')
     source = ctx.source_of(value)
     if source is None:

@@ -216,15 +216,16 @@ def forget_gradient_layout(grad_function):
 def _reachable_handle(handle):
     """A variable handle the op took inside a branch, as the graph the gradient is
     built in can reach it: the capture it came from, outward (cond_v2's gradient
-    cannot map a branch's captured handle passed on to an op in the branch)."""
+    cannot map a branch's captured handle passed on to an op in the branch), then
+    captured by each graph between there and here (in nested conds each gradient
+    graph may take a tensor only from the graph just outside it)."""
     if tf.executing_eagerly() or not hasattr(handle, 'op'):
         return handle   # the eager tape, or an eager handle (a graph captures it as is)
-    graph = tf.compat.v1.get_default_graph()
-    reachable = set()
+    chain, graph = [], tf.compat.v1.get_default_graph()
     while graph is not None:
-        reachable.add(graph)
+        chain.append(graph)
         graph = getattr(graph, 'outer_graph', None)
-    while handle.graph not in reachable:
+    while not any(handle.graph is g for g in chain):
         graph = handle.graph
         captures = getattr(graph, 'internal_captures', ())
         index = next((i for i, t in enumerate(captures) if t is handle), None)
@@ -236,8 +237,11 @@ def _reachable_handle(handle):
                      None)
         op = getattr(graph, '_forward_cond', None)
         if index is None or op is None or op.type not in ('If', 'StatelessIf'):
-            break
+            return handle
         handle = op.inputs[index + 1]
+    position = next(i for i, g in enumerate(chain) if handle.graph is g)
+    for graph in reversed(chain[1:position]):
+        handle = graph.capture(handle)
     return handle
 
 

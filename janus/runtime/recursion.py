@@ -41,10 +41,12 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
 
 from janus import guards, pytypes
+from janus.errors import ConversionError
 from janus.config import config
 from janus.runtime import access, effects, ops, scalars, shadow_heap, structures
 from janus.runtime.shadow_heap import Write, WriteKind
-from janus.runtime.control.common import in_traced_region, taping
+from janus.runtime.structures import Kind
+from janus.runtime.control.common import in_traced_region, kept_running, taping
 from janus.runtime.recursive_functions import RecursionBuildError, RecursiveFunction
 from janus.runtime.tracing import NeedsValue, current
 
@@ -101,7 +103,7 @@ def over_objects(fn, args, kwargs, receiver):
     if not may_recurse(fn, args[0] if receiver and args else None):
         return False
     values = list(args[1 if receiver else 0:]) + list(kwargs.values())
-    return any(structures.is_node_class(type(v)) for v in values)
+    return any(structures.is_structure_root(v) for v in values)
 
 
 def active(ctx, fn):
@@ -166,7 +168,7 @@ def _arguments(fn, args, kwargs, receiver):
 
 
 def _param(value):
-    if structures.is_node_class(type(value)):
+    if structures.is_node_value(value):
         return (_NODE,)
     if isinstance(value, tf.Tensor):
         return (_TENSOR, tf.TensorSpec(value.shape, value.dtype))
@@ -202,6 +204,9 @@ class RecursionBuild:
         self.schema = structures.Schema([], getattr(profile, 'structures', None), fn.__code__)
         self.root_sources, self._root_positions = [], {}
         self.maybe_none = set()    # node parameters a recursive call passes None or maybe-None
+        # kinds of value other than nodes passed at the dispatch position (``_body``)
+        self.passed_kinds = set()
+        self._inlining = 0         # cases of the function being run inline (``_dispatch``)
         self.state = []            # _StateSlot: numbers the body rewrites, threaded through
         self._node_values = {}     # position -> the NodeRef the body was given there
         self._stack_base = 0       # converted frames when the body began (frames per level)
@@ -231,7 +236,8 @@ class RecursionBuild:
         """One line for explain: the function, its graph, what it reads and threads."""
         function = self.function
         params = ', '.join('node' if p[0] == _NODE else p[0] for p in self.params)
-        columns = ', '.join('.%s: %s' % (c.name, '|'.join(sorted(k.name.lower() for k in c.kinds)))
+        columns = ', '.join('%s: %s' % (structures.column_label(c.name),
+                                         '|'.join(sorted(k.name.lower() for k in c.kinds)))
                             for c in sorted(self.schema.columns.values(), key=lambda c: c.row))
         threads = ', '.join('%s.%s' % (type(s.obj).__name__, s.name) for s in self.state)
         graph = function.graphs()[0] if function.graphs() else None
@@ -239,7 +245,7 @@ class RecursionBuild:
                 % (self.label, params, function.name,
                    len(graph.get_operations()) if graph is not None else 0,
                    len(self.root_sources), columns or 'no attribute',
-                   '/'.join(t.__name__ for t in self.schema.types),
+                   '/'.join(structures.key_name(t) for t in self.schema.types),
                    '; threads ' + threads if threads else '',
                    'kept outputs (no subtree recomputed)' if function.keeps_outputs
                    else 'recomputes each subtree'))
@@ -312,7 +318,9 @@ class RecursionBuild:
         """The graph reads the structure as it is when the call starts: a node the call
         wrote before this recursion (``leaf.vec = ...``) would be read stale."""
         written = ctx.written_objects
-        if written and any(id(obj) in written for obj in self.schema.reachable()):
+        if any(id(obj) in written or (type(obj) in structures.SEQUENCES
+                                      and ctx.heap.differs(obj))
+               for obj in self.schema.reachable()):
             structures.refuse('a recursion over objects the call changed before it (janus '
                               'reads the structure as it is when the call starts)')
 
@@ -338,7 +346,7 @@ class RecursionBuild:
         for _ in range(_MAX_ATTEMPTS):
             self.schema.stale = False
             if self.leaves is None:
-                self._varied = set()
+                self._varied, self._self_calls = set(), 0
                 found = self._dry_run(ctx)
                 if self._passed_on(ctx) or self.schema.stale or not found:
                     self.leaves = None
@@ -432,26 +440,125 @@ class RecursionBuild:
 
     def _body(self, recurse, *flat):
         """The converted function on the parameters' graph values (``recurse``: the
-        recursive call; None in the dry run).  Returns its results, flat."""
+        recursive call; None in the dry run).  Returns its results, flat.
+
+        With one node parameter (``_dispatch_position``) the body is specialized to
+        the node's class: one branch per class the structure holds, chosen by the
+        node's class id, each traced with the class known (``NodeRef.static``); a
+        None or a number passed there never reaches the function (``self_call``
+        runs that case inline)."""
+        ctx = current()
+        code = self.fn.__code__
+        outer = ctx.recursion_active.get(code)
+        ctx.recursion_active[code] = _Active(self, recurse)
+        self._stack_base = len(ctx.stack)
+        try:
+            position = self._dispatch_position()
+            if position is None:
+                return self._run_variant(flat, None, None)
+            node = structures.NodeRef(flat[self._input_of(position)], self.schema, self.table)
+            if recurse is None:
+                return self._dry_variants(flat, position, node)
+            return self._class_switch(flat, position, node)
+        finally:
+            if outer is None:
+                ctx.recursion_active.pop(code, None)
+            else:
+                ctx.recursion_active[code] = outer
+
+    def _dispatch_position(self):
+        """The node parameter the body is specialized on: the only one (with
+        ``config.recursion_specializes``), else None (nodes of unknown class)."""
+        positions = [i for i, param in enumerate(self.params) if param[0] == _NODE]
+        if len(positions) != 1 or not config.recursion_specializes:
+            return None
+        return positions[0]
+
+    def _input_of(self, position):
+        """The flat input index of parameter ``position``."""
+        return sum(1 for param in self.params[:position] if param[0] in (_NODE, _TENSOR, _SCALAR))
+
+    def _dry_variants(self, flat, position, node):
+        """The dry run: the first variant that returns without recursing (a None or
+        number passed inline first: they are base cases), else ``_NoOutputYet``."""
+        candidates = [kind for kind in (Kind.NONE, Kind.INT, Kind.FLOAT, Kind.BOOL)
+                      if kind in self.passed_kinds]
+        candidates += list(self.schema.types_used())
+        for variant in candidates:
+            value = self._variant_value(variant, node)
+            try:
+                return self._run_variant(flat, position, value)
+            except (_NoOutputYet, structures.DeadVariant):
+                continue
+            except ConversionError:
+                raise
+            except Exception:  # noqa: BLE001 - the user's code raises there: another case
+                continue
+        raise _NoOutputYet()
+
+    def _variant_value(self, variant, node, scalar=None):
+        """What the function is given in a variant: the node with its class known,
+        None, or the number (``scalar``: the int64 cell; a placeholder in the dry run)."""
+        if isinstance(variant, Kind):
+            if variant is Kind.NONE:
+                return None
+            cell = scalar if scalar is not None else tf.compat.v1.placeholder(tf.int64, [])
+            return _number_of(variant, cell)
+        return node.with_class(variant)
+
+    def _class_switch(self, flat, position, node):
+        """One branch per node class, chosen by the node's class id."""
+        variants = self.schema.types_used()
+
+        def branch(key):
+            def run():
+                try:
+                    outputs = self._run_variant(flat, position, node.with_class(key))
+                except structures.DeadVariant:   # no node of it gets here: the guard
+                    outputs = self._failed_outputs(flat, 'a %s node' % structures.key_name(key))
+                except ConversionError:
+                    raise
+                except Exception:  # noqa: BLE001 - the user's code raises for every such
+                    # node: the run re-runs in Python, which raises it as eagerly
+                    outputs = self._failed_outputs(flat, 'a %s node' % structures.key_name(key))
+                return kept_running(outputs)
+            return run
+        if len(variants) == 1:
+            return branch(variants[0])()
+        class_id = tf.cast(node.cells(0), tf.int32)
+        if len(variants) == 2:
+            return tf.cond(tf.equal(class_id, 0), branch(variants[0]), branch(variants[1]))
+        return tf.switch_case(class_id, [branch(key) for key in variants])
+
+    def _failed_outputs(self, flat, what):
+        """A branch that must not run: a failing check, and outputs of the right kinds."""
+        structures.fail_check('the recursion never reaches %s' % what)
+        outputs = [tf.zeros([d if d is not None else 0 for d in spec.shape.as_list()]
+                            if spec.shape.rank is not None else [], spec.dtype)
+                   for _, spec in self._leaf_specs()[:len(self.leaves)]]
+        return outputs + list(flat[len(flat) - len(self.state):]) if self.state else outputs
+
+    def _run_variant(self, flat, position, value):
+        """The converted function on the flat inputs, the parameter at ``position``
+        given ``value`` instead (None: every node parameter a NodeRef of unknown
+        class).  Returns its results and the threaded numbers, flat."""
         ctx = current()
         values, inputs = [], iter(flat)
-        for position, param in enumerate(self.params):
+        for index, param in enumerate(self.params):
             if param[0] == _NODE:
-                values.append(structures.NodeRef(next(inputs), self.schema, self.table,
-                                                 maybe_none=position in self.maybe_none))
+                given = next(inputs)
+                values.append(value if index == position else structures.NodeRef(
+                    given, self.schema, self.table, maybe_none=index in self.maybe_none))
             elif param[0] == _TENSOR:
                 values.append(next(inputs))
             elif param[0] == _SCALAR:
                 values.append(scalars.DynamicScalar(next(inputs), param[1]))
             else:
                 values.append(param[1])
-        self._node_values = {position: value for position, value in enumerate(values)
-                             if structures.is_node(value)}
+        saved_nodes = self._node_values
+        self._node_values = {index: v for index, v in enumerate(values)
+                             if structures.is_node(v)}
         args = ([self.owner] if self.receiver else []) + values
-        code = self.fn.__code__
-        outer = ctx.recursion_active.get(code)
-        ctx.recursion_active[code] = _Active(self, recurse)
-        self._stack_base = len(ctx.stack)
         heap = ctx.heap
         base = heap.checkpoint()
         region = heap.open_region()   # the body's writes: threaded through every call
@@ -460,8 +567,8 @@ class RecursionBuild:
                 heap.overlay[(id(slot.obj), slot.key)] = scalars.DynamicScalar(
                     next(inputs), slot.kind)
             result = in_traced_region(self._run_converted, args)
-            flat = self._flat_result(result)
-            flat += self._state_outputs(ctx, base, region)
+            flat_out = self._flat_result(result)
+            flat_out += self._state_outputs(ctx, base, region)
         except NeedsValue as e:
             if e.lineage:
                 raise   # a number from outside: specialized, as anywhere
@@ -469,11 +576,8 @@ class RecursionBuild:
         finally:
             heap.close_region(region)
             heap.restore(base)
-            if outer is None:
-                ctx.recursion_active.pop(code, None)
-            else:
-                ctx.recursion_active[code] = outer
-        return flat
+            self._node_values = saved_nodes
+        return flat_out
 
     def _run_converted(self, args):
         """The converted function on ``args`` (in parameter order; keyword-only ones
@@ -587,11 +691,17 @@ class RecursionBuild:
         values, owner = _arguments(self.fn, args, kwargs, receiver)
         if receiver and owner is not self.owner:
             structures.refuse('a recursive call of %s on another object' % self.label)
+        position = self._dispatch_position()
         flat = []
-        for position, (param, value) in enumerate(zip(self.params, values)):
-            flat.extend(self._passed(position, param, value))
-        if not any(value is None or (structures.is_node(value) and value.derived)
-                   for param, value in zip(self.params, values) if param[0] == _NODE):
+        for index, (param, value) in enumerate(zip(self.params, values)):
+            if index == position:
+                if value is not self._node_values.get(index):
+                    self._varied.add(index)   # a node of the structure, not passed on
+                flat.append(self._dispatched(value))
+            else:
+                flat.extend(self._passed(index, param, value))
+        if not any(self._descends(index, value) for index, (param, value)
+                   in enumerate(zip(self.params, values)) if param[0] == _NODE):
             structures.refuse('a recursive call of %s that passes no node read from the '
                               'structure (only the run would know how deep it goes)'
                               % self.label)
@@ -602,15 +712,92 @@ class RecursionBuild:
             raise _NoOutputYet()
         flat += [self.state_input(ctx.heap.read(slot.obj, slot.key), slot)
                  for slot in self.state]
-        outputs = recurse(*flat)
+        if position is None:
+            outputs = recurse(*flat)
+        else:
+            outputs = self._dispatch(recurse, flat, position, values[position])
         for slot, value in zip(self.state, self.state_values(outputs)):
             ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.source_of(slot.obj),
                                                      slot.name, value, None))
         return self.rebuild(outputs)
 
+    def _descends(self, index, value):
+        """Whether a recursive call's node argument at ``index`` ends or descends the
+        recursion: a node read from the structure, or (not inside a case run inline)
+        None or a number, run inline."""
+        if structures.is_node(value):
+            return value.derived
+        if index == self._dispatch_position():
+            return not self._inlining
+        return value is None
+
+    def _dispatched(self, value):
+        """The input a call passes at the dispatch position (``_body``): a node's
+        index; for None or a number (run inline, ``_dispatch``), its cell.  Records
+        what kinds of value are passed there (the dry run tries those cases)."""
+        if structures.is_node(value):
+            kinds = set(value.numbers) | ({Kind.NONE} if value.maybe_none else set())
+            self._passes(kinds)
+            return value.index
+        kind = _value_kind(value)
+        if kind is None:
+            structures.refuse('a recursive call of %s given a %s where a node was passed'
+                              % (self.label, type(value).__name__))
+        self._passes({kind})
+        return _cell_of(kind, value)
+
+    def _passes(self, kinds):
+        if not kinds <= self.passed_kinds:
+            self.passed_kinds |= kinds
+            self.schema.stale = True   # the dry run tries these cases: trace again
+
+    def _dispatch(self, recurse, flat, position, value):
+        """The recursive call at the dispatch position: a node is the function's
+        call; None or a number runs the function's case for it inline (a base case
+        costs no call), chosen by the value's code when only the run knows it."""
+        at = self._input_of(position)
+        if not structures.is_node(value):
+            return self._inline(_value_kind(value), flat, position, flat[at])
+        kinds = [kind for kind in (Kind.NONE, Kind.INT, Kind.FLOAT, Kind.BOOL)
+                 if kind in value.numbers or (kind is Kind.NONE and value.maybe_none)]
+        if not kinds:
+            return recurse(*flat)
+        code = value.code_tensor()
+
+        def case(kind):
+            def run():
+                if kind is None:
+                    return kept_running(list(recurse(*flat)))
+                return kept_running(self._inline(kind, flat, position, flat[at]))
+            return run
+        if len(kinds) == 1:
+            return tf.cond(code >= 0, case(None), case(kinds[0]))
+        branch = tf.zeros([], tf.int32)
+        for number, kind in enumerate(kinds, 1):
+            branch += tf.where(tf.equal(code, structures.code_of_kind(kind)), number, 0)
+        return tf.switch_case(branch, [case(None)] + [case(kind) for kind in kinds])
+
+    def _inline(self, kind, flat, position, cell):
+        """The function's case for None or a number, traced in place."""
+        self._inlining += 1
+        try:
+            return self._run_variant(flat, position, self._variant_value(kind, None, cell))
+        except structures.DeadVariant:
+            return self._failed_outputs(flat, 'this call with a %s' % kind.name.lower())
+        except ConversionError:
+            raise
+        except Exception:  # noqa: BLE001 - the user's code raises for it: the run
+            # re-runs in Python, which raises it as eagerly
+            return self._failed_outputs(flat, 'this call with a %s' % kind.name.lower())
+        finally:
+            self._inlining -= 1
+
     def _passed(self, position, param, value):
         kind = param[0]
         if kind == _NODE:
+            if structures.is_node(value) and value.numbers:
+                structures.refuse('a recursive call of %s given a value that may be a number, '
+                                  'with several node parameters' % self.label)
             if value is not self._node_values.get(position):
                 self._varied.add(position)   # a node of the structure, not passed on
             if value is None or (structures.is_node(value) and value.maybe_none):
@@ -658,6 +845,35 @@ def _checks_proven(ctx):
         yield
     finally:
         ctx.checks_proven = saved
+
+
+def _value_kind(value):
+    """The cell kind of None or a number passed where a node goes, or None."""
+    if value is None:
+        return Kind.NONE
+    kind = value.type if scalars.is_dynamic(value) else type(value)
+    return {int: Kind.INT, float: Kind.FLOAT, bool: Kind.BOOL}.get(kind)
+
+
+def _cell_of(kind, value):
+    """``value`` (None or a number) as an int64 table cell."""
+    if kind is Kind.NONE:
+        return tf.constant(-1, tf.int64)
+    if not scalars.is_dynamic(value):
+        return tf.constant(structures.float_bits(value) if kind is Kind.FLOAT else int(value),
+                           tf.int64)
+    if kind is Kind.FLOAT:
+        return tf.bitcast(tf.cast(value.tensor, tf.float64), tf.int64)
+    return tf.cast(value.tensor, tf.int64)
+
+
+def _number_of(kind, cell):
+    """The number an int64 cell holds."""
+    if kind is Kind.FLOAT:
+        return scalars.DynamicScalar(tf.bitcast(cell, tf.float64), float)
+    if kind is Kind.BOOL:
+        return scalars.DynamicScalar(tf.not_equal(cell, 0), bool)
+    return scalars.DynamicScalar(cell, int)
 
 
 def _number_kind(value):

@@ -52,6 +52,54 @@ class Kind(enum.IntEnum):
 
 _NUMBER_KINDS = {Kind.INT: int, Kind.FLOAT: float, Kind.BOOL: bool}
 _PLAIN_GETATTRIBUTE = (object.__getattribute__,)
+SEQUENCES = (list, tuple)   # nested lists and tuples are nodes too: their items are columns 0..n-1
+
+
+def class_key(obj):
+    """A node's class as the table holds it: its class, or for a list or tuple its
+    class and length (a node's arity is part of its class, so a function specialized
+    to it knows ``len(t)`` and unrolls ``for c in t``)."""
+    kind = type(obj)
+    if kind is list or kind is tuple:
+        return (kind, len(obj))
+    return kind
+
+
+def key_type(key):
+    """The Python class of a class key."""
+    return key[0] if type(key) is tuple else key
+
+
+def key_name(key):
+    if type(key) is tuple:
+        return '%s[%d]' % (key[0].__name__, key[1])
+    return key.__name__
+
+
+def is_node_value(value):
+    """An object the encoder takes as a node: an instance of a node class, a list or
+    a tuple."""
+    kind = type(value)
+    return kind is list or kind is tuple or is_node_class(kind)
+
+
+def is_structure_root(value):
+    """A call argument that makes a recursive function a recursion over a structure:
+    a node object, or a list or tuple holding a list or tuple (a nested list)."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return any(type(item) is list or type(item) is tuple for item in value)
+    return is_node_class(kind)
+
+
+def code_of_kind(kind):
+    """The dispatch code of a value that is not a node (a node's is its class id)."""
+    return -1 - int(kind)
+
+
+def column_label(name):
+    """How a message names a column: ``.left``, or ``[0]`` for an item."""
+    return '[%d]' % name if type(name) is int else '.%s' % name
 
 
 def is_node_class(kind):
@@ -69,7 +117,15 @@ def is_node_class(kind):
 
 def cell(obj, name):
     """(Kind, raw value) of ``obj.name`` as Python reads it, without running code:
-    a property or any other descriptor than a ``__slots__`` entry is OTHER."""
+    a property or any other descriptor than a ``__slots__`` entry is OTHER.  An int
+    ``name`` is an item of a list or tuple (MISSING past its end, or on another node)."""
+    kind = type(obj)
+    if kind is list or kind is tuple:
+        if type(name) is int:
+            return _kind_of(obj[name]) if name < len(obj) else (Kind.MISSING, None)
+        return (Kind.OTHER, None) if hasattr(kind, name) else (Kind.MISSING, None)
+    if type(name) is int:
+        return Kind.MISSING, None
     found = _class_attribute(type(obj), name)
     if found is not _ABSENT and hasattr(type(found), '__set__'):   # a data descriptor
         if type(found).__name__ != 'member_descriptor':
@@ -110,7 +166,7 @@ def _kind_of(value):
         return (Kind.INT, value) if -INT_BOUND < value < INT_BOUND else (Kind.OTHER, None)
     if kind is float:
         return Kind.FLOAT, value
-    if is_node_class(kind):
+    if kind is list or kind is tuple or is_node_class(kind):
         return Kind.NODE, value
     if kind is guards.EagerTensor:
         return Kind.TENSOR, value
@@ -122,17 +178,36 @@ def tensor_spec(tensor):
 
 
 class Column:
-    """One attribute the recursion reads: its rows in the table, the kinds seen, and
-    for tensors their (dtype, shape), for methods their functions (``specs``: one, or
-    the column is refused)."""
+    """One attribute (or item) the recursion reads: its rows in the table, the kinds
+    seen, and for tensors their (dtype, shape), for methods their functions
+    (``specs``); per node class the kinds its nodes hold there (``by_class``) and a
+    method's function (``methods``)."""
 
-    def __init__(self, name, row, kinds, specs=()):
+    def __init__(self, name, row, kinds, specs=(), by_class=None, methods=None):
         self.name, self.row, self.kinds = name, row, frozenset(kinds)
         self.specs = frozenset(specs)
+        self.by_class = dict(by_class or {})   # class key -> frozenset of kinds
+        self.methods = dict(methods or {})     # class key -> the function it defines
 
     @property
     def tag_row(self):
         return self.row + 1
+
+    def kinds_of(self, ref):
+        """The kinds ``ref``'s cell may hold: its class's when the class is known
+        (``DeadVariant`` when no node of it was seen with this column: the guard
+        rejects every such node, so the code reading it never runs)."""
+        if ref.static is None:
+            return self.kinds
+        found = self.by_class.get(ref.static)
+        if found is None:
+            raise DeadVariant(Reason.RECURSION, 'no %s node seen' % key_name(ref.static))
+        return found
+
+
+class DeadVariant(Unsupported):
+    """Code specialized to a node class that no node of the guarded structure can
+    reach (the class's nodes were not seen with a column it reads)."""
 
 
 class Schema:
@@ -178,8 +253,9 @@ class Schema:
     def column(self, name):
         found = self.columns.get(name)
         if found is None:
-            found = self.columns[name] = Column(name, self.rows, self._remembered(name),
-                                                self._remembered((name, 'specs')))
+            found = self.columns[name] = Column(
+                name, self.rows, self._remembered(name), self._remembered((name, 'specs')),
+                self._remembered((name, 'by_class'), {}), self._remembered((name, 'methods'), {}))
             self.rows += 2
             self._scan(fresh=name)
         return found
@@ -188,43 +264,56 @@ class Schema:
         self._used_types = True
         return list(self.types)
 
-    def _remembered(self, name):
+    def _remembered(self, name, default=()):
         if self._persisted is None:
-            return ()
-        return self._persisted.get((self._key, name), ())
+            return default
+        return self._persisted.get((self._key, name), default)
 
     def _scan(self, fresh=None):
         """The kinds of every column over every node the roots reach through node
-        columns (a fixed point: a new node column reaches more nodes)."""
+        columns (a fixed point: a new node column reaches more nodes), overall and
+        per node class."""
         seen, todo = set(), list(self.roots)
         kinds = {name: set(c.kinds) for name, c in self.columns.items()}
         specs = {name: set(c.specs) for name, c in self.columns.items()}
+        by_class = {name: {k: set(v) for k, v in c.by_class.items()}
+                    for name, c in self.columns.items()}
+        methods = {name: dict(c.methods) for name, c in self.columns.items()}
         types = list(self.types)
         while todo:
             obj = todo.pop()
             if id(obj) in seen:
                 continue
             seen.add(id(obj))
-            if type(obj) not in types:
-                types.append(type(obj))
+            key = class_key(obj)
+            if key not in types:
+                types.append(key)
             for name in self.columns:
                 kind, value = cell(obj, name)
                 kinds[name].add(kind)
+                by_class[name].setdefault(key, set()).add(kind)
                 if kind is Kind.NODE:
                     todo.append(value)
                 elif kind is Kind.TENSOR:
                     specs[name].add(tensor_spec(value))
                 elif kind is Kind.METHOD:
                     specs[name].add(value)   # the function
+                    if methods[name].setdefault(key, value) is not value:
+                        self.stale = True   # the class's method changed
+                        methods[name][key] = value
         for name, column in self.columns.items():
             new, new_specs = frozenset(kinds[name]), frozenset(specs[name])
-            if new != column.kinds or new_specs != column.specs:
+            new_by = {k: frozenset(v) for k, v in by_class[name].items()}
+            if new != column.kinds or new_specs != column.specs or new_by != column.by_class:
                 if (column.kinds or column.specs) and name != fresh:
                     self.stale = True   # the trace already read it with fewer kinds
-                column.kinds, column.specs = new, new_specs
-                if self._persisted is not None:
-                    self._persisted[(self._key, name)] = new
-                    self._persisted[(self._key, (name, 'specs'))] = new_specs
+                column.kinds, column.specs, column.by_class = new, new_specs, new_by
+            column.methods = methods[name]
+            if self._persisted is not None:
+                self._persisted[(self._key, name)] = column.kinds
+                self._persisted[(self._key, (name, 'specs'))] = column.specs
+                self._persisted[(self._key, (name, 'by_class'))] = dict(column.by_class)
+                self._persisted[(self._key, (name, 'methods'))] = dict(column.methods)
         if types != self.types:
             self.stale = self.stale or self._used_types
             self.types = types
@@ -234,13 +323,22 @@ class Schema:
 
 class NodeRef:
     """A node of the encoded structure inside a traced recursive body: ``index`` a
-    scalar int64 tensor (-1: None, when ``maybe_none``)."""
+    scalar int64 tensor (-1: None, when ``maybe_none``).  ``static``: its class key
+    when the code is specialized to its class (a recursive function's own node
+    parameter: ``isinstance`` and a list's length are then Python values).
+    ``numbers``: the number kinds the cell may hold instead of a node (an item of a
+    nested list: a word id), ``code`` its dispatch code (``code_of_kind``, or the
+    node's class id); such a value may only be passed to a function of the user's
+    (the recursion dispatches on it) or tested (``isinstance``, ``is None``)."""
 
-    __slots__ = ('index', 'schema', 'table', 'maybe_none', 'derived', 'fields', 'checked')
+    __slots__ = ('index', 'schema', 'table', 'maybe_none', 'derived', 'fields', 'checked',
+                 'static', 'numbers', 'code')
 
-    def __init__(self, index, schema, table, maybe_none=False, derived=False):
+    def __init__(self, index, schema, table, maybe_none=False, derived=False, static=None,
+                 numbers=frozenset(), code=None):
         self.index, self.schema, self.table, self.maybe_none = index, schema, table, maybe_none
         self.derived = derived   # read from another node (a recursion on it descends)
+        self.static, self.numbers, self.code = static, frozenset(numbers), code
         # The node's cells of the rows known now, gathered once where the node is made
         # (one gather and one unpack for all its reads; TF prunes them if unread).
         # Rows added later are gathered where read.  A None's are row 0's, unused.
@@ -253,8 +351,10 @@ class NodeRef:
                                  num=known)
 
     def safe_index(self):
-        """The index to gather at: a None's (-1) read as 0 (never used: its read's
-        check fails first)."""
+        """The index to gather at: a None's (-1) or a number's read as 0 (never used:
+        its read's check fails first)."""
+        if self.numbers:
+            return tf.where(self.code >= 0, self.index, tf.zeros_like(self.index))
         return tf.maximum(self.index, 0) if self.maybe_none else self.index
 
     def cells(self, row):
@@ -263,9 +363,30 @@ class NodeRef:
             return self.fields[row]
         return tf.gather(self.table[row], self.safe_index())
 
+    def with_class(self, key):
+        """This node, its class known to be ``key`` (code specialized to the class)."""
+        ref = NodeRef.__new__(NodeRef)
+        ref.index, ref.schema, ref.table, ref.fields = self.index, self.schema, self.table, \
+            self.fields
+        ref.maybe_none, ref.derived, ref.static = False, self.derived, key
+        ref.numbers, ref.code, ref.checked = frozenset(), None, []
+        return ref
+
+    def code_tensor(self):
+        """Its dispatch code: the node's class id, -1 for None, ``code_of_kind`` for
+        a number."""
+        if self.static is not None:
+            return tf.constant(self.schema.types_used().index(self.static), tf.int64)
+        if self.code is not None:
+            return self.code
+        class_id = self.cells(0)
+        if self.maybe_none:
+            return tf.where(self.index < 0, tf.constant(-1, tf.int64), class_id)
+        return class_id
+
     def _refuse(self, *args, **kwargs):
-        refuse('using a node of the structure this way (janus reads its attributes, '
-               'tests isinstance and `is None`, and passes it to your functions)')
+        refuse('using a node of the structure this way (janus reads its attributes and '
+               'items, tests isinstance and `is None`, and passes it to your functions)')
 
     __bool__ = __len__ = __iter__ = __hash__ = __str__ = __format__ = __getitem__ = \
         __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __index__ = __int__ = \
@@ -290,54 +411,84 @@ def refuse(what):
 
 # -- reading nodes in the traced body ----------------------------------------
 
+def _require_node(ref, what):
+    """Checks (once per graph) that ``ref`` holds a node, where it may hold None or a
+    number: a read of it fails as eagerly (the run re-runs in Python)."""
+    if ref.static is not None or not (ref.maybe_none or ref.numbers) or _checked_here(ref):
+        return
+    if ref.numbers:
+        _check(tf.greater_equal(ref.code, 0), 'the value whose %s is read is a node' % what)
+    else:
+        _check(tf.greater_equal(ref.index, 0), 'the node whose %s is read is not None' % what)
+    ref.checked.append(tf.compat.v1.get_default_graph())
+
+
 def attribute(ref, name):
-    """``node.name``: its column gathered at the node's index."""
+    """``node.name`` (an int ``name``: an item of a list node): its column gathered at
+    the node's index."""
     schema = ref.schema
-    if name.startswith('__'):
+    if type(name) is str and name.startswith('__'):
         refuse('reading %s of a node' % name)
     column = schema.column(name)
-    present = column.kinds - {Kind.MISSING}
+    label = column_label(name)
+    kinds = column.kinds_of(ref)
+    present = kinds - {Kind.MISSING}
+    if not present:
+        if ref.static is not None:   # every node of this class lacks it: eagerly an error
+            raise DeadVariant(Reason.RECURSION, '%s has no %s' % (key_name(ref.static), label))
+        refuse('reading %s of a node: no node has it' % label)
     if Kind.OTHER in present:
-        refuse('reading .%s of a node: some node holds a value janus does not encode there '
-               '(a list, a string, a variable, a property or a class or static method); it '
-               'encodes nodes, None, Python numbers, tensors and methods' % name)
+        refuse('reading %s of a node: some node holds a value janus does not encode there '
+               '(a string, a variable, a property or a class or static method); it '
+               'encodes nodes, lists, None, Python numbers, tensors and methods' % label)
     if Kind.METHOD in present:
-        if present != {Kind.METHOD} or len(column.specs) != 1:
-            refuse('calling .%s of a node: its nodes\' classes define it differently (janus '
-                   'calls one method for every node; test isinstance and call your function)'
-                   % name)
-        if ref.maybe_none and not _checked_here(ref):
-            _check(tf.greater_equal(ref.index, 0), 'the node whose .%s is read is not None'
-                   % name)
-            ref.checked.append(tf.compat.v1.get_default_graph())
-        if Kind.MISSING in column.kinds:
-            _check(tf.equal(ref.cells(column.tag_row), int(Kind.METHOD)),
-                   'the node has a method .%s' % name)
-        return types.MethodType(next(iter(column.specs)), ref)
-    if ref.maybe_none and not _checked_here(ref):
-        _check(tf.greater_equal(ref.index, 0), 'the node whose .%s is read is not None' % name)
-        ref.checked.append(tf.compat.v1.get_default_graph())
+        return _method(ref, column, kinds, present, name)
+    _require_node(ref, label)
     value, tag = ref.cells(column.row), ref.cells(column.tag_row)
     if Kind.TENSOR in present:
         return _tensor_attribute(schema, column, ref.safe_index(), tag, present)
     numbers = present & set(_NUMBER_KINDS)
-    if present <= {Kind.NODE, Kind.NONE} and Kind.NODE in present:
-        if Kind.MISSING in column.kinds:
-            _check(tf.not_equal(tag, int(Kind.MISSING)), 'the node has an attribute .%s' % name)
-        return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present, derived=True)
-    if present == {Kind.NONE} and Kind.MISSING not in column.kinds:
+    if Kind.NODE in present:
+        if Kind.MISSING in kinds:
+            _check(tf.not_equal(tag, int(Kind.MISSING)), 'the node has %s' % label)
+        if not numbers:
+            return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present,
+                           derived=True)
+        node = tf.equal(tag, int(Kind.NODE))
+        class_id = tf.gather(ref.table[0], tf.where(node, value, tf.zeros_like(value)))
+        code = tf.where(node, class_id, -1 - tag)
+        return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present,
+                       derived=True, numbers=numbers, code=code)
+    if present == {Kind.NONE} and Kind.MISSING not in kinds:
         return None
     if len(numbers) != 1 or present - numbers - {Kind.NONE}:
-        refuse('reading .%s of a node: its nodes hold values of different kinds there (%s)'
-               % (name, ', '.join(sorted(k.name for k in column.kinds))))
+        refuse('reading %s of a node: its nodes hold values of different kinds there (%s)'
+               % (label, ', '.join(sorted(k.name for k in kinds))))
     kind = next(iter(numbers))
-    if column.kinds != {kind}:
-        _check(tf.equal(tag, int(kind)), 'the node\'s .%s is a %s' % (name, kind.name.lower()))
+    if kinds != {kind}:
+        _check(tf.equal(tag, int(kind)), 'the node\'s %s is a %s' % (label, kind.name.lower()))
     if kind is Kind.FLOAT:
         return scalars.DynamicScalar(tf.bitcast(value, tf.float64), float)
     if kind is Kind.BOOL:
         return scalars.DynamicScalar(tf.not_equal(value, 0), bool)
     return scalars.DynamicScalar(value, int)
+
+
+def _method(ref, column, kinds, present, name):
+    """``node.name`` of a method column: the class's function bound to the node."""
+    if ref.static is not None:
+        found = column.methods.get(ref.static)
+        if present != {Kind.METHOD} or found is None:
+            refuse('calling .%s of a node whose objects shadow it' % name)
+        return types.MethodType(found, ref)
+    if present != {Kind.METHOD} or len(column.specs) != 1:
+        refuse('calling .%s of a node: its nodes\' classes define it differently (janus '
+               'calls one method for every node of unknown class)' % name)
+    _require_node(ref, '.%s' % name)
+    if Kind.MISSING in kinds:
+        _check(tf.equal(ref.cells(column.tag_row), int(Kind.METHOD)),
+               'the node has a method .%s' % name)
+    return types.MethodType(next(iter(column.specs)), ref)
 
 
 def attribute_is_none(ref, name):
@@ -346,14 +497,13 @@ def attribute_is_none(ref, name):
     attribute some node lacks, or of a kind janus does not encode: ``attribute``
     refuses or checks it)."""
     column = ref.schema.column(name)
-    if column.kinds & {Kind.MISSING, Kind.OTHER, Kind.METHOD} or not column.kinds:
+    kinds = column.kinds_of(ref)
+    if kinds & {Kind.MISSING, Kind.OTHER, Kind.METHOD} or not kinds:
         return None
-    if ref.maybe_none and not _checked_here(ref):
-        _check(tf.greater_equal(ref.index, 0), 'the node whose .%s is read is not None' % name)
-        ref.checked.append(tf.compat.v1.get_default_graph())
-    if Kind.NONE not in column.kinds:
+    _require_node(ref, column_label(name))
+    if Kind.NONE not in kinds:
         return False
-    if column.kinds == {Kind.NONE}:
+    if kinds == {Kind.NONE}:
         return True
     return scalars.DynamicScalar(tf.equal(ref.cells(column.tag_row), int(Kind.NONE)), bool)
 
@@ -370,16 +520,17 @@ def _checked_here(ref):
 
 def _tensor_attribute(schema, column, index, tag, present):
     """``node.vec`` of a column of tensors: a row of their stack, fed per run."""
+    label = column_label(column.name)
     if present - {Kind.TENSOR} or len(column.specs) != 1:
-        refuse('reading .%s of a node: its nodes hold %s there (janus feeds a column of '
-               'tensors of one dtype and shape)' % (column.name, 'tensors of several dtypes '
+        refuse('reading %s of a node: its nodes hold %s there (janus feeds a column of '
+               'tensors of one dtype and shape)' % (label, 'tensors of several dtypes '
                                                     'or shapes' if len(column.specs) > 1 else
                                                     'tensors and other values'))
     if schema.taping:
-        refuse('reading .%s of a node under a GradientTape: a node\'s tensor is fed by value, '
-               'so no gradient would reach it' % column.name)
+        refuse('reading %s of a node under a GradientTape: a node\'s tensor is fed by value, '
+               'so no gradient would reach it' % label)
     if column.kinds != {Kind.TENSOR}:
-        _check(tf.equal(tag, int(Kind.TENSOR)), 'the node has an attribute .%s' % column.name)
+        _check(tf.equal(tag, int(Kind.TENSOR)), 'the node has %s' % label)
     # Fed by value: no tape watches a node's tensor through the graph (one watched
     # eagerly would get a gradient there; a known gap, DESIGN.md).
     return tf.stop_gradient(tf.gather(schema.tensor_input(column), index))
@@ -389,12 +540,88 @@ def _check(condition, description):
     scalars.assume(condition, description)
 
 
+def fail_check(description):
+    """A check that fails wherever it runs (code the guard proves unreachable)."""
+    _check(tf.constant(False), description)
+
+
+# -- lists and tuples ----------------------------------------------------------
+
+def _sequence_length(ref, what):
+    """A list node's length: a Python int when its class is known, else read from
+    its class id (checked to be a list's or tuple's)."""
+    if ref.static is not None:
+        if type(ref.static) is not tuple:
+            raise DeadVariant(Reason.RECURSION, '%s of a %s node' % (what, key_name(ref.static)))
+        return ref.static[1]
+    if ref.numbers:
+        refuse('%s of a value that may be a number' % what)
+    _require_node(ref, what)
+    lengths = [key[1] if type(key) is tuple else -1 for key in ref.schema.types_used()]
+    found = tf.gather(tf.constant(lengths, tf.int64), ref.cells(0))
+    if min(lengths) < 0:
+        _check(tf.greater_equal(found, 0), 'the node of %s is a list or tuple' % what)
+    return scalars.DynamicScalar(found, int)
+
+
+def length(ref):
+    """``len(node)`` of a list or tuple node."""
+    return _sequence_length(ref, 'len()')
+
+
+def items(ref):
+    """The items of a list node whose length is known (``for c in t``, a
+    comprehension, ``sum(...)``): the recursive function's own parameter."""
+    count = _sequence_length(ref, 'iterating')
+    if not isinstance(count, int):
+        refuse('iterating over a list node whose length only the run knows (janus unrolls '
+               'loops over the recursive function\'s own list parameter)')
+    return [attribute(ref, k) for k in range(count)]
+
+
+def item(ref, key):
+    """``node[key]`` of a list or tuple node, ``key`` a Python int."""
+    if type(key) is not int:
+        refuse('indexing a node with a %s (janus reads items at Python int indices)'
+               % type(key).__name__)
+    count = _sequence_length(ref, 'indexing')
+    if isinstance(count, int):
+        if not -count <= key < count:   # eagerly an IndexError on every such node
+            raise DeadVariant(Reason.RECURSION, 'index %d out of range' % key)
+        return attribute(ref, key % count)
+    if key < 0:
+        refuse('a negative index into a list node whose length only the run knows')
+    return attribute(ref, key)   # the item's tag says it exists (a shorter list: MISSING)
+
+
+def unpacked(ref, count):
+    """``a, b = node`` (``count`` targets) of a list or tuple node; ``count`` None
+    (``f(*node)``, a starred target): all its items, its length known."""
+    if count is None:
+        return tuple(items(ref))
+    found = _sequence_length(ref, 'unpacking')
+    if isinstance(found, int):
+        if found != count:   # eagerly a ValueError on every such node
+            raise DeadVariant(Reason.RECURSION, 'unpacking %d items into %d' % (found, count))
+    else:
+        _check(tf.equal(found.tensor, count), 'the list unpacked has %d items' % count)
+    return tuple(attribute(ref, k) for k in range(count))
+
+
 def isinstance_test(ref, classes):
-    """``isinstance(node, classes)``: a bool tensor, or a Python bool when every
-    class the structure holds answers alike."""
+    """``isinstance(node, classes)``: a bool tensor, or a Python bool when the node's
+    class is known or every class the structure holds answers alike."""
+    if ref.static is not None:
+        return issubclass(key_type(ref.static), classes)
     types = ref.schema.types_used()
-    ids = [i for i, kind in enumerate(types) if issubclass(kind, classes)]
+    ids = [i for i, key in enumerate(types) if issubclass(key_type(key), classes)]
     none_matches = isinstance(None, classes)
+    if ref.numbers:
+        codes = ids + [code_of_kind(k) for k in ref.numbers
+                       if isinstance(_NUMBER_KINDS[k](), classes)]
+        if ref.maybe_none and none_matches:
+            codes.append(code_of_kind(Kind.NONE))
+        return tf.reduce_any(tf.equal(ref.code, tf.constant(codes or [-100], tf.int64)))
     if not ref.maybe_none and len(ids) in (0, len(types)):
         return bool(ids)
     class_id = ref.cells(0)
@@ -410,16 +637,26 @@ def is_none_test(ref):
     """``node is None``: a bool tensor (False when it cannot be None)."""
     if not ref.maybe_none:
         return False
+    if ref.numbers:
+        return tf.equal(ref.code, code_of_kind(Kind.NONE))
     return tf.less(ref.index, 0)
 
 
 def truth(ref):
     """``if node:`` of a node that cannot be None: True, unless a node class defines
-    its own truth (a node that may be None: write ``node is not None``)."""
-    for kind in ref.schema.types_used():
+    its own truth; a list node of known length: whether it has items (a node that
+    may be None: write ``node is not None``)."""
+    if ref.static is not None:
+        if type(ref.static) is tuple:
+            return ref.static[1] > 0
+        kinds = [ref.static]
+    else:
+        kinds = ref.schema.types_used()
+    for kind in kinds:
+        kind = key_type(kind)
         if hasattr(kind, '__bool__') or hasattr(kind, '__len__'):
             refuse('the truth value of a node whose class defines __bool__/__len__')
-    if ref.maybe_none:
+    if ref.maybe_none or ref.numbers:
         refuse('the truth value of a node that may be None (write `node is not None`)')
     return True
 
@@ -434,12 +671,12 @@ class Encoder:
         self.type_ids = {kind: i for i, kind in enumerate(self.types)}
         self.columns = [(c.name, c.row, c.kinds) for c in
                         sorted(schema.columns.values(), key=lambda c: c.row)]
+        # per column, per node class: the kinds it may hold there, and its method
+        self.by_class = [schema.columns[name].by_class for name, _, _ in self.columns]
+        self.class_methods = [schema.columns[name].methods for name, _, _ in self.columns]
         # name -> (dtype, shape) of the tensor columns the graph reads (fed stacked)
         self.tensor_specs = {c.name: next(iter(c.specs)) for c in schema.columns.values()
                              if Kind.TENSOR in c.kinds and len(c.specs) == 1}
-        # name -> the function the graph calls for a method column
-        self.methods = {c.name: c.specs for c in schema.columns.values()
-                        if Kind.METHOD in c.kinds}
         self.rows = schema.rows + 1   # the roots last
         self.frames_per_level = schema.frames_per_level
         self.root_sources = list(root_sources)
@@ -466,20 +703,26 @@ class Encoder:
         children = []                        # per node: (column, child's index) pairs
         tensors = [[] for _ in range(width)]  # per column: (node, tensor) pairs
         readers, classify = {}, _Classifier(self.type_ids)
+        classes = []                         # per node: its class id
         forward = True   # every node edge leads to a node found later (no cycle possible)
         position = 0
         while position < len(nodes):
             obj = nodes[position]
             kind_of_obj = type(obj)
-            read = readers.get(kind_of_obj)
+            key = (kind_of_obj, len(obj)) if kind_of_obj is list or kind_of_obj is tuple \
+                else kind_of_obj
+            read = readers.get(key)
             if read is None:
-                if kind_of_obj not in self.type_ids:
-                    return 'a node of class %s' % kind_of_obj.__name__
-                read = readers[kind_of_obj] = _Readers(kind_of_obj, self.columns, classify)
+                if key not in self.type_ids:
+                    return 'a node of class %s' % key_name(key)
+                read = readers[key] = _Readers(key, self.columns, classify, self.by_class,
+                                               self.class_methods)
             own = getattr(obj, '__dict__', None)
             plain = read.plain if own is not None else ()
+            allowed = read.allowed
+            classes.append(self.type_ids[key])
             mine = []
-            for j, (name, _, kinds) in enumerate(self.columns):
+            for j, (name, _, _) in enumerate(self.columns):
                 if j in plain and name in own:   # the common case, inline
                     value = own[name]
                     if value is None:
@@ -490,8 +733,9 @@ class Encoder:
                         kind, value = classify(value)
                 else:
                     kind, value = read.cell(j, obj, own)
-                if kind not in kinds:
-                    return '%s.%s holds a %s' % (kind_of_obj.__name__, name, kind.name.lower())
+                if kind not in allowed[j]:
+                    return '%s%s holds a %s' % (key_name(key), column_label(name),
+                                                kind.name.lower())
                 tags[j].append(kind)
                 if kind is Kind.NODE:
                     target = index.get(id(value))
@@ -510,13 +754,13 @@ class Encoder:
                     values[j].append(float_bits(value))
                 elif kind is Kind.TENSOR:
                     if tensor_spec(value) != self.tensor_specs.get(name):
-                        return '%s.%s holds a tensor %s%s' % ((kind_of_obj.__name__, name)
-                                                             + tensor_spec(value))
+                        return '%s%s holds a tensor %s%s' % ((key_name(key), column_label(name))
+                                                            + tensor_spec(value))
                     tensors[j].append((position, value))
                     values[j].append(0)
                 elif kind is Kind.METHOD:
-                    if value not in self.methods[name]:
-                        return '%s.%s is another method' % (kind_of_obj.__name__, name)
+                    if value is not read.methods[j]:
+                        return '%s.%s is another method' % (key_name(key), name)
                     values[j].append(0)
                 else:
                     values[j].append(0)
@@ -527,7 +771,7 @@ class Encoder:
             return problem
         count = len(nodes)
         table = np.zeros((self.rows, max(count, len(roots), 1)), np.int64)
-        table[0, :count] = [self.type_ids[type(obj)] for obj in nodes]
+        table[0, :count] = classes
         for j, (_, row, _) in enumerate(self.columns):
             table[row, :count] = values[j]
             table[row + 1, :count] = tags[j]
@@ -665,6 +909,8 @@ class _Classifier:
             return Kind.INT, value
         if value is None:
             return _NONE_CELL
+        if kind is list or kind is tuple:
+            return Kind.NODE, value
         if kind in self.type_ids:
             known = self.node_classes.get(kind)
             if known is None:
@@ -676,22 +922,34 @@ class _Classifier:
 
 class _Readers:
     """How ``cell`` reads each column of one node class, worked out from the class
-    once: ``self(j, obj, own)`` is ``cell(obj, name_j)`` (``own``: obj's __dict__)."""
+    once: ``self.cell(j, obj, own)`` is ``cell(obj, name_j)`` (``own``: obj's
+    __dict__); ``allowed[j]``: the kinds the class's nodes may hold there,
+    ``methods[j]``: its method there."""
 
-    __slots__ = ('plans', 'classify', 'plain')
+    __slots__ = ('plans', 'classify', 'plain', 'allowed', 'methods')
 
-    def __init__(self, kind, columns, classify):
+    def __init__(self, key, columns, classify, by_class, methods):
         self.classify = classify
-        self.plans = [self._plan(kind, name) for name, _, _ in columns]
+        self.plans = [self._plan(key, name) for name, _, _ in columns]
         # columns read from the instance's __dict__ when there (no class data descriptor)
         self.plain = frozenset(j for j, plan in enumerate(self.plans) if plan[0] == 'dict')
+        self.allowed = [found.get(key, frozenset()) for found in by_class]
+        self.methods = [found.get(key) for found in methods]
 
-    def _plan(self, kind, name):
-        found = _class_attribute(kind, name)
+    def _plan(self, key, name):
+        if type(key) is tuple:   # a list or tuple of a known length
+            if type(name) is int:
+                return ('item', name, None) if name < key[1] else \
+                    ('fixed', (Kind.MISSING, None), name)
+            return ('fixed', (Kind.OTHER, None) if hasattr(key[0], name) else
+                    (Kind.MISSING, None), name)
+        if type(name) is int:
+            return ('fixed', (Kind.MISSING, None), name)
+        found = _class_attribute(key, name)
         if found is not _ABSENT and hasattr(type(found), '__set__'):   # a data descriptor
             if type(found).__name__ != 'member_descriptor':
                 return ('fixed', (Kind.OTHER, None), name)
-            return ('slot', found, kind)
+            return ('slot', found, key)
         if found is _ABSENT:
             return ('dict', (Kind.MISSING, None), name)
         if type(found) is types.FunctionType:
@@ -702,6 +960,8 @@ class _Readers:
 
     def cell(self, j, obj, own):
         how, fallback, detail = self.plans[j]
+        if how == 'item':
+            return self.classify(obj[fallback])
         if how == 'dict':
             if fallback is not None:
                 if own is not None and detail in own:
@@ -750,8 +1010,9 @@ class StructureGuard:
 
     def _expected(self):
         return 'classes %s, attributes %s' % (
-            '/'.join(t.__name__ for t in self.encoder.types),
-            ', '.join('.%s: %s' % (name, '|'.join(sorted(k.name.lower() for k in kinds)))
+            '/'.join(key_name(t) for t in self.encoder.types),
+            ', '.join('%s: %s' % (column_label(name),
+                                  '|'.join(sorted(k.name.lower() for k in kinds)))
                       for name, _, kinds in self.encoder.columns))
 
     def __repr__(self):

@@ -46,14 +46,10 @@ def _shape(target):
     return None
 
 
-def _nested(shape):
-    return any(isinstance(sub, tuple) for sub in shape)
-
-
 def _unpack_args(value, target):
-    """``unpack``'s arguments: the shape only where a nested target needs it."""
-    shape = _shape(target)
-    return [value, common.const(shape)] if _nested(shape) else [value]
+    """``unpack``'s arguments: the value and the target's shape (a list node in a
+    recursion unpacks into as many items as the target has)."""
+    return [value, common.const(_shape(target))]
 
 
 class RouteObservations(common.Pass):

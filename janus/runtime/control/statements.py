@@ -19,7 +19,7 @@ from janus.errors import ConversionDeferred, ConversionError
 from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
 from janus.guards import GuardKind
-from janus.runtime import arrays, observe, scalar_ops, scalars
+from janus.runtime import arrays, observe, scalar_ops, scalars, structures
 from janus.runtime.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
                                           is_test_tensor, lineage_of, python_truth, static_truth,
                                           taping, tensor_flags, bool_tensor)
@@ -289,6 +289,8 @@ def loop_iterable(ns, site, iterable):
     comprehension).  Outside lists are guarded; tensors are unrolled when safe."""
     if isinstance(iterable, tf.Tensor):
         return iter(unrolled_items(ns, site, iterable, allow_dynamic=False))
+    if structures.is_node(iterable):   # a list node in a recursion, its length known
+        return iter(structures.items(iterable))
     if observe.is_graph_ragged(iterable):
         return iter(observe.ragged_rows(iterable, 'a comprehension over'))
     if arrays.is_stand_in(iterable):
