@@ -653,7 +653,7 @@ class Signature:
         guarded, what the trace reads guarded through their ``ArgSource``), not
         rebuilt around their items (a history list that grows every call)."""
         self.names = list(arguments)
-        self.opaque = frozenset(n for n in opaque if type(arguments.get(n)) is list
+        self.opaque = frozenset(n for n in opaque if type(arguments.get(n)) in (list, tuple)
                                 and _occurrences(arguments.values(), arguments[n]) == 1)
         seen = {}
         self.nodes = [ObjectNode(n, arguments[n]) if n in self.opaque else

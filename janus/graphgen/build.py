@@ -165,6 +165,10 @@ def _honour(run, request):
         # Kept for the event's text only: without its frames (the failed trace's graph).
         run.exact_because = request.error.with_traceback(None)
         return True
+    if isinstance(request, retrace.PassWhole):
+        new = request.names - run.state.opaque_lists
+        run.state.opaque_lists |= new
+        return bool(new)
     if isinstance(request, retrace.StructureWidened):
         run.structure_retraces += 1   # kinds only widen: a few traces see them all
         return run.structure_retraces <= 3

@@ -69,6 +69,17 @@ class StructureWidened(Retrace):
     profile now knowing them all."""
 
 
+class PassWhole(Retrace):
+    """A recursion over a nested list or tuple inside list or tuple arguments, which
+    the call signature rebuilt item by item (one graph per shape): trace again with
+    those arguments passed as themselves (``call_signature.Signature`` ``opaque``),
+    the structure guarded by the recursion's ``STRUCTURE_MATCH``."""
+
+    def __init__(self, error, evolving, names: frozenset):
+        super().__init__(error, evolving)
+        self.names = names
+
+
 class RelaxEvolving(Retrace):
     """The trace failed while reading rewritten numbers as constants: trace again with
     them dynamic (``relaxation.ScalarRelaxation.relax_evolving``)."""

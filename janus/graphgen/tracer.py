@@ -516,6 +516,8 @@ def _retrace_request(ctx, error, signature, heap_shapes):
         return retrace.AssumeInstead(error, evolving, failed_sites)
     if isinstance(error, errors.ScalarValueNeeded):
         return retrace.PinNumbers(error, evolving)
+    if ctx.whole_arguments:
+        return retrace.PassWhole(error, evolving, frozenset(ctx.whole_arguments))
     if ctx.structure_widened:
         return retrace.StructureWidened(error, evolving)
     if heap_shapes is not None and signature.has_unknown_dims() \

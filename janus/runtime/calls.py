@@ -53,6 +53,13 @@ def call(__callee, /, *args, **kwargs):
             structures.refuse('passing a node of the structure to %s' % _name(callee))
     if not _is_user_code(ctx, callee):   # inlined code meets it where it uses it
         refuse_unmerged(*args, *kwargs.values())
+    if any(callee is c for c in (sum, max, min)) and len(args) == 1 and not kwargs:
+        if type(args[0]) is types.GeneratorType:
+            args = (list(args[0]),)   # the builtin takes every item anyway, in order
+        if type(args[0]) in (list, tuple) and ctx.source_of(args[0]) is None:
+            folded = _fold_numbers(callee, args[0])   # ``sum(f(c) for c in t)``
+            if folded is not _NOT_HANDLED:
+                return folded
     lineage = scalars.lineage_deep(list(args) + list(kwargs.values()))
     if lineage or scalars.holds_dynamic(list(args)) or scalars.holds_dynamic(kwargs):
         # A relaxed Python number in the arguments (or one of no outside location: a
@@ -162,6 +169,25 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
     if tensor is not None:   # ``tf.constant(count, tf.float32)``
         return tensor
     need(lineage, 'calling %s with a number from outside the call' % _name(callee))
+
+
+def _fold_numbers(callee, items):
+    """``sum``/``max``/``min`` of items the call made, some of them dynamic numbers:
+    computed in the graph, in Python's order (a ``sum`` of floats from Python 3.12
+    on, which compensates its additions, is left to the value)."""
+    if not items or not any(scalars.is_dynamic(item) for item in items) \
+            or not all(scalars.is_dynamic(item) or type(item) in scalars.DTYPES
+                       for item in items):
+        return _NOT_HANDLED
+    if callee is not sum:
+        return items[0] if len(items) == 1 else call(callee, *items)
+    if sys.version_info >= (3, 12) and any(
+            (item.type if scalars.is_dynamic(item) else type(item)) is float for item in items):
+        return _NOT_HANDLED
+    total = 0
+    for item in items:
+        total = observe.binop('Add', total, item)
+    return total
 
 
 def _number_as_constant(callee, args, kwargs):

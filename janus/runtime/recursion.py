@@ -41,6 +41,7 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
 
 from janus import guards, pytypes
+from janus.sources import ArgSource, ItemSource
 from janus.errors import ConversionError
 from janus.config import config
 from janus.runtime import access, effects, ops, scalars, shadow_heap, structures
@@ -83,7 +84,7 @@ def _named_callees(fn, owner):
     """(name, value) of what ``fn``'s code may call by name: its globals, its closure
     cells and its owner's methods (read without running code)."""
     code = fn.__code__
-    for name in code.co_names:
+    for name in _names_in(code):
         yield name, fn.__globals__.get(name)
         if owner is not None:
             yield name, inspect.getattr_static(type(owner), name, None)
@@ -95,6 +96,17 @@ def _named_callees(fn, owner):
 
 
 _MAX_CALLEES = 64
+
+
+def _names_in(code):
+    """The global and attribute names ``code`` and the code nested in it (a
+    comprehension, a generator expression, a lambda) use."""
+    names, todo = [], [code]
+    while todo:
+        current = todo.pop()
+        names.extend(current.co_names)
+        todo.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+    return names
 
 
 def over_objects(fn, args, kwargs, receiver):
@@ -283,6 +295,11 @@ class RecursionBuild:
         if source is None:
             structures.refuse('a recursion over objects the call made (janus encodes the '
                               'objects passed into the call)')
+        rebuilt = _rebuilt_argument(ctx, source, value)
+        if rebuilt is not None:
+            ctx.whole_arguments.add(rebuilt)
+            structures.refuse('a recursion over items of the list argument %s, which the call '
+                              'signature rebuilds (traced again with it passed whole)' % rebuilt)
         uid = source.uid()
         position = self._root_positions.get(uid)
         if position is None:
@@ -845,6 +862,19 @@ def _checks_proven(ctx):
         yield
     finally:
         ctx.checks_proven = saved
+
+
+def _rebuilt_argument(ctx, source, value):
+    """The name of the argument a list or tuple root ``value`` is (an item of), where
+    the call signature rebuilt it around its items (their values guarded one by one,
+    relaxed numbers replaced), else None."""
+    if type(value) not in structures.SEQUENCES:
+        return None   # a node object: the very object, whatever holds it
+    while isinstance(source, ItemSource):
+        source = source.base
+    if isinstance(source, ArgSource) and source.name not in ctx.opaque_arguments:
+        return source.name
+    return None
 
 
 def _value_kind(value):

@@ -85,11 +85,18 @@ def is_node_value(value):
 
 def is_structure_root(value):
     """A call argument that makes a recursive function a recursion over a structure:
-    a node object, or a list or tuple holding a list or tuple (a nested list)."""
+    a node object, or a non-empty list or tuple of lists, tuples, nodes, Python
+    numbers and None, holding at least one list, tuple or number (a nested list's
+    root, its leaves numbers; a list of tensors stays unrolled, as before)."""
     kind = type(value)
     if kind is list or kind is tuple:
-        return any(type(item) is list or type(item) is tuple for item in value)
+        kinds = [type(item) for item in value]
+        return bool(kinds) and all(k in _ROOT_ITEMS or is_node_class(k) for k in kinds) \
+            and any(k in _ROOT_ITEMS and k is not type(None) for k in kinds)
     return is_node_class(kind)
+
+
+_ROOT_ITEMS = (list, tuple, int, float, bool, type(None))
 
 
 def code_of_kind(kind):
@@ -170,6 +177,8 @@ def _kind_of(value):
         return Kind.NODE, value
     if kind is guards.EagerTensor:
         return Kind.TENSOR, value
+    if kind is scalars.DynamicScalar:   # a relaxed number in the trace's view of an argument
+        return {int: Kind.INT, float: Kind.FLOAT, bool: Kind.BOOL}[value.type], 0
     return Kind.OTHER, None
 
 

@@ -107,6 +107,10 @@ class TraceContext:
         self.recursive_builds = {}
         self.recursion_active = {}
         self.structure_widened = False   # a built one's structure widened: trace again
+        self.opaque_arguments = frozenset()   # list arguments passed as themselves
+        # list arguments a recursion's roots are in, rebuilt by the signature: passed
+        # whole in the next trace (``retrace.PassWhole``)
+        self.whole_arguments = set()
         self.written_objects = {}   # id -> outside object whose attribute the call wrote
         self.recursion_writes = set()   # ids of the writes recursion.call made (threaded numbers)
         self.recursion_builds_made = []  # every build of this trace, in order (explain)
@@ -117,6 +121,7 @@ class TraceContext:
         placeholders, other objects themselves) their ``ArgSource``; an ``opaque``
         list is the caller's own list: its items are read through its source, at run
         time, like an attribute's list."""
+        self.opaque_arguments = frozenset(opaque)
         for name, value in arguments.items():
             if name in opaque:
                 self._remember(guards.ArgSource(name), value)
