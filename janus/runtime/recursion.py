@@ -188,11 +188,15 @@ def _param(value):
         return (_SCALAR, value.type)
     if pytypes.is_constant(value):
         return (_CONST, value)
+    if isinstance(value, (tf.Variable, tf.Module)):
+        return (_OBJECT, value)   # a variable or a layer every call passes on unchanged
     structures.refuse('a recursive call given a %s (janus passes nodes, tensors and Python '
                       'constants)' % type(value).__name__)
 
 
 def _param_key(param):
+    if param[0] == _OBJECT:
+        return (_OBJECT, id(param[1]))
     if param[0] == _CONST:
         return (_CONST, type(param[1]), repr(param[1]))
     if param[0] == _TENSOR:

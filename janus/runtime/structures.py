@@ -573,6 +573,14 @@ def _sequence_length(ref, what):
     return scalars.DynamicScalar(found, int)
 
 
+def length_bounds(ref):
+    """(shortest, longest, length) of a list node whose length only the run knows:
+    the lengths its possible classes have, and its length (a dynamic int)."""
+    count = _sequence_length(ref, 'iterating')
+    lengths = [key[1] for key in ref.schema.types_used() if type(key) is tuple]
+    return min(lengths, default=0), max(lengths, default=0), count
+
+
 def length(ref):
     """``len(node)`` of a list or tuple node."""
     return _sequence_length(ref, 'len()')
@@ -593,14 +601,16 @@ def item(ref, key):
     if type(key) is not int:
         refuse('indexing a node with a %s (janus reads items at Python int indices)'
                % type(key).__name__)
-    count = _sequence_length(ref, 'indexing')
-    if isinstance(count, int):
+    if ref.static is not None:
+        count = _sequence_length(ref, 'indexing')
         if not -count <= key < count:   # eagerly an IndexError on every such node
             raise DeadVariant(Reason.RECURSION, 'index %d out of range' % key)
         return attribute(ref, key % count)
     if key < 0:
         refuse('a negative index into a list node whose length only the run knows')
-    return attribute(ref, key)   # the item's tag says it exists (a shorter list: MISSING)
+    # The item's tag says it exists (MISSING past a list's end, and on a node that is
+    # no list): checked where it is read.
+    return attribute(ref, key)
 
 
 def unpacked(ref, count):

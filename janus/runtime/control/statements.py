@@ -162,6 +162,9 @@ def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=(), stop=N
     if isinstance(iterable, tf.RaggedTensor):
         return _ragged_for(ns, site, iterable, body_fn,
                            lambda: tensor_flags(get_state(), names), set_state, stop)
+    if structures.is_node(iterable) and iterable.static is None:
+        return _node_items_for(ns, site, iterable, body_fn,
+                               lambda: tensor_flags(get_state(), names), set_state, stop)
     if not is_tensor(iterable):
         items = loop_iterable(ns, None, iterable)
         one_shot = stop is not None and iter(iterable) is iterable   # a generator, an iterator
@@ -195,6 +198,24 @@ def _ragged_for(ns, site, ragged, body_fn, get_state, set_state, stop):
     count = ragged.nrows()
     dynamic_for(ns, site, tf.range(count), lambda i: body_fn(ragged[i]), get_state, set_state)
     _at_least_once(ns, site, count > 0)
+
+
+def _node_items_for(ns, site, ref, body_fn, get_state, set_state, stop):
+    """``for c in node.children`` in a recursion, of a list node whose length only
+    the run knows: one iteration per item of the longest such list, each past the
+    shortest one's length under a tensor test (``dynamic_if``)."""
+    shortest, longest, count = structures.length_bounds(ref)
+    if stop is not None or longest > config.max_unroll:
+        structures.refuse('a loop over a list node whose length only the run knows, with '
+                          'break/return in it or over %d items (janus.config.max_unroll)'
+                          % longest)
+    for k in range(longest):
+        if k < shortest:
+            body_fn(structures.item(ref, k))
+        else:
+            dynamic_if(ns, site, tf.less(tf.constant(k, tf.int64), count.tensor),
+                       lambda k=k: body_fn(structures.item(ref, k)), lambda: None,
+                       get_state, set_state)
 
 
 def _ragged_rows(ragged):
