@@ -55,7 +55,7 @@ def call(__callee, /, *args, **kwargs):
         refuse_unmerged(*args, *kwargs.values())
     if any(callee is c for c in (sum, max, min)) and len(args) == 1 and not kwargs:
         if type(args[0]) is types.GeneratorType:
-            args = (list(args[0]),)   # the builtin takes every item anyway, in order
+            args = (ctx.made_result(list(args[0])),)   # taken whole by it anyway, in order
         if type(args[0]) in (list, tuple) and ctx.source_of(args[0]) is None:
             folded = _fold_numbers(callee, args[0])   # ``sum(f(c) for c in t)``
             if folded is not _NOT_HANDLED:

@@ -60,6 +60,10 @@ class _NoOutputYet(Exception):
     """A recursive call in the dry run: its branch is assumed not taken there."""
 
 
+class _InlineFailed(Exception):
+    """The function's case for None or a number raised in its probe trace."""
+
+
 def may_recurse(fn, owner=None):
     """Whether ``fn`` may call itself: directly, through a closure, or through the
     functions (and ``owner``'s methods) its code names (mutual recursion)."""
@@ -223,6 +227,7 @@ class RecursionBuild:
         # kinds of value other than nodes passed at the dispatch position (``_body``)
         self.passed_kinds = set()
         self._inlining = 0         # cases of the function being run inline (``_dispatch``)
+        self._failing = {}         # kind -> whether its inline case raises (``_inline_fails``)
         self.state = []            # _StateSlot: numbers the body rewrites, threaded through
         self._node_values = {}     # position -> the NodeRef the body was given there
         self._stack_base = 0       # converted frames when the body began (frames per level)
@@ -781,6 +786,16 @@ class RecursionBuild:
             return self._inline(_value_kind(value), flat, position, flat[at])
         kinds = [kind for kind in (Kind.NONE, Kind.INT, Kind.FLOAT, Kind.BOOL)
                  if kind in value.numbers or (kind is Kind.NONE and value.maybe_none)]
+        failing = [kind for kind in kinds if self._inline_fails(kind, position)]
+        if failing == [Kind.NONE] and not value.numbers:
+            structures.check(tf.greater_equal(value.index, 0),
+                             '%s is not given None' % self.label)
+        elif failing:
+            code = value.code_tensor()
+            for kind in failing:   # the function raises for it: the run re-runs in Python
+                structures.check(tf.not_equal(code, structures.code_of_kind(kind)),
+                                 '%s is not given a %s' % (self.label, kind.name.lower()))
+        kinds = [kind for kind in kinds if kind not in failing]
         if not kinds:
             return recurse(*flat)
         code = value.code_tensor()
@@ -798,17 +813,44 @@ class RecursionBuild:
             branch += tf.where(tf.equal(code, structures.code_of_kind(kind)), number, 0)
         return tf.switch_case(branch, [case(None)] + [case(kind) for kind in kinds])
 
-    def _inline(self, kind, flat, position, cell):
+    def _inline_fails(self, kind, position):
+        """Whether the function's case for ``kind`` (None, a number) raises whatever
+        the value (``node.is_leaf`` of a None): traced once in a scratch graph."""
+        found = self._failing.get(kind)
+        if found is None:
+            ctx = current()
+            assumptions = len(ctx.assumptions)
+            try:
+                with func_graph_module.FuncGraph('janus_recursion_probe').as_default():
+                    inputs = [tf.compat.v1.placeholder(s.dtype, s.shape)
+                              for s in self._arg_specs()]
+                    self._inline(kind, inputs, position, inputs[self._input_of(position)],
+                                 probe=True)
+                found = False
+            except _InlineFailed:
+                found = True
+            except (ConversionError, _NoOutputYet):
+                found = False   # the real trace meets it again, as it would
+            finally:
+                del ctx.assumptions[assumptions:]
+            self._failing[kind] = found
+        return found
+
+    def _inline(self, kind, flat, position, cell, probe=False):
         """The function's case for None or a number, traced in place."""
         self._inlining += 1
         try:
             return self._run_variant(flat, position, self._variant_value(kind, None, cell))
         except structures.DeadVariant:
+            if probe:
+                raise _InlineFailed() from None
             return self._failed_outputs(flat, 'this call with a %s' % kind.name.lower())
         except ConversionError:
             raise
         except Exception:  # noqa: BLE001 - the user's code raises for it: the run
             # re-runs in Python, which raises it as eagerly
+            if probe:
+                raise _InlineFailed() from None
             return self._failed_outputs(flat, 'this call with a %s' % kind.name.lower())
         finally:
             self._inlining -= 1

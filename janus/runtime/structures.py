@@ -549,6 +549,11 @@ def _check(condition, description):
     scalars.assume(condition, description)
 
 
+def check(condition, description):
+    """A check in the traced recursion: a failure re-runs the call in Python."""
+    _check(condition, description)
+
+
 def fail_check(description):
     """A check that fails wherever it runs (code the guard proves unreachable)."""
     _check(tf.constant(False), description)

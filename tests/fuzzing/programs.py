@@ -2929,6 +2929,72 @@ def f_rec_word(b):
     b.item('acc = acc + %s(%s, acc, tf.constant([1.0, 2.0, 3.0, 4.0]))' % (fn, T))
 
 
+REC_LIST_TREES = '''
+def l_tree(seed, size, arity, leaf):
+    """A nested list of ``size`` leaves, lists of 2..``arity`` items, some tuples;
+    ``leaf``: 'int', 'float', or 'odd' (one leaf a string: no graph reads that)."""
+    def build(seed, size):
+        if size <= 1:
+            if leaf == 'odd' and seed % 5 == 0:
+                return 'w%d' % (seed % 3)
+            return seed % 7 if leaf != 'float' else (seed % 9) / 4
+        parts = min(2 + seed % max(1, arity - 1), size)
+        sizes = [size // parts + (1 if j < size % parts else 0) for j in range(parts)]
+        items = [build(seed * 7 + 3 * j + 1, n) for j, n in enumerate(sizes)]
+        return tuple(items) if seed % 4 == 1 else items
+    return list(build(seed, size)) if size > 1 else [build(seed, 1), build(seed + 1, 1)]
+'''
+
+
+def f_rec_list(b):
+    """A recursive helper over a nested list passed in (new every call; its shape
+    follows the call and the regime): a generator sum, a for loop, unpacking of
+    pairs (a triple there: eager's ValueError), ``len`` or a ``max`` depth."""
+    rng = b.rng
+    if REC_LIST_TREES not in b.module:
+        b.module.append(REC_LIST_TREES)
+    T = b.fresh('lt')
+    form = rng.choice(['sum', 'loop', 'pair', 'depth', 'len'])
+    arity = 2 if form == 'pair' else rng.choice([2, 3])
+    leaf = rng.choices(['int', 'float', 'odd'], weights=[0.6, 0.3, 0.1])[0]
+    if form == 'pair' and rng.random() < 0.3:
+        arity = 3   # a triple where the helper unpacks a pair: eager's ValueError
+    small, big = rng.choice([(2, 4), (3, 7), (2, 2)])
+    b.params.append((T, lambda i: 'l_tree(%d, %d, %d, %r)' % (
+        i * 5 + 3, big if b.regime(i) else small + i % 3, arity, leaf)))
+    fn = b.fresh('lrec')
+    seq = '(list, tuple)'
+    if form == 'sum':
+        body = ['    if isinstance(node, %s):' % seq,
+                '        return sum(%s(c, t) for c in node)' % fn,
+                '    return t * node']
+    elif form == 'loop':
+        body = ['    if not isinstance(node, %s):' % seq,
+                '        return t + node',
+                '    acc = t * 0.0',
+                '    for c in node:',
+                '        acc = acc + %s(c, t) * 0.5' % fn,
+                '    return acc']
+    elif form == 'pair':
+        body = ['    if isinstance(node, (int, float)):',
+                '        return t * (node + 1)',
+                '    left, right = node',
+                '    return %s(left, t) - %s(right, t) * 0.5' % (fn, fn)]
+    elif form == 'depth':
+        body = ['    if not isinstance(node, %s):' % seq,
+                '        return 0',
+                '    return 1 + max(%s(c, t) for c in node)' % fn]
+    else:
+        body = ['    if isinstance(node, %s):' % seq,
+                '        total = len(node) * t',
+                '        for j in range(len(node)):',
+                '            total = total + %s(node[j], t)' % fn,
+                '        return total',
+                '    return t * node']
+    b.module.append('\n'.join(['def %s(node, t):' % fn] + body))
+    b.item('acc = acc + %s(%s, acc)' % (fn, T))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -2974,6 +3040,8 @@ FEATURES = {
     # number-or-None attributes and node methods (appended last: skipping REC_FEATURES2
     # gives the programs of before)
     'rec_word': f_rec_word,
+    # nested lists (appended last: skipping REC_FEATURES3 gives the programs of before)
+    'rec_list': f_rec_list,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -2987,7 +3055,8 @@ DATASET_FEATURES3 = ('list_iter_arg', 'mutate_loop')
 DATASET_FEATURES = ('ds_loop',) + DATASET_FEATURES2 + DATASET_FEATURES3
 TRY_FEATURES = ('try_stmt',)
 REC_FEATURES2 = ('rec_word',)
-REC_FEATURES = ('recursion',) + REC_FEATURES2
+REC_FEATURES3 = ('rec_list',)
+REC_FEATURES = ('recursion',) + REC_FEATURES2 + REC_FEATURES3
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -3008,7 +3077,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'break_ctx': 3, 'break_gen': 3, 'break_log': 3,
            'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
            'list_iter_arg': 2, 'mutate_loop': 2,
-           'try_stmt': 3, 'recursion': 3, 'rec_word': 3}
+           'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
