@@ -655,3 +655,14 @@ def test_lowered_conds_give_eager_steps():
     """``config.recursion_lowers_conds``: the functions' tf.conds as Switch/Merge."""
     step = _word_tree_steps(WordModel, seed=13, steps=6, recursion_lowers_conds=True)
     assert janus.stats(step)['graph_calls'] >= 3
+
+
+def test_node_calls_traced_into_the_calling_level_give_eager_steps():
+    model, twin = TreeModel(), TreeModel()
+    step = janus.function(model.step)
+    rng = np.random.default_rng(11)
+    with config.patch(recursion_inline_levels=1, strict=True):
+        for _ in range(6):
+            trees = [random_tree(rng, int(rng.integers(1, 9))) for _ in range(3)]
+            _same_steps(model, twin, step, trees)
+    assert janus.stats(step)['graph_calls'] >= 3

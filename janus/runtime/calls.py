@@ -153,6 +153,9 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
         return issubclass(args[0].type, args[1]) if callee is isinstance else callee(*args)
     if callee is type and len(args) == 1 and not kwargs and scalars.is_dynamic(args[0]):
         return args[0].type
+    if any(callee is c for c in _PASSING_ON) and not kwargs \
+            and not any(scalars.is_dynamic(a) for a in args):
+        return _NOT_HANDLED   # ``enumerate(items)``: the numbers are only handed on
     if any(callee is c for c in _PASS_THROUGH) or _is_user_code(ctx, callee) \
             or _is_str_format(callee) or _stores_numbers(callee, args, kwargs):
         return _NOT_HANDLED
@@ -276,7 +279,9 @@ def _node_builtin(callee, args, kwargs):
     if callee is type and len(args) == 1 and not kwargs and args[0].static is not None:
         return structures.key_type(args[0].static)
     if any(callee is builtin for builtin in _ITERATING_BUILTINS):
-        args = [structures.items(a) if structures.is_node(a) else a for a in args]
+        ctx = current()
+        args = [ctx.made_result(structures.items(a)) if structures.is_node(a) else a
+                for a in args]
         return call(callee, *args, **kwargs)
     return _NOT_HANDLED
 

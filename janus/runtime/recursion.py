@@ -228,6 +228,7 @@ class RecursionBuild:
         self.passed_kinds = set()
         self._inlining = 0         # cases of the function being run inline (``_dispatch``)
         self._failing = {}         # kind -> whether its inline case raises (``_inline_fails``)
+        self._levels = 0           # node calls traced in place around this point (``_node_call``)
         self.state = []            # _StateSlot: numbers the body rewrites, threaded through
         self._node_values = {}     # position -> the NodeRef the body was given there
         self._stack_base = 0       # converted frames when the body began (frames per level)
@@ -797,13 +798,13 @@ class RecursionBuild:
                                  '%s is not given a %s' % (self.label, kind.name.lower()))
         kinds = [kind for kind in kinds if kind not in failing]
         if not kinds:
-            return recurse(*flat)
+            return self._node_call(recurse, flat, position)
         code = value.code_tensor()
 
         def case(kind):
             def run():
                 if kind is None:
-                    return kept_running(list(recurse(*flat)))
+                    return kept_running(list(self._node_call(recurse, flat, position)))
                 return kept_running(self._inline(kind, flat, position, flat[at]))
             return run
         if len(kinds) == 1:
@@ -812,6 +813,20 @@ class RecursionBuild:
         for number, kind in enumerate(kinds, 1):
             branch += tf.where(tf.equal(code, structures.code_of_kind(kind)), number, 0)
         return tf.switch_case(branch, [case(None)] + [case(kind) for kind in kinds])
+
+    def _node_call(self, recurse, flat, position):
+        """The call of a node: the function's graph run through ``Janus>Invoke``, or
+        within ``config.recursion_inline_levels`` of the body, its body traced in place
+        (a node's children computed in its own call: fewer calls per tree)."""
+        if self._levels >= config.recursion_inline_levels:
+            return recurse(*flat)
+        self._levels += 1
+        try:
+            node = structures.NodeRef(flat[self._input_of(position)], self.schema, self.table,
+                                      derived=True)
+            return self._class_switch(flat, position, node)
+        finally:
+            self._levels -= 1
 
     def _inline_fails(self, kind, position):
         """Whether the function's case for ``kind`` (None, a number) raises whatever
