@@ -233,3 +233,29 @@ def test_a_loop_over_a_child_list_of_any_length():
         roots = [random_nary(rng, 3) for _ in range(2)]
         _close(fn(roots, w), step(roots, w))
     assert janus.stats(fn)['graph_calls'] >= 4
+
+
+def test_enumerate_zip_and_list_of_a_list_node():
+    def weighted(t):
+        if isinstance(t, list):
+            total = 0
+            for i, c in enumerate(t):
+                total = total + (i + 1) * weighted(c)
+            return total
+        return t
+
+    def mirrored(t):
+        if isinstance(t, list):
+            pairs = sum(mirrored(a) * mirrored(b) for a, b in zip(t, reversed(t)))
+            return pairs + sum(mirrored(c) for c in list(t))
+        return t
+
+    def f(tree, x):
+        return x * weighted(tree), x * mirrored(tree)
+    fn = janus.function(f)
+    rng = np.random.default_rng(7)
+    for _ in range(8):
+        tree = random_tree(rng, int(rng.integers(3, 8)), arity=3)
+        got, want = fn(tree, tf.constant(1)), f(tree, tf.constant(1))
+        assert [int(v) for v in got] == [int(v) for v in want]
+    assert janus.stats(fn)['graph_calls'] >= 3
