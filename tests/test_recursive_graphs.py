@@ -666,3 +666,27 @@ def test_node_calls_traced_into_the_calling_level_give_eager_steps():
             trees = [random_tree(rng, int(rng.integers(1, 9))) for _ in range(3)]
             _same_steps(model, twin, step, trees)
     assert janus.stats(step)['graph_calls'] >= 3
+
+
+def test_a_recursive_helper_called_on_nodes_inside_the_recursion():
+    class Model(TreeModel):
+        def size(self, node):
+            if node.is_leaf:
+                return 1
+            return self.size(node.left) + self.size(node.right)
+
+        def encode(self, node):
+            if node.is_leaf:
+                return tf.nn.embedding_lookup(self.embedding, [node.word])
+            scale = 1.0 / self.size(node)
+            return scale * tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
+                                                        self.encode(node.right)], 1), self.w))
+    model, twin = Model(), Model()
+    step = janus.function(model.step)
+    rng = np.random.default_rng(12)
+    with config.patch(strict=True):
+        for _ in range(7):
+            trees = [random_tree(rng, int(rng.integers(1, 9))) for _ in range(3)]
+            _same_steps(model, twin, step, trees)
+    assert janus.stats(step)['graph_calls'] >= 3
+    assert 'Model.size' in janus.explain(step)

@@ -245,8 +245,8 @@ def test_enumerate_zip_and_list_of_a_list_node():
         return t
 
     def mirrored(t):
-        if isinstance(t, list):
-            pairs = sum(mirrored(a) * mirrored(b) for a, b in zip(t, reversed(t)))
+        if isinstance(t, list):   # another recursive function on its items, in the graph
+            pairs = sum(weighted(a) * weighted(b) for a, b in zip(t, reversed(t)))
             return pairs + sum(mirrored(c) for c in list(t))
         return t
 

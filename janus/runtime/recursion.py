@@ -64,11 +64,13 @@ class _InlineFailed(Exception):
     """The function's case for None or a number raised in its probe trace."""
 
 
-def may_recurse(fn, owner=None):
-    """Whether ``fn`` may call itself: directly, through a closure, or through the
-    functions (and ``owner``'s methods) its code names (mutual recursion)."""
+def may_recurse(fn, owner=None, targets=None):
+    """Whether ``fn`` may call itself (or, given ``targets``, a function of those
+    codes): directly, through a closure, or through the functions (and ``owner``'s
+    methods) its code names (mutual recursion)."""
     target = fn.__code__
-    if fn.__name__ in target.co_freevars:
+    targets = targets if targets is not None else (target,)
+    if target in targets and fn.__name__ in target.co_freevars:
         return True
     seen, todo = {target}, [fn]
     while todo and len(seen) < _MAX_CALLEES:
@@ -76,7 +78,7 @@ def may_recurse(fn, owner=None):
         for _, found in _named_callees(current, owner):
             if not isinstance(found, types.FunctionType):
                 continue
-            if found.__code__ is target:
+            if found.__code__ in targets:
                 return True
             if found.__code__ not in seen:
                 seen.add(found.__code__)
@@ -119,7 +121,13 @@ def over_objects(fn, args, kwargs, receiver):
     if not may_recurse(fn, args[0] if receiver and args else None):
         return False
     values = list(args[1 if receiver else 0:]) + list(kwargs.values())
-    return any(structures.is_structure_root(v) for v in values)
+    if any(structures.is_structure_root(v) for v in values):
+        return True
+    # A node of a recursion being traced: a helper of its own, unless it leads back to
+    # a function being traced (mutual recursion: inlined, its calls those functions')
+    ctx = current()
+    return any(structures.is_node(v) for v in values) and not may_recurse(
+        fn, args[0] if receiver and args else None, tuple(ctx.recursion_active))
 
 
 def active(ctx, fn):
@@ -132,7 +140,18 @@ def call(ctx, fn, args, kwargs, receiver, run):
     ``run(args)``: the converted ``fn`` run inlined on those (positional) arguments."""
     values, owner = _arguments(fn, args, kwargs, receiver)
     params = [_param(value) for value in values]
+    # Given a node of a structure being read (a recursive helper called from inside a
+    # recursive function): the function reads that structure's table.
+    within = next((value for value in values if structures.is_node(value)), None)
     key = (fn.__code__, id(owner), tuple(_param_key(p) for p in params))
+    if within is not None:   # one build per structure: its captures settle across traces
+        build = within.schema.helpers.get(key)
+        if build is None:
+            build = within.schema.helpers[key] = RecursionBuild(
+                ctx, fn, owner, receiver, params, values, run, len(ctx.recursive_builds),
+                within)
+            ctx.recursion_builds_made.append(build)
+        return build.call_within(ctx, args, kwargs, receiver)
     build = ctx.recursive_builds.get(key)
     if build is None or not build.reusable(ctx):
         build = ctx.recursive_builds[key] = RecursionBuild(ctx, fn, owner, receiver, params,
@@ -184,7 +203,7 @@ def _arguments(fn, args, kwargs, receiver):
 
 
 def _param(value):
-    if structures.is_node_value(value):
+    if structures.is_node_value(value) or structures.is_node(value):
         return (_NODE,)
     if isinstance(value, tf.Tensor):
         return (_TENSOR, tf.TensorSpec(value.shape, value.dtype))
@@ -213,7 +232,7 @@ class RecursionBuild:
     """One recursive function over one call shape: its graph function, its roots,
     the schema of what it reads, and how its results come back."""
 
-    def __init__(self, ctx, fn, owner, receiver, params, values, run, number):
+    def __init__(self, ctx, fn, owner, receiver, params, values, run, number, within=None):
         self.fn, self.owner, self.receiver, self.params, self.run = \
             fn, owner, receiver, list(params), run
         # the first call's arguments: an object every recursive call passes on is kept
@@ -221,11 +240,14 @@ class RecursionBuild:
         self._self_calls = 0
         self.label = fn.__qualname__
         profile = getattr(ctx.plan, 'profile', None)
-        self.schema = structures.Schema([], getattr(profile, 'structures', None), fn.__code__)
+        self.within = within is not None   # reads the structure of a node it is given
+        self.schema = within.schema if self.within else structures.Schema(
+            [], getattr(profile, 'structures', None), fn.__code__)
         self.root_sources, self._root_positions = [], {}
         self.maybe_none = set()    # node parameters a recursive call passes None or maybe-None
-        # kinds of value other than nodes passed at the dispatch position (``_body``)
-        self.passed_kinds = set()
+        # kinds of value other than nodes passed at the dispatch position (``_body``), kept
+        # by the schema (a build within another is made again with each of its traces)
+        self.passed_kinds = self.schema.passed_kinds.setdefault(fn.__code__, set())
         self._inlining = 0         # cases of the function being run inline (``_dispatch``)
         self._failing = {}         # kind -> whether its inline case raises (``_inline_fails``)
         self._levels = 0           # node calls traced in place around this point (``_node_call``)
@@ -240,6 +262,14 @@ class RecursionBuild:
         self.number = number
         self._stacks = {}          # tensor column -> its stack's graph input
         self._top_graph, self._readers = ctx.top_graph, ctx.call_time_readers
+        kept = getattr(ctx.top_graph, '_janus_recursive_builds', None)
+        if kept is None:
+            kept = []
+            ctx.top_graph._janus_recursive_builds = kept   # the graph keeps its functions alive
+        kept.append(self)
+        if self.within:   # the structure's table, guard and tensor columns are its reader's
+            self.table = within.table
+            return
         self.schema.tensor_input = self._tensor_input
         key = ('janus', 'structure', number, fn.__code__.co_name)
         with ctx.top_graph.as_default():   # the top graph's own input, wherever read
@@ -248,11 +278,6 @@ class RecursionBuild:
         if ctx.call_time_readers is not None:
             ctx.call_time_readers.setdefault(key, self._table_now)
         ctx.guards.append(structures.StructureGuard(self.encoder, self.label))
-        kept = getattr(ctx.top_graph, '_janus_recursive_builds', None)
-        if kept is None:
-            kept = []
-            ctx.top_graph._janus_recursive_builds = kept   # the graph keeps its functions alive
-        kept.append(self)
 
     def describe(self):
         """One line for explain: the function, its graph, what it reads and threads."""
@@ -746,6 +771,32 @@ class RecursionBuild:
         for slot, value in zip(self.state, self.state_values(outputs)):
             ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.source_of(slot.obj),
                                                      slot.name, value, None))
+        return self.rebuild(outputs)
+
+    def call_within(self, ctx, args, kwargs, receiver):
+        """A call given a node of a structure being read (a recursive helper called
+        from inside another recursive function, or this one's own outer call): the
+        function's ``Janus>Invoke`` on that node's index, None or a number run in
+        place as a recursive call's would be."""
+        if self.function is None:
+            self.schema.taping = taping()
+            self.ensure_built(ctx)
+        values, _ = _arguments(self.fn, args, kwargs, receiver)
+        position = self._dispatch_position()
+        flat = []
+        for index, (param, value) in enumerate(zip(self.params, values)):
+            flat.extend([self._dispatched(value)] if index == position
+                        else self._passed(index, param, value))
+        flat += [self.state_input(ctx.heap.read(slot.obj, slot.key), slot)
+                 for slot in self.state]
+        if position is None:
+            outputs = self.function(*flat)
+        else:
+            outputs = self._dispatch(self.function, flat, position, values[position])
+        for slot, value in zip(self.state, self.state_values(outputs)):
+            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.source_of(slot.obj),
+                                                     slot.name, value, None))
+        self.mark(ctx)
         return self.rebuild(outputs)
 
     def _descends(self, index, value):

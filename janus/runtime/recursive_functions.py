@@ -54,6 +54,7 @@ _ids = itertools.count()
 # Janus>Invoke runs, for the tracer's analysis of state changes and checks
 # (``effects.called_graphs``); held as long as its RecursiveFunction.
 _GRAPHS = weakref.WeakValueDictionary()
+_KEPT = weakref.WeakSet()   # every live ``_Kept`` (their tables are no variables)
 
 
 def graph_of(name):
@@ -281,10 +282,9 @@ class RecursiveFunction:
                 if ops.differentiable(x.dtype) and i not in scratch]
 
     def _scratch_positions(self):
-        """Input positions of the kept outputs' tables (resources, but no variables)."""
-        if self._kept is None:
-            return ()
-        handles = {id(t.resource_handle) for t in self._kept.tables}
+        """Input positions of kept outputs' tables (resources, but no variables): this
+        function's, and those of a recursive helper it calls."""
+        handles = {id(t.resource_handle) for kept in list(_KEPT) for t in kept.tables}
         return {len(self.arg_specs) + i for i, c in enumerate(self.captures)
                 if id(c) in handles}
 
@@ -337,6 +337,7 @@ class _Kept:
                 tf.int64, spec.dtype, tf.zeros([spec.shape.num_elements()], spec.dtype))
                 for spec in specs]
         self._inserts = set()
+        _KEPT.add(self)
 
     def keep(self, key, outputs):
         keys = tf.reshape(tf.cast(key, tf.int64), [1])

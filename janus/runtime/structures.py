@@ -235,6 +235,9 @@ class Schema:
         self.tensor_input = None
         self.taping = False          # a tape may record the call (tensor columns refused)
         self.frames_per_level = 1    # converted frames one level of the recursion takes
+        # function code -> kinds of value other than nodes its recursive calls pass
+        self.passed_kinds = {}
+        self.helpers = {}            # call key -> the build of a recursive helper given its nodes
         if persisted is not None:
             self.types = list(persisted.get(('types', key), ()))
         self._scan()
