@@ -259,3 +259,16 @@ def test_enumerate_zip_and_list_of_a_list_node():
         got, want = fn(tree, tf.constant(1)), f(tree, tf.constant(1))
         assert [int(v) for v in got] == [int(v) for v in want]
     assert janus.stats(fn)['graph_calls'] >= 3
+
+
+def test_a_recursion_that_slices_a_flat_list_of_numbers_runs_as_eagerly():
+    def halves(xs, x):
+        if len(xs) == 1:
+            return x * xs[0]
+        middle = len(xs) // 2
+        return halves(xs[:middle], x) + halves(xs[middle:], x)
+    fn = janus.function(halves)
+    for xs in ([0.5, 1.5, 2.0, 4.0, 8.0], [1.0, 2.0], [3.0], [0.5, 1.5, 2.0, 4.0, 8.0]):
+        assert float(fn(xs, tf.constant(2.0))) == float(halves(xs, tf.constant(2.0)))
+    assert 'slic' in janus.explain(fn) or 'RECURSION' in janus.explain(fn) \
+        or 'recursi' in janus.explain(fn)
