@@ -288,11 +288,14 @@ class RecursionBuild:
                             for c in sorted(self.schema.columns.values(), key=lambda c: c.row))
         threads = ', '.join('%s.%s' % (type(s.obj).__name__, s.name) for s in self.state)
         graph = function.graphs()[0] if function.graphs() else None
-        return ('%s(%s) as %s: %d ops, %d roots; reads %s of %s%s; gradient: %s'
+        specialized = self._dispatch_position() is not None
+        return ('%s(%s) as %s: %d ops, %s; reads %s of %s%s%s; gradient: %s'
                 % (self.label, params, function.name,
                    len(graph.get_operations()) if graph is not None else 0,
-                   len(self.root_sources), columns or 'no attribute',
+                   'within another recursion' if self.within
+                   else '%d roots' % len(self.root_sources), columns or 'no attribute',
                    '/'.join(structures.key_name(t) for t in self.schema.types),
+                   ' (a body per class)' if specialized else '',
                    '; threads ' + threads if threads else '',
                    'kept outputs (no subtree recomputed)' if function.keeps_outputs
                    else 'recomputes each subtree'))
@@ -413,6 +416,11 @@ class RecursionBuild:
                 if self.schema.stale:
                     continue   # it met more than it started from (a number to thread)
                 structures.refuse('%s: %s' % (self.label, e))
+            except (ValueError, TypeError, AssertionError, LookupError) as e:
+                # TF's gradient of the body failed (cond_v2 cannot resolve a capture
+                # in some nestings of a helper's calls): janus's limit, not the user's
+                structures.refuse('%s: TensorFlow could not build its gradient function '
+                                  '(%s: %s)' % (self.label, type(e).__name__, e))
             if not self.schema.stale:
                 self._refuse_state_changes(function)
                 self.function = function
