@@ -272,3 +272,24 @@ def test_a_recursion_that_slices_a_flat_list_of_numbers_runs_as_eagerly():
         assert float(fn(xs, tf.constant(2.0))) == float(halves(xs, tf.constant(2.0)))
     assert 'slic' in janus.explain(fn) or 'RECURSION' in janus.explain(fn) \
         or 'recursi' in janus.explain(fn)
+
+
+def test_a_helper_on_the_node_beside_a_tensor_parameter_runs_as_eagerly():
+    # (TF cannot build this body's gradient through the helper inside a per-class
+    # branch: janus refuses it cleanly and the call runs in Python)
+    def count(t):
+        if isinstance(t, list):
+            return sum(count(c) for c in t)
+        return 1
+
+    def score(t, x):
+        if isinstance(t, list):
+            return sum(score(c, x) - count(t) for c in t)
+        return x * t
+
+    def run(tree, x):
+        return score(tree, x)
+    fn = janus.function(run)
+    for tree in ([1, [2, 3]], [[4, 5], 6, [7]], [8, [9, [1, 2]]], [[3], [4, 5, 6]],
+                 [1, [2, [3, 4]]], [[1, 2], [3, [4]]]):
+        assert float(fn(tree, tf.constant(1.5))) == float(run(tree, tf.constant(1.5)))
