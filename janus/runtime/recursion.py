@@ -54,6 +54,7 @@ from janus.runtime.tracing import NeedsValue, current
 _NODE, _TENSOR, _SCALAR, _CONST = 'node', 'tensor', 'scalar', 'const'
 _OBJECT = 'object'   # an object every recursive call passes on unchanged (a state object)
 _MAX_ATTEMPTS = 6
+_MAX_VARIANTS = 32   # node classes beyond which a body is traced once for all of them
 
 
 class _NoOutputYet(Exception):
@@ -530,7 +531,8 @@ class RecursionBuild:
         """The node parameter the body is specialized on: the only one (with
         ``config.recursion_specializes``), else None (nodes of unknown class)."""
         positions = [i for i, param in enumerate(self.params) if param[0] == _NODE]
-        if len(positions) != 1 or not config.recursion_specializes:
+        if len(positions) != 1 or not config.recursion_specializes \
+                or len(self.schema.types) > _MAX_VARIANTS:
             return None
         return positions[0]
 
