@@ -860,7 +860,6 @@ class RecursionBuild:
         kinds = [kind for kind in kinds if kind not in failing]
         if not kinds:
             return self._node_call(recurse, flat, position)
-        code = value.code_tensor()
 
         def case(kind):
             def run():
@@ -868,6 +867,9 @@ class RecursionBuild:
                     return kept_running(list(self._node_call(recurse, flat, position)))
                 return kept_running(self._inline(kind, flat, position, flat[at]))
             return run
+        if len(kinds) == 1 and len(kinds) + len(failing) == 1:   # a node, or that kind
+            return tf.cond(value.holds_node(), case(None), case(kinds[0]))
+        code = value.code_tensor()
         if len(kinds) == 1:
             return tf.cond(code >= 0, case(None), case(kinds[0]))
         branch = tf.zeros([], tf.int32)

@@ -344,13 +344,14 @@ class NodeRef:
     (the recursion dispatches on it) or tested (``isinstance``, ``is None``)."""
 
     __slots__ = ('index', 'schema', 'table', 'maybe_none', 'derived', 'fields', 'checked',
-                 'static', 'numbers', 'code')
+                 'static', 'numbers', 'code', 'tag')
 
     def __init__(self, index, schema, table, maybe_none=False, derived=False, static=None,
-                 numbers=frozenset(), code=None):
+                 numbers=frozenset(), code=None, tag=None):
         self.index, self.schema, self.table, self.maybe_none = index, schema, table, maybe_none
         self.derived = derived   # read from another node (a recursion on it descends)
         self.static, self.numbers, self.code = static, frozenset(numbers), code
+        self.tag = tag   # the cell's kind (a scalar tensor), where it may hold a number
         # The node's cells of the rows known now, gathered once where the node is made
         # (one gather and one unpack for all its reads; TF prunes them if unread).
         # Rows added later are gathered where read.  A None's are row 0's, unused.
@@ -381,8 +382,14 @@ class NodeRef:
         ref.index, ref.schema, ref.table, ref.fields = self.index, self.schema, self.table, \
             self.fields
         ref.maybe_none, ref.derived, ref.static = False, self.derived, key
-        ref.numbers, ref.code, ref.checked = frozenset(), None, []
+        ref.numbers, ref.code, ref.checked, ref.tag = frozenset(), None, [], None
         return ref
+
+    def holds_node(self):
+        """A bool tensor: the cell holds a node (not None, not a number)."""
+        if self.numbers:
+            return tf.equal(self.tag, int(Kind.NODE))
+        return tf.greater_equal(self.index, 0)
 
     def code_tensor(self):
         """Its dispatch code: the node's class id, -1 for None, ``code_of_kind`` for
@@ -470,7 +477,7 @@ def attribute(ref, name):
         class_id = tf.gather(ref.table[0], tf.where(node, value, tf.zeros_like(value)))
         code = tf.where(node, class_id, -1 - tag)
         return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present,
-                       derived=True, numbers=numbers, code=code)
+                       derived=True, numbers=numbers, code=code, tag=tag)
     if present == {Kind.NONE} and Kind.MISSING not in kinds:
         return None
     if len(numbers) != 1 or present - numbers - {Kind.NONE}:
