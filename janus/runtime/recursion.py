@@ -410,7 +410,8 @@ class RecursionBuild:
             function = RecursiveFunction(self.fn.__name__, self._body, self._arg_specs(),
                                          [spec for _, spec in self._leaf_specs()],
                                          memo_key=self._memo_key(),
-                                         gradient_scope=lambda: _checks_proven(ctx))
+                                         gradient_scope=lambda: _checks_proven(ctx),
+                                         gradient_optional=not self.schema.taping)
             try:
                 function.build()
             except RecursionBuildError as e:
@@ -454,8 +455,8 @@ class RecursionBuild:
         its outputs under it for the gradient (``config.recursion_keeps_outputs``)."""
         kinds = [param[0] for param in self.params]
         if not config.recursion_keeps_outputs or self.state or kinds.count(_NODE) != 1 \
-                or _TENSOR in kinds or _SCALAR in kinds:
-            return None
+                or _TENSOR in kinds or _SCALAR in kinds or not self.schema.taping:
+            return None   # (no tape records the call: nothing would read them back)
         return 0   # the only graph argument
 
     def _refuse_state_changes(self, function):

@@ -70,7 +70,7 @@ class RecursiveFunction:
     """``body`` as one library function calling itself; ``self(*args)`` calls it."""
 
     def __init__(self, label, body, arg_specs, output_specs, memo_key=None,
-                 gradient_scope=contextlib.nullcontext):
+                 gradient_scope=contextlib.nullcontext, gradient_optional=False):
         number = next(_ids)
         self.name = 'janus_rec_%s_%d' % (label, number)
         self.grad_name = self.name + '_grad'
@@ -83,6 +83,8 @@ class RecursiveFunction:
         self._tracing_gradient = False
         # () -> a context manager held while the gradient function is traced
         self._gradient_scope = gradient_scope
+        # No tape records the calls: a gradient TF cannot build is left out
+        self.gradient_optional = gradient_optional
         self.body = body
         self.arg_specs = [tf.TensorSpec.from_spec(s) for s in arg_specs]
         self.output_specs = [tf.TensorSpec.from_spec(s) for s in output_specs]
@@ -119,12 +121,21 @@ class RecursiveFunction:
         try:
             with self._gradient_scope():
                 grad_graph = self._trace_sparse_settled()
+        except (ValueError, TypeError, AssertionError, LookupError):
+            if not self.gradient_optional:
+                raise
+            # No tape records the call: it runs without a gradient function (one asked
+            # for later raises, never zeros).
+            ops.forget_gradient_layout(self.grad_name)
+            grad_graph, self.grad_name = None, ''
         finally:
             self._tracing_gradient = False
-        functions += self._register(self.grad_name, grad_graph)
-        graphs.append(grad_graph)
+        if grad_graph is not None:
+            functions += self._register(self.grad_name, grad_graph)
+            graphs.append(grad_graph)
+            _GRAPHS[self.grad_name] = grad_graph
         self._functions, self._graphs = functions, graphs
-        _GRAPHS[self.name], _GRAPHS[self.grad_name] = graph, grad_graph
+        _GRAPHS[self.name] = graph
 
     def _register(self, name, graph):
         """Registers ``graph`` as the library function ``name`` (its tf.conds lowered,
