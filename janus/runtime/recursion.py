@@ -789,8 +789,7 @@ class RecursionBuild:
         from inside another recursive function, or this one's own outer call): the
         function's ``Janus>Invoke`` on that node's index, None or a number run in
         place as a recursive call's would be."""
-        if self.function is None:
-            self.schema.taping = taping()
+        if self.function is None:   # (whether a tape records it: the structure's reader's)
             self.ensure_built(ctx)
         values, _ = _arguments(self.fn, args, kwargs, receiver)
         position = self._dispatch_position()
