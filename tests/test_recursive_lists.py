@@ -233,6 +233,17 @@ def test_a_loop_over_a_child_list_of_any_length():
         roots = [random_nary(rng, 3) for _ in range(2)]
         _close(fn(roots, w), step(roots, w))
     assert janus.stats(fn)['graph_calls'] >= 4
+    # a child without a child list, deep in a tree: eager's AttributeError
+    roots = [random_nary(rng, 3) for _ in range(2)]
+    odd = NaryNode(2.0)
+    del odd.children
+    roots[1].children.append(odd)
+    with pytest.raises(AttributeError, match='children'):
+        fn(roots, w)
+    with pytest.raises(AttributeError, match='children'):
+        step(roots, w)
+    roots = [random_nary(rng, 3) for _ in range(2)]
+    _close(fn(roots, w), step(roots, w))
 
 
 def test_enumerate_zip_and_list_of_a_list_node():
