@@ -25,6 +25,13 @@ through every call as extra inputs and outputs (``_StateSlot``), so the writes
 keep program order.  With one node parameter and nothing else deciding a call,
 the gradient reads each call's kept outputs back (``recursive_functions._Kept``).
 
+With one node parameter the body is one branch per node class (``_class_switch``:
+the class known in each, ``NodeRef.static``); None or a number passed where the
+node goes (a nested list's leaf) is that case of the function run in place at the
+call (``_dispatch``).  Nested lists and tuples are nodes too (``structures.class_key``);
+a recursive helper given a node inside a recursion is a build of its own on the
+same table (``call_within``).
+
 What the body may not do (refused, ``Reason.RECURSION``; the call then runs
 imperatively, as before): change a list or dict, print, change TF state, use a
 node other than by reading its attributes, testing ``isinstance``/``is None`` or

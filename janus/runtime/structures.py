@@ -5,9 +5,10 @@ Needs a ``TraceContext`` while a recursive graph function is traced
 heap inside the graph; janus encodes them on the host instead (issue 21's
 measured design: ~14 us per tree, against the GIL per attribute):
 
-* a ``Schema`` is what the recursion reads: the node classes it meets and, per
+* a ``Schema`` is what the recursion reads: the node classes it meets (a list or
+  tuple's class includes its length, its items are columns ``0..n-1``) and, per
   attribute read (a *column*), the kinds of value seen there (another node,
-  None, an int, a float, a bool, absent);
+  None, an int, a float, a bool, absent), overall and per class;
 * ``Encoder.encode`` walks, before each run, exactly those attributes from the
   call's root objects and packs one int64 table ``[rows, nodes]``: each node's
   class, and per column each node's value and kind (floats as their bits, a
