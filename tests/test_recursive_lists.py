@@ -3,6 +3,8 @@ the structure changes every call and is compared with eager on every call
 (results, gradients, optimizer state, exceptions), the lists passed whole and
 proved by the structure guard, numbers at the leaves run inline.
 """
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -101,6 +103,11 @@ def _close(a, b):
                                    np.asarray(tf.convert_to_tensor(y)), rtol=1e-5, atol=1e-6)
 
 
+def _same_steps(model, twin, step, trees):
+    _close(step(trees), twin.step(trees))
+    _close(model.state(), twin.state())
+
+
 def test_a_tree_rnn_over_nested_pairs_trains_as_eagerly():
     model, twin = ListTreeModel(), ListTreeModel()
     step = janus.function(model.step)
@@ -108,8 +115,7 @@ def test_a_tree_rnn_over_nested_pairs_trains_as_eagerly():
     with config.patch(strict=True):
         for _ in range(8):
             trees = [random_tree(rng, int(rng.integers(2, 9))) for _ in range(3)]
-            _close(step(trees), twin.step(trees))
-            _close(model.state(), twin.state())
+            _same_steps(model, twin, step, trees)
     assert janus.stats(step)['graphs_built'] == 1
     assert janus.stats(step)['graph_calls'] >= 5
 
@@ -182,14 +188,15 @@ def test_a_list_the_call_changes_before_the_recursion_is_read_as_changed():
         assert tree == twin
 
 
-def test_a_string_leaf_and_a_list_of_tensors_keep_their_old_paths():
-    def count(t):
-        if isinstance(t, list):
-            return sum(count(c) for c in t)
-        return 1
+def count_leaves(t):
+    if isinstance(t, list):
+        return sum(count_leaves(c) for c in t)
+    return 1
 
+
+def test_a_string_leaf_and_a_list_of_tensors_keep_their_old_paths():
     def words(tree, x):
-        return x * count(tree)
+        return x * count_leaves(tree)
     fn = janus.function(words)
     for tree in (['a', ['b', 'c']], [['x'], 'y', ['z', ['w']]], ['a', ['b', 'c']]):
         assert float(fn(tree, tf.constant(2.0))) == float(words(tree, tf.constant(2.0)))
@@ -281,21 +288,16 @@ def test_a_recursion_that_slices_a_flat_list_of_numbers_runs_as_eagerly():
     fn = janus.function(halves)
     for xs in ([0.5, 1.5, 2.0, 4.0, 8.0], [1.0, 2.0], [3.0], [0.5, 1.5, 2.0, 4.0, 8.0]):
         assert float(fn(xs, tf.constant(2.0))) == float(halves(xs, tf.constant(2.0)))
-    assert 'slic' in janus.explain(fn) or 'RECURSION' in janus.explain(fn) \
-        or 'recursi' in janus.explain(fn)
+    # the line with the recursion is a graph break: it runs in Python
+    assert re.search(r'line \d+ runs in Python', janus.explain(fn))
 
 
 def test_a_helper_on_the_node_beside_a_tensor_parameter_runs_as_eagerly():
     # (TF cannot build this body's gradient through the helper inside a per-class
     # branch: janus refuses it cleanly and the call runs in Python)
-    def count(t):
-        if isinstance(t, list):
-            return sum(count(c) for c in t)
-        return 1
-
     def score(t, x):
         if isinstance(t, list):
-            return sum(score(c, x) - count(t) for c in t)
+            return sum(score(c, x) - count_leaves(t) for c in t)
         return x * t
 
     def run(tree, x):
