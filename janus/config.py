@@ -30,6 +30,8 @@ class _Config:
         recursion_lowers_conds=False,  # True: a recursive graph function's tf.conds run as Switch/Merge in its own executor, not as If ops (measured neutral on TreeRNN and deep chains)
         recursion_specializes=True,  # a recursive graph function over objects with one node parameter is traced once per node class (isinstance and a list's length known; None and numbers run inline at the call); False: one body for nodes of any class
         recursion_inline_levels=0,  # levels of a recursive graph function's node calls traced into the calling level (fewer function calls per tree, but nested conds: measured 1.5x slower on TreeRNN; 0: every node call is a Janus>Invoke)
+        recursion_runs_levels=True,  # a recursive function over objects whose calls decide only its results runs for every node of a depth at once (TF's pfor), shallowest first; False: one Janus>Invoke per node
+        recursion_max_levels=48,  # deepest structure (with room to spare) a level-by-level graph is unrolled for; deeper: one Janus>Invoke per node
         recursion_keeps_outputs=True,  # a recursive graph function over objects keeps each call's outputs for its gradient (no subtree recomputed); False: the gradient recomputes them
         max_unroll=64,            # longest loop (trip count / while iterations) unrolled; longer: tf.while_loop (0: never unroll, the ablation's no-unrolling setting)
         trace_seconds_limit=60.0,  # a trace running longer than this is abandoned and the function runs imperatively (Reason.TRACE_TOO_LONG); 0: no limit

@@ -238,8 +238,8 @@ def _explain_graph(jf, entry, number, newest=None):
         out += ['        %s' % text for text in texts]
     recursive = getattr(entry, 'recursive', ())
     if recursive:
-        out.append('      recursive graph functions (one graph each, calling itself through '
-                   'Janus>Invoke):')
+        out.append('      recursive functions (one graph each: every node of a depth at once, '
+                   'or calling itself through Janus>Invoke):')
         for text in recursive:
             out += _wrap(text, '        ', '          ')
     assumptions = list(entry.assumptions.values())

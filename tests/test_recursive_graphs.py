@@ -76,19 +76,25 @@ def _close(a, b):
                                    np.asarray(tf.convert_to_tensor(y)), rtol=1e-5, atol=1e-6)
 
 
-def test_trees_of_a_new_shape_every_call_run_one_graph_with_eager_gradients():
+@pytest.mark.parametrize('levels', [True, False], ids=['by_levels', 'by_invoke'])
+def test_trees_of_a_new_shape_every_call_run_one_graph_with_eager_gradients(levels):
     model, twin = TreeModel(), TreeModel()
     step = janus.function(model.step)
     rng = np.random.default_rng(0)
-    with config.patch(strict=True):
+    with config.patch(strict=True, recursion_runs_levels=levels):
         for _ in range(9):   # base cases at every depth: single leaves to 9-leaf trees
             trees = [random_tree(rng, int(rng.integers(1, 10))) for _ in range(3)]
             _same_steps(model, twin, step, trees)
     assert janus.stats(step)['graphs_built'] == 1
     assert janus.stats(step)['graph_calls'] >= 5
     text = ' '.join(janus.explain(step).split())
-    assert 'STRUCTURE_MATCH' in text and 'TreeModel.encode(node) as janus_rec_encode' in text
-    assert 'gradient: kept outputs (no subtree recomputed)' in text
+    assert 'STRUCTURE_MATCH' in text
+    if levels:
+        assert 'TreeModel.encode(node) level by level' in text
+        assert "gradient: TF's, of the unrolled levels" in text
+    else:
+        assert 'TreeModel.encode(node) as janus_rec_encode' in text
+        assert 'gradient: kept outputs (no subtree recomputed)' in text
 
 
 def test_isinstance_dispatch_over_two_classes():
@@ -439,7 +445,7 @@ def test_a_tree_lstm_returning_h_and_c_trains_as_eagerly():
 
 def test_the_gradient_that_recomputes_subtrees_matches_too():
     model, twin = TreeModel(), TreeModel()
-    with config.patch(recursion_keeps_outputs=False):
+    with config.patch(recursion_keeps_outputs=False, recursion_runs_levels=False):
         step = janus.function(model.step)
         rng = np.random.default_rng(8)
         for _ in range(6):

@@ -51,7 +51,8 @@ from janus import guards, pytypes
 from janus.sources import ArgSource, ItemSource
 from janus.errors import ConversionError
 from janus.config import config
-from janus.runtime import access, effects, ops, scalars, shadow_heap, structures
+from janus.runtime import (access, effects, ops, recursion_levels, scalars, shadow_heap,
+                           structures)
 from janus.runtime.shadow_heap import Write, WriteKind
 from janus.runtime.structures import Kind
 from janus.runtime.control.common import in_traced_region, kept_running, taping
@@ -185,7 +186,9 @@ def call(ctx, fn, args, kwargs, receiver, run):
     build.refuse_unfit_structure()
     inputs += [build.state_input(access.attr(slot.obj, slot.name), slot)
                for slot in build.state]
-    outputs = build.function(*inputs)
+    outputs = build.level_outputs(ctx, inputs)
+    if outputs is None:
+        outputs = build.function(*inputs)
     for slot, value in zip(build.state, build.state_values(outputs)):
         access.setattr_(slot.obj, slot.name, value)   # written back after the run
         ctx.recursion_writes.add(id(ctx.heap.writes[-1]))
@@ -258,7 +261,7 @@ class RecursionBuild:
         self.passed_kinds = self.schema.passed_kinds.setdefault(fn.__code__, set())
         self._inlining = 0         # cases of the function being run inline (``_dispatch``)
         self._failing = {}         # kind -> whether its inline case raises (``_inline_fails``)
-        self._levels = 0           # node calls traced in place around this point (``_node_call``)
+        self._inlined = 0          # node calls traced in place around this point (``_node_call``)
         self.state = []            # _StateSlot: numbers the body rewrites, threaded through
         self._node_values = {}     # position -> the NodeRef the body was given there
         self._stack_base = 0       # converted frames when the body began (frames per level)
@@ -266,6 +269,10 @@ class RecursionBuild:
         self.structure = None      # what the body returns (a nest of 0s) ...
         self.leaves = None         # ... and its leaves: ('tensor', TensorSpec) / ('scalar', type)
         self.function = None
+        self.dead_classes = set()   # node classes whose body fails for every node
+        self._levels = None         # recursion_levels.LevelRun, once it runs that way
+        self.level_refusal = None   # why it does not run level by level ('' when it does)
+        self._traced_depth = 0      # the traced call's structure's depth, so far
         self._encoder = None
         self.number = number
         self._stacks = {}          # tensor column -> its stack's graph input
@@ -297,21 +304,33 @@ class RecursionBuild:
         threads = ', '.join('%s.%s' % (type(s.obj).__name__, s.name) for s in self.state)
         graph = function.graphs()[0] if function.graphs() else None
         specialized = self._dispatch_position() is not None
-        return ('%s(%s) as %s: %d ops, %s; reads %s of %s%s%s; gradient: %s'
-                % (self.label, params, function.name,
-                   len(graph.get_operations()) if graph is not None else 0,
+        if self.runs_levels:
+            how = 'level by level (%d ops a node, %d levels)' % (self._levels.node_ops,
+                                                                 self._levels.levels)
+        else:
+            how = 'as %s: %d ops' % (function.name,
+                                     len(graph.get_operations()) if graph is not None else 0)
+        return ('%s(%s) %s, %s; reads %s of %s%s%s; gradient: %s'
+                % (self.label, params, how,
                    'within another recursion' if self.within
                    else '%d roots' % len(self.root_sources), columns or 'no attribute',
                    '/'.join(structures.key_name(t) for t in self.schema.types),
                    ' (a body per class)' if specialized else '',
                    '; threads ' + threads if threads else '',
-                   'kept outputs (no subtree recomputed)' if function.keeps_outputs
-                   else 'recomputes each subtree'))
+                   self._gradient_text()))
+
+    def _gradient_text(self):
+        if self.runs_levels:
+            return 'TF\'s, of the unrolled levels'
+        if self.function.keeps_outputs:
+            return 'kept outputs (no subtree recomputed)'
+        return 'recomputes each subtree'
 
     # -- the host side ---------------------------------------------------------
     def encoder(self):
         if self._encoder is None:   # first asked at the first run: the trace is over
-            self._encoder = structures.Encoder(self.schema, self.root_sources)
+            levels = self._levels.levels if self.runs_levels else None
+            self._encoder = structures.Encoder(self.schema, self.root_sources, levels)
             self.schema.roots = []   # the traced call's objects are not kept
         return self._encoder
 
@@ -390,9 +409,10 @@ class RecursionBuild:
     def refuse_unfit_structure(self):
         """The traced call's own structure must pass the guard too: the graph a trace
         builds runs first on the very call it was traced for, unguarded."""
-        problem = structures.Encoder(self.schema, ()).encode(self.schema.roots)
-        if isinstance(problem, str):
-            structures.refuse('a recursion over this structure: %s' % problem)
+        encoded = structures.Encoder(self.schema, ()).encode(self.schema.roots)
+        if isinstance(encoded, str):
+            structures.refuse('a recursion over this structure: %s' % encoded)
+        self._traced_depth = encoded.deepest()
 
     def _widened(self, ctx):
         ctx.structure_widened = True   # tracer.py asks for another trace
@@ -419,6 +439,9 @@ class RecursionBuild:
                                          memo_key=self._memo_key(),
                                          gradient_scope=lambda: _checks_proven(ctx),
                                          gradient_optional=not self.schema.taping)
+            if self._wants_levels():   # traced only if running level by level fails
+                self.function = function
+                return
             try:
                 function.build()
             except RecursionBuildError as e:
@@ -438,6 +461,95 @@ class RecursionBuild:
             structures.refuse('%s recurses on every path janus could trace (no base case '
                               'outside a recursive call)' % self.label)
         structures.refuse('%s: the structure it reads did not settle' % self.label)
+
+    # -- running level by level (recursion_levels.py) ----------------------------------
+    def _wants_levels(self):
+        if self.level_refusal is None:
+            self.level_refusal = self._level_eligibility()
+        return not self.level_refusal
+
+    def level_outputs(self, ctx, inputs):
+        """The call's results read from every node's, computed level by level, or None
+        where the function does not run that way (``level_refusal`` says why; its
+        ``Janus>Invoke`` function is then built)."""
+        if not self._wants_levels():
+            return None
+        if self._levels is None:
+            self._levels = recursion_levels.LevelRun(self, self.leaf_specs())
+        elif self._levels.levels and self._traced_depth > self._levels.levels:
+            self.schema.levels = recursion_levels.bound(self._traced_depth)
+            self._widened(ctx)   # a deeper root: traced again with more levels
+        assumptions = len(ctx.assumptions)
+        try:
+            return self._levels.outputs(inputs[0])
+        except recursion_levels.Widened:
+            self.schema.levels = -1   # the full body met what the dry run did not
+            self._widened(ctx)
+        except recursion_levels.Refused as e:
+            del ctx.assumptions[assumptions:]
+            return self._without_levels(ctx, str(e))
+
+    def level_count(self, ctx):
+        """How many levels the graph computes (its body traced: every column it reads
+        known): the deepest structure among the call's arguments, with room to
+        spare, or more if an earlier trace met deeper ones."""
+        arguments = ctx.call_arguments
+        values = list(arguments.values()) if isinstance(arguments, dict) else []
+        deepest = max(self._depth_of(self.schema.roots), self._depth_of(
+            [item for value in values
+             for item in (value if type(value) in structures.SEQUENCES else [value])]))
+        self._traced_depth = max(self._traced_depth, deepest)
+        levels = max(self.schema.levels, recursion_levels.bound(deepest))
+        if levels > config.recursion_max_levels:
+            raise recursion_levels.Refused('structures up to %d nodes deep (config.recursion_'
+                                           'max_levels is %d)'
+                                           % (levels, config.recursion_max_levels))
+        self.schema.levels = levels
+        return levels
+
+    def _depth_of(self, objects):
+        """The depth of the deepest of ``objects`` that are nodes the recursion reads
+        (0 where they do not fit its structure: the guard decides those)."""
+        types = set(self.schema.types)
+        roots = [obj for obj in objects if structures.is_node_value(obj)
+                 and structures.class_key(obj) in types]
+        encoded = structures.Encoder(self.schema, ()).encode(roots, check_depth=False)
+        return 0 if isinstance(encoded, str) else encoded.deepest()
+
+    def _without_levels(self, ctx, why):
+        self.level_refusal, self._levels, self.function = why, None, None
+        self.ensure_built(ctx)
+        return None
+
+    @property
+    def runs_levels(self):
+        return self._levels is not None and bool(self._levels.levels) and not self.level_refusal
+
+    def _level_eligibility(self):
+        """'' when each call's results depend on its node alone (one node parameter,
+        the others passed on unchanged, no numbers threaded), else why not."""
+        if not config.recursion_runs_levels:
+            return 'config.recursion_runs_levels is off'
+        if self.schema.levels < 0:
+            return 'its body met, traced whole, what its first trace did not'
+        if self.within:
+            return 'a recursive helper called inside another recursion'
+        if self.state:
+            return 'it threads numbers through its calls'
+        if self._dispatch_position() is None:
+            return 'not one node parameter with at most %d classes' % _MAX_VARIANTS
+        if any(param[0] in (_TENSOR, _SCALAR) for param in self.params):
+            return 'a tensor or number parameter'
+        if any(not spec.shape.is_fully_defined() for _, spec in self._leaf_specs()):
+            return 'results whose shape varies'
+        if set(self.schema.types) <= self.dead_classes:
+            return 'no node class it runs for'
+        return ''
+
+    def node_body(self, recurse, index):
+        """The body's results for the node ``index`` (a scalar int64 tensor), each
+        recursive call ``recurse(child_index)``."""
+        return self._body(recurse, index)
 
     def _passed_on(self, ctx):
         """Node parameters every recursive call passes on unchanged (a state object
@@ -486,6 +598,10 @@ class RecursionBuild:
             elif param[0] == _SCALAR:
                 specs.append(tf.TensorSpec([], scalars.DTYPES[param[1]]))
         return specs + [tf.TensorSpec([], scalars.DTYPES[slot.kind]) for slot in self.state]
+
+    def leaf_specs(self):
+        """The TensorSpec of each value the function returns, flat."""
+        return [spec for _, spec in self._leaf_specs()]
 
     def _leaf_specs(self):
         """What the function returns: the result's leaves, then the threaded numbers."""
@@ -585,11 +701,13 @@ class RecursionBuild:
                 try:
                     outputs = self._run_variant(flat, position, node.with_class(key))
                 except structures.DeadVariant:   # no node of it gets here: the guard
+                    self.dead_classes.add(key)
                     outputs = self._failed_outputs(flat, 'a %s node' % structures.key_name(key))
                 except ConversionError:
                     raise
                 except Exception:  # noqa: BLE001 - the user's code raises for every such
                     # node: the run re-runs in Python, which raises it as eagerly
+                    self.dead_classes.add(key)
                     outputs = self._failed_outputs(flat, 'a %s node' % structures.key_name(key))
                 return kept_running(outputs)
             return run
@@ -888,15 +1006,15 @@ class RecursionBuild:
         """The call of a node: the function's graph run through ``Janus>Invoke``, or
         within ``config.recursion_inline_levels`` of the body, its body traced in place
         (a node's children computed in its own call: fewer calls per tree)."""
-        if self._levels >= config.recursion_inline_levels:
+        if self._inlined >= config.recursion_inline_levels:
             return recurse(*flat)
-        self._levels += 1
+        self._inlined += 1
         try:
             node = structures.NodeRef(flat[self._input_of(position)], self.schema, self.table,
                                       derived=True)
             return self._class_switch(flat, position, node)
         finally:
-            self._levels -= 1
+            self._inlined -= 1
 
     def _inline_fails(self, kind, position):
         """Whether the function's case for ``kind`` (None, a number) raises whatever

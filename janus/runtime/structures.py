@@ -11,8 +11,9 @@ measured design: ~14 us per tree, against the GIL per attribute):
   None, an int, a float, a bool, absent), overall and per class;
 * ``Encoder.encode`` walks, before each run, exactly those attributes from the
   call's root objects and packs one int64 table ``[rows, nodes]``: each node's
-  class, and per column each node's value and kind (floats as their bits, a
-  node as its index, None as -1), the roots' indices last;
+  class (-1 past the last node), per column each node's value and kind (floats
+  as their bits, a node as its index, None as -1), each node's depth (``DEPTH_ROW``:
+  a node's children are shallower) and the roots' indices last;
 * ``StructureGuard`` (``STRUCTURE_MATCH``) is that walk as a guard: a node of
   another class, a value of another kind, a property, a cycle or a structure
   deeper than Python's recursion limit allows makes the call miss (the
@@ -36,6 +37,7 @@ from janus.reasons import Reason
 from janus.runtime import scalars, whitelist
 
 INT_BOUND = guards.SCALAR_INT_BOUND
+DEPTH_ROW = -2   # the table's row of each node's depth (1 for a node with no node below it)
 
 
 class Kind(enum.IntEnum):
@@ -239,6 +241,7 @@ class Schema:
         # function code -> kinds of value other than nodes its recursive calls pass
         self.passed_kinds = {}
         self.helpers = {}            # call key -> the build of a recursive helper given its nodes
+        self._levels = 0             # (``levels`` where nothing is persisted)
         if persisted is not None:
             self.types = list(persisted.get(('types', key), ()))
         self._scan()
@@ -272,6 +275,20 @@ class Schema:
             self.rows += 2
             self._scan(fresh=name)
         return found
+
+    @property
+    def levels(self):
+        """The depth a graph computing every node level by level covers, widened
+        across traces (``recursion_levels.py``); 0 before one."""
+        if self._persisted is None:
+            return self._levels
+        return self._persisted.get(('levels', self._key), 0)
+
+    @levels.setter
+    def levels(self, value):
+        self._levels = value
+        if self._persisted is not None:
+            self._persisted[('levels', self._key)] = value
 
     def types_used(self):
         self._used_types = True
@@ -701,8 +718,9 @@ def truth(ref):
 class Encoder:
     """Packs the structures under one recursive function's roots for one run."""
 
-    def __init__(self, schema, root_sources):
+    def __init__(self, schema, root_sources, max_depth=None):
         self.types = tuple(schema.types)
+        self.max_depth = max_depth   # deeper misses: the graph computes that many levels
         self.type_ids = {kind: i for i, kind in enumerate(self.types)}
         self.columns = [(c.name, c.row, c.kinds) for c in
                         sorted(schema.columns.values(), key=lambda c: c.row)]
@@ -712,7 +730,7 @@ class Encoder:
         # name -> (dtype, shape) of the tensor columns the graph reads (fed stacked)
         self.tensor_specs = {c.name: next(iter(c.specs)) for c in schema.columns.values()
                              if Kind.TENSOR in c.kinds and len(c.specs) == 1}
-        self.rows = schema.rows + 1   # the roots last
+        self.rows = schema.rows + 2   # each node's depth, then the roots, last
         self.frames_per_level = schema.frames_per_level
         self.root_sources = list(root_sources)
         self._pending = None   # (roots, Encoded) the guard encoded for the run about to start
@@ -801,12 +819,17 @@ class Encoder:
                     values[j].append(0)
             children.append(mine)
             position += 1
-        problem = self._depth_problem(children, forward, check_depth)
+        depth = self._depths(children, forward)
+        if isinstance(depth, str):
+            return depth
+        problem = self._depth_problem(depth, check_depth)
         if problem:
             return problem
         count = len(nodes)
         table = np.zeros((self.rows, max(count, len(roots), 1)), np.int64)
+        table[0, :] = -1   # columns past the nodes (as many as the roots) are no node
         table[0, :count] = classes
+        table[DEPTH_ROW, :count] = depth
         for j, (_, row, _) in enumerate(self.columns):
             table[row, :count] = values[j]
             table[row + 1, :count] = tags[j]
@@ -831,26 +854,30 @@ class Encoder:
             stacks[name] = tf.stack([found.get(i, zeros) for i in range(count)])
         return stacks
 
-    def _depth_problem(self, children, forward, check_depth=True):
-        """A cycle, or a structure too deep for eager Python's recursion (eager raises
-        RecursionError there; the graph would not).  ``forward``: every edge leads to a
-        later node (a tree, found breadth first): depths in one backward pass."""
-        count = len(children)
-        if forward:
-            depth = [0] * count
-            for node in range(count - 1, -1, -1):
-                row = children[node]
-                if row:
-                    depth[node] = 1 + max([depth[target] for _, target in row])
-                else:
-                    depth[node] = 1
-        else:
-            depth = self._depths_searched(children)
-            if isinstance(depth, str):
-                return depth
+    def _depths(self, children, forward):
+        """Each node's depth (1 + its deepest child's, over every node column), or a
+        string naming a cycle.  ``forward``: every edge leads to a later node (a tree,
+        found breadth first): depths in one backward pass."""
+        if not forward:
+            return self._depths_searched(children)
+        depth = [0] * len(children)
+        for node in range(len(children) - 1, -1, -1):
+            row = children[node]
+            if row:
+                depth[node] = 1 + max([depth[target] for _, target in row])
+            else:
+                depth[node] = 1
+        return depth
+
+    def _depth_problem(self, depth, check_depth=True):
+        """A structure too deep for eager Python's recursion (eager raises
+        RecursionError there; the graph would not)."""
         if not check_depth:
             return None
         deepest = max(depth, default=0)
+        if self.max_depth is not None and deepest > self.max_depth:
+            return 'a structure %d nodes deep (the graph computes %d levels)' % (
+                deepest, self.max_depth)
         room = sys.getrecursionlimit() - _stack_depth() - 50
         # Eagerly each level takes the frames of the functions it runs through (a->b->a:
         # two), and a comprehension may add one.
@@ -915,6 +942,10 @@ class Encoded:
     def __init__(self, table, stacks):
         self.table, self.stacks = table, stacks
         self._tensor = None
+
+    def deepest(self):
+        """The depth of the deepest node (0: no node)."""
+        return int(self.table[DEPTH_ROW].max(initial=0))
 
     def table_tensor(self):
         if self._tensor is None:

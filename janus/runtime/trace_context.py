@@ -106,6 +106,9 @@ class TraceContext:
         # their builds by call shape, and code -> the build whose body is being traced.
         self.recursive_builds = {}
         self.recursion_active = {}
+        # > 0 while a per-node body is traced to run for a level of nodes at once
+        # (``recursion_levels``): each graph's outputs depend on its checks
+        self.vectorizing = 0
         self.structure_widened = False   # a built one's structure widened: trace again
         self.opaque_arguments = frozenset()   # list arguments passed as themselves
         # list arguments a recursion's roots are in, rebuilt by the signature: passed

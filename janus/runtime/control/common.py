@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
-from janus.runtime import fallible, observe, scalars
+from janus.runtime import fallible, observe, scalars, vectorize
 from janus.runtime.shadow_heap import Deferred
 from janus.runtime.trace_context import Unsupported
 from janus.runtime.tracing import NeedsValue, current
@@ -148,7 +148,10 @@ def kept_running(outputs):
     """``outputs`` of a tf.cond branch or tf.while_loop body being built, after
     making the ops there that may fail but that no output needs run anyway (as
     eagerly; TF would prune them from the branch's function)."""
-    fallible.keep_unused(tf.compat.v1.get_default_graph(), tf.nest.flatten(outputs))
+    graph = tf.compat.v1.get_default_graph()
+    fallible.keep_unused(graph, tf.nest.flatten(outputs))
+    if current().vectorizing:   # TF's vectorizer keeps only what the outputs need
+        return tf.nest.pack_sequence_as(outputs, vectorize.gated(graph, tf.nest.flatten(outputs)))
     return outputs
 
 
