@@ -112,7 +112,6 @@ class LevelRun:
 
     def _node_graph(self):
         """The body traced once for one node, the results so far an input of it."""
-        ctx = current()
         build = self.build
         graph = func_graph_module.FuncGraph('janus_level_%s' % build.fn.__name__)
         # Traced as the recursive graph function's body is, no tape recording it (its
