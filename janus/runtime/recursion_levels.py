@@ -89,7 +89,7 @@ class LevelRun:
             raise
         except (vectorize.NotVectorized, ValueError, TypeError, NotImplementedError) as e:
             raise Refused('TensorFlow could not vectorize its body (%s)'
-                          % str(e).split('\n')[0]) from None
+                          % vectorize.first_line(e)) from None
         self.levels = self.build.level_count(current())
         classes, depth = table[0], table[structures.DEPTH_ROW]
         computed = tf.logical_and(classes >= 0,

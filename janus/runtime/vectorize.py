@@ -34,9 +34,12 @@ class NotVectorized(Exception):
 
 
 def _stacked_check(pfor_input):
-    """A check's condition over the batch: it holds for every item."""
+    """A check's condition over the batch: it holds for every item (for none, when a
+    partition of the batch is empty: a branch no item takes)."""
     condition, stacked, _ = pfor_input.input(0)
-    return tf.reduce_all(condition) if stacked else condition
+    if stacked:
+        return tf.reduce_all(condition)
+    return tf.logical_or(condition, tf.equal(pfor_input.pfor.loop_len_vector[0], 0))
 
 
 def _convert_assert(pfor_input):
@@ -65,11 +68,19 @@ def _convert_resource_gather(pfor_input):
     return pfor_lib.wrap(tf.reshape(rows, shape), stacked)
 
 
+def _convert_bitcast(pfor_input):
+    """A reinterpretation of bits changes only the last axes: the batch's first stays.
+    (janus's structure tables hold floats as their int64 bits.)"""
+    value, stacked, _ = pfor_input.input(0)
+    return pfor_lib.wrap(tf.bitcast(value, pfor_input.get_attr('type')), stacked)
+
+
 def _register():
     registry = pfor_lib._pfor_converter_registry   # noqa: SLF001 - TF has no public one
     for op_type, converter in (('Janus>Assert', _convert_assert),
                                ('Janus>CheckedIdentity', _convert_checked_identity),
-                               ('ResourceGather', _convert_resource_gather)):
+                               ('ResourceGather', _convert_resource_gather),
+                               ('Bitcast', _convert_bitcast)):
         if op_type not in registry:
             pfor_lib.RegisterPFor(op_type)(converter)
 
@@ -141,5 +152,11 @@ def stacked(graph, items, shared, outputs, count):
     try:
         return [converter.convert(t) for t in outputs]
     except (ValueError, NotImplementedError, TypeError) as e:
-        raise NotVectorized('TensorFlow could not vectorize it (%s)'
-                            % str(e).split('\n')[0]) from e
+        raise NotVectorized(first_line(e)) from e
+
+
+def first_line(error):
+    """The line of a (TF-wrapped) error that says what failed."""
+    lines = [line.strip() for line in str(error).split('\n') if line.strip()]
+    found = [line for line in lines if 'vectorization' in line or 'Error' in line]
+    return (found or lines or [type(error).__name__])[0][:200]

@@ -1,0 +1,175 @@
+"""A recursive function over a structure run level by level (every node of a depth
+at once, ``recursion_levels.py``), against eager on every call: a deeper structure
+than the graph's levels, a node no call reaches that fails, a class no call
+reaches, state changed between two recursions in one call, and the cap beyond
+which each node is a call of its own.
+"""
+import numpy as np
+import tensorflow as tf
+
+import janus
+from janus import config
+
+
+class N:
+    def __init__(self, value=None, left=None, right=None):
+        self.value, self.left, self.right = value, left, right
+
+
+def chain(depth, value=1):
+    """A left spine ``depth`` nodes deep, each right child a leaf."""
+    node = N(value=value)
+    for i in range(depth - 1):
+        node = N(left=node, right=N(value=(i % 4) + 1))
+    return node
+
+
+def balanced(rng, n):
+    if n == 1:
+        return N(value=int(rng.integers(0, 5)))
+    k = int(rng.integers(1, n))
+    return N(left=balanced(rng, k), right=balanced(rng, n - k))
+
+
+class Model:
+    def __init__(self):
+        self.embedding = tf.Variable(tf.reshape(tf.range(20.0), [5, 4]) / 10)
+        self.w = tf.Variable(tf.random.stateless_normal([8, 4], seed=[5, 6]))
+
+    def encode(self, node):
+        if node.left is None:
+            return tf.nn.embedding_lookup(self.embedding, [node.value])
+        return tf.tanh(tf.matmul(tf.concat([self.encode(node.left),
+                                            self.encode(node.right)], 1), self.w))
+
+    def roots(self, trees):
+        out = []
+        for tree in trees:
+            out.append(self.encode(tree))
+        return tf.concat(out, 0)
+
+
+def _close(a, b):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def _text(fn):
+    return ' '.join(janus.explain(fn).split())
+
+
+def test_a_structure_deeper_than_the_graphs_levels_gets_a_graph_with_more():
+    model = Model()
+    fn = janus.function(model.roots)
+    rng = np.random.default_rng(0)
+    with config.patch(strict=True):
+        for _ in range(5):   # at most 3 deep: the graph computes 5 levels
+            trees = [balanced(rng, int(rng.integers(1, 4))) for _ in range(2)]
+            _close(fn(trees), model.roots(trees))
+        assert 'level by level' in _text(fn)
+        for depth in (9, 4, 9):   # 9 deep: the guard misses; a graph with more levels
+            trees = [chain(depth), balanced(rng, 3)]
+            _close(fn(trees), model.roots(trees))
+    assert janus.stats(fn)['graphs_built'] == 2
+    assert janus.stats(fn)['fallbacks'] == 0
+    assert 'a structure 9 nodes deep (the graph computes' in _text(fn)
+
+
+def test_beyond_the_level_cap_each_node_is_a_call():
+    model = Model()
+    fn = janus.function(model.roots)
+    with config.patch(strict=True, recursion_max_levels=4):
+        for depth in (5, 7, 6, 7):
+            trees = [chain(depth), chain(2)]
+            _close(fn(trees), model.roots(trees))
+    text = _text(fn)
+    assert 'Model.encode(node) as janus_rec_encode' in text and 'level by level' not in text
+    assert janus.stats(fn)['graph_calls'] >= 1
+
+
+def test_a_node_no_call_reaches_failing_reruns_the_call_as_eagerly():
+    """Every node of the structure is computed, also those no call reaches: here the
+    right children, whose value is only read.  An out-of-range id there fails the
+    graph's lookup, which eager never makes: the call re-runs imperatively."""
+    emb = tf.Variable(tf.reshape(tf.range(20.0), [5, 4]))
+
+    def spine(node):
+        if node.left is None:
+            return tf.nn.embedding_lookup(emb, [node.value])
+        return spine(node.left) + tf.cast(node.right.value, tf.float32)
+
+    def total(trees):
+        out = []
+        for t in trees:
+            out.append(spine(t))
+        return tf.concat(out, 0)
+    fn = janus.function(total)
+
+    def tree(bad):
+        return N(left=N(left=N(value=1), right=N(value=9 if bad else 2)), right=N(value=3))
+    for i in range(8):
+        trees = [tree(i == 5), tree(False)]
+        _close(fn(trees), total(trees))
+    stats = janus.stats(fn)
+    assert stats['imperative_calls'] == 1 and stats['graph_calls'] == 4
+    assert 'spine(node) level by level' in _text(fn)
+
+
+class Meta:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+class MetaNode(N):
+    def __init__(self, value=None, left=None, right=None, meta=None):
+        super().__init__(value, left, right)
+        self.meta = meta
+
+
+def test_a_class_only_read_is_not_computed():
+    """``node.meta`` is read, never recursed into: the Meta class's body would fail
+    (it has no .left), so its nodes are not computed."""
+    def weigh(node):
+        if node.left is None:
+            return float(node.value) * node.meta.scale
+        return weigh(node.left) + weigh(node.right)
+
+    def total(tree, x):
+        return x * weigh(tree)
+    fn = janus.function(total)
+    rng = np.random.default_rng(3)
+    with config.patch(strict=True):
+        for _ in range(6):
+            n = int(rng.integers(1, 6))
+            leaves = [MetaNode(value=int(v), meta=Meta(float(s)))
+                      for v, s in zip(rng.integers(0, 9, n), rng.integers(1, 4, n))]
+            while len(leaves) > 1:
+                leaves = [MetaNode(left=leaves[0], right=leaves[1])] + leaves[2:]
+            x = tf.constant(2.0, tf.float64)
+            assert float(fn(leaves[0], x)) == float(total(leaves[0], x))
+    assert janus.stats(fn)['graph_calls'] >= 3
+    assert 'weigh(node) level by level' in _text(fn)
+
+
+def test_a_variable_changed_between_two_recursions_in_one_call():
+    model = Model()
+
+    def twice(trees):
+        first = model.roots(trees)
+        model.w.assign_add(tf.ones_like(model.w) * 0.1)
+        return first, model.roots(trees)
+    twin = Model()
+
+    def eager_twice(trees):
+        first = twin.roots(trees)
+        twin.w.assign_add(tf.ones_like(twin.w) * 0.1)
+        return first, twin.roots(trees)
+    fn = janus.function(twice)
+    rng = np.random.default_rng(4)
+    with config.patch(strict=True):
+        for _ in range(6):
+            trees = [balanced(rng, int(rng.integers(1, 6))) for _ in range(2)]
+            got, want = fn(trees), eager_twice(trees)
+            _close(got[0], want[0])
+            _close(got[1], want[1])
+            _close(model.w, twin.w)
+    assert janus.stats(fn)['graph_calls'] >= 3
