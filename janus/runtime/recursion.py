@@ -480,8 +480,9 @@ class RecursionBuild:
             self.schema.levels = recursion_levels.bound(self._traced_depth)
             self._widened(ctx)   # a deeper root: traced again with more levels
         assumptions = len(ctx.assumptions)
+        at = self._input_of(self._dispatch_position())
         try:
-            return self._levels.outputs(inputs[0])
+            return self._levels.outputs(inputs[at], inputs[:at] + inputs[at + 1:])
         except recursion_levels.Widened:
             self.schema.levels = -1   # the full body met what the dry run did not
             self._widened(ctx)
@@ -538,18 +539,31 @@ class RecursionBuild:
             return 'it threads numbers through its calls'
         if self._dispatch_position() is None:
             return 'not one node parameter with at most %d classes' % _MAX_VARIANTS
-        if any(param[0] in (_TENSOR, _SCALAR) for param in self.params):
-            return 'a tensor or number parameter'
         if any(not spec.shape.is_fully_defined() for _, spec in self._leaf_specs()):
             return 'results whose shape varies'
         if set(self.schema.types) <= self.dead_classes:
             return 'no node class it runs for'
         return ''
 
-    def node_body(self, recurse, index):
-        """The body's results for the node ``index`` (a scalar int64 tensor), each
-        recursive call ``recurse(child_index)``."""
-        return self._body(recurse, index)
+    def shared_specs(self):
+        """The graph inputs besides the node (tensors, numbers) a call passes: a
+        recursive call must pass them on unchanged to run level by level."""
+        return [param[1] if param[0] == _TENSOR else tf.TensorSpec([], scalars.DTYPES[param[1]])
+                for param in self.params if param[0] in (_TENSOR, _SCALAR)]
+
+    def node_body(self, recurse, index, shared):
+        """The body's results for the node ``index`` (a scalar int64 tensor) given the
+        ``shared`` inputs; a recursive call is ``recurse(child_index, its shared
+        inputs)``."""
+        position = self._dispatch_position()
+        others = iter(shared)
+        flat = [index if i == position else next(others)
+                for i, param in enumerate(self.params) if param[0] in (_NODE, _TENSOR, _SCALAR)]
+
+        def call(*given):
+            at = self._input_of(position)
+            return recurse(given[at], given[:at] + given[at + 1:])
+        return self._body(call, *flat)
 
     def _passed_on(self, ctx):
         """Node parameters every recursive call passes on unchanged (a state object

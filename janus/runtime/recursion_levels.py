@@ -57,56 +57,68 @@ class LevelRun:
         self.build, self.specs = build, specs
         self.levels = 0          # levels unrolled (``RecursionBuild.level_count``)
         self.node_ops = 0        # ops of the body traced for one node (explain)
-        self._results = None
+        self._results = {}       # shared inputs' ids -> every node's results
         self._live = None        # per class: whether its body runs (known after the trace)
         # One level's vectorized body, traced once for all levels: a graph function
         # (its gradient TF's, built once), called per level.
+        self.shared = build.shared_specs()
         self._level = tf.function(self._vectorized_level, autograph=False, input_signature=[
             tf.TensorSpec([None], tf.int64)] + [
-            tf.TensorSpec([None] + spec.shape.as_list(), spec.dtype) for spec in specs])
+            tf.TensorSpec([None] + spec.shape.as_list(), spec.dtype) for spec in specs]
+            + self.shared)
+        self._passes_other = False   # a recursive call passed other shared inputs
 
-    def outputs(self, root):
-        """The build's results for the node ``root`` (its index)."""
-        if self._results is None:
-            self._results = self._all_results()
+    def outputs(self, root, shared):
+        """The build's results for the node ``root`` (its index) given the ``shared``
+        inputs (every node's, computed once for each set of them)."""
+        key = tuple(id(t) for t in shared)
+        found = self._results.get(key)
+        if found is None:
+            found = self._results[key] = (self._all_results(list(shared)), list(shared))
+        results = found[0]
         if not all(self._live):
             self._check_live(tf.constant(self._live), root, 'a root')
-        return [tf.gather(r, root) for r in self._results]
+        return [tf.gather(r, root) for r in results]
 
     def _check_live(self, live, index, what):
         class_id = tf.gather(self.build.table[0], index)
         structures.check(tf.gather(live, tf.maximum(class_id, 0)),
                          '%s of %s is a node its body runs for' % (what, self.build.label))
 
-    def _all_results(self):
+    def _all_results(self, shared):
         table = self.build.table
         count = tf.shape(table, out_type=tf.int64)[1:]
         results = [tf.zeros(tf.concat([count, tf.constant(spec.shape.as_list(), tf.int64)], 0),
                             spec.dtype) for spec in self.specs]
         try:   # traced now: a body TF cannot vectorize is refused before any call of it
             self._level.get_concrete_function()
+            if self._passes_other:
+                raise Refused('a recursive call passes its tensors or numbers changed')
         except Widened:
             raise
         except (vectorize.NotVectorized, ValueError, TypeError, NotImplementedError) as e:
             raise Refused('TensorFlow could not vectorize its body (%s)'
                           % vectorize.first_line(e)) from None
-        self.levels = self.build.level_count(current())
+        if not self.levels:   # one count for every set of results: the guard proves it
+            self.levels = self.build.level_count(current())
         classes, depth = table[0], table[structures.DEPTH_ROW]
         computed = tf.logical_and(classes >= 0,
                                   tf.gather(tf.constant(self._live), tf.maximum(classes, 0)))
         for level in range(1, self.levels + 1):
             nodes = tf.where(tf.logical_and(computed, tf.equal(depth, level)))[:, 0]
-            values = self._level(nodes, *results)
+            values = self._level(nodes, *results, *shared)
             results = [tf.tensor_scatter_nd_update(r, nodes[:, None], v)
                        for r, v in zip(results, values)]
         return results
 
-    def _vectorized_level(self, nodes, *results):
+    def _vectorized_level(self, nodes, *inputs):
         """The body's results for every node of ``nodes`` (their children's are in
-        ``results`` already)."""
+        the results so far, ``inputs`` first, then the shared inputs)."""
         body = self._node_graph()
+        results, shared = inputs[:len(self.specs)], inputs[len(self.specs):]
         return vectorize.stacked(body.graph, [(body.index, nodes)],
                                  list(zip(body.sofar, results))
+                                 + list(zip(body.shared, shared))
                                  + [(body.live, tf.constant(self._live))],
                                  body.outputs, tf.size(nodes))
 
@@ -123,12 +135,14 @@ class LevelRun:
             sofar = [tf.compat.v1.placeholder(spec.dtype, [None] + spec.shape.as_list())
                      for spec in self.specs]
             live = tf.compat.v1.placeholder(tf.bool, [None])   # known once all are traced
+            shared = [tf.compat.v1.placeholder(spec.dtype, spec.shape) for spec in self.shared]
 
-            def recurse(*flat):
-                child = flat[0]
+            def recurse(child, given):
+                if len(given) != len(shared) or any(a is not b for a, b in zip(given, shared)):
+                    self._passes_other = True   # (refused once the trace is over)
                 self._check_live(live, child, 'the node of a recursive call')
                 return [tf.gather(r, child) for r in sofar]
-            outputs = self._traced_body(recurse, index)
+            outputs = self._traced_body(recurse, index, shared)
             outputs = vectorize.gated(graph, [tf.convert_to_tensor(t) for t in outputs])
         for variable in reads.watched_variables():
             tape_module.variable_accessed(variable)
@@ -137,10 +151,10 @@ class LevelRun:
             raise Refused('its body holds %s' % problem)
         self._live = [key not in build.dead_classes for key in build.schema.types]
         self.node_ops = len(graph.get_operations())
-        return _NodeGraph(graph, index, sofar, live, outputs)
+        return _NodeGraph(graph, index, sofar, shared, live, outputs)
 
 
-    def _traced_body(self, recurse, index):
+    def _traced_body(self, recurse, index, shared):
         """The body's outputs for the node ``index``, traced until the structure it
         reads settles (a class met through a column it reads first here)."""
         ctx, build = current(), self.build
@@ -149,7 +163,7 @@ class LevelRun:
             build.schema.stale = False
             ctx.vectorizing += 1
             try:
-                outputs = build.node_body(recurse, index)
+                outputs = build.node_body(recurse, index, shared)
             finally:
                 ctx.vectorizing -= 1
             if len(build.state) != state:
@@ -167,9 +181,9 @@ class Widened(Exception):
 
 
 class _NodeGraph:
-    """The body for one node: its node index, the results so far and which classes
-    run as inputs."""
+    """The body for one node: its node index, the results so far, the inputs every
+    node shares and which classes run as inputs."""
 
-    def __init__(self, graph, index, sofar, live, outputs):
-        self.graph, self.index, self.sofar, self.live, self.outputs = \
-            graph, index, sofar, live, outputs
+    def __init__(self, graph, index, sofar, shared, live, outputs):
+        self.graph, self.index, self.sofar, self.shared, self.live, self.outputs = \
+            graph, index, sofar, shared, live, outputs
