@@ -488,6 +488,8 @@ class RecursionBuild:
             self._widened(ctx)
         except recursion_levels.Refused as e:
             del ctx.assumptions[assumptions:]
+            if e.lasting:   # its body: the next traces do not try again
+                self.schema.levels, self.schema.level_refusal = -1, str(e)
             return self._without_levels(ctx, str(e))
 
     def level_count(self, ctx):
@@ -532,7 +534,8 @@ class RecursionBuild:
         if not config.recursion_runs_levels:
             return 'config.recursion_runs_levels is off'
         if self.schema.levels < 0:
-            return 'its body met, traced whole, what its first trace did not'
+            return self.schema.level_refusal or ('its body met, traced whole, what its '
+                                                 'first trace did not')
         if self.within:
             return 'a recursive helper called inside another recursion'
         if self.state:

@@ -41,7 +41,12 @@ _MAX_TRACES = 6
 
 
 class Refused(Exception):
-    """The build cannot run level by level (the message says why)."""
+    """The build cannot run level by level (the message says why; ``lasting``: its
+    body cannot, whatever the structure)."""
+
+    def __init__(self, why, lasting=False):
+        super().__init__(why)
+        self.lasting = lasting
 
 
 def bound(deepest):
@@ -93,12 +98,13 @@ class LevelRun:
         try:   # traced now: a body TF cannot vectorize is refused before any call of it
             self._level.get_concrete_function()
             if self._passes_other:
-                raise Refused('a recursive call passes its tensors or numbers changed')
+                raise Refused('a recursive call passes its tensors or numbers changed',
+                              lasting=True)
         except Widened:
             raise
         except (vectorize.NotVectorized, ValueError, TypeError, NotImplementedError) as e:
             raise Refused('TensorFlow could not vectorize its body (%s)'
-                          % vectorize.first_line(e)) from None
+                          % vectorize.first_line(e), lasting=True) from None
         if not self.levels:   # one count for every set of results: the guard proves it
             self.levels = self.build.level_count(current())
         classes, depth = table[0], table[structures.DEPTH_ROW]
@@ -148,7 +154,7 @@ class LevelRun:
             tape_module.variable_accessed(variable)
         problem = vectorize.unreached(graph, outputs)
         if problem is not None:
-            raise Refused('its body holds %s' % problem)
+            raise Refused('its body holds %s' % problem, lasting=True)
         self._live = [key not in build.dead_classes for key in build.schema.types]
         self.node_ops = len(graph.get_operations())
         return _NodeGraph(graph, index, sofar, shared, live, outputs)

@@ -242,6 +242,7 @@ class Schema:
         self.passed_kinds = {}
         self.helpers = {}            # call key -> the build of a recursive helper given its nodes
         self._levels = 0             # (``levels`` where nothing is persisted)
+        self._level_refusal = ''
         if persisted is not None:
             self.types = list(persisted.get(('types', key), ()))
         self._scan()
@@ -289,6 +290,19 @@ class Schema:
         self._levels = value
         if self._persisted is not None:
             self._persisted[('levels', self._key)] = value
+
+    @property
+    def level_refusal(self):
+        """Why the function's body never runs level by level (with ``levels`` -1)."""
+        if self._persisted is None:
+            return self._level_refusal
+        return self._persisted.get(('level refusal', self._key), '')
+
+    @level_refusal.setter
+    def level_refusal(self, value):
+        self._level_refusal = value
+        if self._persisted is not None:
+            self._persisted[('level refusal', self._key)] = value
 
     def types_used(self):
         self._used_types = True

@@ -15,11 +15,12 @@ finds any graph where that could not be done: that per-item graph is then not
 vectorized at all.
 
 This module also teaches ``pfor`` janus's check ops (a batch's conditions all
-hold) and ``ResourceGather`` (``tf.nn.embedding_lookup`` of a variable at a
-batch of ids).
+hold), ``ResourceGather`` (``tf.nn.embedding_lookup`` of a variable at a batch
+of ids), ``Bitcast`` and a stateless ``tf.numpy_function`` (called per item).
 """
+import numpy as np
 import tensorflow as tf
-from tensorflow.python.ops import resource_variable_ops
+from tensorflow.python.ops import resource_variable_ops, script_ops
 from tensorflow.python.ops.parallel_for import control_flow_ops as pfor_ops
 from tensorflow.python.ops.parallel_for import pfor as pfor_lib
 
@@ -75,12 +76,41 @@ def _convert_bitcast(pfor_input):
     return pfor_lib.wrap(tf.bitcast(value, pfor_input.get_attr('type')), stacked)
 
 
+def _convert_numpy_function(pfor_input):
+    """A stateless ``tf.numpy_function`` (janus's Python-exact numbers,
+    ``scalars.python_call``): one op that calls the function for each item."""
+    token = pfor_input.get_attr('token')
+    token = token.decode() if isinstance(token, bytes) else token
+    func = script_ops._py_funcs.get(token)   # noqa: SLF001
+    if func is None or isinstance(func, script_ops.EagerFunc):
+        raise ValueError('no batch form of this numpy_function')
+    inputs = [pfor_input.input(i) for i in range(pfor_input.num_inputs)]
+    stacked = [flag for _, flag, _ in inputs]
+    dtypes = [tf.as_dtype(t) for t in pfor_input.get_attr('Tout')]
+    shapes = [out.shape for out in pfor_input.op.outputs]
+
+    def each(*arrays):
+        count = next(len(a) for a, flag in zip(arrays, stacked) if flag)
+        rows = []
+        for i in range(count):
+            out = func(*[a[i] if flag else a for a, flag in zip(arrays, stacked)])
+            rows.append(out if isinstance(out, (tuple, list)) else [out])
+        if not rows:
+            return [np.zeros([0] + (s.as_list() if s.is_fully_defined() else []),
+                             d.as_numpy_dtype) for s, d in zip(shapes, dtypes)]
+        return [np.stack([np.asarray(row[j], d.as_numpy_dtype) for row in rows])
+                for j, d in enumerate(dtypes)]
+    out = tf.numpy_function(each, [t for t, _, _ in inputs], dtypes, stateful=False)
+    return [pfor_lib.wrap(t, True) for t in out]
+
+
 def _register():
     registry = pfor_lib._pfor_converter_registry   # noqa: SLF001 - TF has no public one
     for op_type, converter in (('Janus>Assert', _convert_assert),
                                ('Janus>CheckedIdentity', _convert_checked_identity),
                                ('ResourceGather', _convert_resource_gather),
-                               ('Bitcast', _convert_bitcast)):
+                               ('Bitcast', _convert_bitcast),
+                               ('PyFuncStateless', _convert_numpy_function)):
         if op_type not in registry:
             pfor_lib.RegisterPFor(op_type)(converter)
 
