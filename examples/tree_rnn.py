@@ -9,10 +9,12 @@ synthetic corpus (250 sentences of 4-16 words over 150 words, each with a
 hidden polarity; a random parse per sentence; label: is the root's sentiment
 positive, where "not" as a left child negates its sibling subtree).
 
-janus makes ``encode`` one graph function that calls itself (``Janus>Invoke``):
-before each step it encodes the batch's trees (the attributes ``encode``
-reads) into one table the graph reads; ``--explain`` shows the
-``STRUCTURE_MATCH`` guard.
+janus runs ``encode`` in the graph for every node of the batch's trees, one
+depth at a time (leaves first, each level's nodes at once): before each step it
+encodes the trees (the attributes ``encode`` reads, and each node's depth) into
+one table the graph reads; ``--explain`` shows the ``STRUCTURE_MATCH`` guard.
+With ``JANUS_RECURSION_RUNS_LEVELS=0`` it runs one graph function call per node
+(``Janus>Invoke``) instead.
 
 ``symbolic`` is the same model written the way a graph needs it without
 recursion: each batch's trees are linearized in post-order (children before
