@@ -2995,6 +2995,66 @@ def f_rec_list(b):
     b.item('acc = acc + %s(%s, acc)' % (fn, T))
 
 
+
+REC_LEVEL_CLASSES = '''
+class LvTag:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+class LvNode:
+    def __init__(self, tag, value=None, left=None, right=None):
+        self.tag, self.value, self.left, self.right = tag, value, left, right
+
+
+def lv_forest(seed, count, size):
+    """``count`` trees of up to ``size`` leaves: a leaf holds a value, every node a tag."""
+    def build(seed, size):
+        tag = LvTag(0.5 * (seed % 3 + 1))
+        if size <= 1:
+            return LvNode(tag, value=seed % 5)
+        k = 1 + seed % (size - 1)
+        return LvNode(tag, left=build(seed * 7 + 1, k), right=build(seed * 3 + 2, size - k))
+    return [build(seed + 11 * j, max(1, size - j % 2)) for j in range(count)]
+'''
+
+
+def f_rec_levels(b):
+    """A recursive helper over a forest passed in, called once per tree (janus computes
+    every node a depth at a time): it reads a child or a tag object without
+    recursing into it, recurses on the left only or on both children, raises at some
+    leaf it reaches (a node no call reaches is computed too), and gets one tensor for
+    every tree or a new one per tree; later calls bring deeper trees."""
+    rng = b.rng
+    if REC_LEVEL_CLASSES not in b.module:
+        b.module.append(REC_LEVEL_CLASSES)
+    T = b.fresh('lf')
+    count, small, big = rng.choice([(2, 2, 5), (3, 3, 9), (1, 4, 4), (4, 1, 6)])
+    b.params.append((T, lambda i: 'lv_forest(%d, %d, %d)' % (
+        i * 5 + 3, count, big if b.regime(i) else small + i % 3)))
+    fn = b.fresh('lvrec')
+    form = rng.choice(['spine', 'both', 'both'])
+    raises = rng.random() < 0.25
+    leaf = 't * (node.value + 1) * node.tag.scale'
+    body = ['    if node.left is None:']
+    if raises:
+        body.append("        if node.value == 4:\n            raise ValueError('leaf 4')")
+    body.append('        return %s' % leaf)
+    if form == 'spine':
+        body.append('    return %s(node.left, t) * node.right.tag.scale + t' % fn)
+    else:
+        body.append('    return %s(%s(node.left, t), %s(node.right, t) * 0.5) * node.tag.scale'
+                    % (rng.choice(['tf.maximum', 'tf.minimum', 'tf.add']), fn, fn))
+    b.module.append('\n'.join(['def %s(node, t):' % fn] + body))
+    shared = b.fresh('lvt')
+    tree = b.fresh('tr')
+    per_tree = rng.random() < 0.4
+    b.item(['%s = acc * 0.5' % shared,
+            'for %s in %s:' % (tree, T),
+            '    acc = acc + %s(%s, %s)' % (fn, tree, 'acc' if per_tree else shared)],
+           loopable=False)
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -3042,6 +3102,9 @@ FEATURES = {
     'rec_word': f_rec_word,
     # nested lists (appended last: skipping REC_FEATURES3 gives the programs of before)
     'rec_list': f_rec_list,
+    # level-by-level recursion (appended last: skipping REC_FEATURES4 gives the programs
+    # of before)
+    'rec_levels': f_rec_levels,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -3056,7 +3119,8 @@ DATASET_FEATURES = ('ds_loop',) + DATASET_FEATURES2 + DATASET_FEATURES3
 TRY_FEATURES = ('try_stmt',)
 REC_FEATURES2 = ('rec_word',)
 REC_FEATURES3 = ('rec_list',)
-REC_FEATURES = ('recursion',) + REC_FEATURES2 + REC_FEATURES3
+REC_FEATURES4 = ('rec_levels',)
+REC_FEATURES = ('recursion',) + REC_FEATURES2 + REC_FEATURES3 + REC_FEATURES4
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -3077,7 +3141,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'break_ctx': 3, 'break_gen': 3, 'break_log': 3,
            'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
            'list_iter_arg': 2, 'mutate_loop': 2,
-           'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3}
+           'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3, 'rec_levels': 3}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
