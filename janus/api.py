@@ -205,7 +205,8 @@ class JanusFunction(callables.JanusCallable):
                 return Step.SPLIT, split, ()
             step = self._next_step(misses)
             if misses and (self._relax_scalars(call.arguments)
-                           | self._pass_lists_whole(misses, call.arguments)):
+                           | self._pass_lists_whole(misses, call.arguments)
+                           | self._deeper_structures(misses)):
                 if step is Step.PROFILE:
                     self.profile.calls -= 1   # unclaimed: the new graph needs no new profile
                 self.reprofile_budget = 0
@@ -237,6 +238,12 @@ class JanusFunction(callables.JanusCallable):
         for text in relaxed:
             self._event(EventKind.SCALAR_RELAXED, text)
         return bool(relaxed)
+
+    def _deeper_structures(self, misses):
+        """After a graph missed only because a structure is deeper than its levels
+        (``recursion_levels``): the next graph, built at once, computes more."""
+        return any(m.kind is guards.GuardKind.STRUCTURE_MATCH
+                   and getattr(m.actual, 'rebuild_now', False) for m in misses)
 
     def _pass_lists_whole(self, misses, arguments):
         """After a miss on a list argument's length (a history that grows every call):

@@ -86,32 +86,64 @@ def test_beyond_the_level_cap_each_node_is_a_call():
     assert janus.stats(fn)['graph_calls'] >= 1
 
 
-def test_a_node_no_call_reaches_failing_reruns_the_call_as_eagerly():
-    """Every node of the structure is computed, also those no call reaches: here the
-    right children, whose value is only read.  An out-of-range id there fails the
-    graph's lookup, which eager never makes: the call re-runs imperatively."""
-    emb = tf.Variable(tf.reshape(tf.range(20.0), [5, 4]))
+def test_a_node_no_call_reaches_is_not_computed():
+    """Only nodes a recursive call may reach are computed (the roots, and what the
+    columns the calls descend through reach): here the right children, whose value
+    is only read, are not.  An out-of-range id there would fail the graph's lookup,
+    and a zero one would give the gradient 0 * inf = NaN through log."""
+    emb = tf.Variable(tf.constant([[0.0, 0.0]] + [[1.0 + i, 2.0] for i in range(4)]))
 
     def spine(node):
         if node.left is None:
-            return tf.nn.embedding_lookup(emb, [node.value])
+            return tf.reduce_sum(tf.math.log(tf.nn.embedding_lookup(emb, [node.value])))
         return spine(node.left) + tf.cast(node.right.value, tf.float32)
 
-    def total(trees):
-        out = []
-        for t in trees:
-            out.append(spine(t))
-        return tf.concat(out, 0)
-    fn = janus.function(total)
+    def step(trees):
+        with tf.GradientTape() as tape:
+            out = []
+            for t in trees:
+                out.append(spine(t))
+            loss = tf.add_n(out)
+        return loss, tf.convert_to_tensor(tape.gradient(loss, emb))
+    fn = janus.function(step)
 
-    def tree(bad):
-        return N(left=N(left=N(value=1), right=N(value=9 if bad else 2)), right=N(value=3))
-    for i in range(8):
-        trees = [tree(i == 5), tree(False)]
-        _close(fn(trees), total(trees))
+    def tree(depth, right):
+        node = N(value=1 + depth % 2)
+        for _ in range(depth):
+            node = N(left=node, right=N(value=right))   # never recursed into
+        return node
+    with config.patch(strict=True):
+        for i in range(8):
+            trees = [tree(1 + i % 3, 9 if i == 5 else 0), tree(2, 0)]
+            got, want = fn(trees), step(trees)
+            _close(got[0], want[0])
+            _close(got[1], want[1])
     stats = janus.stats(fn)
-    assert stats['imperative_calls'] == 1 and stats['graph_calls'] == 4
+    assert stats['imperative_calls'] == 0 and stats['graph_calls'] == 5
     assert 'spine(node) level by level' in _text(fn)
+
+
+def test_results_read_again_under_a_new_tape_are_recorded_on_it():
+    model, twin = Model(), Model()
+
+    def grads(m, trees):
+        first = m.roots(trees)              # no tape records this one
+        with tf.GradientTape() as tape:
+            second = m.roots(trees)
+        with tf.GradientTape() as other:
+            third = m.roots(trees)
+        return (first, tape.gradient(second, m.w),
+                tf.convert_to_tensor(other.gradient(third, m.embedding)))
+    fn = janus.function(lambda trees: grads(model, trees))
+    rng = np.random.default_rng(6)
+    with config.patch(strict=True):
+        for _ in range(6):
+            trees = [balanced(rng, int(rng.integers(1, 6))) for _ in range(2)]
+            got, want = fn(trees), grads(twin, trees)
+            _close(got[0], want[0])
+            _close(got[1], want[1])
+            _close(got[2], want[2])
+    assert janus.stats(fn)['graph_calls'] >= 3
 
 
 class Meta:

@@ -650,6 +650,9 @@ def _check_list_index(ctx, obj, source, key):
 
 def enter(manager):
     if whitelist.is_library_object(manager):
+        ctx = current()
+        if ctx is not None:
+            ctx.tape_epoch += 1
         return manager
     raise Unsupported(Reason.CONTEXT_MANAGER,
                       'janus converts `with` only for TF/Keras context managers, not %s'

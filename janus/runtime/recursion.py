@@ -273,6 +273,8 @@ class RecursionBuild:
         self._levels = None         # recursion_levels.LevelRun, once it runs that way
         self.level_refusal = None   # why it does not run level by level ('' when it does)
         self._traced_depth = 0      # the traced call's structure's depth, so far
+        self.call_edges = set()     # columns recursive calls descend through (node_body)
+        self.call_edges_known = True
         self._encoder = None
         self.number = number
         self._stacks = {}          # tensor column -> its stack's graph input
@@ -329,8 +331,11 @@ class RecursionBuild:
     # -- the host side ---------------------------------------------------------
     def encoder(self):
         if self._encoder is None:   # first asked at the first run: the trace is over
-            levels = self._levels.levels if self.runs_levels else None
-            self._encoder = structures.Encoder(self.schema, self.root_sources, levels)
+            if self.runs_levels:
+                self._encoder = structures.Encoder(self.schema, self.root_sources,
+                                                   self._levels.levels, self.call_edges)
+            else:
+                self._encoder = structures.Encoder(self.schema, self.root_sources)
             self.schema.roots = []   # the traced call's objects are not kept
         return self._encoder
 
@@ -559,6 +564,7 @@ class RecursionBuild:
         ``shared`` inputs; a recursive call is ``recurse(child_index, its shared
         inputs)``."""
         position = self._dispatch_position()
+        self.call_edges, self.call_edges_known = set(), True
         others = iter(shared)
         flat = [index if i == position else next(others)
                 for i, param in enumerate(self.params) if param[0] in (_NODE, _TENSOR, _SCALAR)]
@@ -902,6 +908,7 @@ class RecursionBuild:
             if index == position:
                 if value is not self._node_values.get(index):
                     self._varied.add(index)   # a node of the structure, not passed on
+                self._note_call_edge(value, self._node_values.get(index))
                 flat.append(self._dispatched(value))
             else:
                 flat.extend(self._passed(index, param, value))
@@ -925,6 +932,17 @@ class RecursionBuild:
             ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.source_of(slot.obj),
                                                      slot.name, value, None))
         return self.rebuild(outputs)
+
+    def _note_call_edge(self, value, node):
+        """Which column of its node a recursive call descends through (level by level,
+        only the nodes calls reach through those are computed)."""
+        if not structures.is_node(value):
+            return   # None or a number: no node reached
+        origin = value.origin
+        if origin is not None and node is not None and origin[0] is node:
+            self.call_edges.add(origin[1])
+        else:
+            self.call_edges_known = False   # a grandchild, a node from elsewhere
 
     def call_within(self, ctx, args, kwargs, receiver):
         """A call given a node of a structure being read (a recursive helper called

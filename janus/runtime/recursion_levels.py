@@ -29,6 +29,7 @@ call reaches are computed too: the body changes nothing, so that only costs
 time, and a check failing there re-runs the call in Python (the same results).
 """
 import tensorflow as tf
+from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import record
 from tensorflow.python.eager import tape as tape_module
 from tensorflow.python.framework import func_graph as func_graph_module
@@ -62,7 +63,9 @@ class LevelRun:
         self.build, self.specs = build, specs
         self.levels = 0          # levels unrolled (``RecursionBuild.level_count``)
         self.node_ops = 0        # ops of the body traced for one node (explain)
-        self._results = {}       # shared inputs' ids -> every node's results
+        # (shared inputs' ids, tape epoch) -> every node's results, the inputs, whether
+        # a tape could record them
+        self._results = {}
         self._live = None        # per class: whether its body runs (known after the trace)
         # One level's vectorized body, traced once for all levels: a graph function
         # (its gradient TF's, built once), called per level.
@@ -76,10 +79,14 @@ class LevelRun:
     def outputs(self, root, shared):
         """The build's results for the node ``root`` (its index) given the ``shared``
         inputs (every node's, computed once for each set of them)."""
-        key = tuple(id(t) for t in shared)
+        ctx = current()
+        recording = _recording()
+        key = (tuple(id(t) for t in shared), ctx.tape_epoch)
         found = self._results.get(key)
-        if found is None:
-            found = self._results[key] = (self._all_results(list(shared)), list(shared))
+        if found is None or (recording and not found[2]):
+            # computed anew where a tape may record it that did not record the others
+            found = self._results[key] = (self._all_results(list(shared)), list(shared),
+                                          recording)
         results = found[0]
         if not all(self._live):
             self._check_live(tf.constant(self._live), root, 'a root')
@@ -108,8 +115,9 @@ class LevelRun:
         if not self.levels:   # one count for every set of results: the guard proves it
             self.levels = self.build.level_count(current())
         classes, depth = table[0], table[structures.DEPTH_ROW]
-        computed = tf.logical_and(classes >= 0,
-                                  tf.gather(tf.constant(self._live), tf.maximum(classes, 0)))
+        computed = tf.logical_and(
+            tf.logical_and(classes >= 0, tf.equal(table[structures.REACHED_ROW], 1)),
+            tf.gather(tf.constant(self._live), tf.maximum(classes, 0)))
         for level in range(1, self.levels + 1):
             nodes = tf.where(tf.logical_and(computed, tf.equal(depth, level)))[:, 0]
             values = self._level(nodes, *results, *shared)
@@ -146,7 +154,8 @@ class LevelRun:
             def recurse(child, given):
                 if len(given) != len(shared) or any(a is not b for a, b in zip(given, shared)):
                     self._passes_other = True   # (refused once the trace is over)
-                self._check_live(live, child, 'the node of a recursive call')
+                if len(build.schema.types) > 1:   # (one class: it runs, or nothing does)
+                    self._check_live(live, child, 'the node of a recursive call')
                 return [tf.gather(r, child) for r in sofar]
             outputs = self._traced_body(recurse, index, shared)
             outputs = vectorize.gated(graph, [tf.convert_to_tensor(t) for t in outputs])
@@ -174,11 +183,20 @@ class LevelRun:
                 ctx.vectorizing -= 1
             if len(build.state) != state:
                 raise Widened()   # a number the calls thread: not by levels
+            if not build.call_edges_known:
+                raise Refused('a recursive call on a node other than a child of its own '
+                              '(only the run would know which nodes calls reach)',
+                              lasting=True)
             if not build.schema.stale:
                 if build.leaf_specs() != self.specs:
                     raise Refused('its results widened when traced whole')
                 return outputs
         raise Refused('the structure it reads did not settle')
+
+
+def _recording():
+    """Whether a GradientTape records what is traced now."""
+    return record.could_possibly_record() and not pywrap_tfe.TFE_Py_TapeSetIsStopped()
 
 
 class Widened(Exception):

@@ -38,6 +38,7 @@ from janus.runtime import scalars, whitelist
 
 INT_BOUND = guards.SCALAR_INT_BOUND
 DEPTH_ROW = -2   # the table's row of each node's depth (1 for a node with no node below it)
+REACHED_ROW = -3   # 1 where the roots reach a node through the call columns (Encoder)
 
 
 class Kind(enum.IntEnum):
@@ -376,12 +377,13 @@ class NodeRef:
     (the recursion dispatches on it) or tested (``isinstance``, ``is None``)."""
 
     __slots__ = ('index', 'schema', 'table', 'maybe_none', 'derived', 'fields', 'checked',
-                 'static', 'numbers', 'code', 'tag')
+                 'static', 'numbers', 'code', 'tag', 'origin')
 
     def __init__(self, index, schema, table, maybe_none=False, derived=False, static=None,
-                 numbers=frozenset(), code=None, tag=None):
+                 numbers=frozenset(), code=None, tag=None, origin=None):
         self.index, self.schema, self.table, self.maybe_none = index, schema, table, maybe_none
         self.derived = derived   # read from another node (a recursion on it descends)
+        self.origin = origin     # (the NodeRef, column name) it was read from, if read
         self.static, self.numbers, self.code = static, frozenset(numbers), code
         self.tag = tag   # the cell's kind (a scalar tensor), where it may hold a number
         # The node's cells of the rows known now, gathered once where the node is made
@@ -415,6 +417,7 @@ class NodeRef:
             self.fields
         ref.maybe_none, ref.derived, ref.static = False, self.derived, key
         ref.numbers, ref.code, ref.checked, ref.tag = frozenset(), None, [], None
+        ref.origin = self.origin
         return ref
 
     def holds_node(self):
@@ -504,12 +507,12 @@ def attribute(ref, name):
             _check(tf.not_equal(tag, int(Kind.MISSING)), 'the node has %s' % label)
         if not numbers:
             return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present,
-                           derived=True)
+                           derived=True, origin=(ref, name))
         node = tf.equal(tag, int(Kind.NODE))
         class_id = tf.gather(ref.table[0], tf.where(node, value, tf.zeros_like(value)))
         code = tf.where(node, class_id, -1 - tag)
         return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present,
-                       derived=True, numbers=numbers, code=code, tag=tag)
+                       derived=True, numbers=numbers, code=code, tag=tag, origin=(ref, name))
     if present == {Kind.NONE} and Kind.MISSING not in kinds:
         return None
     if len(numbers) != 1 or present - numbers - {Kind.NONE}:
@@ -729,12 +732,22 @@ def truth(ref):
 
 # -- the host side: encoding and its guard -------------------------------------
 
+class Deeper(str):
+    """A guard miss only because a structure is deeper than the levels a graph
+    computes (``recursion_levels``): the next graph is built at once, computing more
+    (no imperative call first: eager TF that deep may overflow the C stack)."""
+
+    rebuild_now = True   # read by the cache-miss path (api.JanusFunction._decide)
+
+
 class Encoder:
     """Packs the structures under one recursive function's roots for one run."""
 
-    def __init__(self, schema, root_sources, max_depth=None):
+    def __init__(self, schema, root_sources, max_depth=None, call_columns=None):
         self.types = tuple(schema.types)
         self.max_depth = max_depth   # deeper misses: the graph computes that many levels
+        # the columns a recursive call descends through (None: every node counts as reached)
+        self.call_columns = call_columns
         self.type_ids = {kind: i for i, kind in enumerate(self.types)}
         self.columns = [(c.name, c.row, c.kinds) for c in
                         sorted(schema.columns.values(), key=lambda c: c.row)]
@@ -744,7 +757,7 @@ class Encoder:
         # name -> (dtype, shape) of the tensor columns the graph reads (fed stacked)
         self.tensor_specs = {c.name: next(iter(c.specs)) for c in schema.columns.values()
                              if Kind.TENSOR in c.kinds and len(c.specs) == 1}
-        self.rows = schema.rows + 2   # each node's depth, then the roots, last
+        self.rows = schema.rows + 3   # whether a call reaches it, its depth, the roots: last
         self.frames_per_level = schema.frames_per_level
         self.root_sources = list(root_sources)
         self._pending = None   # (roots, Encoded) the guard encoded for the run about to start
@@ -844,6 +857,7 @@ class Encoder:
         table[0, :] = -1   # columns past the nodes (as many as the roots) are no node
         table[0, :count] = classes
         table[DEPTH_ROW, :count] = depth
+        table[REACHED_ROW, :count] = self._reached(children, len(set(map(id, roots))))
         for j, (_, row, _) in enumerate(self.columns):
             table[row, :count] = values[j]
             table[row + 1, :count] = tags[j]
@@ -868,6 +882,22 @@ class Encoder:
             stacks[name] = tf.stack([found.get(i, zeros) for i in range(count)])
         return stacks
 
+    def _reached(self, children, roots):
+        """Per node, 1 where a recursive call may reach it: the roots (the first
+        ``roots`` nodes), and what they reach through the call columns."""
+        if self.call_columns is None:
+            return 1
+        calls = {j for j, (name, _, _) in enumerate(self.columns) if name in self.call_columns}
+        reached = [0] * len(children)
+        todo = list(range(roots))
+        while todo:
+            node = todo.pop()
+            if reached[node]:
+                continue
+            reached[node] = 1
+            todo.extend(target for j, target in children[node] if j in calls)
+        return reached
+
     def _depths(self, children, forward):
         """Each node's depth (1 + its deepest child's, over every node column), or a
         string naming a cycle.  ``forward``: every edge leads to a later node (a tree,
@@ -890,8 +920,8 @@ class Encoder:
             return None
         deepest = max(depth, default=0)
         if self.max_depth is not None and deepest > self.max_depth:
-            return 'a structure %d nodes deep (the graph computes %d levels)' % (
-                deepest, self.max_depth)
+            return Deeper('a structure %d nodes deep (the graph computes %d levels)' % (
+                deepest, self.max_depth))
         room = sys.getrecursionlimit() - _stack_depth() - 50
         # Eagerly each level takes the frames of the functions it runs through (a->b->a:
         # two), and a comprehension may add one.

@@ -109,6 +109,9 @@ class TraceContext:
         # > 0 while a per-node body is traced to run for a level of nodes at once
         # (``recursion_levels``): each graph's outputs depend on its checks
         self.vectorizing = 0
+        # bumped at every `with` of a library context manager: a GradientTape may start
+        # or stop recording there (recursion_levels reuses results within one epoch)
+        self.tape_epoch = 0
         self.structure_widened = False   # a built one's structure widened: trace again
         self.opaque_arguments = frozenset()   # list arguments passed as themselves
         # list arguments a recursion's roots are in, rebuilt by the signature: passed
