@@ -69,8 +69,9 @@ def test_a_structure_deeper_than_the_graphs_levels_gets_a_graph_with_more():
         for depth in (9, 4, 9):   # 9 deep: the guard misses; a graph with more levels
             trees = [chain(depth), balanced(rng, 3)]
             _close(fn(trees), model.roots(trees))
-    assert janus.stats(fn)['graphs_built'] == 2
-    assert janus.stats(fn)['fallbacks'] == 0
+    stats = janus.stats(fn)
+    assert stats['graphs_built'] == 2 and stats['fallbacks'] == 0
+    assert stats['imperative_calls'] == 0   # the deeper call's graph is built at once
     assert 'a structure 9 nodes deep (the graph computes' in _text(fn)
 
 
