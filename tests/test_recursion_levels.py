@@ -5,6 +5,7 @@ reaches, state changed between two recursions in one call, and the cap beyond
 which each node is a call of its own.
 """
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import janus
@@ -83,7 +84,9 @@ def test_beyond_the_level_cap_each_node_is_a_call():
             trees = [chain(depth), chain(2)]
             _close(fn(trees), model.roots(trees))
     text = _text(fn)
-    assert 'Model.encode(node) as janus_rec_encode' in text and 'level by level' not in text
+    assert 'Model.encode(node) as janus_rec_encode' in text
+    assert 'Model.encode(node) level by level' not in text
+    assert 'not level by level: structures up to' in text
     assert janus.stats(fn)['graph_calls'] >= 1
 
 
@@ -206,3 +209,32 @@ def test_a_variable_changed_between_two_recursions_in_one_call():
             _close(got[1], want[1])
             _close(model.w, twin.w)
     assert janus.stats(fn)['graph_calls'] >= 3
+
+
+@pytest.mark.parametrize('changed', [False, True], ids=['passed_on', 'changed'])
+def test_a_tensor_a_recursive_call_passes_on_or_changes(changed):
+    """A tensor every recursive call passes on unchanged is shared by every node
+    (level by level); one a call changes decides the result per call (one call per
+    node: the results of a node differ by the path that reaches it)."""
+    def weigh(node, t):
+        if node.left is None:
+            return t * float(node.value + 1)
+        return weigh(node.left, t * 2.0 if changed else t) + weigh(node.right, t)
+
+    def total(trees, t):
+        out = []
+        for tree in trees:
+            out.append(weigh(tree, t))
+        return tf.stack(out)
+    fn = janus.function(total)
+    rng = np.random.default_rng(7)
+    with config.patch(strict=True):
+        for i in range(6):
+            trees = [balanced(rng, int(rng.integers(1, 7))) for _ in range(3)]
+            t = tf.constant(0.5 + i)
+            _close(fn(trees, t), total(trees, t))
+    assert janus.stats(fn)['graph_calls'] >= 3
+    text = _text(fn)
+    assert ('weigh(node, tensor) level by level' in text) is not changed
+    if changed:
+        assert 'a recursive call passes its tensors or numbers changed' in text

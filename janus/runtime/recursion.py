@@ -312,6 +312,8 @@ class RecursionBuild:
         else:
             how = 'as %s: %d ops' % (function.name,
                                      len(graph.get_operations()) if graph is not None else 0)
+            if self.level_refusal:
+                how += ' (not level by level: %s)' % self.level_refusal
         return ('%s(%s) %s, %s; reads %s of %s%s%s; gradient: %s'
                 % (self.label, params, how,
                    'within another recursion' if self.within
