@@ -160,6 +160,8 @@ def test_recursive_tree_rnn_is_one_recursive_graph_function():
     # every step after the profiled ones is one graph, whatever the batch's trees
     assert stats['graphs_built'] == 1 and stats['graph_calls'] == 3, stats
     assert 'STRUCTURE_MATCH' in converted.explain()
+    # every node of a depth at once (recursion_levels), not one call per node
+    assert 'TreeRNN.encode(node) level by level' in ' '.join(converted.explain().split())
 
 
 @pytest.mark.parametrize("cls", [LeNet, ResNet, LSTM, A3C, GAN, KerasLoop, Reinforce, tree_rnn.TreeRNN],
