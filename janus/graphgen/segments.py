@@ -25,6 +25,7 @@ were compiled from), so the profiler and the generator treat them as any
 function.  DESIGN.md ("Graph breaks") states the invariants.
 """
 import ast
+import builtins
 import copy
 import dataclasses
 import types
@@ -32,7 +33,7 @@ import typing
 
 import gast
 
-from janus.pyct import frontend, liveness, mangling, recompile, scopes, sites
+from janus.pyct import anno, frontend, liveness, mangling, recompile, scopes, sites
 from janus.runtime.control import common
 
 SEGMENTS = '__janus_segments'    # the skeleton's list of segment callables (a closure)
@@ -44,6 +45,11 @@ _SKELETON = '__janus_skeleton'   # the skeleton's name in the factory (then the 
 
 class CannotSplit(Exception):
     """``fn`` cannot be cut at these lines without changing what it means."""
+
+
+class ScopeMismatch(Exception):
+    """janus's answer on which names are whose differs from Python's ``symtable``: a
+    janus error, not a refusal (the caller records it as one; the function is not cut)."""
 
 
 class NothingToCut(CannotSplit):
@@ -134,18 +140,53 @@ class _Where:
     guarded: bool
 
 
-# ``with`` managers that never suppress an exception (``__exit__`` returns a false value).
-_NON_SUPPRESSING = ('GradientTape', 'name_scope', 'device', 'control_dependencies')
+def _never_suppressing_managers():
+    """Callables whose context managers never end a ``with`` body early: their
+    ``__exit__`` returns a false value whatever the exception."""
+    import builtins
+    import tensorflow as tf
+    return (tf.GradientTape, tf.name_scope, tf.device, tf.control_dependencies, builtins.open)
 
 
-def _never_suppresses(stmt):
-    for item in stmt.items:
-        call = item.context_expr
-        func = call.func if isinstance(call, gast.Call) else None
-        name = func.attr if isinstance(func, gast.Attribute) else getattr(func, 'id', None)
-        if name not in _NON_SUPPRESSING:
-            return False
-    return True
+def _resolve(expr, fn, local_names):
+    """The object a dotted name (``tf.GradientTape``) names in ``fn``'s globals,
+    closure cells or builtins, looking into modules only (no user code runs); None
+    where it names a local, a non-module attribute or nothing."""
+    path = []
+    while isinstance(expr, gast.Attribute):
+        path.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, gast.Name) or expr.id in local_names:
+        return None
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    try:
+        value = (cells[expr.id].cell_contents if expr.id in cells
+                 else fn.__globals__[expr.id] if expr.id in fn.__globals__
+                 else vars(builtins)[expr.id])
+        for attr in reversed(path):
+            if not isinstance(value, types.ModuleType):
+                return None
+            value = getattr(value, attr)
+    except (KeyError, ValueError, AttributeError):
+        return None
+    return value
+
+
+def _mark_quiet_withs(tree, fn, local_names):
+    """Marks each ``with`` whose every manager is made by a call of a known
+    never-suppressing callable (anno.Key.NEVER_SUPPRESSES): its body surely runs to
+    its end when the statement completes."""
+    known = _never_suppressing_managers()
+    for node in gast.walk(tree):
+        if isinstance(node, gast.With):
+            anno.set(node, anno.Key.NEVER_SUPPRESSES, all(
+                isinstance(item.context_expr, gast.Call) and any(
+                    _resolve(item.context_expr.func, fn, local_names) is k for k in known)
+                for item in node.items))
+
+
+def _loop_target(stmt):
+    return [stmt.target] if isinstance(stmt, gast.For) else []
 
 
 def _has_blocks_or_body(stmt):
@@ -158,7 +199,12 @@ class _Cutter:
     def __init__(self, fn, tree, lines):
         self.fn, self.tree = fn, tree
         self.declared = _declared(tree)
-        self.locals = scopes.bound_names(tree) - self.declared
+        self.locals = scopes.local_names(tree)
+        disagreement = scopes.symtable_disagreement(tree)
+        if disagreement is not None:
+            raise ScopeMismatch("janus's scope analysis of %s differs from Python's (%s)"
+                                % (fn.__qualname__, disagreement))
+        _mark_quiet_withs(tree, fn, self.locals)
         self.python, self.structural, broken = set(), set(), set()
         for line in lines:
             path = _innermost(tree.body, line, [])
@@ -212,23 +258,28 @@ class _Cutter:
         """``stmt`` kept in the skeleton, its bodies cut in turn."""
         stmt = copy.copy(stmt)
         if isinstance(stmt, (gast.For, gast.While)):
-            start = bound if isinstance(stmt, gast.While) else bound.after(
-                gast.Assign([stmt.target], stmt.iter))
-            start = liveness.Bound(start.surely, start.maybe | liveness.binds(stmt.body))
+            header = bound.after_expr(stmt.test if isinstance(stmt, gast.While) else stmt.iter)
+            # a later iteration (and ``else``) starts after whatever the body bound or deleted
+            looped = liveness.Bound(header.surely, header.maybe | liveness.binds(
+                stmt.body) | liveness.binds(_loop_target(stmt)))
+            looped = looped.without(liveness.deletes(stmt.body))
+            start = looped.after_all([gast.Assign([stmt.target], gast.Constant(None, None))]
+                                     if isinstance(stmt, gast.For) else [])
             inner = dataclasses.replace(where, loops=where.loops + 1)
             stmt.body = self.block(stmt.body, start, inner) or [gast.Pass()]
-            stmt.orelse = self.block(stmt.orelse, bound, where)
+            stmt.orelse = self.block(stmt.orelse, looped, where)
         elif isinstance(stmt, gast.If):
-            stmt.body = self.block(stmt.body, bound, where) or [gast.Pass()]
-            stmt.orelse = self.block(stmt.orelse, bound, where)
+            start = bound.after_expr(stmt.test)
+            stmt.body = self.block(stmt.body, start, where) or [gast.Pass()]
+            stmt.orelse = self.block(stmt.orelse, start, where)
         elif isinstance(stmt, gast.With):
-            targets = liveness.binds([i.optional_vars for i in stmt.items
-                                      if i.optional_vars is not None])
-            start = liveness.Bound(bound.surely | targets, bound.maybe | targets)
-            inner = where if _never_suppresses(stmt) else dataclasses.replace(where, guarded=True)
-            stmt.body = self.block(stmt.body, start, inner) or [gast.Pass()]
+            quiet = anno.get(stmt, anno.Key.NEVER_SUPPRESSES)
+            inner = where if quiet else dataclasses.replace(where, guarded=True)
+            stmt.body = self.block(stmt.body, bound.entering(stmt), inner) or [gast.Pass()]
         elif isinstance(stmt, gast.Try):
+            # a handler, ``else`` or ``finally`` may start after any part of the body
             maybe = liveness.Bound(bound.surely, bound.maybe | liveness.binds([stmt]))
+            maybe = maybe.without(liveness.deletes([stmt]))
             guarded = dataclasses.replace(where, guarded=True)
             stmt.body = self.block(stmt.body, bound, guarded) or [gast.Pass()]
             stmt.handlers = [self._handler(h, maybe, where) for h in stmt.handlers]
@@ -323,14 +374,8 @@ def _reads_outside(tree, run):
 
 def _declared(tree):
     """Names the function declares ``global`` or ``nonlocal`` (its own scope)."""
-    found, stack = set(), list(tree.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (gast.Global, gast.Nonlocal)):
-            found |= set(node.names)
-        if not isinstance(node, scopes.SCOPE_NODES):
-            stack.extend(gast.iter_child_nodes(node))
-    return found
+    glob, nonloc = scopes.declared(tree.body)
+    return glob | nonloc
 
 
 def _declarations(names, tree, like):
@@ -357,28 +402,36 @@ def _refuse_dynamic_scope(tree):
 
 
 def _bindings(tree):
-    """(name, line) of every name ``tree`` binds or deletes (an ``except ... as e``
-    name has no line of its own: its handler's)."""
+    """(name, line) of every name ``tree`` binds or deletes."""
     for node in gast.walk(tree):
-        if isinstance(node, gast.ExceptHandler) and isinstance(node.name, gast.Name):
-            yield node.name.id, node.lineno
-        elif isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)) \
-                and hasattr(node, 'lineno'):
-            yield node.id, node.lineno
+        names = scopes.names_bound_by(node)
+        if isinstance(node, gast.ExceptHandler) and node.name is not None:
+            names = {node.name.id}
+        if names and hasattr(node, 'lineno'):
+            for name in names:
+                yield name, node.lineno
+
+
+_LATER = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.GeneratorExp)
 
 
 def _refuse_escaping_closures(tree, local_names):
-    """A nested function or lambda reading a local that is bound again after it (in
-    source order, or anywhere in a loop around it) would see the cut's copy."""
+    """A nested function, lambda or generator expression (its body runs later) that
+    reads a local bound again after it (in source order, or anywhere in a loop around
+    it) would see the cut's copy; one that writes a local would write the copy."""
     for node in gast.walk(tree):
-        if node is tree or not isinstance(node, (gast.FunctionDef, gast.Lambda)):
+        if node is tree or not isinstance(node, _LATER):
             continue
-        written = _declared(node) & local_names if isinstance(node, gast.FunctionDef) else set()
+        written = set()
+        if isinstance(node, gast.GeneratorExp):
+            written = scopes.comprehension_walrus_targets(node)
+        elif not isinstance(node, gast.Lambda):
+            written = scopes.declared(node.body)[1]
+        written &= local_names
         if written:
-            raise CannotSplit('line %d: a nested function writes %s (nonlocal), which the '
+            raise CannotSplit('line %d: a nested scope writes %s (nonlocal or :=), which the '
                               'function reads' % (node.lineno, ', '.join(sorted(written))))
-        captured = {n.id for n in gast.walk(node) if isinstance(n, gast.Name)} & local_names
-        captured -= scopes.bound_names(node)
+        captured = scopes.free_names(node) & local_names
         later = {name for name, line in _bindings(tree) if line > node.end_lineno}
         looped = set()
         for loop in gast.walk(tree):
@@ -465,7 +518,8 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
     # Not the function's own name: inside the factory that would bind the skeleton,
     # and a recursive call (``fact(n - 1)``) would find it instead of the global.
     skeleton.name = _SKELETON
-    skeleton.body = _declarations(cutter.declared, tree, tree) + skeleton_body
+    skeleton.body = (_declarations(cutter.declared, tree, tree) + skeleton_body
+                     + _keep_local(sorted(cutter.locals), tree))
     skeleton.decorator_list, skeleton.returns = [], None
     definitions = [skeleton] + [d for d, *_ in cutter.segments]
     freevars = fn.__code__.co_freevars
@@ -487,7 +541,7 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
     cells = dict(zip(freevars, fn.__closure__ or ()))
     cells[SEGMENTS] = types.CellType(slots)
     cells[HELPERS] = types.CellType(_Helpers)
-    skeleton_fn = _function(nested[_SKELETON].replace(co_name=fn.__code__.co_name), fn, cells,
+    skeleton_fn = _function(_as_fn(nested[_SKELETON], fn), fn, cells,
                             fn.__name__)
     skeleton_fn.__defaults__, skeleton_fn.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
     skeleton_fn.__qualname__ = fn.__qualname__
@@ -495,13 +549,39 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
     for definition, first, last, inputs, outputs, returns in cutter.segments:
         # Frames show the function's own name, as eagerly (code looking at its
         # caller's name sees it); the qualified name says which part it is.
-        code = nested[definition.name].replace(co_name=fn.__code__.co_name)
+        code = _as_fn(nested[definition.name], fn)
         function = _function(code, fn, cells, fn.__name__)
         function.__qualname__ = '%s (lines %d-%d)' % (fn.__qualname__, first, last)
         _register(function, definition, parsed)
         segments.append(Segment(function, first, last, inputs, outputs, returns))
     slots.extend(s.function for s in segments)
     return Split(skeleton_fn, segments, tuple(cutter.python_lines), slots)
+
+
+def _as_fn(code, fn):
+    """A part's code named as ``fn``'s: frames show the function's own name, and the
+    functions, lambdas and classes it makes have the qualified names they have
+    eagerly (``f.<locals>.<lambda>``, not the split's)."""
+    old, new = code.co_qualname, fn.__code__.co_qualname
+
+    def renamed(inner):
+        consts = tuple(renamed(c) if isinstance(c, types.CodeType) else c
+                       for c in inner.co_consts)
+        qualname = new + inner.co_qualname[len(old):] if inner.co_qualname.startswith(
+            old) else inner.co_qualname
+        return inner.replace(co_consts=consts, co_qualname=qualname)
+    return renamed(code).replace(co_name=fn.__code__.co_name)
+
+
+def _keep_local(names, tree):
+    """``if False: del a, b, ...``: every local of the function is a local of the
+    skeleton too, though segments bind it, so a Python statement reading it before
+    it is bound raises UnboundLocalError as eagerly, not reading a global."""
+    if not names:
+        return []
+    never = gast.If(gast.Constant(False, None),
+                    [gast.Delete([_name(n, gast.Del()) for n in names])], [])
+    return [_at(never, tree, start=False)]
 
 
 def _function(code, fn, cells, name):

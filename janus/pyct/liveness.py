@@ -1,97 +1,86 @@
 """Which local names a statement reads and binds, and which are bound where.
 
-Runs on a parsed gast function (``frontend``).  The graph-break splitter
-(``graphgen/segments.py``) passes a function's locals between the parts it
-cuts the function into; what crosses a cut comes from here:
+Runs on a parsed gast function (``frontend``); the scope rules are
+``scopes``'.  The graph-break splitter (``graphgen/segments.py``) passes a
+function's locals between the parts it cuts the function into; what crosses
+a cut comes from here:
 
 * ``reads``/``binds``: the names a statement (or a run of statements) loads,
-  stores or deletes in the function's own scope (nested functions and
-  comprehensions count where they read the function's names);
+  stores or deletes in the function's own scope (a nested scope reads the
+  names it takes from the function; its defaults, decorators and first
+  iterable run in the function; a walrus in a comprehension binds in it);
 * ``Bound``: a forward analysis of which names are *surely* bound at a point
-  (every path binds them, none deletes them after) and which *may* be.  It
-  errs one way only: a name it calls surely bound is bound on every path.
+  (every path that reaches the point binds them and none deletes them after)
+  and which *may* be.  ``surely`` may only miss names, never claim one: a
+  binding that might not run (under ``and``/``or``, a conditional expression,
+  a comprehension's body, an ``assert``, a loop, a ``try``, a ``match`` case, a
+  ``with`` whose manager may suppress) is only *maybe*.  A statement form not
+  analysed binds only *maybe*.  ``tests/test_liveness.py`` checks this against
+  what a traced run of generated functions finds bound.
 """
 import dataclasses
 import typing
 
 import gast
 
-from janus.pyct import scopes
-
-_COMPOUND = (gast.If, gast.For, gast.While, gast.With, gast.Try, gast.AsyncFor,
-             gast.AsyncWith, gast.Match)
-
-
-def _own_nodes(node):
-    """``node`` and its descendants in the same scope, plus the free reads of the nested
-    scopes in it (a comprehension or lambda reads the function's locals)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        if current is not node and isinstance(current, scopes.SCOPE_NODES):
-            yield from _nested_reads(current)
-            continue
-        stack.extend(gast.iter_child_nodes(current))
-
-
-def _nested_reads(scope):
-    """Name loads of a nested scope that are not its own locals, as Load nodes."""
-    own = scopes.bound_names(scope)
-    if isinstance(scope, (gast.FunctionDef, gast.AsyncFunctionDef)):
-        for expr in list(scope.decorator_list) + list(scope.args.defaults) + [
-                d for d in scope.args.kw_defaults if d is not None]:
-            yield from _own_nodes(expr)
-    for inner in gast.walk(scope):
-        if isinstance(inner, gast.Name) and isinstance(inner.ctx, gast.Load) \
-                and inner.id not in own:
-            yield inner
+from janus.pyct import anno, scopes
 
 
 def reads(nodes):
-    """Names the statements ``nodes`` read (loads, and the targets of ``x += 1``)."""
+    """Names the statements ``nodes`` read (loads, the targets of ``x += 1``, and the
+    names nested scopes take from the function)."""
     found = set()
-    for stmt in nodes:
-        for node in _own_nodes(stmt):
-            if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Load, gast.Del)):
-                found.add(node.id)
-            elif isinstance(node, gast.AugAssign) and isinstance(node.target, gast.Name):
-                found.add(node.target.id)
+    for node in scopes.walk_scope(nodes):
+        if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Load, gast.Del)):
+            found.add(node.id)
+        elif isinstance(node, gast.AugAssign) and isinstance(node.target, gast.Name):
+            found.add(node.target.id)
+        elif isinstance(node, scopes.SCOPE_NODES):
+            found |= scopes.free_names(node)
     return found
 
 
 def binds(nodes):
     """Names the statements ``nodes`` store or delete in the function's scope."""
     found = set()
-    for stmt in nodes:
-        stack = [stmt]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)):
-                found.add(node.id)
-            elif isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
-                found.add(node.name)
-            elif isinstance(node, (gast.Import, gast.ImportFrom)):
-                found |= {(a.asname or a.name).split('.')[0] for a in node.names}
-            if node is not stmt and isinstance(node, scopes.SCOPE_NODES):
-                if isinstance(node, (gast.ListComp, gast.SetComp, gast.DictComp,
-                                     gast.GeneratorExp)):
-                    found |= _walrus_targets(node)
-                continue
-            stack.extend(gast.iter_child_nodes(node))
+    for node in scopes.walk_scope(nodes):
+        found |= scopes.names_bound_by(node)
     return found
 
 
-def _walrus_targets(comprehension):
-    """``(y := ...)`` inside a comprehension binds ``y`` in the enclosing function."""
-    return {n.target.id for n in gast.walk(comprehension)
-            if isinstance(n, gast.NamedExpr) and isinstance(n.target, gast.Name)}
-
-
 def deletes(nodes):
-    """Names a ``del`` among ``nodes`` may unbind."""
-    return {n.id for stmt in nodes for n in gast.walk(stmt)
-            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Del)}
+    """Names the statements ``nodes`` may unbind: ``del``, and ``except ... as e``
+    (Python deletes ``e`` when its handler ends)."""
+    found = set()
+    for node in scopes.walk_scope(nodes):
+        if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Del):
+            found.add(node.id)
+        elif isinstance(node, gast.ExceptHandler) and node.name is not None:
+            found.add(node.name.id)
+    return found
+
+
+def _surely_by(node):
+    """Names an expression or simple statement binds on every path that completes it
+    (parts that may not run are left out: all but the first operand of ``and``/``or``,
+    a conditional expression's branches, a comprehension past its first iterable, a
+    lambda's body, an ``assert``, which ``python -O`` drops)."""
+    if isinstance(node, gast.BoolOp):
+        return _surely_by(node.values[0])
+    if isinstance(node, gast.IfExp):
+        return _surely_by(node.test)
+    if isinstance(node, gast.Assert):
+        return set()
+    if isinstance(node, scopes.SCOPE_NODES):
+        found = set().union(*[_surely_by(e) for e in scopes.enclosing_parts(node)])
+        return found | (scopes.names_bound_by(node) if not isinstance(
+            node, scopes.COMPREHENSIONS) else set())
+    if isinstance(node, gast.Name):
+        return {node.id} if isinstance(node.ctx, gast.Store) else set()
+    found = scopes.names_bound_by(node)
+    for child in gast.iter_child_nodes(node):
+        found |= _surely_by(child)
+    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,21 +100,49 @@ class Bound:
         return state
 
     def _after_one(self, stmt):
-        bound, gone = binds([stmt]), deletes([stmt])
-        maybe = frozenset(self.maybe | bound)
+        maybe = frozenset(self.maybe | binds([stmt]))
+        gone = deletes([stmt])
         if isinstance(stmt, gast.If):
-            body, orelse = self.after_all(stmt.body), self.after_all(stmt.orelse)
+            start = self.after_expr(stmt.test)
+            body, orelse = start.after_all(stmt.body), start.after_all(stmt.orelse)
             return Bound(body.surely & orelse.surely, maybe)
-        if isinstance(stmt, _COMPOUND) and not isinstance(stmt, (gast.With, gast.AsyncWith)):
-            return Bound(self.surely - gone, maybe)   # loops may not run; try may stop early
         if isinstance(stmt, (gast.With, gast.AsyncWith)):
-            inside = Bound(self.surely | _with_targets(stmt), maybe)
-            return Bound(inside.after_all(stmt.body).surely, maybe)
-        return Bound(frozenset((self.surely | bound) - gone), maybe)
+            start = self.entering(stmt)
+            if anno.get(stmt, anno.Key.NEVER_SUPPRESSES):
+                return Bound(start.after_all(stmt.body).surely, maybe)
+            return Bound(start.surely - gone, maybe)   # a manager may end the body early
+        if isinstance(stmt, (gast.Try, gast.TryStar)):
+            # the body may stop anywhere; a ``finally`` runs to its end on the way out
+            return Bound(Bound(self.surely - gone, maybe).after_all(stmt.finalbody).surely,
+                         maybe)
+        header = _HEADERS.get(type(stmt))
+        if header is not None:   # loops may not run, a match may take no case
+            return Bound(self.after_expr(getattr(stmt, header)).surely - gone, maybe)
+        if hasattr(stmt, 'body'):   # a compound statement this pass does not know
+            return Bound(self.surely - gone, maybe)
+        return Bound(frozenset((self.surely | _surely_by(stmt)) - gone), maybe)
+
+    def after_expr(self, expr):
+        """What is bound once ``expr`` (a statement's header) has been evaluated."""
+        return Bound(frozenset(self.surely | _surely_by(expr)),
+                     frozenset(self.maybe | binds([expr])))
+
+    def entering(self, with_stmt):
+        """What is bound when a ``with`` statement's body starts."""
+        state = self
+        for item in with_stmt.items:
+            state = state.after_expr(item.context_expr)
+            if item.optional_vars is not None:
+                targets = binds([item.optional_vars])
+                state = Bound(state.surely | targets, state.maybe | targets)
+        return state
+
+    def without(self, names):
+        """This point with ``names`` no longer surely bound (a ``del`` may have run)."""
+        return Bound(frozenset(self.surely - names), self.maybe)
 
 
-def _with_targets(stmt):
-    return binds([item.optional_vars for item in stmt.items if item.optional_vars is not None])
+_HEADERS = {gast.While: 'test', gast.For: 'iter', gast.AsyncFor: 'iter', gast.Match: 'subject'}
 
 
 def at_entry(fn_node):

@@ -1,13 +1,32 @@
-"""Which names a scope binds, so free names (globals, closure cells) can be told apart.
+"""Which names a scope binds and which it takes from outside, as Python's compiler decides.
 
 Runs on a parsed gast tree.  Python makes a name local to a scope when the
-scope binds it anywhere (parameter, assignment, loop target, import, def);
-every other name a scope reads comes from an enclosing scope or the module.
+scope binds it anywhere (parameter, assignment, loop target, import, def,
+``match`` pattern, ``except ... as``); every other name a scope reads comes from
+an enclosing scope or the module.  Three rules are easy to get wrong, and
+every function here follows them:
+
+* parts of a nested scope run in the *enclosing* one: a function's or lambda's
+  defaults, annotations and decorators, a class's bases, a comprehension's
+  first iterable (``enclosing_parts``);
+* a walrus inside a comprehension binds in the nearest enclosing function,
+  not in the comprehension;
+* a class body does not enclose the functions in it: a method's free names
+  pass through the class.
+
+``symtable_disagreement`` checks these answers against Python's own
+``symtable`` on a function, so a case this module misses is found, not
+silently wrong (``graphgen/segments.py`` checks every function it cuts).
 """
+import ast
+import symtable
+
 import gast
 
 SCOPE_NODES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ListComp,
                gast.SetComp, gast.DictComp, gast.GeneratorExp, gast.ClassDef)
+COMPREHENSIONS = (gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp)
+_FUNCTIONS = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda)
 
 
 def jumps_out(node, loops=0):
@@ -26,53 +45,199 @@ def jumps_out(node, loops=0):
     return any(jumps_out(child, loops) for child in gast.iter_child_nodes(node))
 
 
-def _arg_names(args):
-    names = set()
-    for arg in list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs):
-        names.add(arg.id)
-    for arg in (args.vararg, args.kwarg):
-        if arg is not None:
-            names.add(arg.id)
-    return names
+# -- which parts of a nested scope run where ---------------------------------------
+
+def _all_args(args):
+    return (list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs)
+            + [a for a in (args.vararg, args.kwarg) if a is not None])
 
 
-def _own_children(node):
-    """Child nodes that belong to ``node``'s scope (nested scopes not entered)."""
+def enclosing_parts(node):
+    """The expressions of a nested scope ``node`` that run in the scope around it."""
     if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef)):
+        annotations = [a.annotation for a in _all_args(node.args)] + [node.returns]
+        return (list(node.decorator_list) + list(node.args.defaults)
+                + [d for d in node.args.kw_defaults if d is not None]
+                + [a for a in annotations if a is not None])
+    if isinstance(node, gast.Lambda):
+        return list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]
+    if isinstance(node, COMPREHENSIONS):
+        return [node.generators[0].iter]
+    if isinstance(node, gast.ClassDef):
+        return list(node.decorator_list) + list(node.bases) + [k.value for k in node.keywords]
+    raise TypeError('not a scope: %r' % (node,))
+
+
+def inner_parts(node):
+    """The parts of a nested scope ``node`` that run in its own scope."""
+    if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
         return list(node.body)
     if isinstance(node, gast.Lambda):
         return [node.body]
-    if isinstance(node, (gast.ListComp, gast.SetComp, gast.GeneratorExp)):
-        return [node.elt] + list(node.generators)
-    if isinstance(node, gast.DictComp):
-        return [node.key, node.value] + list(node.generators)
-    return list(node.body)
+    if isinstance(node, COMPREHENSIONS):
+        first, *rest = node.generators
+        elts = [node.key, node.value] if isinstance(node, gast.DictComp) else [node.elt]
+        return elts + [first.target] + list(first.ifs) + list(rest)
+    raise TypeError('not a scope: %r' % (node,))
 
 
-def bound_names(scope):
-    """The names ``scope`` binds (its locals)."""
-    names = set()
-    if not isinstance(scope, gast.ClassDef):
-        names |= _arg_names(scope.args) if hasattr(scope, 'args') else set()
-    stack = _own_children(scope)
+def walk_scope(nodes):
+    """Every node under ``nodes`` that runs in their scope.  A nested scope's node is
+    yielded, its ``enclosing_parts`` walked, its ``inner_parts`` not."""
+    stack = list(reversed(nodes))
     while stack:
         node = stack.pop()
-        if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)):
-            names.add(node.id)
-        elif isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
-            names.add(node.name)
-            stack.extend(node.decorator_list)
-            continue
-        elif isinstance(node, (gast.Import, gast.ImportFrom)):
-            for alias in node.names:
-                names.add((alias.asname or alias.name).split('.')[0])
-        elif isinstance(node, gast.alias):
-            continue
-        if isinstance(node, SCOPE_NODES) and node is not scope:
-            if isinstance(node, gast.Lambda):
-                stack.extend(node.args.defaults)
-            elif hasattr(node, 'generators'):
-                stack.append(node.generators[0].iter)  # evaluated in this scope
-            continue
-        stack.extend(gast.iter_child_nodes(node))
+        yield node
+        if isinstance(node, SCOPE_NODES):
+            stack.extend(reversed(enclosing_parts(node)))
+        else:
+            stack.extend(reversed(list(gast.iter_child_nodes(node))))
+
+
+# -- what one node binds --------------------------------------------------------------
+
+def pattern_names(node):
+    """Names a ``match`` pattern node binds itself (capture, star, mapping rest)."""
+    if isinstance(node, (gast.MatchAs, gast.MatchStar)) and node.name is not None:
+        return {node.name}
+    if isinstance(node, gast.MatchMapping) and node.rest is not None:
+        return {node.rest}
+    return set()
+
+
+def names_bound_by(node):
+    """Names ``node`` itself binds in the scope it runs in (not counting its children)."""
+    if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)):
+        return {node.id}
+    if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (gast.Import, gast.ImportFrom)):
+        return {(a.asname or a.name).split('.')[0] for a in node.names}
+    if isinstance(node, COMPREHENSIONS):
+        return comprehension_walrus_targets(node)
+    return pattern_names(node)
+
+
+def comprehension_walrus_targets(comprehension):
+    """``(y := ...)`` in a comprehension (or one nested in it) binds ``y`` in the
+    enclosing function."""
+    found = set()
+    for node in walk_scope(inner_parts(comprehension)):
+        if isinstance(node, gast.NamedExpr):
+            found.add(node.target.id)
+        elif isinstance(node, COMPREHENSIONS):
+            found |= comprehension_walrus_targets(node)
+    return found
+
+
+def declared(scope_nodes):
+    """Names declared ``global`` and ``nonlocal`` among ``scope_nodes`` (one scope)."""
+    glob, nonloc = set(), set()
+    for node in walk_scope(scope_nodes):
+        if isinstance(node, gast.Global):
+            glob |= set(node.names)
+        elif isinstance(node, gast.Nonlocal):
+            nonloc |= set(node.names)
+    return glob, nonloc
+
+
+def parameters(scope):
+    if isinstance(scope, _FUNCTIONS):
+        return {a.id for a in _all_args(scope.args)}
+    return set()
+
+
+# -- a scope's locals and free names ------------------------------------------------
+
+def bound_names(scope):
+    """The names ``scope`` binds: its locals, and the names it declares ``global`` or
+    ``nonlocal`` and assigns (callers that need locals only subtract ``declared``)."""
+    names = parameters(scope)
+    own = inner_parts(scope) if not isinstance(scope, gast.Module) else list(scope.body)
+    walrus = isinstance(scope, COMPREHENSIONS)
+    for node in walk_scope(own):
+        names |= names_bound_by(node)
+    if walrus:   # its walrus targets are the enclosing function's
+        names -= comprehension_walrus_targets(scope)
     return names
+
+
+def local_names(scope):
+    """The scope's locals as Python's compiler decides them."""
+    glob, nonloc = declared(inner_parts(scope))
+    return bound_names(scope) - glob - nonloc
+
+
+def free_names(scope):
+    """The names a nested ``scope`` refers to that are neither its locals nor declared
+    ``global`` in it: they come from the enclosing scopes (or, where no enclosing
+    function binds them, the module)."""
+    glob, nonloc = declared(inner_parts(scope))
+    own = bound_names(scope) - glob - nonloc
+    refs, passed = set(), set()
+    for node in walk_scope(inner_parts(scope)):
+        if isinstance(node, gast.Name):
+            refs.add(node.id)
+        elif isinstance(node, SCOPE_NODES):
+            passed |= free_names(node)
+        refs |= pattern_names(node)
+    refs |= nonloc
+    if isinstance(scope, gast.ClassDef):
+        # methods see past the class body: their free names are not the class's names
+        return (refs - own - glob) | passed
+    return (refs | passed) - own - glob
+
+
+def loaded_names(nodes):
+    """Names loaded in the scope of ``nodes`` itself (not in nested scopes)."""
+    return {n.id for n in walk_scope(nodes)
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
+
+
+def nested_scopes(nodes):
+    """The nested scopes directly under ``nodes`` (not those inside them)."""
+    return [n for n in walk_scope(nodes) if isinstance(n, SCOPE_NODES)]
+
+
+# -- checked against Python's own symtable ------------------------------------------
+
+_SYMTABLE_NAME = {gast.Lambda: 'lambda', gast.ListComp: 'listcomp', gast.SetComp: 'setcomp',
+                  gast.DictComp: 'dictcomp', gast.GeneratorExp: 'genexpr'}
+
+
+def _scope_key(node):
+    name = _SYMTABLE_NAME.get(type(node)) or node.name
+    return name, node.lineno
+
+
+def symtable_disagreement(fn_node):
+    """None when janus's answers for the gast function ``fn_node`` equal Python's
+    ``symtable`` (its locals, the names it loads itself, and each nested scope's names
+    taken from it); else a sentence naming the first difference.
+
+    The function is unparsed and parsed again, so both analyses see one text with one
+    numbering of lines (the tree may be janus's own, with no source)."""
+    source = ast.unparse(gast.gast_to_ast(gast.Module([fn_node], [])))
+    fn_node = gast.parse(source).body[0]
+    table = symtable.symtable(source, '<janus>', 'exec').get_children()[0]
+    ours = local_names(fn_node)
+    theirs = set(table.get_locals())
+    if ours != theirs:
+        return 'locals: janus %s, Python %s' % (sorted(ours), sorted(theirs))
+    ours = loaded_names(inner_parts(fn_node))
+    theirs = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
+    if ours != theirs:
+        return 'names read: janus %s, Python %s' % (sorted(ours), sorted(theirs))
+    fn_locals = set(table.get_locals())
+    janus_free, python_free = {}, {}
+    for node in nested_scopes(inner_parts(fn_node)):
+        janus_free.setdefault(_scope_key(node), set()).update(free_names(node) & fn_locals)
+    for child in table.get_children():
+        python_free.setdefault((child.get_name(), child.get_lineno()), set()).update(
+            s.get_name() for s in child.get_symbols() if s.is_free()
+            and s.get_name() in fn_locals)
+    if janus_free != python_free:
+        return 'names nested scopes take: janus %s, Python %s' % (
+            sorted((k, sorted(v)) for k, v in janus_free.items()),
+            sorted((k, sorted(v)) for k, v in python_free.items()))
+    return None
