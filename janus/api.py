@@ -26,6 +26,7 @@ import functools
 import inspect
 import logging
 import threading
+import time
 import traceback
 import types
 from typing import Callable, Optional
@@ -34,6 +35,7 @@ import tensorflow as tf
 
 from janus import callables, function_state, guards, profiler
 from janus.events import Event, EventKind  # noqa: F401 - janus.api.EventKind, as before
+from janus.floor import CallKind
 from janus.explain import annotate, reason_text   # where + advice for every reason
 from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
@@ -167,6 +169,16 @@ class JanusFunction(callables.JanusCallable):
             self._local.running = False
 
     def _call(self, call):
+        floor = self.state.floor
+        with self._lock:
+            plain = floor.plain_now()
+        if plain:   # janus was slower than eager here, or eager is being timed (floor.py)
+            started = time.perf_counter()
+            try:
+                return self._run_plain(call)
+            finally:
+                self._timed(floor, CallKind.EAGER, started)
+        started, built = time.perf_counter(), self.stats.graphs_built
         try:
             step, entry, misses = self._decide(call)   # janus bookkeeping: no user code runs
         except StrictModeError:
@@ -174,13 +186,27 @@ class JanusFunction(callables.JanusCallable):
         except Exception as e:  # noqa: BLE001 - janus's own failure: run the call as Python
             self._internal_error('preparing the call', e)
             step = Step.PLAIN   # run below, outside this handler (no janus __context__)
-        if step is Step.REPLAY:
-            return self._run(entry, call)
-        if step is Step.SPLIT:
-            return self._run_split(entry, call)
-        if step is Step.PROFILE:                      # warm-up, re-profile
-            return self._run_profiled(call, count=not misses)
-        return self._run_plain(call)                  # could not generate, or bad arguments
+        if step is Step.PLAIN:
+            return self._run_plain(call)              # could not generate, or bad arguments
+        kind = CallKind.PROFILED if step is Step.PROFILE and not misses else CallKind.JANUS
+        try:
+            if step is Step.REPLAY:
+                return self._run(entry, call)
+            if step is Step.SPLIT:
+                return self._run_split(entry, call)
+            return self._run_profiled(call, count=not misses)   # warm-up, re-profile
+        finally:
+            if built < self.stats.graphs_built <= config.floor_warmup_graphs:
+                kind = CallKind.WARMUP
+            self._timed(floor, kind, started)
+
+    def _timed(self, floor, kind, started):
+        """Reports a call's time to the measured floor; records what it decided."""
+        seconds = time.perf_counter() - started
+        with self._lock:
+            decision = floor.note(kind, seconds, self.stats.calls)
+        if decision is not None:
+            self._event(EventKind.FLOOR, decision.describe())
 
     def _decide(self, call):
         """(Step, entry, misses) for this call; may generate a graph."""

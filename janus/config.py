@@ -52,6 +52,12 @@ class _Config:
         segment_min_ops=4,        # a graph-break segment whose graph runs fewer tensor ops than this runs as plain Python (a janus call costs about as much as 4 eager ops)
         segment_profile_calls=1,  # profiled calls of a graph-break segment before its graph (the function's own calls profiled its statements already)
         jit_compile='off',        # compile janus's graphs with XLA: 'off', 'on' (those XLA can compile whole), 'auto' (time both on each graph's first runs, keep the faster; replay/xla.py)
+        measured_floor=True,      # time janus's calls against plain (eager) ones; a function or segment slower than eager runs plainly, measured again later (floor.py)
+        floor_window=8,           # steady janus calls (after warm-up) timed before each decision of the floor
+        floor_eager_calls=3,      # plain calls run to time eager when the floor has no eager time to compare with
+        floor_margin=0.05,        # janus may be this share slower than eager before the floor runs the function plainly (timing noise)
+        floor_recheck=32,         # calls before the floor measures a decision again (doubling while the decision repeats, up to 64x)
+        floor_warmup_graphs=4,    # the first this many graphs a function builds are warm-up for the floor; later ones (retraces) count as steady cost
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

@@ -32,6 +32,7 @@ class EventKind(enum.StrEnum):
     SCALAR_PINNED = 'number kept constant'
     ASSUMED_INSTEAD = 'assumed instead'
     GRAPH_BREAK = 'graph break'
+    FLOOR = 'measured floor'
 
 
 @dataclasses.dataclass(frozen=True)

@@ -142,6 +142,11 @@ def _explain_one(jf, verbose):
                  'graphs built %d, cache misses %d, evictions %d'
                  % (s.calls, s.graph_calls, s.profiled_calls, s.imperative_calls, s.fallbacks,
                     s.graphs_built, s.cache_misses, s.evictions), '  ', '    ')
+    timing = jf.state.floor.describe()
+    if timing:
+        decided = jf.state.floor.decisions
+        out += _wrap('time a call: %s%s' % (timing, '; measured floor: %s' % decided[-1].describe()
+                                           if decided else ''), '  ', '    ')
     if jf.failed_conversion is not None and jf.state.split_always is None:
         where, advice = _imperative(jf, jf.failed_conversion.reason,
                                     _error_line(jf.failed_conversion))

@@ -18,6 +18,7 @@ import inspect
 import typing
 
 from janus import profiler
+from janus.floor import Floor
 from janus.cache import GraphCache
 from janus.graphgen.plan import SpeculationState
 from janus.relaxation import ScalarRelaxation
@@ -73,6 +74,7 @@ class FunctionState:
     split_always: typing.Any = None
     unsplittable: set = dataclasses.field(default_factory=set)
     recut: dict = dataclasses.field(default_factory=dict)   # lines -> the wider lines now cut
+    floor: Floor = dataclasses.field(default_factory=Floor)   # measured against eager
 
     def __post_init__(self):
         self.recorder = profiler.Recorder(self.profile)

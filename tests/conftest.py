@@ -134,3 +134,20 @@ def without_graph_breaks():
     cut the function there: assumed outcomes, whole-function fallback."""
     with janus.config.patch(graph_breaks=False):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _no_measured_floor(request):
+    """The measured floor (floor.py) decides by wall time; a test that counts graph
+    runs must not depend on the machine's speed.  Tests of the floor itself are marked
+    ``measured_floor`` and run with it on."""
+    if request.node.get_closest_marker('measured_floor'):
+        yield
+        return
+    with janus.config.patch(measured_floor=False):
+        yield
+
+
+def pytest_configure(config):
+    config.addinivalue_line('markers', 'measured_floor: runs with the measured floor on '
+                            '(janus.config.measured_floor; off in every other test)')
