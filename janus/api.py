@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from janus import callables, function_state, guards, profiler
 from janus.events import Event, EventKind  # noqa: F401 - janus.api.EventKind, as before
+from janus import floor as floor_module
 from janus.floor import CallKind
 from janus.explain import annotate, reason_text   # where + advice for every reason
 from janus.config import config
@@ -178,7 +179,7 @@ class JanusFunction(callables.JanusCallable):
                 return self._run_plain(call)
             finally:
                 self._timed(floor, CallKind.EAGER, started)
-        started, built = time.perf_counter(), self.stats.graphs_built
+        started, warmup = time.perf_counter(), floor_module.WARMUP_WORK.count
         try:
             step, entry, misses = self._decide(call)   # janus bookkeeping: no user code runs
         except StrictModeError:
@@ -196,8 +197,8 @@ class JanusFunction(callables.JanusCallable):
                 return self._run_split(entry, call)
             return self._run_profiled(call, count=not misses)   # warm-up, re-profile
         finally:
-            if built < self.stats.graphs_built <= config.floor_warmup_graphs:
-                kind = CallKind.WARMUP
+            if kind is CallKind.JANUS and floor_module.WARMUP_WORK.count > warmup:
+                kind = floor.warmup_kind()   # it (or a segment, a callee) profiled or traced
             self._timed(floor, kind, started)
 
     def _timed(self, floor, kind, started):
@@ -347,6 +348,10 @@ class JanusFunction(callables.JanusCallable):
         return self._run_plain(call)
 
     def _after_broken_assumption(self, entry, broke, call):
+        split = self._safely('cutting for the other path', self._split_for_other_path, entry,
+                             broke)
+        if split is not None:
+            return self._run_split(split, call)
         self.stats.fallbacks += 1
         kept = broke.assumption.site in entry.assumed_instead
         self._event(EventKind.FALLBACK, 'assumption %r broke; re-ran imperatively%s' % (
@@ -363,6 +368,35 @@ class JanusFunction(callables.JanusCallable):
             raise
         self._safely('relaxing assumptions', self._relax, entry, broke.assumption)
         return result
+
+    def _split_for_other_path(self, entry, broke):
+        """The cut this call runs instead of an imperative re-run, or None.
+
+        The broken assumption was made only because a statement under it cannot be
+        in a graph (``print(loss.numpy())`` under ``if self.step % 10 == 0``), and it
+        broke before anything changed (``AssertionBroke``: checked on the host, or the
+        graph's write-back never ran).  The call runs the function cut at that
+        statement, and the graph stays for the calls that take the assumed path: the
+        nine in ten steps that log nothing keep the whole-function graph."""
+        site = broke.assumption.site
+        error = self.speculation.breakable.get(site)
+        if (error is None or site not in entry.assumed_instead or self.strict
+                or not config.graph_breaks or self.split_owner is not None):
+            return None
+        line = error.statement_line
+        if line is None or not tracer.breaks_at_statement_line(error, line):
+            return None
+        lines = frozenset((line,))
+        with self._lock:
+            made = self.state.splits.get(lines)
+            if made is None:
+                made = self._cut(error, lines, line)
+                if made is not None:
+                    self._event(EventKind.GRAPH_BREAK, 'calls that take the other path at %s run '
+                                'the function cut at line %d; the graph stays for the others'
+                                % (self.site_name(site), line), lineno=line,
+                                filename=self.function.__code__.co_filename)
+        return made
 
     def _after_graph_error(self, entry, error, call):
         restored = (' after restoring the %d variables it had updated' % error.restored
@@ -456,6 +490,7 @@ class JanusFunction(callables.JanusCallable):
     def _run_profiled(self, call, count=True, claimed=True):
         if count:
             self.stats.profiled_calls += 1
+            floor_module.WARMUP_WORK.note()
         else:
             self.stats.imperative_calls += 1
         if not claimed:
@@ -538,6 +573,7 @@ class JanusFunction(callables.JanusCallable):
         entry.set_jit(self.xla_setting)
         self.graphs_built += 1
         self.stats.graphs_built += 1
+        floor_module.WARMUP_WORK.note()
         self.stats.evictions += len(self.cache.insert(entry))
         if self.split_owner is not None and \
                 entry.work_ops(config.segment_min_ops) < config.segment_min_ops:

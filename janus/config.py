@@ -57,7 +57,8 @@ class _Config:
         floor_eager_calls=3,      # plain calls run to time eager when the floor has no eager time to compare with
         floor_margin=0.05,        # janus may be this share slower than eager before the floor runs the function plainly (timing noise)
         floor_recheck=32,         # calls before the floor measures a decision again (doubling while the decision repeats, up to 64x)
-        floor_warmup_graphs=4,    # the first this many graphs a function builds are warm-up for the floor; later ones (retraces) count as steady cost
+        floor_sampling_share=0.02,  # rechecking a decision to keep janus may cost at most this share of the calls' time (its eager samples)
+        floor_warmup_calls=6,     # a function's first this many calls that profiled or built a graph (it, a segment, a callee) are warm-up for the floor; later ones (retraces) are steady cost
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

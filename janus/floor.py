@@ -9,24 +9,27 @@ others keep their graphs.
 The discipline, as relaxing's: measure, decide, and measure again after a
 bounded number of calls.
 
-* **Warm-up is not steady cost.**  The profiled calls and the calls that built
-  one of the function's first ``config.floor_warmup_graphs`` graphs are
-  warm-up.  A graph built after those (a retrace, a cache miss, a relaxed
-  graph) is steady cost, as are fallbacks' re-runs and re-profiled calls: a
+* **Warm-up is not steady cost.**  The profiled calls are warm-up, and so are
+  the function's first ``config.floor_warmup_calls`` calls in which it, a
+  segment of it or a janus function it calls profiled or built a graph
+  (``WARMUP_WORK``).  Later such calls (a retrace, a cache miss, a relaxed
+  graph) are steady cost, as are fallbacks' re-runs and re-profiled calls: a
   function that keeps retracing pays for it here.
 * **Decide on a window.**  After ``config.floor_window`` steady janus calls,
   their mean time is compared with eager's.  Eager's time comes from plain
-  calls: the calls the floor runs plainly, and, where none was timed, the
-  next ``config.floor_eager_calls`` calls, run plainly to measure it, afresh
-  at each recheck of a decision to keep janus (the program may have changed).
-  The first decision skips that sampling when janus is clearly faster than
-  even the profiled calls (which run the user's code eagerly, plus probes).
+  calls: the calls the floor ran plainly while it held, or else the next
+  ``config.floor_eager_calls`` calls, run plainly to measure it.  Only the
+  first decision may skip that sampling: when janus is far faster than even
+  the profiled calls (the user's code run eagerly, plus probes).
 * **Then hold, and check again.**  Janus slower than eager by more than
   ``config.floor_margin``: the next calls run plainly; janus faster: it keeps
   running.  Either way the decision is measured again after
   ``config.floor_recheck`` calls, twice as many after each decision that
   repeats the one before (at most 64 times as many), so a program whose speed
-  changes later is followed, and one that does not is rarely disturbed.
+  changes later is followed, and one that does not is rarely disturbed.  A
+  decision to keep janus is rechecked no sooner than its eager sampling costs
+  at most ``config.floor_sampling_share`` of the calls' time: a function 50x
+  faster than eager is rechecked every few thousand calls.
 
 Plain calls are the user's function itself: eager's results, state and
 exceptions by construction.  ``Floor.decisions`` is what ``explain`` shows.
@@ -34,6 +37,7 @@ exceptions by construction.  ``Floor.decisions`` is what ``explain`` shows.
 import collections
 import dataclasses
 import enum
+import math
 import statistics
 import typing
 
@@ -41,12 +45,13 @@ from janus.config import config
 
 _MAX_BACKOFF = 64      # the recheck interval grows to at most this many times the knob
 _SAMPLES = 32          # recent times kept per kind
+_FAR_FASTER = 8        # janus this many times faster than the profiled calls: no eager sampling
 
 
 class CallKind(enum.Enum):
     """How a timed call ran."""
     PROFILED = 'profiled'   # warm-up: the probed twin (eager plus probes)
-    WARMUP = 'warm-up'      # built one of the function's first graphs
+    WARMUP = 'warm-up'      # one of the function's first calls that profiled or traced
     JANUS = 'janus'         # a graph, a split call, a fallback, a re-profile, a later trace
     EAGER = 'eager'         # plain Python: the user's function itself
 
@@ -56,20 +61,32 @@ class Verdict(enum.Enum):
     PLAIN = 'runs plainly'
 
 
+class _WarmupWork:
+    """How many profiled calls and graph builds janus has done in this process: a
+    call during which the count moved did warm-up work (itself, a segment, a callee)."""
+    count = 0
+
+    def note(self):
+        self.count += 1
+
+
+WARMUP_WORK = _WarmupWork()
+
+
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """One measurement and what the floor made of it (``explain``)."""
     call: int
-    janus_ms: float
-    eager_ms: float
+    janus_s: float          # janus's mean time a call over the window
+    eager_s: float          # eager's, as measured (or, before any plain call, the profiled)
     verdict: Verdict
     calls: int              # how many calls until it is measured again
 
     def describe(self):
-        ratio = self.eager_ms / self.janus_ms if self.janus_ms > 0 else float('inf')
+        ratio = self.eager_s / self.janus_s if self.janus_s > 0 else float('inf')
         return ('call %d: janus %.3g ms a call, eager %.3g ms (%.2fx eager): %s for %d calls'
-                % (self.call, self.janus_ms, self.eager_ms, ratio, self.verdict.value,
-                   self.calls))
+                % (self.call, self.janus_s * 1e3, self.eager_s * 1e3, ratio,
+                   self.verdict.value, self.calls))
 
 
 @dataclasses.dataclass(eq=False)
@@ -78,13 +95,21 @@ class Floor:
     samples: dict = dataclasses.field(default_factory=lambda: {
         kind: collections.deque(maxlen=_SAMPLES) for kind in CallKind})
     window: list = dataclasses.field(default_factory=list)   # steady janus times since a decision
+    eager: list = dataclasses.field(default_factory=list)    # eager times since a decision
     plain_left: int = 0        # calls still to run plainly (holding, or sampling eager)
     sampling: bool = False     # the plain calls measure eager for a pending decision
     keep_left: int = 0         # janus calls before its speed is measured again
     backoff: int = 1           # multiplier of config.floor_recheck; doubles on a repeat
     last: typing.Optional[Verdict] = None
+    warmup_calls: int = 0      # calls that did warm-up work, counted as such so far
     decisions: collections.deque = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=16))
+
+    def warmup_kind(self):
+        """The kind of a call that profiled or traced: warm-up while the function's
+        first such calls last, steady cost after them."""
+        self.warmup_calls += 1
+        return CallKind.WARMUP if self.warmup_calls <= config.floor_warmup_calls else CallKind.JANUS
 
     def plain_now(self):
         """Whether this call runs plainly (the floor holds, or eager is being timed)."""
@@ -99,6 +124,7 @@ class Floor:
             return None
         self.samples[kind].append(seconds)
         if kind is CallKind.EAGER:
+            self.eager = self.eager[-_SAMPLES:] + [seconds]
             if self.sampling and self.plain_left == 0:
                 self.sampling = False
                 return self._decide(call_number)
@@ -106,7 +132,7 @@ class Floor:
         if kind is not CallKind.JANUS:
             return None
         self.window.append(seconds)
-        if self.keep_left > 0:
+        if self.keep_left > 0:   # kept: measured again only after these calls
             self.keep_left -= 1
             if self.keep_left > 0:
                 return None
@@ -115,18 +141,17 @@ class Floor:
             return None
         janus = statistics.fmean(self.window)
         profiled = sorted(self.samples[CallKind.PROFILED])[:2]
-        if self.last is None and profiled and janus * 2 < profiled[-1]:
+        if self.last is None and profiled and janus * _FAR_FASTER < profiled[-1]:
+            # the profiled calls are eager plus probes: janus is far faster than eager
             return self._record(call_number, janus, profiled[-1], Verdict.KEEP)
-        if not self.samples[CallKind.EAGER] or self.last is Verdict.KEEP:
-            # eager's time is needed, and a fresh one: the program may have changed
-            self.samples[CallKind.EAGER].clear()
-            self.plain_left, self.sampling = config.floor_eager_calls, True
-            return None
-        return self._decide(call_number)
+        if self.eager:   # timed since the last decision (the floor held)
+            return self._decide(call_number)
+        self.plain_left, self.sampling = config.floor_eager_calls, True
+        return None
 
     def _decide(self, call_number):
-        janus = statistics.fmean(self.window) if self.window else 0.0
-        eager = statistics.median(self.samples[CallKind.EAGER])
+        janus = statistics.fmean(self.window)
+        eager = statistics.median(self.eager)
         verdict = Verdict.PLAIN if janus > eager * (1 + config.floor_margin) else Verdict.KEEP
         return self._record(call_number, janus, eager, verdict)
 
@@ -137,9 +162,13 @@ class Floor:
         if verdict is Verdict.PLAIN:
             self.plain_left, self.keep_left = calls, 0
         else:
+            # the next check samples eager calls, each worth eager/janus graph calls: so
+            # many calls apart that the sampling costs at most floor_sampling_share
+            cost = config.floor_eager_calls * eager / max(janus, 1e-9)
+            calls = max(calls, math.ceil(cost / config.floor_sampling_share))
             self.plain_left, self.keep_left = 0, calls
-        self.window = []
-        decision = Decision(call_number, janus * 1e3, eager * 1e3, verdict, calls)
+        self.window, self.eager = [], []
+        decision = Decision(call_number, janus, eager, verdict, calls)
         self.decisions.append(decision)
         return decision
 

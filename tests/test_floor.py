@@ -80,12 +80,12 @@ def test_a_function_that_becomes_faster_gets_its_graph_back():
 
 def test_a_function_that_becomes_slower_runs_plainly_later():
     heavy = [((tf.constant([1.0, 2.0]), True), {})] * 30
-    light = [((tf.constant([1.0, 2.0]), False), {})] * 250
-    with janus.config.patch(**FAST_WINDOWS):
+    light = [((tf.constant([1.0, 2.0]), False), {})] * 400
+    with janus.config.patch(floor_sampling_share=1.0, **FAST_WINDOWS):
         jf = differential(_make, heavy + light, _state)
     decisions = _decisions(jf)
     assert Verdict.KEEP in [d.verdict for d in decisions], decisions
-    assert decisions[-1].verdict is Verdict.PLAIN, decisions
+    assert decisions[-1].verdict is Verdict.PLAIN, [d.describe() for d in decisions]
 
 
 def test_an_exception_in_a_plain_call_is_eagers():
@@ -116,9 +116,20 @@ def test_the_floor_is_off_when_its_knob_is():
 
 # -- the decisions, on a clock of our own --------------------------------------------
 
-def test_warm_up_is_not_counted_and_retraces_are():
+def test_a_far_faster_function_is_rechecked_rarely():
     floor = Floor()
     with janus.config.patch(**FAST_WINDOWS):
+        for _ in range(3):
+            floor.note(CallKind.PROFILED, 1.0, 0)
+        for call in range(4):
+            decision = floor.note(CallKind.JANUS, 0.1, call)
+    # 2 eager samples cost 20 janus calls: 2% of 1,000 calls
+    assert decision.verdict is Verdict.KEEP and decision.calls == 1000
+
+
+def test_warm_up_is_not_counted_and_retraces_are():
+    floor = Floor()
+    with janus.config.patch(floor_sampling_share=10.0, **FAST_WINDOWS):
         for _ in range(3):
             floor.note(CallKind.PROFILED, 1.0, 0)
         floor.note(CallKind.WARMUP, 50.0, 3)

@@ -72,11 +72,61 @@ def test_print_of_a_value_every_few_steps():
     def make():
         model = Classifier()
         return model.train_step, model
-    # Calls 1-3 profile; the graph assumes the print is not reached, which breaks at
-    # steps 6 and 9; then the print runs in Python and its segments profile 10-12.
+    # Calls 1-3 profile; the graph assumes the print is not reached; the steps that
+    # print run the function cut there (its segment profiles at step 6).
     jf = differential(make, _batches(20), _weights)
-    assert _graph_parts(jf) >= 8
+    assert janus.stats(jf)['graph_calls'] + _graph_parts(jf) >= 15
     assert 'graph break' in janus.explain(jf)
+
+
+def test_steps_that_log_nothing_keep_the_whole_function_graph():
+    def make():
+        model = Classifier()
+        return model.train_step, model
+    # Calls 1-3 profile, call 4 builds the graph assuming no print; steps 6, 9, ..., 30
+    # log: their check fails on the host before anything runs, and they run the
+    # function cut at the print; the other steps keep running the whole graph.
+    jf = differential(make, _batches(30), _weights)
+    stats = janus.stats(jf)
+    assert stats['fallbacks'] == 0 and stats['imperative_calls'] == 0
+    assert stats['split_calls'] == 9
+    assert stats['graph_calls'] == 30 - 3 - 9
+    assert 'run the function cut at line' in janus.explain(jf)
+
+
+class VerboseClassifier(Classifier):
+    """Logs every 4th step, or every step once ``verbose`` is set from outside; the
+    logged values are kept in Python too."""
+    verbose = False
+
+    def train_step(self, x, y):
+        with tf.GradientTape() as tape:
+            logits = self.dense(x)
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True))
+        grads = tape.gradient(loss, self.dense.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.dense.trainable_variables))
+        self.step += 1
+        if self.verbose or self.step % 4 == 0:
+            value = float(loss.numpy())
+            self.history.append(round(value, 4))
+            print('step %d loss %.4f' % (self.step, value))
+        return loss
+
+
+def test_the_logging_path_becoming_the_usual_one_stays_eagers():
+    def make():
+        VerboseClassifier.verbose = False
+        model = VerboseClassifier()
+        return model.train_step, model
+
+    def batch(i):
+        def call():
+            VerboseClassifier.verbose = i >= 14   # from step 15 on, every step logs
+            return (tf.constant(X + i), tf.constant(Y)), {}
+        return call
+    jf = differential(make, [batch(i) for i in range(26)], _weights)
+    assert janus.stats(jf)['graph_calls'] + _graph_parts(jf) >= 14
 
 
 def test_numpy_metrics_every_step_keep_the_training_in_one_graph():
