@@ -5,6 +5,12 @@ guards all hold, checking the most recently used first, and the misses of the
 others (the recompile reason the caller logs).  The cache keeps at most
 ``config.cache_size_limit`` graphs, evicting the least recently used; a
 function that has built ``config.recompile_limit`` graphs builds no more.
+
+Graphs that serve do not evict each other: when a graph built anew guards
+exactly what an evicted one guarded (a bounded set of shapes or values
+cycling through more call shapes than the cache holds, each call rebuilding
+what the one before evicted), the cache holds twice as many, up to
+``config.cache_size_max``.
 """
 import collections
 
@@ -16,6 +22,8 @@ class GraphCache:
         self._entries = collections.OrderedDict()  # key -> GraphEntry, LRU first
         self._next_key = 0
         self.evictions = 0
+        self.capacity = None                 # grown past config.cache_size_limit (None: not)
+        self._evicted = collections.deque(maxlen=64)   # guard descriptions of evicted graphs
 
     def __len__(self):
         return len(self._entries)
@@ -39,12 +47,21 @@ class GraphCache:
         """Caches ``entry``; returns the entries evicted for it (least recently used).
         Nothing else holds them: what janus keeps per graph lives on its entry."""
         evicted = []
-        while len(self._entries) >= max(1, config.cache_size_limit):
-            evicted.append(self._entries.popitem(last=False)[1])
+        described = _described(entry)
+        if described in self._evicted:   # it evicted one that serves: hold more
+            self.capacity = min(2 * self.limit(), max(config.cache_size_max, self.limit()))
+        while len(self._entries) >= self.limit():
+            gone = self._entries.popitem(last=False)[1]
+            self._evicted.append(_described(gone))
+            evicted.append(gone)
             self.evictions += 1
         self._entries[self._next_key] = entry
         self._next_key += 1
         return evicted
+
+    def limit(self):
+        """How many graphs the cache holds now."""
+        return max(1, config.cache_size_limit, self.capacity or 0)
 
     def remove(self, entry):
         """Drops ``entry`` (its speculation broke); True when it was cached."""
@@ -56,3 +73,11 @@ class GraphCache:
 
     def newest(self):
         return next(reversed(self._entries.values()), None)
+
+
+def _described(entry):
+    """What ``entry`` is specialized for, as one hashable value."""
+    try:
+        return tuple(entry.describe_guards())
+    except Exception:  # noqa: BLE001 - an entry janus cannot describe matches nothing
+        return object()

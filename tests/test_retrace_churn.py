@@ -1,0 +1,89 @@
+"""No retrace churn: call shapes that alternate or cycle build their graphs once.
+
+Differential tests (every call's result, output and state equal eager's) that
+count the graphs built once the program's inputs have all been seen: two
+alternating input shapes, two alternating values of a Python number, and a
+split function whose segment is specialized per value of a number from
+``.numpy()`` cycling through more values than the cache holds (the graphs that
+serve must not evict each other: ``cache.py`` grows the cache instead).
+"""
+import numpy as np
+import tensorflow as tf
+
+import janus
+from conftest import differential
+
+
+def _graphs(jf):
+    """Graphs the function and its segments built so far."""
+    parts = [p for split in jf.state.splits.values() for p in split.slots
+             if isinstance(p, janus.api.JanusFunction)]
+    return janus.stats(jf)['graphs_built'] + sum(janus.stats(p)['graphs_built'] for p in parts)
+
+
+class Encoder:
+    def __init__(self):
+        self.w = tf.Variable(tf.reshape(tf.range(64, dtype=tf.float32), (8, 8)) / 64.0)
+        self.calls = 0
+
+    def encode(self, x, heads):
+        self.calls += 1
+        h = tf.reshape(tf.matmul(x, self.w), (heads, -1))
+        return tf.reduce_sum(tf.tanh(h) * 2.0, axis=1)
+
+
+def _encoder():
+    encoder = Encoder()
+    return encoder.encode, encoder
+
+
+def _built_after_warmup(jf, calls, warmup):
+    built = []
+    for args in calls:
+        jf(*args)
+        built.append(_graphs(jf))
+    return built[-1] - built[warmup - 1]
+
+
+def test_two_alternating_shapes_build_at_most_two_graphs():
+    calls = [lambda i=i: ((tf.ones((4 if i % 2 else 6, 8)), 2), {}) for i in range(24)]
+    jf = differential(_encoder, calls, lambda e: e.calls)
+    assert _graphs(jf) <= 2
+    assert _built_after_warmup(jf, [(tf.ones((4 if i % 2 else 6, 8)), 2) for i in range(20)],
+                               1) == 0
+
+
+def test_two_alternating_numbers_build_at_most_two_graphs():
+    calls = [lambda i=i: ((tf.ones((6, 8)), 2 if i % 2 else 3), {}) for i in range(24)]
+    jf = differential(_encoder, calls, lambda e: e.calls)
+    assert _graphs(jf) <= 2
+    assert _built_after_warmup(jf, [(tf.ones((6, 8)), 2 if i % 2 else 3) for i in range(20)],
+                               1) == 0
+
+
+class Heads:
+    """A size read with ``.numpy()`` (a graph break) shapes the rest of the step."""
+
+    def __init__(self):
+        self.w = tf.Variable(tf.ones((8, 8)) / 8.0)
+        self.sizes = []
+
+    def step(self, x):
+        rows = int(x.numpy().shape[0])
+        self.sizes.append(rows)
+        h = tf.reshape(tf.matmul(x, self.w), (rows, -1))
+        return tf.reduce_sum(tf.tanh(h) * 2.0 + 1.0, axis=1)
+
+
+def test_a_cycle_of_sizes_longer_than_the_cache_stops_building():
+    rng = np.random.RandomState(0)
+    sizes = [int(s) for s in rng.randint(3, 9, size=60)]   # six sizes, cache of four
+
+    def make():
+        heads = Heads()
+        return heads.step, heads
+    calls = [lambda s=s: ((tf.ones((s, 8)),), {}) for s in sizes]
+    with janus.config.patch(cache_size_limit=4):
+        jf = differential(make, calls, lambda h: list(h.sizes))
+        built = _built_after_warmup(jf, [(tf.ones((s, 8)),) for s in sizes * 2], 1)
+    assert built == 0
