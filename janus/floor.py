@@ -81,11 +81,12 @@ class Decision:
     eager_s: float          # eager's, as measured (or, before any plain call, the profiled)
     verdict: Verdict
     calls: int              # how many calls until it is measured again
+    against: str = 'eager'  # what ``eager_s`` timed: plain calls, or the profiled ones
 
     def describe(self):
         ratio = self.eager_s / self.janus_s if self.janus_s > 0 else float('inf')
-        return ('call %d: janus %.3g ms a call, eager %.3g ms (%.2fx eager): %s for %d calls'
-                % (self.call, self.janus_s * 1e3, self.eager_s * 1e3, ratio,
+        return ('call %d: janus %.3g ms a call, %s %.3g ms (%.2fx): %s for %d calls'
+                % (self.call, self.janus_s * 1e3, self.against, self.eager_s * 1e3, ratio,
                    self.verdict.value, self.calls))
 
 
@@ -143,7 +144,8 @@ class Floor:
         profiled = sorted(self.samples[CallKind.PROFILED])[:2]
         if self.last is None and profiled and janus * _FAR_FASTER < profiled[-1]:
             # the profiled calls are eager plus probes: janus is far faster than eager
-            return self._record(call_number, janus, profiled[-1], Verdict.KEEP)
+            return self._record(call_number, janus, profiled[-1], Verdict.KEEP,
+                                'profiled calls')
         if self.eager:   # timed since the last decision (the floor held)
             return self._decide(call_number)
         self.plain_left, self.sampling = config.floor_eager_calls, True
@@ -155,7 +157,7 @@ class Floor:
         verdict = Verdict.PLAIN if janus > eager * (1 + config.floor_margin) else Verdict.KEEP
         return self._record(call_number, janus, eager, verdict)
 
-    def _record(self, call_number, janus, eager, verdict):
+    def _record(self, call_number, janus, eager, verdict, against='eager'):
         self.backoff = min(self.backoff * 2, _MAX_BACKOFF) if verdict is self.last else 1
         self.last = verdict
         calls = config.floor_recheck * self.backoff
@@ -168,7 +170,7 @@ class Floor:
             calls = max(calls, math.ceil(cost / config.floor_sampling_share))
             self.plain_left, self.keep_left = 0, calls
         self.window, self.eager = [], []
-        decision = Decision(call_number, janus, eager, verdict, calls)
+        decision = Decision(call_number, janus, eager, verdict, calls, against)
         self.decisions.append(decision)
         return decision
 
