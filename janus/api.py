@@ -198,7 +198,7 @@ class JanusFunction(callables.JanusCallable):
             return self._run_profiled(call, count=not misses)   # warm-up, re-profile
         finally:
             if kind is CallKind.JANUS and floor_module.WARMUP_WORK.count > warmup:
-                kind = floor.warmup_kind()   # it (or a segment, a callee) profiled or traced
+                kind = CallKind.WARMUP   # it (or a segment, a callee) profiled or first traced
             self._timed(floor, kind, started)
 
     def _timed(self, floor, kind, started):
@@ -573,7 +573,8 @@ class JanusFunction(callables.JanusCallable):
         entry.set_jit(self.xla_setting)
         self.graphs_built += 1
         self.stats.graphs_built += 1
-        floor_module.WARMUP_WORK.note()
+        if self.stats.graphs_built <= config.floor_warmup_graphs:
+            floor_module.WARMUP_WORK.note()   # a first graph: warm-up; later ones, retraces
         self.stats.evictions += len(self.cache.insert(entry))
         if self.split_owner is not None and \
                 entry.work_ops(config.segment_min_ops) < config.segment_min_ops:

@@ -59,7 +59,7 @@ class _Config:
         floor_margin=0.05,        # janus may be this share slower than eager before the floor runs the function plainly (timing noise)
         floor_recheck=32,         # calls before the floor measures a decision again (doubling while the decision repeats, up to 64x)
         floor_sampling_share=0.02,  # rechecking a decision to keep janus may cost at most this share of the calls' time (its eager samples)
-        floor_warmup_calls=6,     # a function's first this many calls that profiled or built a graph (it, a segment, a callee) are warm-up for the floor; later ones (retraces) are steady cost
+        floor_warmup_graphs=2,    # the first this many graphs of each janus function (or segment) are warm-up for the floor; later ones (retraces) are steady cost
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
 

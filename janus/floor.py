@@ -9,12 +9,13 @@ others keep their graphs.
 The discipline, as relaxing's: measure, decide, and measure again after a
 bounded number of calls.
 
-* **Warm-up is not steady cost.**  The profiled calls are warm-up, and so are
-  the function's first ``config.floor_warmup_calls`` calls in which it, a
-  segment of it or a janus function it calls profiled or built a graph
-  (``WARMUP_WORK``).  Later such calls (a retrace, a cache miss, a relaxed
-  graph) are steady cost, as are fallbacks' re-runs and re-profiled calls: a
-  function that keeps retracing pays for it here.
+* **Warm-up is not steady cost.**  A call is warm-up when it, a segment of it
+  or a janus function it calls ran a profiled call or built one of its first
+  ``config.floor_warmup_graphs`` graphs (``WARMUP_WORK``): the profiled
+  calls, the first traces, finding the breaks of a split function one by one.
+  A function's later graphs (a retrace, a cache miss) are steady cost, as are
+  fallbacks' re-runs and re-profiled calls: a function that keeps retracing
+  pays for it here.
 * **Decide on a window.**  After ``config.floor_window`` steady janus calls,
   their mean time is compared with eager's.  Eager's time comes from plain
   calls: the calls the floor ran plainly while it held, or else the next
@@ -51,7 +52,7 @@ _FAR_FASTER = 8        # janus this many times faster than the profiled calls: n
 class CallKind(enum.Enum):
     """How a timed call ran."""
     PROFILED = 'profiled'   # warm-up: the probed twin (eager plus probes)
-    WARMUP = 'warm-up'      # one of the function's first calls that profiled or traced
+    WARMUP = 'warm-up'      # profiled or first traced (itself, a segment, a callee)
     JANUS = 'janus'         # a graph, a split call, a fallback, a re-profile, a later trace
     EAGER = 'eager'         # plain Python: the user's function itself
 
@@ -62,8 +63,8 @@ class Verdict(enum.Enum):
 
 
 class _WarmupWork:
-    """How many profiled calls and graph builds janus has done in this process: a
-    call during which the count moved did warm-up work (itself, a segment, a callee)."""
+    """How many profiled calls and first graphs janus has made in this process: a call
+    during which the count moved did warm-up work (itself, a segment, a callee)."""
     count = 0
 
     def note(self):
@@ -102,15 +103,8 @@ class Floor:
     keep_left: int = 0         # janus calls before its speed is measured again
     backoff: int = 1           # multiplier of config.floor_recheck; doubles on a repeat
     last: typing.Optional[Verdict] = None
-    warmup_calls: int = 0      # calls that did warm-up work, counted as such so far
     decisions: collections.deque = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=16))
-
-    def warmup_kind(self):
-        """The kind of a call that profiled or traced: warm-up while the function's
-        first such calls last, steady cost after them."""
-        self.warmup_calls += 1
-        return CallKind.WARMUP if self.warmup_calls <= config.floor_warmup_calls else CallKind.JANUS
 
     def plain_now(self):
         """Whether this call runs plainly (the floor holds, or eager is being timed)."""

@@ -814,3 +814,35 @@ def test_a_segment_with_too_little_tensor_work_runs_as_plain_python():
     with janus.config.patch(segment_min_ops=1):
         jf = differential(make, calls)
     assert _graph_parts(jf) >= 3, janus.explain(jf)
+
+
+class Rollout:
+    """A method whose segment after a loop reads locals the loop may not bind
+    (they cross the cut as maybe-unbound, through janus's own names)."""
+
+    def __init__(self):
+        self.w = tf.Variable([[0.5, -0.25], [0.125, 1.0]])
+        self.frames = 0
+
+    def run(self, x, steps):
+        t = 0
+        while t < steps:
+            x = tf.tanh(tf.matmul(x, self.w))
+            last = x
+            t += 1
+            self.frames += 1
+        total = float(tf.reduce_sum(x).numpy())     # a break
+        scale = tf.reduce_mean(last) * 2.0 + total
+        return tf.nn.relu(last * scale) - tf.exp(-scale)
+
+
+def test_a_methods_segment_reading_maybe_unbound_locals_converts():
+    def make():
+        rollout = Rollout()
+        return rollout.run, rollout
+    calls = [lambda i=i: ((tf.constant([[1.0, 2.0]]) * float(i + 1), i % 3), {})
+             for i in range(14)]
+    jf = differential(make, calls, lambda r: r.frames)
+    report = janus.explain(jf)
+    assert 'NameError' not in report and '__jr' not in report
+    assert _graph_parts(jf) >= 6

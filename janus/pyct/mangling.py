@@ -32,8 +32,11 @@ def owner_class(fn):
 
 
 def mangled(class_name, name):
-    """The compiler's rule (``_Py_Mangle``): ``__x`` in class ``_C`` is ``_C__x``."""
-    if not class_name or not name.startswith('__') or name.endswith('__') or '.' in name:
+    """The compiler's rule (``_Py_Mangle``): ``__x`` in class ``_C`` is ``_C__x``; janus's
+    own names in the code it generates (``__jr``, ``__janus_segments``) stay as they are,
+    so a tree mangled once (a graph-break segment's, converted again) keeps them."""
+    if not class_name or not name.startswith('__') or name.endswith('__') or '.' in name \
+            or name == '__jr' or name.startswith('__janus'):
         return name
     stripped = class_name.lstrip('_')
     if not stripped:
