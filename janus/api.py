@@ -636,7 +636,7 @@ class JanusFunction(callables.JanusCallable):
                 lines = self.state.recut[lines]
             wider = lines | {line}
             if wider == lines:
-                return True
+                return self._unhoist(lines, line, error)
             made = self.state.splits.get(wider) or self._cut(error, wider, line)
             if made is None:
                 return False
@@ -646,13 +646,29 @@ class JanusFunction(callables.JanusCallable):
             self.state.recut[lines] = wider
             return True
 
+    def _unhoist(self, lines, line, error):
+        """The tensor work janus hoisted out of the break at ``line`` (``hoist.py``)
+        failed to convert too: the cut at ``lines`` is made again with that statement
+        whole in Python.  False when nothing was hoisted there (the failure stands)."""
+        old = self.state.splits.get(lines)
+        if old is None or line not in old.hoisted or line in self.state.unhoisted:
+            return True
+        self.state.unhoisted.add(line)
+        del self.state.splits[lines]
+        made = self._cut(error, lines, line)
+        if made is None:
+            self.state.splits[lines] = old
+            return True
+        self.state.replace_split(old, made)
+        return True
+
     def _cut(self, error, lines, line):
         """The function cut at ``lines`` (remembered), or None (the reason recorded);
         ``line``: the one ``error`` refused, new in ``lines``."""
         if lines in self.state.unsplittable:
             return None
         try:
-            made = segments.split(self.function, sorted(lines))
+            made = segments.split(self.function, sorted(lines), whole=self.state.unhoisted)
         except segments.NothingToCut:
             self.state.unsplittable.add(lines)   # the refusal stands, as it is
             return None

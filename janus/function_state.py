@@ -74,6 +74,7 @@ class FunctionState:
     split_always: typing.Any = None
     unsplittable: set = dataclasses.field(default_factory=set)
     recut: dict = dataclasses.field(default_factory=dict)   # lines -> the wider lines now cut
+    unhoisted: set = dataclasses.field(default_factory=set)   # break lines cut with no hoisting
     floor: Floor = dataclasses.field(default_factory=Floor)   # measured against eager
 
     def __post_init__(self):

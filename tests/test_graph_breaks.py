@@ -6,6 +6,7 @@ returns, exceptions, stdout, identity and state after every call agree, also
 on calls where an assumption of a segment breaks.
 """
 import bisect
+import random as random_module
 import statistics
 
 import logging
@@ -846,3 +847,51 @@ def test_a_methods_segment_reading_maybe_unbound_locals_converts():
     report = janus.explain(jf)
     assert 'NameError' not in report and '__jr' not in report
     assert _graph_parts(jf) >= 6
+
+
+class Policy:
+    """Acts frame by frame: the forward pass and the ``.numpy()`` in one statement."""
+
+    def __init__(self):
+        tf.keras.utils.set_random_seed(2)
+        self.net = tf.keras.Sequential([tf.keras.layers.Dense(8, activation='tanh'),
+                                        tf.keras.layers.Dense(2)])
+        self.draws = random_module.Random(0)
+        self.frames = 0
+
+    def act(self, obs, frames):
+        actions = []
+        for _ in range(frames):
+            probs = tf.nn.softmax(self.net(obs[None]))[0].numpy()
+            actions.append(int(probs[1] > 0.5))
+            obs = obs * 0.9 + float(probs[0])
+            self.frames += 1
+        return actions, obs
+
+    def act_noisily(self, obs):
+        noise = tf.constant(self.draws.random() * 0.01).numpy()   # the receiver breaks too
+        return tf.nn.softmax(self.net(obs[None]) + noise)
+
+
+def test_the_forward_pass_in_a_numpy_statement_runs_in_a_graph():
+    def make():
+        policy = Policy()
+        return policy.act, policy
+    calls = [lambda i=i: ((tf.constant([0.5, -1.0, 0.25]) * float(i + 1), 3), {})
+             for i in range(10)]
+    jf = differential(make, calls, lambda p: p.frames)
+    split, = jf.state.splits.values()
+    assert split.hoisted   # the forward pass went to the segment before the break
+    assert _graph_parts(jf) >= 5
+
+
+def test_a_hoisted_receiver_that_breaks_too_runs_whole_in_python():
+    def make():
+        policy = Policy()
+        return policy.act_noisily, policy
+    calls = [lambda i=i: ((tf.constant([0.5, -1.0, 0.25]) * float(i + 1),), {})
+             for i in range(14)]
+    jf = differential(make, calls, lambda p: p.draws.getstate())
+    split, = jf.state.splits.values()
+    assert not split.hoisted and jf.state.unhoisted
+    assert _graph_parts(jf) >= 4   # the break is found, then its hoisting undone

@@ -10,7 +10,9 @@ from both.  Two kinds of test:
 * a property test over generated functions holding every such form: each is
   cut at random statements (``segments.split``, plain segment functions, no
   TensorFlow), and the cut function must print, return and raise exactly what
-  the function does, for inputs that take different paths.  The cut checks
+  the function does, for inputs that take different paths.  Statements that
+  read ``box(...).numpy()`` at a cut have their receiver hoisted out
+  (``graphgen/hoist.py``); the prints of ``box`` and ``numpy`` show the order.  The cut checks
   janus's scopes against Python's ``symtable`` itself (``ScopeMismatch``), and
   a name the cut claims surely bound but is not would raise early or differ.
 """
@@ -204,6 +206,21 @@ a = 6000
 rest = 7000
 
 
+class Boxed:
+    """Stands in for a tensor: ``.numpy()`` reads its value."""
+    def __init__(self, value):
+        self.value = value
+
+    def numpy(self):
+        print('read', self.value)
+        return self.value
+
+
+def box(value):
+    print('box', value)
+    return Boxed(value)
+
+
 class Quiet:
     """A manager that swallows KeyError (janus cannot know it does)."""
     def __enter__(self):
@@ -249,6 +266,9 @@ class _Gen:
             't = g(%s)' % self.name(),
             'print(sorted(d), len(ls))',
             'ls = ls + [%s]' % self.name(),
+            '%s = box(%s).numpy()' % (n, e),
+            "print('v', box(%s).numpy(), %s)" % (e, self.name()),
+            '%s = box(box(%s).numpy() + 1).numpy()' % (n, e),
         ]
         return [self.rng.choice(forms)]
 

@@ -33,6 +33,7 @@ import typing
 
 import gast
 
+from janus.graphgen import hoist
 from janus.pyct import anno, frontend, liveness, mangling, recompile, scopes, sites
 from janus.runtime.control import common
 
@@ -80,22 +81,28 @@ class Split:
     segments: typing.List[Segment]
     python_lines: typing.Tuple[int, ...]   # first lines of the statements run in Python
     slots: list                            # the skeleton's segment callables, by index
+    hoisted: frozenset = frozenset()       # break lines whose tensor work was hoisted out
 
 
-def split(fn, break_lines):
+def split(fn, break_lines, whole=()):
     """``fn`` cut so that the statements at ``break_lines`` run in Python; raises
     ``CannotSplit``.  The skeleton calls ``Split.slots[i]`` for segment i: plain
-    segment functions until the caller puts janus functions there."""
+    segment functions until the caller puts janus functions there.  The tensor
+    work a statement hands to ``.numpy()`` is hoisted out of it into the segment
+    before (``hoist.py``), except at the lines in ``whole``."""
     parsed = frontend.front_end(fn)
     tree = parsed.tree
     if not isinstance(tree, gast.FunctionDef):
         raise CannotSplit('a lambda is one expression')
     tree = mangling.mangle(copy.deepcopy(tree), mangling.owner_class(fn))
+    hoisted = hoist.hoist(tree, set(break_lines) - set(whole))
     cutter = _Cutter(fn, tree, set(break_lines))
     skeleton_body = cutter.block(tree.body, liveness.at_entry(tree), _Where(0, False))
     if not cutter.segments:
         raise NothingToCut('no statement is left to convert')
-    return _compile(fn, tree, parsed, cutter, skeleton_body)
+    made = _compile(fn, tree, parsed, cutter, skeleton_body)
+    made.hoisted = frozenset(hoisted)
+    return made
 
 
 # -- finding what runs in Python ------------------------------------------------
@@ -117,8 +124,11 @@ def _first_line(stmt):
 
 
 def _innermost(stmts, line, path):
-    """The path of statements (outermost first) down to the innermost one at ``line``."""
+    """The path of statements (outermost first) down to the innermost one at ``line``
+    (not a statement janus hoisted out of it: that one is the segment's)."""
     for stmt in stmts:
+        if anno.get(stmt, anno.Key.HOISTED):
+            continue
         if _first_line(stmt) <= line <= stmt.end_lineno:
             for block in _blocks(stmt):
                 found = _innermost(block, line, path + [stmt])

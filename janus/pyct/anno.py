@@ -6,6 +6,7 @@ class Key(enum.Enum):
     SITE = 'site'          # int: the node's profiling/assumption site id
     ORIGIN = 'origin'      # (filename, lineno): the user's source position
     BREAK_FLAG = 'break'   # str: a ``for`` loop's break flag (``jumps``): the loop stops on it
+    HOISTED = 'hoisted'    # bool: a statement janus hoisted out of a graph break (segments run it)
     NEVER_SUPPRESSES = 'never_suppresses'   # bool: a ``with`` whose managers never end its body early
 
 
