@@ -396,6 +396,12 @@ class JanusFunction(callables.JanusCallable):
                                 'the function cut at line %d; the graph stays for the others'
                                 % (self.site_name(site), line), lineno=line,
                                 filename=self.function.__code__.co_filename)
+            if made is not None:
+                entry.assumed_breaks += 1
+                if entry.assumed_breaks > max(2, entry.runs):
+                    # the other path is the usual one now: its calls go straight to the cut
+                    self.cache.remove(entry)
+                    self.state.note_split(entry.signature, made)
         return made
 
     def _after_graph_error(self, entry, error, call):
@@ -647,9 +653,10 @@ class JanusFunction(callables.JanusCallable):
             return True
 
     def _unhoist(self, lines, line, error):
-        """The tensor work janus hoisted out of the break at ``line`` (``hoist.py``)
-        failed to convert too: the cut at ``lines`` is made again with that statement
-        whole in Python.  False when nothing was hoisted there (the failure stands)."""
+        """A segment of the cut at ``lines`` failed at ``line``, a break already: when
+        janus hoisted tensor work out of it (``hoist.py``), that work failed to convert
+        too, and the cut is made again with the statement whole in Python (once).
+        True, as ``_recut``: the failing call runs plainly, later calls the cut."""
         old = self.state.splits.get(lines)
         if old is None or line not in old.hoisted or line in self.state.unhoisted:
             return True
