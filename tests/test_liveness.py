@@ -363,3 +363,15 @@ def test_a_function_cut_at_random_statements_means_what_it_meant(tmp_path):
                 assert _outcome(made.skeleton, args) == expected, (
                     'program %d cut at lines %s, inputs %r:\n%s' % (index, chosen, args, source))
     assert cuts > programs   # most cuts are made: the test exercises the splitter
+
+
+def test_the_symtable_check_reads_a_closures_nonlocal_names():
+    fn = _fn('''
+        def step(x):
+            nonlocal count
+            count += 1
+            helper = lambda: count + x
+            return helper()
+    ''')
+    assert scopes.symtable_disagreement(fn) is None
+    assert scopes.local_names(fn) == {'x', 'helper'}

@@ -216,10 +216,18 @@ def symtable_disagreement(fn_node):
     taken from it); else a sentence naming the first difference.
 
     The function is unparsed and parsed again, so both analyses see one text with one
-    numbering of lines (the tree may be janus's own, with no source)."""
-    source = ast.unparse(gast.gast_to_ast(gast.Module([fn_node], [])))
-    fn_node = gast.parse(source).body[0]
-    table = symtable.symtable(source, '<janus>', 'exec').get_children()[0]
+    numbering of lines (the tree may be janus's own, with no source).  Its ``nonlocal``
+    names are parameters of a function around it."""
+    # Inside a function binding every name declared ``nonlocal`` in it (a closure's
+    # ``nonlocal count`` needs one), as where it was defined.
+    outer = sorted({name for node in gast.walk(fn_node) if isinstance(node, gast.Nonlocal)
+                    for name in node.names})
+    wrapper = gast.FunctionDef('__janus_scope', gast.arguments(
+        [gast.Name(n, gast.Param(), None, None) for n in outer], [], None, [], [], None, []),
+        [fn_node], [], None, None, [])
+    source = ast.unparse(ast.fix_missing_locations(gast.gast_to_ast(gast.Module([wrapper], []))))
+    fn_node = gast.parse(source).body[0].body[0]
+    table = symtable.symtable(source, '<janus>', 'exec').get_children()[0].get_children()[0]
     ours = local_names(fn_node)
     theirs = set(table.get_locals())
     if ours != theirs:
