@@ -76,6 +76,8 @@ class Reason(enum.Enum):
                            'from your code, or move the try/except out of the janus function, '
                            'around the call')
     MATCH_STATEMENT = (True, 'use if/elif instead of match')
+    LAZY_WALRUS = (True, 'assign the name in a statement of its own, before the and/or, '
+                         'conditional expression or assert message')
     TRACEBACK_READ = (False, 'a traceback shows the frames that ran (a graph\'s, or a graph '
                              'break\'s, are not eager\'s): the call runs imperatively, as '
                              'eagerly')

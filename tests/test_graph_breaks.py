@@ -895,3 +895,24 @@ def test_a_hoisted_receiver_that_breaks_too_runs_whole_in_python():
     split, = jf.state.splits.values()
     assert not split.hoisted and jf.state.unhoisted
     assert _graph_parts(jf) >= 4   # the break is found, then its hoisting undone
+
+
+def test_a_walrus_under_or_binds_in_the_function():
+    class Smoother:
+        def __init__(self):
+            self.updates = 0
+
+        def smooth(self, x, warm):
+            scale = 0.5
+            if not warm or (scale := tf.reduce_mean(x)) < 0.0:
+                self.updates += 1
+            label = 'big' if (peak := float(tf.reduce_max(x).numpy())) > 2.0 else 'small'
+            return x * scale + peak, label
+
+    def make():
+        smoother = Smoother()
+        return smoother.smooth, smoother
+    calls = [lambda i=i: ((tf.constant([0.5, -1.0, 2.0]) * float(i % 4 - 1), i % 3 != 0), {})
+             for i in range(12)]
+    jf = differential(make, calls, lambda s: s.updates)
+    assert 'assignment expression' in janus.explain(jf)

@@ -8,6 +8,7 @@ import gast
 
 from janus.reasons import Reason
 from janus.graphgen.converters.common import Pass
+from janus.pyct import scopes
 
 _REJECTED = {   # node type -> (Reason, what)
     gast.ClassDef: (Reason.INLINE_CLASS, 'an in-line class definition'),
@@ -44,6 +45,34 @@ class RejectUnsupported(Pass):
             if isinstance(node, kind):
                 self.unsupported(node, reason, 'janus does not convert %s' % what)
         return super().visit(node)
+
+    def visit_BoolOp(self, node):
+        self._no_walrus(node, node.values)
+        return self.generic_visit(node)
+
+    def visit_IfExp(self, node):
+        self._no_walrus(node, [node.body, node.orelse])
+        return self.generic_visit(node)
+
+    def visit_Assert(self, node):
+        self._no_walrus(node, [node.msg] if node.msg is not None else [])
+        return self.generic_visit(node)
+
+    def _no_walrus(self, node, operands):
+        """The control-flow pass evaluates these operands lazily, each in a lambda of
+        its own (``__jr.boolop``, ``ifexp``, ``assert_``): a walrus there would bind
+        in the lambda, not in the function (one in a comprehension binds in the
+        function around the comprehension: the lambda too)."""
+        for operand in operands:
+            for inner in scopes.walk_scope([operand]):
+                walrus = inner if isinstance(inner, gast.NamedExpr) else None
+                if isinstance(inner, scopes.COMPREHENSIONS) and \
+                        scopes.comprehension_walrus_targets(inner):
+                    walrus = inner
+                if walrus is not None:
+                    self.unsupported(walrus, Reason.LAZY_WALRUS, 'janus does not convert an '
+                                     'assignment expression (:=) inside and/or, a conditional '
+                                     'expression or an assert message')
 
     def visit_FunctionDef(self, node):
         self._depth += 1
