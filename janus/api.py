@@ -713,8 +713,9 @@ class JanusFunction(callables.JanusCallable):
         reduction): the skeleton calls it as plain Python from now on, which costs
         less than a janus call."""
         split = self.state.splits.get(lines)
-        if split is None or split.slots[index] is function:
-            return
+        if split is None or split.slots[index] is function \
+                or split.segments[index].function is not function:
+            return   # (the cut at ``lines`` was made again since: not this segment's)
         split.slots[index] = function
         part = split.segments[index]
         self._event(EventKind.GRAPH_BREAK, 'lines %d-%d %s: they run as plain Python from now '

@@ -916,3 +916,54 @@ def test_a_walrus_under_or_binds_in_the_function():
              for i in range(12)]
     jf = differential(make, calls, lambda s: s.updates)
     assert 'assignment expression' in janus.explain(jf)
+
+
+class Blocks:
+    """A user's timing block (janus cannot know it never swallows) around a break."""
+
+    def __init__(self):
+        self.log = []
+        self.count = 0
+        self.draws = random_module.Random(1)
+
+    def __enter__(self):
+        self.log.append('enter')
+        return self
+
+    def __exit__(self, kind, value, tb):
+        self.log.append('exit')
+        return False
+
+    def step(self, x):
+        acc = x * 1.0
+        with self:
+            acc = acc * 1.5
+            print('max', tf.reduce_max(acc).numpy().item())
+            print('noise', tf.constant(self.draws.random()).numpy())   # hoisted, then not
+            acc = tf.nn.relu(acc) - 0.5
+        self.count = self.count + 2
+        if float(tf.reduce_sum(acc)) > self.count:
+            self.count -= 1
+        return acc + self.count
+
+
+def test_segments_of_a_cut_made_again_keep_their_own_slots():
+    def make():
+        blocks = Blocks()
+        return blocks.step, blocks
+    calls = [lambda v=v: ((tf.constant(v),), {}) for v in (
+        [0.5, 0.25, 1.0], [0.25, 0.5, 0.75], [0.25, 0.5, 0.25], [1.0, 0.75, 0.75],
+        [0.25, 0.25, 0.5], [1.0, 1.0, 1.0], [1.0, 0.75, 0.5], [0.5, 0.75, 1.0]) * 2]
+    jf = differential(make, calls, lambda b: (b.count, list(b.log), b.draws.getstate()))
+    assert jf.state.unhoisted
+
+
+def test_the_innermost_value_read_is_hoisted():
+    import gast as gast_module
+    from janus.graphgen import hoist
+    tree = gast_module.parse('def f(acc):\n    print(\'max\', tf.reduce_max(acc).numpy().item())\n'
+                             ).body[0]
+    assert hoist.hoist(tree, {2}) == {2}
+    hoisted = tree.body[0]
+    assert isinstance(hoisted.value, gast_module.Call)
+    assert hoisted.value.func.attr == 'reduce_max'

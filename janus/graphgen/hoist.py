@@ -104,8 +104,8 @@ def _first_receiver(root):
         if isinstance(node, gast.Call) and not node.args and not node.keywords \
                 and isinstance(node.func, gast.Attribute) and node.func.attr in _VALUE_READS:
             receiver = node.func.value
-            if _has_call(receiver) and not _has_walrus(receiver):
-                return node.func, 'value', None
+            if _has_call(receiver) and not _has_walrus(receiver) and not _reads_value(receiver):
+                return node.func, 'value', None   # (else the innermost read's receiver)
     return None
 
 
@@ -148,6 +148,11 @@ def _ordered_children(node):
 def _inert(node):
     return all(isinstance(n, (gast.Name, gast.Constant, gast.Load, gast.expr_context))
                for n in gast.walk(node))
+
+
+def _reads_value(node):
+    return any(isinstance(n, gast.Call) and isinstance(n.func, gast.Attribute)
+               and n.func.attr in _VALUE_READS for n in gast.walk(node))
 
 
 def _has_call(node):
