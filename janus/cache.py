@@ -6,11 +6,12 @@ others (the recompile reason the caller logs).  The cache keeps at most
 ``config.cache_size_limit`` graphs, evicting the least recently used; a
 function that has built ``config.recompile_limit`` graphs builds no more.
 
-Graphs that serve do not evict each other: when a graph built anew guards
-exactly what an evicted one guarded (a bounded set of shapes or values
-cycling through more call shapes than the cache holds, each call rebuilding
-what the one before evicted), the cache holds twice as many, up to
-``config.cache_size_max``.
+Graphs that serve do not evict each other: once the cache has evicted as
+many graphs as it holds (the call shapes in use outnumber it: a bounded set
+of shapes or values cycling, each call rebuilding what the one before
+evicted), it holds twice as many, up to ``config.cache_size_max``.  (Telling
+a rebuilt graph from a new one would read every guard; a guard on a
+structure a thousand deep is a thousand deep.)
 """
 import collections
 
@@ -23,7 +24,6 @@ class GraphCache:
         self._next_key = 0
         self.evictions = 0
         self.capacity = None                 # grown past config.cache_size_limit (None: not)
-        self._evicted = collections.deque(maxlen=64)   # guard descriptions of evicted graphs
 
     def __len__(self):
         return len(self._entries)
@@ -47,13 +47,11 @@ class GraphCache:
         """Caches ``entry``; returns the entries evicted for it (least recently used).
         Nothing else holds them: what janus keeps per graph lives on its entry."""
         evicted = []
-        described = _described(entry)
-        if described in self._evicted:   # it evicted one that serves: hold more
+        if len(self._entries) >= self.limit() and self.evictions >= self.limit():
+            # a whole cache's worth evicted already: the graphs in use outnumber it
             self.capacity = min(2 * self.limit(), max(config.cache_size_max, self.limit()))
         while len(self._entries) >= self.limit():
-            gone = self._entries.popitem(last=False)[1]
-            self._evicted.append(_described(gone))
-            evicted.append(gone)
+            evicted.append(self._entries.popitem(last=False)[1])
             self.evictions += 1
         self._entries[self._next_key] = entry
         self._next_key += 1
@@ -74,10 +72,3 @@ class GraphCache:
     def newest(self):
         return next(reversed(self._entries.values()), None)
 
-
-def _described(entry):
-    """What ``entry`` is specialized for, as one hashable value."""
-    try:
-        return tuple(entry.describe_guards())
-    except Exception:  # noqa: BLE001 - an entry janus cannot describe matches nothing
-        return object()

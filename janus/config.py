@@ -22,7 +22,7 @@ class _Config:
     _DEFAULTS = dict(
         profile_calls=3,          # imperative, profiled calls before the first graph is generated
         cache_size_limit=8,       # graphs kept per function; the least recently used is evicted
-        cache_size_max=32,        # a function whose evicted graphs are built again (call shapes cycling through more than the cache holds) holds up to this many
+        cache_size_max=32,        # a function's cache that evicted as many graphs as it holds (call shapes cycling through more than it holds) doubles, up to this many
         recompile_limit=16,       # graphs a function may build in all; beyond it misses run imperatively
         strict=False,             # turn every silent imperative fallback and every graph break into a StrictModeError
         enabled=True,             # False: every janus function simply runs imperatively
