@@ -3055,6 +3055,406 @@ def f_rec_levels(b):
            loopable=False)
 
 
+# local names across graph breaks (issue 35; appended last: skipping NAMES_FEATURES gives the
+# programs of before)
+#
+# How a local name crosses a cut between the Python statements of a graph break and the
+# graph segments around it, in the idioms users write: a walrus in a comprehension, in an
+# ``if`` test or under ``and``/``or``/a conditional expression (so it may not run); a
+# lambda's or nested function's default reading a local; ``match`` capture, star and
+# mapping-rest patterns; a ``with`` that swallows an exception before a local is rebound;
+# a comprehension whose first iterable is its own loop variable's name; ``del``; an
+# ``except E as e`` unbinding a local ``e``.  Every such local has a module global of the
+# same name, so code that reads the name where eager reads the local reads the global
+# (silently, or raising where eager does not) instead of an UnboundLocalError or the local.
+# The arguments (a dict with or without its key, a dict or a sequence, an empty list, a
+# flag) move calls from one path to another at the regime flip.
+
+def _names_arg(b, base, first, then):
+    """A parameter: ``first[i % len]`` (sources) before the flip, ``then[i % len]`` after
+    it (on every call, or on every second)."""
+    name = b.fresh(base)
+    every = b.rng.choice([1, 1, 2])
+
+    def values(i):
+        alts = then if b.regime(i) and i % every == 0 else first
+        return alts[i % len(alts)]
+    b.params.append((name, values))
+    return name
+
+
+NAMES_DICTS = ([["{'k': 1.5}"], ["{'k': 0.5, 'n': 2}"], ["{'k': 1.5}", "{'k': 2.0, 'lr': 0.25}"]],
+               [['{}'], ["{'n': 2}"], ["{'K': 1.0}", "{'k': -0.5}"]])
+NAMES_SEQS = ([['[0.5, 1.5]'], ['[1.0]'], ['[0.5, 1.5]', '[2.5, 0.25, 1.0]']],
+              [['[]'], ['[2.5, 0.25, 1.0]'], ['[]', '[3.0]']])
+NAMES_CFGS = ([["{'k': 1.5, 'lr': 0.25}"], ['[0.5, 2.0]'], ["{'k': 0.5}", "{'k': 1.5, 'n': 2}"],
+               ["{'k': 1.5}", '[2.0, 1.0, 0.5]']],
+              [['[0.5, 1.5, 2.5]'], ['(2.0,)'], ["{'lr': 1.0}"], ['[]'], ["'text'"],
+               ["{'k': -0.5, 'm': 1, 'n': 2}"], ['[3.0, 0.25]', "{'k': 2.5}"]])
+
+
+class _NamesCtx:
+    """What one break_names feature's items share: arguments, the log, the cut."""
+
+    def __init__(self, b):
+        self.b, self.rng = b, b.rng
+        self.args = {}
+        self.log_ref = None
+
+    def glob(self, base, init):
+        """A fresh local name, with a module global of the same name (``init``)."""
+        name = self.b.fresh(base)
+        self.b.glob(name, init)
+        return name
+
+    def arg(self, kind):
+        """A dict with or without 'k', a list that may be empty, a dict or a sequence
+        ('cfg'), a flag True after the flip: kept for the feature's other items half the
+        time."""
+        if kind in self.args and self.rng.random() < 0.5:
+            return self.args[kind]
+        if kind == 'flag':
+            name = _names_arg(self.b, 'drop', ['False'], ['True'])
+        else:
+            first, then = {'dict': NAMES_DICTS, 'seq': NAMES_SEQS, 'cfg': NAMES_CFGS}[kind]
+            name = _names_arg(self.b, kind, self.rng.choice(first), self.rng.choice(then))
+        self.args[kind] = name
+        return name
+
+    def pcond(self):
+        """A Python condition the arguments decide (it may hold in either regime)."""
+        if self.rng.random() < 0.6:
+            return self.b.cond_python()
+        r = self.rng.random()
+        if r < 0.5:
+            return "'k' in %s" % self.arg('dict')
+        return 'not %s' % self.arg('flag') if r < 0.75 else 'len(%s) > 1' % self.arg('seq')
+
+    def log(self, expr):
+        """A line appending ``expr`` to a list kept outside (compared after each call)."""
+        if self.log_ref is None:
+            self.log_ref = _list_home(self.b, 'names')
+        return '%s.append(%s)' % (self.log_ref, expr)
+
+    def cut(self, lines):
+        """``lines`` with one of their '@CUT' markers (an '@CUT?' one, a quarter of the
+        time; with only '@CUT?' ones, one half of the time) made a graph break, the
+        others dropped."""
+        plain = [i for i, ln in enumerate(lines) if ln.strip() == '@CUT']
+        opt = [i for i, ln in enumerate(lines) if ln.strip() == '@CUT?']
+        pick = None
+        if opt and not plain:
+            pick = self.rng.choice(opt) if self.rng.random() < 0.5 else None
+        elif opt and self.rng.random() < 0.25:
+            pick = self.rng.choice(opt)
+        elif plain:
+            pick = self.rng.choice(plain)
+        out = []
+        for i, ln in enumerate(lines):
+            if ln.strip() in ('@CUT', '@CUT?'):
+                if i == pick:
+                    indent = ln[:len(ln) - len(ln.lstrip())]
+                    brk = _sub(self.rng.choice(BREAK_PRINTS), T=self.rng.choice(['acc', 'acc', 'x']))
+                    out.append(indent + brk)
+                continue
+            out.append(ln)
+        return out
+
+
+def _nm_walrus_comp(c):
+    """``[(m := f(v)) for v in seq]``, ``m`` read after the cut (bound before always,
+    on some paths, or never: an empty list leaves it unbound); or the comprehension is
+    the break itself."""
+    rng = c.rng
+    m, ms = c.glob('m', '100.0'), c.glob('ms', '[100.0]')
+    kind = rng.choice(['py', 'py', 'tensor', 'break'])
+    if kind == 'break':
+        src = rng.choice(['acc.numpy()', 'x.numpy().tolist()', 'np.abs(acc.numpy())'])
+        lines = ['%s = [(%s := float(v_) * 0.5) for v_ in %s]' % (ms, m, src),
+                 'acc = acc + %s + len(%s) * 0.25' % (m, ms)]
+        if rng.random() < 0.5:
+            lines.append(c.log('round(%s, 3)' % m))
+        return lines
+    seq = c.arg('seq')
+    bound = rng.choice(['always', 'always', 'cond', 'never'])
+    init = '0.5' if kind == 'py' or rng.random() < 0.5 else 'acc * 0.0'
+    if bound == 'always':
+        pre = ['%s = %s' % (m, init)]
+    elif bound == 'cond':
+        pre = ['if %s:' % c.pcond(), '    %s = %s' % (m, init)]
+    else:
+        pre = []
+    if kind == 'py':
+        comp = '%s = [(%s := float(v_) * 2.0) for v_ in %s]' % (ms, m, seq)
+        use = ['acc = acc + %s * 0.25 + len(%s)' % (m, ms)]
+    else:
+        comp = '%s = [(%s := acc * v_) for v_ in %s]' % (ms, m, seq)
+        use = ['acc = acc + %s' % m]
+    if rng.random() < 0.4:
+        use.append(c.log('round(float(tf.reduce_sum(%s)), 3)' % m))
+    return pre + ['@CUT?', comp, '@CUT'] + use
+
+
+def _nm_walrus_if(c):
+    """``if (n := expr) > t:`` (a Python, a tensor or a break's value; or
+    ``while (n := n - 1) > 0``), ``n`` read after the cut."""
+    rng, b = c.rng, c.b
+    n = c.glob('n', '100.0')
+    kind = rng.choice(['len', 'p', 'tensor', 'break', 'while'])
+    if kind == 'while':
+        return ['%s = %s + 1' % (n, b.need_p()), '@CUT?', 'while (%s := %s - 1) > 0:' % (n, n),
+                '    acc = acc + 0.25', '@CUT', 'acc = acc + %s' % n]
+    if kind == 'len':
+        expr, thr = 'len(%s)' % c.arg(rng.choice(['seq', 'dict'])), '1'
+    elif kind == 'p':
+        p = b.need_p()
+        expr, thr = 'float(%s) * 0.5' % p, repr(b.p_values[0] * 0.5)
+    elif kind == 'tensor':
+        expr, thr = rng.choice([('tf.reduce_sum(x)', '0.0'), ('tf.reduce_max(acc)', '1.125'),
+                                ('tf.reduce_mean(acc)', '0.0')])
+    else:
+        expr, thr = rng.choice([('float(tf.reduce_sum(acc))', '0.0'),
+                                ('acc.numpy().max().item()', '1.0'),
+                                ('int(tf.size(x).numpy())', '3')])
+    lines = ['if (%s := %s) > %s:' % (n, expr, thr), '    acc = acc + %s' % n]
+    if rng.random() < 0.3:
+        lines += ['else:', '    acc = acc - 0.25']
+    lines += ['@CUT', 'acc = acc - %s * 0.5' % n]
+    if kind != 'tensor' and rng.random() < 0.4:
+        lines.append(c.log(n))
+    return lines
+
+
+def _nm_walrus_short(c):
+    """A walrus under ``and``/``or`` or in a conditional expression: it may not run, so
+    the name is bound before, or read only where it ran, or (a flag) not bound at all:
+    eager raises UnboundLocalError after the cut."""
+    rng, b = c.rng, c.b
+    q = c.glob('q', '100.0')
+    expr = rng.choice(['float(%s) * 0.5' % b.need_p(), 'tf.reduce_mean(acc)',
+                       'len(%s)' % c.arg('seq'), "%s.get('k', 0.25)" % c.arg('dict')])
+    form = rng.choice(['and_bound', 'and_guarded', 'or_bound', 'ternary', 'ternary',
+                       'unbound'])
+    if form == 'and_bound':
+        cond = c.pcond()
+        return ['%s = 1.0' % q, '@CUT?', 'if %s and (%s := %s) > 0.25:' % (cond, q, expr),
+                '    acc = acc * 0.5', '@CUT', 'acc = acc + %s' % q]
+    if form == 'and_guarded':
+        cond = c.pcond()
+        return ['if %s and (%s := %s) is not None:' % (cond, q, expr), '    acc = acc - 0.125',
+                '@CUT', 'if %s:' % cond, '    acc = acc + %s' % q]
+    if form == 'or_bound':
+        cond = c.pcond()
+        return ['%s = 0.5' % q, '@CUT?', 'if %s or (%s := %s) < 0.0:' % (cond, q, expr),
+                '    acc = acc - 0.25', '@CUT', 'acc = acc + %s' % q]
+    if form == 'ternary':
+        r = c.glob('r', '100.0')
+        cond = c.pcond() if rng.random() < 0.6 else b.cond_tensor()
+        return ['%s = 0.25' % q, '%s = (%s := acc * 2.0) if %s else acc - 1.0' % (r, q, cond),
+                '@CUT', 'acc = %s + %s' % (r, q)]
+    ok = c.glob('ok', '100.0')
+    return ['%s = %s or (%s := %s)' % (ok, c.arg('flag'), q, expr), '@CUT', 'acc = acc + %s' % q]
+
+
+def _nm_lambda(c):
+    """A lambda or nested function whose default reads a local (``lambda t, k=k: t * k``),
+    defined after the cut in code that reads the local nowhere else (or rebinds it
+    after the definition without reading it); also a default under another name, a
+    default expression, a closure (late binding), ``map`` with such a lambda, lambdas
+    made in a comprehension over the local's name."""
+    rng, b = c.rng, c.b
+    k = c.glob('k', '100.0')
+    f = b.fresh('g')
+    py = ['float(%s) * 0.5 + 0.25' % b.need_p(), "%s.get('k', 0.5)" % c.arg('dict'),
+          'len(%s) * 0.5 + 0.25' % c.arg('seq')]
+    src = rng.choice(py + ['tf.reduce_mean(acc)', 'acc * 0.5'])
+    form = rng.choice(['lambda', 'lambda', 'def', 'other_name', 'expr_default', 'closure',
+                       'map', 'comp'])
+    tail = []
+    if rng.random() < 0.4:          # read again after a second break
+        tail = [_sub(rng.choice(BREAK_PRINTS), T='acc'),
+                rng.choice(['acc = acc + %s * 0.1' % k, c.log('round(float(tf.reduce_sum(%s)), 3)' % k)])]
+    if form == 'map':
+        src = rng.choice(py)
+        return ['%s = %s' % (k, src), '@CUT',
+                'ws_ = list(map(lambda v_, %s=%s: v_ * %s, %s))' % (k, k, k, c.arg('seq')),
+                'acc = acc + sum(ws_)'] + tail
+    if form == 'comp':
+        return ['%s = %s' % (k, src), '@CUT',
+                'fs_ = [lambda t, %s=%s: t * %s for %s in (0.5, 1.5)]' % (k, k, k, k), '@CUT?',
+                'acc = fs_[0](acc) + fs_[1](acc) * 0.5 + %s' % k]
+    if form == 'def':
+        define = ['def %s(t, %s=%s):' % (f, k, k), '    return t + %s' % k]
+    else:
+        define = [{'lambda': '%s = lambda t, %s=%s: t * %s' % (f, k, k, k),
+                   'other_name': '%s = lambda t, s_=%s: t * s_' % (f, k),
+                   'expr_default': '%s = lambda t, %s=%s * 2.0: t - %s' % (f, k, k, k),
+                   'closure': '%s = lambda t: t * %s' % (f, k)}[form]]
+    lines = ['%s = %s' % (k, src), '@CUT'] + define + ['@CUT?']
+    if rng.random() < 0.4:          # rebound (not read) after the definition
+        lines.append('%s = %s' % (k, rng.choice(['2.5', 'acc * 0.25'])))
+    return lines + ['acc = %s(acc)' % f] + tail
+
+
+def _nm_match(c):
+    """``match`` (a break: run in Python) on an argument that is a dict in some calls and
+    a sequence (or a str) in others: mapping patterns with ``**rest``, sequence patterns
+    with ``*rest`` (a guard sometimes), a capture pattern or ``_`` last.  The names are
+    bound by the patterns alone (read after the match where the case that ran binds
+    them), or also by assignments in the case bodies."""
+    rng = c.rng
+    cfg = c.arg('cfg')
+    a, r = c.glob('a', '100.0'), c.glob('rest', "['GLOBAL']")
+    guard = rng.choice(['', '', ' if %s > 1.0' % a])
+    if rng.random() < 0.5:
+        hit = c.glob('hit', '100')
+        cases = [["case {'k': %s, **%s}:" % (a, r), '    %s = 1' % hit],
+                 ['case [%s, *%s]%s:' % (a, r, guard), '    %s = 2' % hit]]
+        rng.shuffle(cases)
+        reads = ['if %s in (1, 2):' % hit, '    acc = acc + %s * 0.5 + len(%s) * 0.25' % (a, r)]
+        if rng.random() < 0.5:
+            o = c.glob('other', "'GLOBAL'")
+            cases.append(['case %s:' % o, '    %s = 3' % hit])
+            reads += ['elif %s == 3:' % hit, '    acc = acc - len(%s) * 0.125' % o]
+        else:
+            cases.append(['case _:', '    %s = 0' % hit])
+        reads.append(c.log(hit))
+        lines = ['match %s:' % cfg] + _indent([ln for case in cases for ln in case])
+        return lines + ['@CUT?'] + reads
+    w = c.glob('w', '100.0')
+    cases = [["case {'k': %s, **%s}:" % (a, r), '    %s = %s * 2.0' % (w, a)],
+             ['case [%s, *%s]%s:' % (a, r, guard), '    %s = %s + 0.5' % (w, a)]]
+    rng.shuffle(cases)
+    if rng.random() < 0.5:
+        o = c.glob('other', "'GLOBAL'")
+        cases.append(['case %s:' % o, '    %s, %s = 0.0, ()' % (a, r),
+                      '    %s = float(len(%s))' % (w, o)])
+    else:
+        cases.append(['case _:', '    %s, %s, %s = 0.0, [], 0.25' % (a, r, w)])
+    lines = ['match %s:' % cfg] + _indent([ln for case in cases for ln in case])
+    lines += ['@CUT?', 'acc = acc + %s + %s * 0.5 + len(%s) * 0.25' % (w, a, r)]
+    if rng.random() < 0.5:
+        lines.append(c.log(rng.choice(['sorted(%s)' % r, 'len(%s)' % r, a])))
+    return lines
+
+
+def _nm_suppress(c):
+    """A ``with`` swallowing KeyError (``contextlib.suppress``, the ``Skip`` class) before a
+    rebinding of a local bound before it; the local read after the ``with``, in the
+    same segment or across a break (sometimes a break inside the ``with``)."""
+    rng, b = c.rng, c.b
+    _module_chunk(b, 'import contextlib')
+    d = c.arg('dict')
+    y = c.glob('y', '100.0')
+    form = rng.choice(['after', 'after', 'inside', 'partial', 'first', 'skip'])
+    if form == 'skip':
+        _module_chunk(b, CTX_CLASSES)
+        log = _list_home(b, 'skips')
+        i = c.glob('ix', '100')
+        if '.' in log or not log[0].islower():       # (a closure cell's list: not from outside)
+            b.mutations.append('%s.clear()' % ('S.' + log.split('.', 1)[1] if '.' in log else log))
+        return ['%s = 0.5' % y, '@CUT', 'with Skip(%s) as %s:' % (log, i),
+                "    %s = acc * %s['k']" % (y, d), '@CUT', 'acc = acc + %s + %s * 0.25' % (y, i)]
+    mgr = rng.choice(['contextlib.suppress(KeyError)', 'contextlib.suppress(KeyError)',
+                      'contextlib.suppress(IndexError, KeyError)', 'contextlib.suppress(LookupError)'])
+    if form == 'after':
+        return ['%s = acc * 0.5' % y, '@CUT', 'with %s:' % mgr,
+                "    %s = acc + %s['k']" % (y, d), '@CUT', 'acc = acc + %s' % y]
+    if form == 'inside':
+        return ['%s = acc * 0.5' % y, '@CUT?', 'with %s:' % mgr, '    %s = acc * 2.0' % y,
+                '    @CUT', "    %s = %s + %s['k']" % (y, y, d), 'acc = acc + %s' % y]
+    if form == 'partial':
+        return ['%s = 1.0' % y, 'with %s:' % mgr, '    %s = 2.0' % y, '    @CUT?',
+                "    %s = %s * %s['k']" % (y, y, d), '@CUT', 'acc = acc * %s' % y, c.log(y)]
+    return ['with %s:' % mgr, "    %s = %s['k'] + 0.5" % (y, d), '@CUT',
+            "if 'k' in %s:" % d, '    acc = acc + %s' % y]
+
+
+def _nm_comp_shadow(c):
+    """A comprehension whose first iterable is its loop variable's name
+    (``v = [v * 2.0 for v in v]``), the cut before or after it."""
+    rng = c.rng
+    v = c.glob('vals', '[100.0]')
+    form = rng.choice(['py', 'py', 'genexp', 'tensor', 'unstack'])
+    if form in ('py', 'genexp'):
+        seq = c.arg('seq')
+        if form == 'py':
+            return ['%s = list(%s)' % (v, seq), '@CUT', '%s = [%s * 2.0 for %s in %s]' % (v, v, v, v),
+                    '@CUT', 'acc = acc + sum(%s) * 0.1 + len(%s)' % (v, v), c.log(v)]
+        return ['%s = [float(v_) for v_ in %s]' % (v, seq), '@CUT',
+                '%s = sum(%s * 0.5 for %s in %s)' % (v, v, v, v), '@CUT', 'acc = acc + %s' % v]
+    if form == 'tensor':
+        return ['%s = acc * 0.5' % v, '@CUT', '%s = [%s + 1.0 for %s in %s]' % (v, v, v, v),
+                '@CUT', 'acc = acc + tf.stack(%s) * 0.5' % v]
+    return ['%s = tf.unstack(acc)' % v, '@CUT', '%s = [%s * 2.0 for %s in %s]' % (v, v, v, v),
+            '@CUT', 'acc = tf.stack(%s) * 0.5' % v]
+
+
+def _nm_del(c):
+    """``del`` of a local on some paths and a read of it on the others (or, a flag
+    deciding, a read eager answers with UnboundLocalError), across a cut; a name deleted
+    and bound again; ``del`` in a loop."""
+    rng, b = c.rng, c.b
+    t = c.glob('tmp', '100.0')
+    form = rng.choice(['guarded', 'guarded', 'raise', 'rebind', 'loop'])
+    if form == 'guarded':
+        fl = b.fresh('fl')
+        return ['%s = acc * 2.0' % t, '%s = %s' % (fl, c.pcond()), '@CUT?', 'if %s:' % fl,
+                '    del %s' % t, '@CUT', 'if not %s:' % fl, '    acc = acc + %s' % t, 'else:',
+                '    acc = acc - 0.5']
+    if form == 'raise':
+        return ['%s = acc * 2.0' % t, 'if %s:' % c.arg('flag'), '    del %s' % t, '@CUT',
+                'acc = acc + %s * 0.5' % t]
+    if form == 'rebind':
+        return ['%s = acc * 0.5' % t, '@CUT', 'acc = acc + %s' % t, 'del %s' % t, '@CUT',
+                '%s = float(%s) + 0.5' % (t, b.need_p()), 'acc = acc - %s' % t]
+    j = b.fresh('j')
+    return ['for %s in range(%d):' % (j, rng.randint(1, 3)), '    %s = acc * 0.5' % t,
+            '    @CUT', '    acc = acc + %s' % t, '    del %s' % t]
+
+
+def _nm_except(c):
+    """``except KeyError as e`` where ``e`` was bound before: Python unbinds it at the
+    handler's end (even when the handler rebinds it), so a read after the cut is
+    guarded by a flag, or raises UnboundLocalError eagerly."""
+    rng = c.rng
+    d = c.arg('dict')
+    e, ok = c.glob('err', '100.0'), c.glob('ok', '100')
+    form = rng.choice(['guarded', 'guarded', 'raise', 'rebound', 'cut_in_handler'])
+    lines = ['%s = %s' % (e, rng.choice(['acc * 0.5', '0.5'])), '%s = True' % ok, 'try:',
+             "    acc = acc + %s['k']" % d, 'except KeyError as %s:' % e, '    %s = False' % ok]
+    lines.append(rng.choice(["    print('missing', %s)" % e,
+                             '    acc = acc - len(str(%s)) * 0.125' % e, '    acc = acc * 0.5']))
+    if form == 'cut_in_handler':
+        lines.append('    @CUT')
+    if form == 'rebound':
+        lines.append('    %s = 0.25' % e)
+    lines.append('@CUT')
+    if form in ('raise', 'rebound'):
+        return lines + ['acc = acc + %s' % e]
+    return lines + ['if %s:' % ok, '    acc = acc + %s' % e, 'else:', '    acc = acc * 0.5',
+                    c.log(ok)]
+
+
+NAME_MAKERS = [_nm_walrus_comp, _nm_walrus_if, _nm_walrus_short, _nm_lambda, _nm_match,
+               _nm_suppress, _nm_comp_shadow, _nm_del, _nm_except]
+
+
+def f_break_names(b):
+    """Local names crossing graph breaks (see above): one or two of walrus (in a
+    comprehension, an ``if`` test, under ``and``/``or``, in a conditional expression),
+    lambda/nested function defaults, ``match`` captures, a swallowed exception before a
+    rebinding, a comprehension over its own variable's name, ``del``, ``except as``."""
+    rng = b.rng
+    if b.pattern == 'none' and rng.random() < 0.7:
+        b.pattern = rng.choice(['step', 'back', 'alternate', 'once'])
+    c = _NamesCtx(b)
+    for maker in rng.sample(NAME_MAKERS, rng.choice([1, 1, 2])):
+        b.item(c.cut(maker(c)))
+    if c.log_ref is not None:
+        b.outs.append(rng.choice([c.log_ref, 'len(%s)' % c.log_ref]))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -3105,6 +3505,9 @@ FEATURES = {
     # level-by-level recursion (appended last: skipping REC_FEATURES4 gives the programs
     # of before)
     'rec_levels': f_rec_levels,
+    # local names across graph breaks (appended last: skipping NAMES_FEATURES gives the
+    # programs of before)
+    'break_names': f_break_names,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -3121,6 +3524,8 @@ REC_FEATURES2 = ('rec_word',)
 REC_FEATURES3 = ('rec_list',)
 REC_FEATURES4 = ('rec_levels',)
 REC_FEATURES = ('recursion',) + REC_FEATURES2 + REC_FEATURES3 + REC_FEATURES4
+NAMES_FEATURES = ('break_names',)
+BREAK_FEATURES += NAMES_FEATURES
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -3141,7 +3546,8 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'break_ctx': 3, 'break_gen': 3, 'break_log': 3,
            'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
            'list_iter_arg': 2, 'mutate_loop': 2,
-           'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3, 'rec_levels': 3}
+           'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3, 'rec_levels': 3,
+           'break_names': 3}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
