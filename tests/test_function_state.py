@@ -297,14 +297,14 @@ def _live(objects):
 @pytest.mark.parametrize('heap_ops', [False, True])
 def test_memory_stays_flat_over_200_evictions(heap_ops):
     """Every call passes a new ``mode`` string: a new graph per call, the oldest
-    evicted (cache_size_limit=2).  Evicted graphs, their ConcreteFunctions and the
+    evicted (cache_size_limit=2, and no growth: cache_size_max=2).  Evicted graphs, their ConcreteFunctions and the
     functions TF registered for them must be freed: the counts after 20 and after
     220 calls are the same."""
     from tensorflow.python.eager import context
     prog = Stepper()
     x = tf.constant([1.0, -0.5, 0.25])
-    with janus.config.patch(cache_size_limit=2, recompile_limit=1000, reprofile_calls=0,
-                            log_recompiles=False, heap_ops=heap_ops):
+    with janus.config.patch(cache_size_limit=2, cache_size_max=2, recompile_limit=1000,
+                            reprofile_calls=0, log_recompiles=False, heap_ops=heap_ops):
         jf = janus.function(prog.run, profile_calls=1)
         entries, graphs = [], []
         counts = []
