@@ -194,10 +194,13 @@ def test_a_chain_of_a_thousand_nodes_and_one_past_the_recursion_limit():
         # (eager TF this deep can overflow the C stack: the sum is computed apart)
         assert float(fn(link, x)) == pytest.approx(0.5 * sum(v % 7 for v in range(1000)))
         assert janus.stats(fn)['graph_calls'] == runs + 1
-        sys.setrecursionlimit(len(inspect.stack()) + 150)
         deep = _chain(range(300))
-        with pytest.raises(RecursionError):   # too deep eagerly: never run as a graph
-            fn(deep, x)
+        sys.setrecursionlimit(len(inspect.stack()) + 150)
+        # too deep eagerly: never run as a graph.  On Python numbers: a RecursionError
+        # raised inside a TF op's Python callbacks (C++ between them) can abort the
+        # process, depending on what TF cached before (seen in a full test run)
+        with pytest.raises(RecursionError):
+            fn(deep, 0.5)
         assert janus.stats(fn)['graph_calls'] == runs + 1
     finally:
         sys.setrecursionlimit(limit)
