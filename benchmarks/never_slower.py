@@ -43,13 +43,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def side_by_side(modes, steps):
     """{mode: [seconds of each step]}: ``modes`` maps a name to a step callable
-    ``step(i)``; the modes take turns step by step, their output swallowed."""
+    ``step(i)``; the modes take turns step by step, in an order that rotates (so no
+    mode always runs right after the slow eager one), their output swallowed."""
     times = {name: [] for name in modes}
+    names = list(modes)
     with contextlib.redirect_stdout(io.StringIO()):
         for i in range(steps):
-            for name, step in modes.items():
+            for name in names[i % len(names):] + names[:i % len(names)]:
                 started = time.perf_counter()
-                step(i)
+                modes[name](i)
                 times[name].append(time.perf_counter() - started)
     return times
 
@@ -100,6 +102,9 @@ class Trainer:
 
 
 def logging_step(steps):
+    """Two runs on fresh objects: janus against eager, then the janus step against the
+    same step with the print moved out (and tf.function's) without eager steps in
+    between (eager's garbage makes the next steps' collections slower, unevenly)."""
     x = tf.random.stateless_normal([64, 32], seed=[1, 2])
     y = tf.random.stateless_uniform([64], seed=[3, 4], maxval=10, dtype=tf.int32)
 
@@ -109,19 +114,23 @@ def logging_step(steps):
             if trainer.step % 10 == 0:
                 print('step', trainer.step, 'loss', loss.numpy())
         return step
-    eager = Trainer(True)
-    inside = Trainer(True)
-    outside, tf_outside = Trainer(False), Trainer(False)
+    eager, inside = Trainer(True), Trainer(True)
+    janus_inside = janus.function(inside.train_step)
+    times = side_by_side({'eager': lambda i: eager.train_step(x, y),
+                          'janus, print inside': lambda i: janus_inside(x, y)}, steps)
+    report('logging step (print(loss.numpy()) every 10th step), %d steps:' % steps, times,
+           stats={'janus, print inside': janus_inside})
+    inside, outside, tf_outside = Trainer(True), Trainer(False), Trainer(False)
     janus_inside = janus.function(inside.train_step)
     janus_outside = janus.function(outside.train_step)
     times = side_by_side({
-        'eager': lambda i: eager.train_step(x, y),
         'janus, print inside': lambda i: janus_inside(x, y),
         'janus, print moved out': printed_outside(outside, janus_outside),
         'tf.function, print moved out': printed_outside(tf_outside,
                                                         tf.function(tf_outside.train_step)),
     }, steps)
-    report('logging step (print(loss.numpy()) every 10th step), %d steps:' % steps, times,
+    report('  the same step against the print moved out (fresh objects, %d steps):' % steps,
+           times, against='janus, print moved out',
            stats={'janus, print inside': janus_inside, 'janus, print moved out': janus_outside})
     inside_t, outside_t = times['janus, print inside'], times['janus, print moved out']
     half = steps // 2

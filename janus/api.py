@@ -592,6 +592,7 @@ class JanusFunction(callables.JanusCallable):
         return entry
 
     def _refused(self, refused):
+        floor_module.WARMUP_WORK.note()   # a trace that failed: finding breaks is warm-up
         error = refused.error
         if refused.internal is not None:
             self._record_internal('tracing', '%s: %s' % (type(refused.internal).__name__,

@@ -10,9 +10,10 @@ The discipline, as relaxing's: measure, decide, and measure again after a
 bounded number of calls.
 
 * **Warm-up is not steady cost.**  A call is warm-up when it, a segment of it
-  or a janus function it calls ran a profiled call or built one of its first
-  ``config.floor_warmup_graphs`` graphs (``WARMUP_WORK``): the profiled
-  calls, the first traces, finding the breaks of a split function one by one.
+  or a janus function it calls ran a profiled call, built one of its first
+  ``config.floor_warmup_graphs`` graphs or failed a trace (``WARMUP_WORK``):
+  the profiled calls, the first traces, finding the breaks of a split
+  function one by one (a call shape whose trace failed is not traced again).
   A function's later graphs (a retrace, a cache miss) are steady cost, as are
   fallbacks' re-runs and re-profiled calls: a function that keeps retracing
   pays for it here.
