@@ -128,11 +128,12 @@ class Floor:
         if kind is not CallKind.JANUS:
             return None
         self.window.append(seconds)
+        if len(self.window) > config.floor_window:
+            del self.window[0]   # the newest calls only
         if self.keep_left > 0:   # kept: measured again only after these calls
             self.keep_left -= 1
             if self.keep_left > 0:
                 return None
-            self.window = self.window[-config.floor_window:]
         if len(self.window) < config.floor_window:
             return None
         janus = statistics.fmean(self.window)
