@@ -20,7 +20,7 @@ For each: total time over the steps (warm-up included) as a ratio to eager,
 and the steady ratio (median step of the last half), with janus's graphs and
 fallbacks.
 
-    .venv/bin/python benchmarks/never_slower.py [--steps 100] [--examples lenet,reinforce]
+    .venv/bin/python benchmarks/never_slower.py [--steps 100] [--only logging] [--examples lenet,reinforce]
 """
 import argparse
 import contextlib
@@ -272,10 +272,16 @@ def main():
     parser.add_argument('--episodes', type=int, default=60)
     parser.add_argument('--examples', default='',
                         help='comma-separated examples (paper_table.py names), or "all"')
+    parser.add_argument('--only', default='logging,reinforce,alternating',
+                        help='comma-separated parts: logging, reinforce, alternating')
     args = parser.parse_args()
-    logging_step(args.steps)
-    reinforce(args.episodes)
-    alternating(args.steps)
+    parts = args.only.split(',')
+    if 'logging' in parts:
+        logging_step(args.steps)
+    if 'reinforce' in parts:
+        reinforce(args.episodes)
+    if 'alternating' in parts:
+        alternating(args.steps)
     if args.examples:
         sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
         from paper_table import MODELS

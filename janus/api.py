@@ -218,6 +218,8 @@ class JanusFunction(callables.JanusCallable):
             self._redefined()
         if self.state.split_always is not None:   # the converter refused a statement
             return Step.SPLIT, self.state.split_always, ()
+        if self.state.superseded:   # a segment of a cut made again: no trace per call
+            return Step.PLAIN, None, ()
         try:
             call.bound = self._bind(call.full_args, call.full_kwargs)
         except TypeError:
@@ -571,6 +573,10 @@ class JanusFunction(callables.JanusCallable):
             return self._give_up(self.failed_conversion)
         if self.graphs_built >= config.recompile_limit:
             return self._give_up_on_recompiles()
+        if self.failed_traces >= config.failed_trace_limit:
+            return self._give_up(ConversionError(
+                Reason.FAILED_TRACE_LIMIT, '%d traces failed (janus.config.failed_trace_limit): '
+                'call shapes with no graph run imperatively' % self.failed_traces))
         entry = build.build(self.function, self.state, arguments, bound, self._convert,
                             self._event, profile_calls=self.profile_calls,
                             distributed=self.distributed, number=self.stats.graphs_built + 1)
@@ -594,6 +600,8 @@ class JanusFunction(callables.JanusCallable):
     def _refused(self, refused):
         floor_module.WARMUP_WORK.note()   # a trace that failed: finding breaks is warm-up
         error = refused.error
+        if refused.signature is not None and not _deferred(error):
+            self.failed_traces += 1   # a trace ran and failed (not a known failed shape)
         if refused.internal is not None:
             self._record_internal('tracing', '%s: %s' % (type(refused.internal).__name__,
                                                          refused.internal),
@@ -601,8 +609,9 @@ class JanusFunction(callables.JanusCallable):
         if not _deferred(error):   # deferred: this call only (an optimizer builds in it)
             _without_frames(error)   # kept: its frames would keep the trace's objects alive
             split = self._break_at(error, refused.signature)
-            if split is _RECUT:
-                return None   # this call runs plainly; the owner's next calls, the new cut
+            if split is _RECUT:   # this call runs plainly; the owner's next calls, the new cut
+                self.state.superseded = True
+                return None
             if split is not None:
                 return split
             if refused.signature is not None:

@@ -24,6 +24,7 @@ class _Config:
         cache_size_limit=8,       # graphs kept per function; the least recently used is evicted
         cache_size_max=32,        # a function's cache that evicted as many graphs as it holds (call shapes cycling through more than it holds) doubles, up to this many
         recompile_limit=16,       # graphs a function may build in all; beyond it misses run imperatively
+        failed_trace_limit=8,     # traces of a function that may fail (each call shape tried once); beyond it call shapes with no graph run imperatively, untried
         strict=False,             # turn every silent imperative fallback and every graph break into a StrictModeError
         enabled=True,             # False: every janus function simply runs imperatively
         relax_shapes=True,        # after a SHAPE guard miss, rebuild with differing dims unknown

@@ -247,10 +247,14 @@ def _explain_graph(jf, entry, number, newest=None):
                    'or calling itself through Janus>Invoke):')
         for text in recursive:
             out += _wrap(text, '        ', '          ')
+    on_host = entry.host.checked if entry.host is not None else frozenset()
     assumptions = list(entry.assumptions.values())
-    if assumptions:
-        out.append('      checked in the graph (a failure re-runs the call imperatively):')
-        out += ['        %s' % _describe_assumption(a) for a in assumptions]
+    for where, chosen in (('on the host before the run', [a for a in assumptions
+                                                           if a.id in on_host]),
+                          ('in the graph', [a for a in assumptions if a.id not in on_host])):
+        if chosen:
+            out.append('      checked %s (a failure re-runs the call imperatively):' % where)
+            out += ['        %s' % _describe_assumption(a) for a in chosen]
     assumed = _assumed(jf, entry)
     if assumed:
         out.append('      assumed from the profile:')

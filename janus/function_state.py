@@ -60,6 +60,7 @@ class FunctionState:
     positional_names: typing.Optional[tuple] = None   # __post_init__: api's fast bind
     cache: GraphCache = dataclasses.field(default_factory=GraphCache)
     graphs_built: int = 0                       # counted against config.recompile_limit
+    failed_traces: int = 0                      # counted against config.failed_trace_limit
     failed_signatures: list = dataclasses.field(default_factory=list)   # (Signature, error)
     speculation: SpeculationState = dataclasses.field(default_factory=SpeculationState)
     scalars: ScalarRelaxation = dataclasses.field(default_factory=ScalarRelaxation)
@@ -75,6 +76,9 @@ class FunctionState:
     unsplittable: set = dataclasses.field(default_factory=set)
     recut: dict = dataclasses.field(default_factory=dict)   # lines -> the wider lines now cut
     unhoisted: set = dataclasses.field(default_factory=set)   # break lines cut with no hoisting
+    # A segment whose failed trace made its owner cut again: only the calls of the
+    # old cut still running reach it, and they run it plainly (no trace per call).
+    superseded: bool = False
     floor: Floor = dataclasses.field(default_factory=Floor)   # measured against eager
 
     def __post_init__(self):

@@ -48,6 +48,8 @@ class Reason(enum.Enum):
                        'numbers decide, up to janus.config.max_recursion_unroll calls deep)')
     RECOMPILE_LIMIT = (True, 'keep the arguments that changed between calls the same, or '
                              'raise janus.config.recompile_limit')
+    FAILED_TRACE_LIMIT = (True, 'fix the refusal the earlier traces reported (explain shows it), '
+                                'or raise janus.config.failed_trace_limit')
     OUTSIDE_TAPE = (False, 'the statement using a GradientTape that records outside the '
                            'graph runs in Python (a graph break); the graphs around it are '
                            'recorded on the tape as eager ops are')

@@ -967,3 +967,63 @@ def test_the_innermost_value_read_is_hoisted():
     hoisted = tree.body[0]
     assert isinstance(hoisted.value, gast_module.Call)
     assert hoisted.value.func.attr == 'reduce_max'
+
+
+class FrameRollout:
+    """Per frame: the policy's probabilities read with ``.numpy()`` (the first break),
+    then a NumPy draw (the second, found by a segment inside the loop), with the
+    frames collected in a list that grows every frame."""
+
+    def __init__(self):
+        tf.keras.utils.set_random_seed(3)
+        self.policy = tf.keras.layers.Dense(2)
+        self.rng = np.random.RandomState(5)
+
+    def episode(self, observation, frames):
+        observations, actions = [], []
+        for _ in range(frames):
+            probs = tf.nn.softmax(self.policy(observation))[0].numpy()
+            observations.append(observation)
+            action = int(self.rng.uniform() < probs[1])
+            actions.append(action)
+            observation = observation * 0.5 + float(action)
+        return tf.concat(observations, 0), actions
+
+
+def test_a_segment_whose_trace_failed_is_not_traced_again_every_frame(monkeypatch):
+    """A segment in a loop whose trace fails at a second break makes its owner cut
+    again; the frames left in that call run it plainly, instead of tracing it again
+    with each frame's longer list."""
+    from janus.graphgen import tracer
+    traced = []
+    real = tracer.trace
+    monkeypatch.setattr(tracer, 'trace', lambda *a, **k: traced.append(1) or real(*a, **k))
+
+    def make():
+        rollout = FrameRollout()
+        return rollout.episode, rollout
+    calls = [lambda: ((tf.ones([1, 3]), 12), {}) for _ in range(8)]
+    jf = differential(make, calls, lambda rollout: rollout.rng.randint(1000))
+    assert len(traced) <= 9, (len(traced), janus.explain(jf))
+
+
+def test_failed_traces_are_bounded_for_call_shapes_that_keep_changing(monkeypatch):
+    """A function no graph can hold, called with a new shape every call: after
+    ``failed_trace_limit`` failed traces, new shapes run imperatively, untried."""
+    from janus.graphgen import tracer
+    traced = []
+    real = tracer.trace
+    monkeypatch.setattr(tracer, 'trace', lambda *a, **k: traced.append(1) or real(*a, **k))
+
+    def total(xs):
+        s = tf.add_n(xs)
+        print('total', s.numpy().sum())
+        return s
+
+    def make():
+        return total, None
+    calls = [lambda n=n: (([tf.ones([2])] * n,), {}) for n in range(1, 30)]
+    with janus.config.patch(failed_trace_limit=4, graph_breaks=False):
+        jf = differential(make, calls)
+    assert 0 < len(traced) <= 8, (len(traced), janus.explain(jf))
+    assert 'failed_trace_limit' in janus.explain(jf)

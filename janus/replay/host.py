@@ -106,6 +106,7 @@ class HostProgram:
 
     def __init__(self, constants, leaves, steps, fed):
         self.checks = sum(1 for step in steps if step.is_check)
+        self.checked = frozenset(step.assumption.id for step in steps if step.is_check)
         self.calls = len(fed)
         namespace = {'_wrap': wrap, '_ftz': ftz, '_Broke': AssertionBroke}
         names = {}
