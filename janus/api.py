@@ -653,7 +653,8 @@ class JanusFunction(callables.JanusCallable):
             wider = lines | {line}
             if wider == lines:
                 return self._unhoist(lines, line, error)
-            made = self.state.splits.get(wider) or self._cut(error, wider, line)
+            made = self.state.splits.get(wider) or self._cut(
+                error, wider, line, reuse=self.state.splits.get(lines))
             if made is None:
                 return False
             old = self.state.splits.pop(lines, None)   # every call shape moves on: freed
@@ -672,16 +673,18 @@ class JanusFunction(callables.JanusCallable):
             return True
         self.state.unhoisted.add(line)
         del self.state.splits[lines]
-        made = self._cut(error, lines, line)
+        made = self._cut(error, lines, line, reuse=old)
         if made is None:
             self.state.splits[lines] = old
             return True
         self.state.replace_split(old, made)
         return True
 
-    def _cut(self, error, lines, line):
+    def _cut(self, error, lines, line, reuse=None):
         """The function cut at ``lines`` (remembered), or None (the reason recorded);
-        ``line``: the one ``error`` refused, new in ``lines``."""
+        ``line``: the one ``error`` refused, new in ``lines``; ``reuse``: the cut this
+        one replaces, whose segments the new cut leaves as they were keep their janus
+        functions (profile, graphs, measured floor), not traced again."""
         if lines in self.state.unsplittable:
             return None
         try:
@@ -698,8 +701,16 @@ class JanusFunction(callables.JanusCallable):
             self._internal_error('cutting the function at a graph break', e)
             self.state.unsplittable.add(lines)
             return None
+        kept = _reusable_segments(reuse)
         parts = []
         for index, part in enumerate(made.segments):
+            old_part, old_slot = kept.get(part.key, (None, None))
+            if old_slot is not None:   # the same code: the segment as it was
+                made.segments[index] = old_part
+                if isinstance(old_slot, JanusFunction):
+                    old_slot.split_owner = (self, lines, index)
+                parts.append(old_slot)
+                continue
             # The function's own calls profiled these statements already (under other
             # site numbers): a segment profiles fewer calls before its graph.
             jf = JanusFunction(part.function, profile_calls=min(
@@ -835,6 +846,15 @@ class JanusFunction(callables.JanusCallable):
 
 
 _RECUT = object()   # _break_at: a segment's owner took the break (it cut itself anew)
+
+
+def _reusable_segments(split):
+    """{segment key: (Segment, slot)} of ``split``'s segments a new cut may take over
+    (not one whose failed trace made the cut again)."""
+    if split is None:
+        return {}
+    return {part.key: (part, slot) for part, slot in zip(split.segments, split.slots)
+            if not (isinstance(slot, JanusFunction) and slot.state.superseded)}
 
 
 def _graph_runs(jf):

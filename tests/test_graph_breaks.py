@@ -1027,3 +1027,35 @@ def test_failed_traces_are_bounded_for_call_shapes_that_keep_changing(monkeypatc
         jf = differential(make, calls)
     assert 0 < len(traced) <= 8, (len(traced), janus.explain(jf))
     assert 'failed_trace_limit' in janus.explain(jf)
+
+
+class TwoBreaks:
+    """A step with two breaks, the second found only when the code after the first
+    is traced as a segment."""
+
+    def __init__(self):
+        self.w = tf.Variable(tf.reshape(tf.range(12, dtype=tf.float32), (3, 4)) / 10.0)
+        self.rng = np.random.RandomState(2)
+
+    def step(self, x):
+        h = tf.nn.relu(tf.matmul(x, self.w)) + 1.0
+        h = h * tf.reduce_mean(h)
+        print('mean', h.numpy().mean())
+        y = tf.tanh(h) * 2.0 + tf.reduce_sum(h)
+        noise = self.rng.uniform()
+        return tf.reduce_sum(y * noise + tf.exp(-y))
+
+
+def test_a_cut_made_again_keeps_the_segments_it_leaves_as_they_were():
+    def make():
+        model = TwoBreaks()
+        return model.step, model
+    calls = [lambda: ((tf.ones([2, 3]),), {}) for _ in range(9)]
+    jf = differential(make, calls, lambda model: model.rng.randint(1000))
+    (lines, split), = jf.state.splits.items()
+    assert len(lines) == 2, janus.explain(jf)
+    first = split.slots[0]
+    assert isinstance(first, janus.api.JanusFunction), janus.explain(jf)
+    # made for the first cut (at the print), still the one after the second
+    assert janus.stats(first)['graphs_built'] == 1
+    assert janus.stats(first)['calls'] > janus.stats(split.slots[-1])['calls'], janus.explain(jf)

@@ -72,6 +72,9 @@ class Segment:
     inputs: tuple          # parameter names, in order
     outputs: tuple         # names returned (empty when the segment returns for the function)
     returns: bool          # ends with the function's ``return``
+    # Its definition as compiled, positions included: equal keys in two cuts of one
+    # function are the same code on the same names (a cut made again reuses it).
+    key: str = ''
 
 
 @dataclasses.dataclass(eq=False)
@@ -563,7 +566,8 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
         function = _function(code, fn, cells, fn.__name__)
         function.__qualname__ = '%s (lines %d-%d)' % (fn.__qualname__, first, last)
         _register(function, definition, parsed)
-        segments.append(Segment(function, first, last, inputs, outputs, returns))
+        key = ast.dump(gast.gast_to_ast(definition), include_attributes=True)
+        segments.append(Segment(function, first, last, inputs, outputs, returns, key))
     slots.extend(s.function for s in segments)
     return Split(skeleton_fn, segments, tuple(cutter.python_lines), slots)
 
