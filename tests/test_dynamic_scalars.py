@@ -191,15 +191,31 @@ def test_isinstance_and_type_see_the_python_type(strict):
     assert janus.stats(jf)['graphs_built'] <= 2
 
 
-def test_a_number_that_decides_a_shape_stays_specialized():
-    """tf.zeros([n]) needs n's value: janus keeps n a constant (a graph per value,
-    correct), and explain says why."""
+def test_a_number_in_a_shape_is_a_graph_input():
+    """tf.zeros([n]) with n a relaxed number: the shape is packed into a tensor, one
+    graph for every value."""
     def make():
         c = Counter()
 
         def f(x):
             c.step += 1
             return x + tf.reduce_sum(tf.zeros([c.step])), c.step
+        return f, c
+    jf = differential(make, [((tf.constant(1.0),), {}) for _ in range(10)],
+                      state=lambda c: c.step)
+    assert janus.stats(jf)['graphs_built'] <= 2, janus.explain(jf)
+
+
+def test_a_number_whose_shape_is_read_stays_specialized():
+    """A dimension the number decides, read as a Python int: janus keeps the number
+    a constant (a graph per value, correct), and explain says why."""
+    def make():
+        c = Counter()
+
+        def f(x):
+            c.step += 1
+            z = tf.zeros([c.step, 2])
+            return x + float(z.shape[0]), c.step
         return f, c
     jf = differential(make, [((tf.constant(1.0),), {}) for _ in range(10)],
                       state=lambda c: c.step)

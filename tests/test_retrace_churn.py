@@ -5,7 +5,9 @@ count the graphs built once the program's inputs have all been seen: two
 alternating input shapes, two alternating values of a Python number, and a
 split function whose segment is specialized per value of a number from
 ``.numpy()`` cycling through more values than the cache holds (the graphs that
-serve must not evict each other: ``cache.py`` grows the cache instead).
+serve must not evict each other: ``cache.py`` grows the cache instead).  A number
+used in a shape (``tf.reshape(h, (rows, -1))``) is a graph input too: one graph
+serves every value, and a later read of the dimension it decides pins it.
 """
 import numpy as np
 import tensorflow as tf
@@ -87,3 +89,45 @@ def test_a_cycle_of_sizes_longer_than_the_cache_stops_building():
         jf = differential(make, calls, lambda h: list(h.sizes))
         built = _built_after_warmup(jf, [(tf.ones((s, 8)),) for s in sizes * 2], 1)
     assert built == 0
+
+
+def test_a_size_from_numpy_used_as_a_shape_is_one_graph_for_every_size():
+    rng = np.random.RandomState(1)
+    sizes = [int(s) for s in rng.randint(3, 12, size=40)]   # nine sizes
+
+    def make():
+        heads = Heads()
+        return heads.step, heads
+    calls = [lambda s=s: ((tf.ones((s, 8)),), {}) for s in sizes]
+    jf = differential(make, calls, lambda h: list(h.sizes))
+    assert _graphs(jf) <= 2, janus.explain(jf)
+
+
+class Rows:
+    """A number shapes a tensor whose dimension the code then reads as a Python int."""
+
+    def __init__(self):
+        self.w = tf.Variable(tf.ones((4, 4)) / 4.0)
+
+    def step(self, x, rows):
+        h = tf.reshape(tf.matmul(x, self.w), (rows, -1))
+        if h.shape[0] > 2:
+            h = h * 2.0
+        return tf.zeros((rows, 3)) + tf.reduce_sum(h), tf.tile(h[:1], (rows, 1))
+
+
+def test_numbers_in_shapes_alternating_and_their_dimensions_read():
+    def make():
+        rows = Rows()
+        return rows.step, rows
+    calls = [lambda r=r: ((tf.ones((6, 4)), r), {}) for r in (2, 3, 6, 2, 3, 6, 12, 2)]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['graph_calls'] > 0, janus.explain(jf)
+
+
+def test_a_number_in_a_shape_that_does_not_fit_raises_as_eagerly():
+    def make():
+        rows = Rows()
+        return rows.step, rows
+    calls = [lambda r=r: ((tf.ones((6, 4)), r), {}) for r in (2, 3, 2, 3, 5, 2, 4)]
+    differential(make, calls)

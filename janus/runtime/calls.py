@@ -165,6 +165,9 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
             return result
     elif whitelist.is_library(callee) and scalars.library_call_allows(callee, args, kwargs):
         return _NOT_HANDLED
+    packed = scalars.packed_shape_call(callee, args, kwargs)
+    if packed is not None:   # ``tf.reshape(h, (rows, -1))``, ``rows`` a graph input
+        return call(callee, *packed[0], **packed[1])
     converted = _numbers_as_ids(callee, args, kwargs)
     if converted is not None:   # ``tf.nn.embedding_lookup(w, [node.word])``
         return call(callee, *converted[0], **converted[1])

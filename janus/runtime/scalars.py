@@ -459,6 +459,12 @@ _TENSOR_FUNCTIONS = {getattr(tf, name) for name in _ELEMENTWISE if hasattr(tf, n
                                                          'divide_no_nan', 'log1p', 'expm1')
     if hasattr(tf.math, name)}
 _SHAPE_ARGUMENTS = {tf.fill: (0, 'dims'), tf.add_n: (0, 'inputs')}
+# Library functions taking a shape (a list of ints) as one argument: there a shape
+# holding dynamic ints is packed into an int64 tensor, TF inferring its constant
+# parts statically; one graph serves every value (``packed_shape_call``).
+_SHAPE_FUNCTIONS = {tf.reshape: (1, 'shape'), tf.zeros: (0, 'shape'), tf.ones: (0, 'shape'),
+                    tf.fill: (0, 'dims'), tf.tile: (1, 'multiples'),
+                    tf.broadcast_to: (1, 'shape')}
 _VARIABLE_METHODS = ('assign', 'assign_add', 'assign_sub')
 
 
@@ -482,6 +488,47 @@ def library_call_allows(callee, args, kwargs):
     nested = [v for v in list(args) + list(kwargs.values())
               if type(v) is not DynamicScalar and holds_dynamic(v)]
     return not nested
+
+
+def packed_shape_call(callee, args, kwargs):
+    """(args, kwargs) of ``callee`` (a ``_SHAPE_FUNCTIONS`` one) with its shape, a list
+    or tuple of ints some of them dynamic, as one int64 tensor: ``tf.reshape(h, (rows,
+    -1))`` with ``rows`` a graph input.  TF computes the same values from a shape
+    tensor as from the ints; what it knows statically is the constant dimensions, and
+    a read of one the numbers left unknown needs their values (``shapes.py``: the
+    trace is redone with them constant).  None when the call is not of that form."""
+    try:
+        where = _SHAPE_FUNCTIONS.get(callee)
+    except TypeError:
+        return None
+    if where is None:
+        return None
+    index, keyword = where
+    args, kwargs = list(args), dict(kwargs)
+    if len(args) > index:
+        shape = args[index]
+    elif keyword in kwargs:
+        shape = kwargs[keyword]
+    else:
+        return None
+    if type(shape) not in (list, tuple) or not any(type(d) is DynamicScalar for d in shape) \
+            or not all(type(d) is int or type(d) is DynamicScalar and d.type is int
+                       for d in shape):
+        return None
+    others = [v for i, v in enumerate(args) if i != index] + [
+        v for k, v in kwargs.items() if k != keyword]
+    if any(holds_dynamic(v) for v in others):
+        return None
+    lineage = lineage_deep(list(shape))
+    ctx = current()
+    ctx.number_shapes = ctx.number_shapes | lineage
+    packed = tf.stack([d.tensor if type(d) is DynamicScalar else tf.constant(d, tf.int64)
+                       for d in shape])
+    if len(args) > index:
+        args[index] = packed
+    else:
+        kwargs[keyword] = packed
+    return args, kwargs
 
 
 def _is_variable(value):

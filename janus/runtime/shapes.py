@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from janus.reasons import Reason
 from janus.runtime.trace_context import Unsupported
-from janus.runtime.tracing import current_or_none
+from janus.runtime.tracing import current_or_none, need
 
 
 class CheckedShape(tf.TensorShape):
@@ -39,6 +39,9 @@ class CheckedShape(tf.TensorShape):
         reason = ('the code observes the dimensions of %s, which are only known at run time '
                   'in a graph with relaxed shapes' % self._plain)
         ctx = current_or_none()
+        if ctx is not None and ctx.number_shapes:   # maybe a dimension a number decides
+            need(ctx.number_shapes, 'reading a dimension of %s, computed from a number'
+                 % self._plain, Reason.UNKNOWN_SHAPE)
         if ctx is not None and ctx.refusals is not None:
             ctx.refusals.append((Reason.UNKNOWN_SHAPE, reason))
         raise Unsupported(Reason.UNKNOWN_SHAPE, reason)

@@ -62,6 +62,9 @@ class TraceContext:
         # (a failed one ends the run first), so its assertions are left out.
         self.checks_proven = False
         self.shapes = None      # relaxed shapes of hoisted heap reads, kept across traces
+        # Lineage of dynamic ints packed into a shape (scalars.packed_shape_call): a read
+        # of a dimension left unknown needs their values (shapes.CheckedShape).
+        self.number_shapes = frozenset()
         # Set by the tracer for a graph it builds (None: a context of no trace, as in tests).
         # (Reason, message) refusals library code may have swallowed (trace_output, CheckedShape)
         self.refusals = None
