@@ -45,7 +45,7 @@ from janus.replay import xla
 from janus.replay.executor import AssertionBroke, GraphError, GraphInvalid, WriteBackFailed, run_graph
 from janus.graphgen import build, generator, segments, tracer
 from janus.graphgen.plan import Verdict
-from janus.pyct import parser
+from janus.pyct import frontend, parser
 from janus.reasons import Reason
 
 log = logging.getLogger('janus')
@@ -137,7 +137,7 @@ class JanusFunction(callables.JanusCallable):
         failed = ConversionError(*self.target.reason) if self.target.reason is not None else None
         self.state = function_state.FunctionState(function_state.definition(self.function),
                                                   self._signature(), failed)
-        self.profiled_fn = self._make_profiled(self.recorder)
+        self.profiled_fn = _UNMADE   # made at the first profiled call (a segment may have none)
 
     # -- knobs -----------------------------------------------------------
     @property
@@ -519,6 +519,8 @@ class JanusFunction(callables.JanusCallable):
         try:
             with self._lock:
                 self.profile.record_arguments(call.arguments)
+            if self.profiled_fn is _UNMADE:
+                self.profiled_fn = self._make_profiled(self.recorder)
             if self.profiled_fn is None:
                 return None
             self.recorder.begin_call()
@@ -717,6 +719,8 @@ class JanusFunction(callables.JanusCallable):
                 self.profile_calls, config.segment_profile_calls), strict=self._strict,
                 jit_compile=self._jit)
             jf.split_owner = (self, lines, index)
+            if not part.in_loop:
+                self._safely('carrying the profile over to a segment', jf._carry_profile, self)
             parts.append(jf)
         made.slots[:] = parts
         self.state.splits[lines] = made
@@ -727,6 +731,16 @@ class JanusFunction(callables.JanusCallable):
                         'lines %d-%d' % (p.first_line, p.last_line) for p in made.segments)),
                     error=cause, lineno=line, filename=self.function.__code__.co_filename)
         return made
+
+    def _carry_profile(self, owner):
+        """This segment (run at most once per call of ``owner``) starts with what
+        ``owner``'s profiled calls observed of its statements: its first call traces."""
+        with owner._lock:
+            if not owner.profile.calls:
+                return
+            profiler.carry_over(owner.profile, self.profile, owner.function.__code__,
+                                self.function.__code__,
+                                frontend.front_end(self.function).sites)
 
     def _run_plainly(self, lines, index, function, ops):
         """Segment ``index`` of the cut at ``lines`` built a graph of ``ops`` tensor ops,
@@ -846,6 +860,7 @@ class JanusFunction(callables.JanusCallable):
 
 
 _RECUT = object()   # _break_at: a segment's owner took the break (it cut itself anew)
+_UNMADE = object()  # FunctionState.profiled_fn before the first profiled call made it
 
 
 def _reusable_segments(split):

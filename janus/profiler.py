@@ -358,6 +358,32 @@ class Recorder:
         return made
 
 
+def carry_over(source, into, from_code, to_code, to_sites):
+    """Fills ``into``, the empty profile of a graph-break segment, with what ``source``
+    (its owner's profile) observed of the statements the segment holds: the sites of
+    ``from_code`` (the owner's) by position to those of ``to_code`` (``to_sites``: the
+    segment's ``pyct.sites`` numbering), every callee's as they are; the owner's
+    profiled calls count as its own.  Only for a segment the skeleton runs at most once
+    per call, so the owner's per-call sequences are the segment's."""
+    by_position = {site.position: site for site in to_sites.values()
+                   if site.position is not None}
+    for key, observed in list(source.sites.items()):
+        info = source.site_info.get(key)
+        if key.code is from_code:
+            target = by_position.get(info.position) if info is not None else None
+            if target is None:
+                continue
+            key, info = sites.SiteKey(to_code, target.id), target
+        copied = into.sites[key]
+        copied.callees.update(observed.callees)
+        copied.returns.update(observed.returns)
+        copied.sequences.update(observed.sequences)
+        copied.tensor, copied.taken = observed.tensor, observed.taken
+        if info is not None:
+            into.site_info[key] = info
+    into.calls = source.calls
+
+
 def _code_objects(code):
     yield code
     for const in code.co_consts:

@@ -1059,3 +1059,39 @@ def test_a_cut_made_again_keeps_the_segments_it_leaves_as_they_were():
     # made for the first cut (at the print), still the one after the second
     assert janus.stats(first)['graphs_built'] == 1
     assert janus.stats(first)['calls'] > janus.stats(split.slots[-1])['calls'], janus.explain(jf)
+
+
+class Scheduled:
+    """After the logged line: a tensor test (its outcome the profile saw the same
+    on every call) and a Python loop, in the segment after the break."""
+
+    def __init__(self):
+        self.w = tf.Variable(tf.ones((3, 3)) / 3.0)
+        self.seen = []
+
+    def step(self, x):
+        h = tf.matmul(x, self.w)
+        self.seen.append(float(h.numpy().sum()))
+        if tf.reduce_sum(h) > 0:
+            h = h * 2.0
+        else:
+            h = h - 1.0
+        for _ in range(3):
+            h = tf.tanh(h) + 0.5
+        return tf.reduce_sum(h)
+
+
+def test_a_segment_takes_its_owners_profile_and_traces_on_its_first_call():
+    def make():
+        model = Scheduled()
+        return model.step, model
+    calls = [lambda i=i: ((tf.ones([2, 3]) * (i + 1),), {}) for i in range(6)]
+    calls.append(lambda: ((-tf.ones([2, 3]),), {}))   # the tensor test's other side
+    calls += [lambda: ((tf.ones([2, 3]),), {})] * 2
+    jf = differential(make, calls, lambda model: model.seen)
+    (split,) = jf.state.splits.values()
+    parts = [p for p in split.slots if isinstance(p, janus.api.JanusFunction)]
+    assert parts, janus.explain(jf)
+    for part in parts:
+        assert janus.stats(part)['profiled_calls'] == 0, janus.explain(jf)
+        assert janus.stats(part)['graph_calls'] >= 3, janus.explain(jf)

@@ -75,6 +75,7 @@ class Segment:
     # Its definition as compiled, positions included: equal keys in two cuts of one
     # function are the same code on the same names (a cut made again reuses it).
     key: str = ''
+    in_loop: bool = False  # the skeleton may run it more than once per call
 
 
 @dataclasses.dataclass(eq=False)
@@ -232,7 +233,7 @@ class _Cutter:
         self.python_lines = sorted(_first_line(s) for s in gast.walk(tree) if id(s) in broken)
         _refuse_dynamic_scope(tree)
         _refuse_escaping_closures(tree, self.locals)
-        self.segments = []      # (FunctionDef, first, last, inputs, outputs, returns)
+        self.segments = []      # (FunctionDef, first, last, inputs, outputs, returns, in_loop)
 
     def block(self, stmts, bound, where):
         """The skeleton statements for ``stmts``, run from ``bound`` (liveness.Bound)."""
@@ -329,7 +330,7 @@ class _Cutter:
         name = '%s_lines_%d_%d' % (self.tree.name, _first_line(run[0]), run[-1].end_lineno)
         definition = self._definition(name, run, inputs, maybe_unbound, outputs, after)
         self.segments.append((definition, _first_line(run[0]), run[-1].end_lineno,
-                              inputs, outputs, returns))
+                              inputs, outputs, returns, where.loops > 0))
         return _call_statements(index, run, inputs, maybe_unbound, outputs, after,
                                 liveness.deletes(run), returns)
 
@@ -559,7 +560,7 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
     skeleton_fn.__defaults__, skeleton_fn.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
     skeleton_fn.__qualname__ = fn.__qualname__
     segments = []
-    for definition, first, last, inputs, outputs, returns in cutter.segments:
+    for definition, first, last, inputs, outputs, returns, in_loop in cutter.segments:
         # Frames show the function's own name, as eagerly (code looking at its
         # caller's name sees it); the qualified name says which part it is.
         code = _as_fn(nested[definition.name], fn)
@@ -567,7 +568,7 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
         function.__qualname__ = '%s (lines %d-%d)' % (fn.__qualname__, first, last)
         _register(function, definition, parsed)
         key = ast.dump(gast.gast_to_ast(definition), include_attributes=True)
-        segments.append(Segment(function, first, last, inputs, outputs, returns, key))
+        segments.append(Segment(function, first, last, inputs, outputs, returns, key, in_loop))
     slots.extend(s.function for s in segments)
     return Split(skeleton_fn, segments, tuple(cutter.python_lines), slots)
 

@@ -23,10 +23,13 @@ class SiteKey(typing.NamedTuple):
 
 
 class Site:
-    __slots__ = ('id', 'kind', 'lineno', 'text')
+    __slots__ = ('id', 'kind', 'lineno', 'text', 'position')
 
-    def __init__(self, site_id, kind, lineno, text):
+    def __init__(self, site_id, kind, lineno, text, position=None):
         self.id, self.kind, self.lineno, self.text = site_id, kind, lineno, text
+        # (kind, lineno, col, end lineno, end col): the same node in another parse of
+        # the same source (a graph-break segment's copy of its owner's statements)
+        self.position = position
 
     def __repr__(self):
         return 'site %d (%s, line %s)' % (self.id, self.kind, self.lineno)
@@ -42,6 +45,9 @@ def number_sites(tree, source_lines, first_lineno):
             text = None
             if lineno is not None and 0 <= lineno - first_lineno < len(source_lines):
                 text = source_lines[lineno - first_lineno].strip()
-            sites[site_id] = Site(site_id, type(node).__name__, lineno, text)
+            position = (type(node).__name__, lineno, getattr(node, 'col_offset', None),
+                        getattr(node, 'end_lineno', None), getattr(node, 'end_col_offset', None))
+            sites[site_id] = Site(site_id, type(node).__name__, lineno, text,
+                                  position if None not in position else None)
             anno.set(node, anno.Key.SITE, site_id)
     return sites
