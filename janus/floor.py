@@ -20,9 +20,10 @@ bounded number of calls.
 * **Decide on a window.**  After ``config.floor_window`` steady janus calls,
   their mean time is compared with eager's.  Eager's time comes from plain
   calls: the calls the floor ran plainly while it held, or else the next
-  ``config.floor_eager_calls`` calls, run plainly to measure it.  Only the
-  first decision may skip that sampling: when janus is far faster than even
-  the profiled calls (the user's code run eagerly, plus probes).
+  ``config.floor_eager_calls`` calls, run plainly to measure it; a plain call
+  ``_FAR_FASTER`` times slower than janus ends that sampling.  Only the first
+  decision may skip the sampling: when janus is far faster than even the
+  profiled calls (the user's code run eagerly, plus probes).
 * **Then hold, and check again.**  Janus slower than eager by more than
   ``config.floor_margin``: the next calls run plainly; janus faster: it keeps
   running.  Either way the decision is measured again after
@@ -121,8 +122,11 @@ class Floor:
         self.samples[kind].append(seconds)
         if kind is CallKind.EAGER:
             self.eager = self.eager[-_SAMPLES:] + [seconds]
-            if self.sampling and self.plain_left == 0:
-                self.sampling = False
+            # one sample far slower than janus decides (sampling a whole forward and
+            # backward pass eagerly three times costs more than many janus calls save)
+            far = self.window and seconds > _FAR_FASTER * statistics.fmean(self.window)
+            if self.sampling and (self.plain_left == 0 or far):
+                self.sampling, self.plain_left = False, 0
                 return self._decide(call_number)
             return None
         if kind is not CallKind.JANUS:
