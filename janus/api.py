@@ -125,7 +125,9 @@ class JanusFunction(callables.JanusCallable):
         self.stats = Stats()               # lifetime counters (janus.stats)
         self.events = collections.deque(maxlen=200)
         self.logged_reasons = set()   # (kind, detail) explain.note logged already
-        self.split_owner = None   # a segment's: (owner JanusFunction, its cut's lines, slot)
+        # a segment's: (owner JanusFunction, its cut's lines, slot; None: a part of a
+        # segment cut for the rest of one call, _cut_for_this_call)
+        self.split_owner = None
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
         self._local = threading.local()    # per thread: is a call of this function running
         self._start_over()
@@ -611,9 +613,13 @@ class JanusFunction(callables.JanusCallable):
         if not _deferred(error):   # deferred: this call only (an optimizer builds in it)
             _without_frames(error)   # kept: its frames would keep the trace's objects alive
             split = self._break_at(error, refused.signature)
-            if split is _RECUT:   # this call runs plainly; the owner's next calls, the new cut
+            if split is _RECUT:   # the owner's next calls run the new cut
                 self.state.superseded = True
-                return None
+                rest = self._safely('cutting a segment for the rest of the call',
+                                    self._cut_for_this_call, error)
+                if rest is not None:
+                    self.state.split_always = rest
+                return rest   # None: this call (and the old cut's others) run it plainly
             if split is not None:
                 return split
             if refused.signature is not None:
@@ -732,6 +738,31 @@ class JanusFunction(callables.JanusCallable):
                     error=cause, lineno=line, filename=self.function.__code__.co_filename)
         return made
 
+    def _cut_for_this_call(self, error):
+        """This segment's trace failed at a statement and its owner cut itself again
+        there for its next calls: the calls of the old cut still running run this
+        segment cut at that statement too, so the statements after it are traced now,
+        and a break among them reaches the owner in this call, not one call later
+        (every break a call reaches is found in that call).  Its parts report to the
+        owner; they go with the old cut.  None when it cannot be cut."""
+        line = error.statement_line if error.statement_line is not None else error.lineno
+        try:
+            made = segments.split(self.function, [line])
+        except segments.CannotSplit:   # NothingToCut among them: plainly, then
+            return None
+        owner, lines, _ = self.split_owner
+        parts = []
+        for part in made.segments:
+            jf = JanusFunction(part.function, profile_calls=min(
+                self.profile_calls, config.segment_profile_calls), strict=self._strict,
+                jit_compile=self._jit)
+            jf.split_owner = (owner, lines, None)
+            if not part.in_loop:
+                jf._carry_profile(self)
+            parts.append(jf)
+        made.slots[:] = parts
+        return made
+
     def _carry_profile(self, owner):
         """This segment (run at most once per call of ``owner``) starts with what
         ``owner``'s profiled calls observed of its statements: its first call traces."""
@@ -748,7 +779,7 @@ class JanusFunction(callables.JanusCallable):
         reduction): the skeleton calls it as plain Python from now on, which costs
         less than a janus call."""
         split = self.state.splits.get(lines)
-        if split is None or split.slots[index] is function \
+        if split is None or index is None or split.slots[index] is function \
                 or split.segments[index].function is not function:
             return   # (the cut at ``lines`` was made again since: not this segment's)
         split.slots[index] = function
