@@ -481,3 +481,22 @@ def test_merged_tuples_keep_identity_types_and_no_user_new_runs():
             return (tf.constant([k]), tuple.__new__(P, (tf.constant([k]), 1)),
                     tuple.__new__(P, (tf.constant([3 * k]), 2)))
         assert jf(*args())[1] == pick(*args())[1]
+
+
+def test_a_merged_tuple_returned_with_the_side_it_took_is_that_side():
+    """``t = u`` on one side of a tensor if, ``return t, u``: on that path eager returns
+    one tuple twice; janus gives back the run's side, so ``t is u`` as eagerly."""
+    def pair(x):
+        u = (x, 1)
+        if tf.reduce_sum(x) > 0:
+            t = u
+        else:
+            t = (x * 2, 2)
+        return t, u
+    jf = janus.function(pair)
+    for v in [1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0]:
+        got, want = jf(tf.constant([v])), pair(tf.constant([v]))
+        assert (got[0] is got[1]) == (want[0] is want[1]), v
+        np.testing.assert_array_equal(got[0][0].numpy(), want[0][0].numpy())
+        assert got[0][1] == want[0][1]
+    assert janus.stats(jf)['graph_calls'] > 0

@@ -103,7 +103,8 @@ def _template(value, outputs, ctx, memo):
             return memo[id(value)]
         shared = memo[id(value)] = templates.Shared(None)
         shared.template = _container_template(value, outputs, ctx, memo)
-        return shared
+        memo[id(value)] = _chosen_tuple(value, shared, outputs, ctx, memo)
+        return memo[id(value)]
     # A local a tensor-dependent if left two values: refused for its own reason.
     tracing.refuse_unmerged(value)
     raise errors.Unsupported(Reason.RETURN_VALUE,
@@ -148,6 +149,35 @@ def _chosen_tensor(value, out, outputs, ctx, memo):
     if all(choice is out for choice in choices):
         return out
     return templates.Choice(_template(pred, outputs, ctx, memo), *choices)
+
+
+def _chosen_tuple(value, own, outputs, ctx, memo):
+    """A tuple a tensor-dependent ``if`` merged (``t = u`` on one side, ``u`` made
+    before it): the run's side where that side is an object from before the ``if``, so
+    ``t is u`` holds after the run as eagerly (a graph-break segment returning both);
+    else ``own``, the merged tuple rebuilt."""
+    sides = ctx.merged_tuple_sides(value)
+    if sides is None or sides[0].graph is not ctx.top_graph:
+        return own
+    pred, true_value, false_value = sides
+    choices = [_template(side, outputs, ctx, memo) if _made_outside_branches(side, ctx)
+               else own for side in (true_value, false_value)]
+    if all(choice is own for choice in choices):
+        return own
+    return templates.Choice(_template(pred, outputs, ctx, memo), *choices)
+
+
+def _made_outside_branches(value, ctx, depth=0):
+    """Whether every tensor in ``value`` (tuples, lists, dicts walked) is of the top
+    graph, not of a tf.cond branch: an object the graph can give back."""
+    if isinstance(value, tf.Tensor):
+        return value.graph is ctx.top_graph
+    if type(value) in (list, tuple, dict) or isinstance(value, tuple):
+        if depth > 8:
+            return False
+        items = value.values() if type(value) is dict else value
+        return all(_made_outside_branches(item, ctx, depth + 1) for item in items)
+    return True
 
 
 def _write_templates(writes, outputs, ctx, memo):

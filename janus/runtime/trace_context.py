@@ -94,7 +94,7 @@ class TraceContext:
         self._arrays = {}      # id(an outside ndarray) -> (it, its arrays.ArrayStandIn)
         self._numpy_scalars = {}   # id(a NumPy scalar argument) -> (it, its ArgSource...)
         self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
-        self._merged_tuples = {}   # id(a tuple a tf.cond merged item by item) -> it
+        self._merged_tuples = {}   # id(a tuple a tf.cond merged item by item) -> it, pred, sides
         self._looped = {}   # id(a tf.while_loop's variable or result) -> (it, maybe outside)
         self._copies = {}   # id(a tf.cond output for a branch's choice of outside tensors) -> it
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
@@ -233,13 +233,21 @@ class TraceContext:
         merge): eagerly it *is* one of them, which ``is`` and returns keep."""
         self._merged[id(tensor)] = (tensor, pred, true_value, false_value)
 
-    def note_merged_tuple(self, value):
-        """``value`` is a tuple a tf.cond merged item by item: a new object, so its
-        identity is not eager's (``is`` on it is refused, observe.compare)."""
-        self._merged_tuples[id(value)] = value
+    def note_merged_tuple(self, value, pred, true_value, false_value):
+        """``value`` is a tuple a tf.cond merged item by item from ``true_value`` and
+        ``false_value``: a new object, so its identity is not eager's (``is`` on it is
+        refused, observe.compare; returned, the run's side comes back where it can:
+        tracer._template)."""
+        self._merged_tuples[id(value)] = (value, pred, true_value, false_value)
 
     def is_merged_tuple(self, value):
-        return type(value) is not type(None) and self._merged_tuples.get(id(value)) is value
+        found = self._merged_tuples.get(id(value))
+        return type(value) is not type(None) and found is not None and found[0] is value
+
+    def merged_tuple_sides(self, value):
+        """(pred, true side, false side) of a tuple ``note_merged_tuple`` knows, else None."""
+        found = self._merged_tuples.get(id(value))
+        return found[1:] if found is not None and found[0] is value else None
 
     def merged_sides(self, tensor):
         """(pred, true side, false side) of a tensor ``note_merged`` knows, else None."""

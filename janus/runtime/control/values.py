@@ -129,7 +129,7 @@ def noted(pred, t, f, value):
     elif _merged_tuple(value) and value is not t and value is not f:
         for item, a, b in zip(value, t, f):   # its items are one of the sides' too
             noted(pred, a, b, item)
-        current().note_merged_tuple(value)
+        current().note_merged_tuple(value, pred, t, f)
     return value
 
 
