@@ -390,6 +390,7 @@ class JanusFunction(callables.JanusCallable):
         line = error.statement_line
         if line is None or not tracer.breaks_at_statement_line(error, line):
             return None
+        self._route(error, line)
         lines = frozenset((line,))
         with self._lock:
             made = self.state.splits.get(lines)
@@ -554,8 +555,12 @@ class JanusFunction(callables.JanusCallable):
         self.stats.split_calls += 1
         parts = [part for part in split.slots if isinstance(part, JanusFunction)]
         before = sum(_graph_runs(part) for part in parts)
+        routes = self.state.routes
         try:
-            return split.skeleton(*call.full_args, **call.full_kwargs)
+            if not routes.by_line:
+                return split.skeleton(*call.full_args, **call.full_kwargs)
+            with routes.entered(self._nested_function):   # graphgen/nested.py
+                return split.skeleton(*call.full_args, **call.full_kwargs)
         finally:
             if sum(_graph_runs(part) for part in parts) > before:
                 self.stats.graph_part_calls += 1
@@ -642,6 +647,7 @@ class JanusFunction(callables.JanusCallable):
             line = error.lineno   # the converter refused a statement of this function
         if line is None or not tracer.breaks_at_statement_line(error, line):
             return None
+        self._route(error, line)
         if self.split_owner is not None:   # a segment: its owner cuts itself there too
             owner, lines, _ = self.split_owner
             return _RECUT if owner._recut(lines, line, error) else None
@@ -650,6 +656,24 @@ class JanusFunction(callables.JanusCallable):
         if made is not None and (static or signature is not None):
             self.state.note_split(None if static else signature, made)
         return made
+
+    def _route(self, error, line):
+        """A refusal inside a Keras layer's own call, breaking at ``line``: while the
+        cut function runs, that call runs through janus functions of its own, so only
+        the refused line itself runs in Python (``graphgen/nested.py``)."""
+        route = getattr(error, 'route', None)
+        owner = self.split_owner[0] if self.split_owner is not None else self
+        if route is None or not owner.state.routes.add(line, route):
+            return
+        owner._event(EventKind.GRAPH_BREAK, 'line %d runs in Python, and %s (line %s, where '
+                     'janus refused) runs through janus of its own for %d layer%s'
+                     % (line, route.name, route.line, len(route.layers),
+                        's' if len(route.layers) > 1 else ''),
+                     lineno=line, filename=owner.function.__code__.co_filename)
+
+    def _nested_function(self, bound_call):
+        """The janus function running a routed layer's ``call`` (nested.Routes)."""
+        return JanusFunction(bound_call, strict=self._strict, jit_compile=self._jit)
 
     def _recut(self, lines, line, error):
         """A segment of the cut at ``lines`` failed at ``line``: the calls that ran that

@@ -38,6 +38,7 @@ class ConversionError(JanusError):
     """
 
     statement_line = None
+    route = None   # graphgen/nested.py: the Keras layer call a refusal was in
 
     def __init__(self, reason, context=None, filename=None, lineno=None, source_line=None):
         if context is None and isinstance(reason, str):

@@ -202,6 +202,24 @@ def _explain_split(jf, verbose):
             if callables.is_janus(part):
                 out += ['      ' + line for line in _explain_one(part.__janus_function__,
                                                                  verbose).split('\n')]
+    return out + _explain_routes(jf, verbose)
+
+
+def _explain_routes(jf, verbose):
+    """The Keras layers whose own call runs through janus while the cut function runs
+    (graphgen/nested.py): each one's own report, indented."""
+    routes = jf.state.routes
+    if not routes.by_line:
+        return []
+    out = []
+    for line, route in sorted(routes.by_line.items()):
+        out += _wrap('inside line %d: %s runs through janus of its own (janus refused its line '
+                     '%s), for %d layer%s:' % (line, route.name, route.line, len(route.layers),
+                                               's' if len(route.layers) > 1 else ''),
+                     '    ', '      ')
+    for layer, nested in routes.functions():
+        out.append('      layer %s:' % getattr(layer, 'name', type(layer).__name__))
+        out += ['        ' + text for text in _explain_one(nested, verbose).split('\n')]
     return out
 
 

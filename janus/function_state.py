@@ -20,6 +20,7 @@ import typing
 from janus import profiler
 from janus.floor import Floor
 from janus.cache import GraphCache
+from janus.graphgen.nested import Routes
 from janus.graphgen.plan import SpeculationState
 from janus.relaxation import ScalarRelaxation
 
@@ -80,6 +81,9 @@ class FunctionState:
     # old cut still running reach it, and they run it plainly (no trace per call).
     superseded: bool = False
     floor: Floor = dataclasses.field(default_factory=Floor)   # measured against eager
+    # Keras layers whose own call a break's refusal was in: run through janus functions
+    # of their own while the cut function's skeleton runs (graphgen/nested.py).
+    routes: Routes = dataclasses.field(default_factory=Routes)
 
     def __post_init__(self):
         self.recorder = profiler.Recorder(self.profile)

@@ -500,3 +500,22 @@ def test_a_merged_tuple_returned_with_the_side_it_took_is_that_side():
         np.testing.assert_array_equal(got[0][0].numpy(), want[0][0].numpy())
         assert got[0][1] == want[0][1]
     assert janus.stats(jf)['graph_calls'] > 0
+
+
+def test_tuples_with_the_same_items_made_on_each_side_are_two_objects():
+    """``u = (x, 1)``; one side keeps it, the other makes ``(x, 1)`` again: eagerly two
+    objects, which ``is`` tells apart (they used to merge into ``u``)."""
+    def pick(x):
+        u = (x, 1)
+        if tf.reduce_sum(x) > 0:
+            t = u
+        else:
+            t = (x, 1)
+        if t is u:
+            return x + 1.0, t, u
+        return x - 1.0, t, u
+    jf = janus.function(pick)
+    for v in [1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0]:
+        got, want = jf(tf.constant([v])), pick(tf.constant([v]))
+        np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+        assert (got[1] is got[2]) == (want[1] is want[2]), v

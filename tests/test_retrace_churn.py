@@ -131,3 +131,24 @@ def test_a_number_in_a_shape_that_does_not_fit_raises_as_eagerly():
         return rows.step, rows
     calls = [lambda r=r: ((tf.ones((6, 4)), r), {}) for r in (2, 3, 2, 3, 5, 2, 4)]
     differential(make, calls)
+
+
+class Shapes:
+    def __init__(self):
+        self.calls = 0
+
+    def make(self, x, n):
+        self.calls += 1
+        return tf.zeros((n, 2)) + tf.reduce_sum(x)
+
+
+def test_shapes_eager_rejects_raise_as_eagerly():
+    """A float, a bool or a dimension of 2**31 or more in a shape: eager raises, a
+    graph would build it (a float or bool as its int, a size past 2**63 wrapped to
+    zero); janus raises eager's error."""
+    def make():
+        shapes = Shapes()
+        return shapes.make, shapes
+    values = [2, 3, 4, 2.0, 3, True, 5, 2 ** 62, 2, -2, 3]
+    calls = [lambda n=n: ((tf.ones([2]), n), {}) for n in values]
+    differential(make, calls, lambda s: s.calls)

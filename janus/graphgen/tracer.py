@@ -18,6 +18,7 @@ graph tensor refuses (``runtime/library_state.py``).
 """
 import dataclasses
 import inspect
+import logging
 import sys
 import time
 
@@ -29,7 +30,7 @@ from janus.reasons import Reason
 from janus import call_signature, errors, guards
 from janus.config import config
 from janus.errors import ConversionError
-from janus.graphgen import effects, generator, hostcheck, retrace, rollback
+from janus.graphgen import effects, generator, hostcheck, nested, retrace, rollback
 from janus.runtime.effects import PULL_CHECKS, PULLS_OUTSIDE, pulls_outside
 from janus.replay import templates
 from janus.replay.entry import GraphEntry
@@ -808,6 +809,15 @@ def _locate(error, ctx, converted, tb):
     if error.lineno is None:
         error = _with_user_line(error, ctx, tb)
     error.statement_line = statement
+    error.route = None
+    if statement is not None:
+        try:   # the Keras layer whose own call the refusal is in (nested.py)
+            error.route = nested.find_route(
+                tb, _own_codes(converted),
+                set(converted.code_objects) | {converted.py_fn.__code__},
+                lambda code: ctx.converted.get(code))
+        except Exception:  # noqa: BLE001 - an optimization: the statement runs whole
+            logging.getLogger('janus').debug('janus: no nested route', exc_info=True)
     return error
 
 
@@ -815,6 +825,13 @@ def _locate(error, ctx, converted, tb):
 # tests the converter makes of loops and branches, and comprehensions.  A nested def or
 # lambda of the user's is a callee: a failure in it breaks at the statement calling it.
 _OWN_NESTED = ('<listcomp>', '<dictcomp>', '<setcomp>', '<genexpr>')
+
+
+def _own_codes(converted):
+    """The code objects of ``converted``'s own statements (``_statement_line``'s)."""
+    return {converted.py_fn.__code__} | {
+        code for code in converted.code_objects
+        if code.co_name.startswith('__') or code.co_name in _OWN_NESTED}
 
 
 def _statement_line(tb, converted):

@@ -25,6 +25,11 @@ from janus.runtime import heap, shadow_heap
 # Ops that compute nothing (``work_ops``).
 _NO_WORK = frozenset(('Placeholder', 'Identity', 'IdentityN', 'NoOp', 'Const', 'ReadVariableOp',
                       'StopGradient', 'PlaceholderWithDefault'))
+# Ops whose work grows with their inputs' sizes faster than their outputs': a big one
+# counts as a region does (``work_ops``).
+_HEAVY = frozenset(('Conv2D', 'Conv3D', 'DepthwiseConv2dNative', 'MatMul', 'BatchMatMulV2',
+                    'BatchMatMulV3', 'Einsum', 'FusedBatchNormV3', 'Conv2DBackpropInput'))
+_HEAVY_ELEMENTS = 4096
 _REGIONS = frozenset(('While', 'StatelessWhile', 'If', 'StatelessIf', 'Case', 'StatelessCase',
                       'PartitionedCall', 'StatefulPartitionedCall'))
 
@@ -160,7 +165,7 @@ class GraphEntry:
         for op in self.concrete.graph.get_operations():
             if op.type in _NO_WORK or op.type.startswith('Janus'):
                 continue
-            count += limit if op.type in _REGIONS else 1
+            count += limit if op.type in _REGIONS or _heavy(op) else 1
             if count >= limit:
                 return limit
         return count
@@ -170,6 +175,16 @@ class GraphEntry:
 
     def describe_writes(self):
         return [w.describe() for w, _ in self.writes] + getattr(self, 'op_writes', [])
+
+
+def _heavy(op):
+    """A convolution, matrix product or normalization of a size whose eager run costs
+    more than a janus call (one Conv2D of a small image takes a millisecond eagerly:
+    run plainly, a segment holding only it would be slower than its graph)."""
+    if op.type not in _HEAVY or not op.outputs:
+        return False
+    elements = op.outputs[0].shape.num_elements()
+    return elements is None or elements >= _HEAVY_ELEMENTS
 
 
 def _graph_caller(concrete, readers=None):

@@ -159,6 +159,8 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
     if any(callee is c for c in _PASS_THROUGH) or _is_user_code(ctx, callee) \
             or _is_str_format(callee) or _stores_numbers(callee, args, kwargs):
         return _NOT_HANDLED
+    if _hands_numbers_to_user_call(callee, args):
+        return _NOT_HANDLED   # ``self.model(x, scale=scale)``: your call() gets the number
     if not kwargs and _is_number_function(callee):
         result = scalar_ops.builtin(callee, list(args), lineage)
         if result is not NotImplemented:
@@ -287,6 +289,15 @@ def _node_builtin(callee, args, kwargs):
                 for a in args]
         return call(callee, *args, **kwargs)
     return _NOT_HANDLED
+
+
+def _hands_numbers_to_user_call(callee, args):
+    """A Keras layer of yours called with dynamic numbers past its first argument (a
+    keyword, or a later positional one): Keras's ``__call__`` hands them on to your
+    converted ``call``, which sees them as they are; if Keras itself used one, its
+    dunders need the value (the trace is redone with it constant)."""
+    return (layers.user_call(callee) is not None
+            and not (args and scalars.is_dynamic(args[0])))
 
 
 def _is_user_code(ctx, callee):
@@ -844,6 +855,7 @@ def _call_library(ctx, callee, args, kwargs):
         elif number_lists.converts_lists(callee):
             args, kwargs = number_lists.fed(ctx, args, kwargs, fed)
     args, kwargs = _guard_library_args(ctx, callee, args, kwargs)
+    scalars.refuse_lenient_shape(callee, args, kwargs)
     if any(callee is fn for fn in _MAKE_CONSTANT) and args and arrays.holds_stand_in(args[0]):
         return arrays.constant(callee, args, kwargs)   # eagerly NumPy's own conversion
     stacked = arrays.stack(args, kwargs) if callee is tf.stack and args else None

@@ -464,8 +464,9 @@ _SHAPE_ARGUMENTS = {tf.fill: (0, 'dims'), tf.add_n: (0, 'inputs')}
 # parts statically; one graph serves every value (``packed_shape_call``).
 _SHAPE_FUNCTIONS = {tf.reshape: (1, 'shape'), tf.zeros: (0, 'shape'), tf.ones: (0, 'shape'),
                     tf.fill: (0, 'dims'), tf.tile: (1, 'multiples'),
-                    tf.broadcast_to: (1, 'shape')}
+                    tf.broadcast_to: (1, 'shape'), tf.eye: (0, 'num_rows')}
 _VARIABLE_METHODS = ('assign', 'assign_add', 'assign_sub')
+_SHAPE_BOUND = 2 ** 31   # a packed dimension this large or more: the call runs imperatively
 
 
 def library_call_allows(callee, args, kwargs):
@@ -488,6 +489,37 @@ def library_call_allows(callee, args, kwargs):
     nested = [v for v in list(args) + list(kwargs.values())
               if type(v) is not DynamicScalar and holds_dynamic(v)]
     return not nested
+
+
+def shape_argument(callee, args, kwargs):
+    """The shape ``callee`` (a ``_SHAPE_FUNCTIONS`` one) is called with, or None."""
+    try:
+        where = _SHAPE_FUNCTIONS.get(callee)
+    except TypeError:
+        return None
+    if where is None:
+        return None
+    index, keyword = where
+    return args[index] if len(args) > index else kwargs.get(keyword)
+
+
+def refuse_lenient_shape(callee, args, kwargs):
+    """Refuses a shape of Python numbers holding a float or a bool (``tf.zeros((2.0,
+    3))``: eager raises, a graph builds it as the int) or a dimension of 2**31 or more
+    (a graph wraps a size past 2**63 elements to zero).  The statement runs in Python,
+    where eager raises (a graph break, or the call imperatively)."""
+    shape = shape_argument(callee, args, kwargs)
+    for item in shape if type(shape) in (list, tuple) else [shape]:
+        if isinstance(item, (bool, float, np.bool_, np.floating)) or (
+                type(item) is DynamicScalar and item.type is not int):
+            raise Unsupported(Reason.TRACE_FAILED,
+                              'janus does not convert a shape holding a %s (eagerly TF '
+                              'raises; a graph would take it as an int)' % type(item).__name__)
+        if isinstance(item, (int, np.integer)) and abs(int(item)) >= _SHAPE_BOUND:
+            raise Unsupported(Reason.TRACE_FAILED,
+                              'janus does not convert a shape with a dimension of 2**31 or '
+                              'more (a graph wraps a size past 2**63 elements to zero; '
+                              'eagerly TF raises)')
 
 
 def packed_shape_call(callee, args, kwargs):
@@ -522,6 +554,12 @@ def packed_shape_call(callee, args, kwargs):
     lineage = lineage_deep(list(shape))
     ctx = current()
     ctx.number_shapes = ctx.number_shapes | lineage
+    with Building(lineage):   # a graph wraps a size past 2**63 elements; eager raises
+        for d in shape:
+            if type(d) is DynamicScalar:
+                assume(d.tensor < tf.constant(_SHAPE_BOUND, tf.int64),
+                       'a dimension computed from a number stays below 2**31 (larger '
+                       'ones run imperatively)')
     packed = tf.stack([d.tensor if type(d) is DynamicScalar else tf.constant(d, tf.int64)
                        for d in shape])
     if len(args) > index:

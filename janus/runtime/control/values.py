@@ -164,8 +164,20 @@ def _same_python(a, b, depth=0):
         except Exception:  # noqa: BLE001 - incomparable values are not the same
             return False
     if isinstance(a, tuple):   # namedtuples too; their items by these rules
-        return len(a) == len(b) and all(_same_python(x, y, depth + 1) for x, y in zip(a, b))
+        # Only a tuple of plain values: two tuples holding one tensor or object are two
+        # objects made at run time, which ``is`` tells apart (``t = u`` on one side,
+        # ``(x, 1)`` made again on the other).
+        return len(a) == len(b) and all(
+            _plain_value(x) and _same_python(x, y, depth + 1) for x, y in zip(a, b))
     return False
+
+
+def _plain_value(value, depth=0):
+    """A number, string or the like (``COMPARED_BY_VALUE``), or a tuple of them."""
+    if type(value) in (float, complex) or type(value) in COMPARED_BY_VALUE:
+        return True
+    return isinstance(value, tuple) and depth < 8 and all(
+        _plain_value(item, depth + 1) for item in value)
 
 
 def dummy(spec, where):

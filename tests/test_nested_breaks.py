@@ -1,0 +1,166 @@
+"""Breaks nest into Keras layers (``graphgen/nested.py``): a line janus refuses inside
+a layer's own ``call()`` runs in Python, and the rest of that ``call`` in graphs.
+
+Differential tests on fresh objects: a training step with a tape and an optimizer
+around a subclassed model whose ``call()`` draws from a stdlib ``random.Random`` (a
+line no graph can hold), blocks of one class called in a loop, a refused line two
+layers deep, and assumptions broken inside the nested call.
+"""
+import random
+
+import tensorflow as tf
+
+import janus
+from conftest import differential
+
+
+class Jitter(tf.keras.Model):
+    """Scales its hidden activations by a factor drawn with Python's own RNG."""
+
+    def __init__(self, seed):
+        super().__init__()
+        self.rng = random.Random(seed)
+        self.first = tf.keras.layers.Dense(8, activation='relu')
+        self.second = tf.keras.layers.Dense(8, activation='tanh')
+        self.head = tf.keras.layers.Dense(3)
+
+    def call(self, x, training=False):
+        h = self.first(x)
+        scale = self.rng.uniform(0.9, 1.1) if training else 1.0
+        h = self.second(h * scale)
+        return self.head(h)
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.model(tf.zeros([1, 4]))
+        self.opt = tf.keras.optimizers.SGD(0.05)
+        self.loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.steps = 0
+
+    def train_step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = self.loss_fn(y, self.model(x, training=True))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+        self.steps += 1
+        if self.steps % 4 == 0:
+            print('step', self.steps, 'loss', float(loss))
+        return loss
+
+
+def _batch(i):
+    x = tf.random.stateless_normal([6, 4], seed=[i, 1])
+    y = tf.random.stateless_uniform([6], seed=[i, 2], maxval=3, dtype=tf.int32)
+    return (x, y), {}
+
+
+def _state(trainer):
+    return ([v.numpy() for v in trainer.model.trainable_variables], trainer.steps,
+            trainer.model.rng.random() if hasattr(trainer.model, 'rng') else None)
+
+
+def _nested(jf):
+    return [nested for _, nested in jf.state.routes.functions()]
+
+
+def test_a_refused_line_in_a_models_call_breaks_there_not_at_the_step():
+    def make():
+        tf.keras.utils.set_random_seed(0)
+        trainer = Trainer(Jitter(5))
+        return trainer.train_step, trainer
+    calls = [lambda i=i: _batch(i) for i in range(12)]
+    jf = differential(make, calls, _state)
+    nested = _nested(jf)
+    assert len(nested) == 1, janus.explain(jf)
+    (split,) = nested[0].state.splits.values()
+    parts = [p for p in split.slots if isinstance(p, janus.api.JanusFunction)]
+    assert sum(janus.stats(p)['graph_calls'] for p in parts) > 0, janus.explain(jf)
+    assert 'runs through janus of its own' in janus.explain(jf)
+
+
+class NoisyBlock(tf.keras.layers.Layer):
+    def __init__(self, units, seed):
+        super().__init__()
+        self.dense = tf.keras.layers.Dense(units, activation='relu')
+        self.rng = random.Random(seed)
+
+    def build(self, shape):
+        self.dense.build(shape)
+
+    def call(self, x, training=False):
+        noise = self.rng.gauss(0.0, 0.01) if training else 0.0
+        return x + self.dense(x) + noise
+
+
+class Stack(tf.keras.Model):
+    """Blocks of one class called in a loop; the refusal is two layers deep."""
+
+    def __init__(self, seed):
+        super().__init__()
+        self.inp = tf.keras.layers.Dense(8)
+        self.blocks = [NoisyBlock(8, seed + i) for i in range(3)]
+        self.head = tf.keras.layers.Dense(3)
+
+    def call(self, x, training=False):
+        h = self.inp(x)
+        for block in self.blocks:
+            h = block(h, training=training)
+        if tf.reduce_mean(h) > 100.0:   # never true: assumed, and broken below
+            h = h / 100.0
+        return self.head(h)
+
+
+def test_blocks_called_in_a_loop_each_run_through_janus():
+    def make():
+        tf.keras.utils.set_random_seed(0)
+        trainer = Trainer(Stack(3))
+        return trainer.train_step, trainer
+
+    def state(trainer):
+        return ([v.numpy() for v in trainer.model.trainable_variables], trainer.steps,
+                [b.rng.random() for b in trainer.model.blocks])
+    calls = [lambda i=i: _batch(i) for i in range(10)]
+    calls.append(lambda: ((tf.fill([6, 4], 500.0), tf.zeros([6], tf.int32)), {}))
+    calls += [lambda i=i: _batch(i) for i in range(11, 14)]
+    jf = differential(make, calls, state)
+    text = janus.explain(jf)
+    assert 'NoisyBlock.call runs through janus of its own' in text, text
+
+
+def test_a_plain_call_of_the_model_outside_training_is_unchanged():
+    """The same model called with training=False: no refused line, one graph."""
+    def make():
+        tf.keras.utils.set_random_seed(0)
+        model = Jitter(1)
+        model(tf.zeros([1, 4]))
+
+        def predict(x):
+            return tf.argmax(model(x, training=False), axis=1)
+        return predict, model
+    calls = [lambda i=i: ((tf.random.stateless_normal([5, 4], seed=[i, 9]),), {})
+             for i in range(6)]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['graph_calls'] > 0
+    assert not _nested(jf)
+
+
+def test_nested_functions_keep_the_floor_and_the_users_exceptions():
+    class Checked(Jitter):
+        def call(self, x, training=False):
+            h = self.first(x)
+            scale = self.rng.uniform(0.9, 1.1) if training else 1.0
+            if scale > 1.06:
+                raise ValueError('scale %.3f too large' % scale)
+            return self.head(self.second(h * scale))
+
+    def make():
+        tf.keras.utils.set_random_seed(0)
+        trainer = Trainer(Checked(8))
+        return trainer.train_step, trainer
+    draws = random.Random(8)
+    assert any(draws.uniform(0.9, 1.1) > 1.06 for _ in range(16))   # some calls raise
+    calls = [lambda i=i: _batch(i) for i in range(16)]
+    jf = differential(make, calls, _state)
+    assert _nested(jf), janus.explain(jf)
