@@ -125,8 +125,8 @@ class JanusFunction(callables.JanusCallable):
         self.stats = Stats()               # lifetime counters (janus.stats)
         self.events = collections.deque(maxlen=200)
         self.logged_reasons = set()   # (kind, detail) explain.note logged already
-        # a segment's: (owner JanusFunction, its cut's lines, slot; None: a part of a
-        # segment cut for the rest of one call, _cut_for_this_call)
+        # a segment's: (owner JanusFunction, its cut's lines, slot; ('rest of a call',
+        # depth): a part of a segment cut for the rest of one call, _cut_for_this_call)
         self.split_owner = None
         self._lock = threading.RLock()     # guards the cache, profile and budget, not the runs
         self._local = threading.local()    # per thread: is a call of this function running
@@ -770,17 +770,22 @@ class JanusFunction(callables.JanusCallable):
         (every break a call reaches is found in that call).  Its parts report to the
         owner; they go with the old cut.  None when it cannot be cut."""
         line = error.statement_line if error.statement_line is not None else error.lineno
-        try:
-            made = segments.split(self.function, [line])
+        owner, lines, index = self.split_owner
+        depth = index[1] + 1 if isinstance(index, tuple) else 1
+        if depth > _REST_OF_CALL_DEPTH:
+            return None
+        try:   # the statement whole: its hoisted receiver failed too, or will
+            made = segments.split(self.function, [line], whole=(line,))
         except segments.CannotSplit:   # NothingToCut among them: plainly, then
             return None
-        owner, lines, _ = self.split_owner
+        if any(part.first_line <= line <= part.last_line for part in made.segments):
+            return None   # the statement is not one of this segment's own (its prologue's line)
         parts = []
         for part in made.segments:
             jf = JanusFunction(part.function, profile_calls=min(
                 self.profile_calls, config.segment_profile_calls), strict=self._strict,
                 jit_compile=self._jit)
-            jf.split_owner = (owner, lines, None)
+            jf.split_owner = (owner, lines, ('rest of a call', depth))
             if not part.in_loop:
                 jf._carry_profile(self)
             parts.append(jf)
@@ -803,7 +808,7 @@ class JanusFunction(callables.JanusCallable):
         reduction): the skeleton calls it as plain Python from now on, which costs
         less than a janus call."""
         split = self.state.splits.get(lines)
-        if split is None or index is None or split.slots[index] is function \
+        if split is None or not isinstance(index, int) or split.slots[index] is function \
                 or split.segments[index].function is not function:
             return   # (the cut at ``lines`` was made again since: not this segment's)
         split.slots[index] = function
@@ -916,6 +921,9 @@ class JanusFunction(callables.JanusCallable):
 
 _RECUT = object()   # _break_at: a segment's owner took the break (it cut itself anew)
 _UNMADE = object()  # FunctionState.profiled_fn before the first profiled call made it
+# Segments cut for the rest of a call inside one another (each one break further along
+# one run of statements): a bound, so a janus bug cannot nest them without end.
+_REST_OF_CALL_DEPTH = 16
 
 
 def _reusable_segments(split):

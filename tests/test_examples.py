@@ -176,3 +176,18 @@ def test_symbolic_versions_are_the_same_programs(cls):
         where = '%s step %d' % (cls.name, step)
         np.testing.assert_allclose(float(loss), float(expected), rtol=1e-4, err_msg=where)
         assert out == expected_out, where
+
+
+def test_reinforce_at_full_length_finds_its_breaks_without_a_janus_error(monkeypatch):
+    """Full-length episodes: a segment whose first line is a break found by its own
+    trace (the discounted returns after the loop) once nested its cuts for the rest
+    of the call without end (a RecursionError, hundreds of traces)."""
+    import janus
+    from janus.graphgen import tracer
+    traced = []
+    real = tracer.trace
+    monkeypatch.setattr(tracer, 'trace', lambda *a, **k: traced.append(1) or real(*a, **k))
+    _, converted = train_side_by_side(reinforce.Reinforce, 5)
+    for jf in converted.janus_functions():
+        assert 'internal error' not in janus.explain(jf), janus.explain(jf)
+    assert len(traced) < 80, len(traced)

@@ -1126,3 +1126,43 @@ def test_the_breaks_a_call_reaches_are_found_in_that_call():
              and 'runs in Python' in e.detail]
     assert len(found) == 3 and len({e.call for e in found}) == 1, janus.explain(jf)
     assert janus.stats(jf)['split_calls'] == 5
+
+
+def _discounted(rewards, gamma=0.9):
+    out, running = [], 0.0
+    for r in reversed(rewards):
+        running = r + gamma * running
+        out.append(running)
+    return np.array(out[::-1], dtype=np.float32)
+
+
+class Episode:
+    """A loop acting per frame (a break inside it), then a NumPy helper on the
+    episode's rewards (a refusal inside the callee, found by the segment after the
+    loop) and tensor work reading a local the loop may not have bound."""
+
+    def __init__(self):
+        self.w = tf.Variable(tf.ones((3, 2)) / 3.0)
+        self.rng = np.random.RandomState(6)
+
+    def run(self, obs, frames):
+        rewards = []
+        t = 0
+        while t < frames:
+            logits = tf.matmul(obs, self.w)
+            p = tf.nn.softmax(logits).numpy()[0]
+            rewards.append(float(p[0] > self.rng.uniform()))
+            t += 1
+        returns = _discounted(rewards)
+        loss = -tf.reduce_sum(tf.reduce_sum(logits) * returns)
+        return loss, len(rewards)
+
+
+def test_a_refused_helper_after_a_loop_with_a_break():
+    def make():
+        episode = Episode()
+        return episode.run, episode
+    calls = [lambda n=n: ((tf.ones([1, 3]), n), {}) for n in (3, 4, 2, 5, 3, 4, 6, 2)]
+    jf = differential(make, calls, lambda e: e.rng.randint(1000))
+    text = janus.explain(jf)
+    assert 'internal error' not in text, text
