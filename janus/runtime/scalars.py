@@ -491,12 +491,17 @@ def library_call_allows(callee, args, kwargs):
     return not nested
 
 
+def _shape_position(callee):
+    """(index, keyword) of the shape argument of ``callee`` (``_SHAPE_FUNCTIONS``), or None."""
+    try:
+        return _SHAPE_FUNCTIONS.get(callee)
+    except TypeError:   # an unhashable callable
+        return None
+
+
 def shape_argument(callee, args, kwargs):
     """The shape ``callee`` (a ``_SHAPE_FUNCTIONS`` one) is called with, or None."""
-    try:
-        where = _SHAPE_FUNCTIONS.get(callee)
-    except TypeError:
-        return None
+    where = _shape_position(callee)
     if where is None:
         return None
     index, keyword = where
@@ -529,20 +534,12 @@ def packed_shape_call(callee, args, kwargs):
     tensor as from the ints; what it knows statically is the constant dimensions, and
     a read of one the numbers left unknown needs their values (``shapes.py``: the
     trace is redone with them constant).  None when the call is not of that form."""
-    try:
-        where = _SHAPE_FUNCTIONS.get(callee)
-    except TypeError:
-        return None
+    where = _shape_position(callee)
     if where is None:
         return None
     index, keyword = where
     args, kwargs = list(args), dict(kwargs)
-    if len(args) > index:
-        shape = args[index]
-    elif keyword in kwargs:
-        shape = kwargs[keyword]
-    else:
-        return None
+    shape = shape_argument(callee, args, kwargs)
     if type(shape) not in (list, tuple) or not any(type(d) is DynamicScalar for d in shape) \
             or not all(type(d) is int or type(d) is DynamicScalar and d.type is int
                        for d in shape):
