@@ -1166,3 +1166,37 @@ def test_a_refused_helper_after_a_loop_with_a_break():
     jf = differential(make, calls, lambda e: e.rng.randint(1000))
     text = janus.explain(jf)
     assert 'internal error' not in text, text
+
+
+def test_a_segment_cut_for_the_rest_of_a_call_with_two_runs_on_one_line():
+    """Fuzzer soak37 program 412: the segment (lines of the else branch) cut for the
+    rest of the call at its inner loop had two runs on its last line (its statement
+    and its own return); both parts got one name, and the skeleton called one with
+    the other's arguments (a TypeError eager never raises)."""
+    def f(x, p):
+        acc = x * 1.0
+        i3 = tf.constant(0)
+        while i3 < 4 and tf.reduce_sum(acc) < 6.0:
+            i3 = i3 + 1
+            if tf.reduce_sum(acc) > 4.0:
+                break
+            if tf.reduce_max(x) > 0.875:
+                q1 = int(isinstance(p, int)) + int(callable(len))
+            elif tf.reduce_max(x) > 0.875:
+                acc = tf.clip_by_value(acc * acc, -20.0, 20.0)
+            else:
+                outs2 = [acc]
+                i_ = tf.constant(0)
+                while i_ < tf.shape(x)[0]:
+                    i_ += 1
+                    outs2 = outs2 + [outs2[-1] * 0.5]
+                acc = outs2[-1]
+            q1 = max(p, 1) + min(p, 2)
+        return acc, q1
+
+    def make():
+        return f, None
+    values = [[1.0, 0.25, 0.75, 0.75], [0.75, 1.0, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25],
+              [0.5, 0.25, 0.25, 0.5], [0.25, 0.5, 0.25, 0.25]]
+    calls = [lambda v=v, p=p: ((tf.constant(v), p), {}) for p, v in enumerate(values)]
+    differential(make, calls)

@@ -328,6 +328,10 @@ class _Cutter:
                                frozenset(inputs)).after_all(run)
         index = len(self.segments)
         name = '%s_lines_%d_%d' % (self.tree.name, _first_line(run[0]), run[-1].end_lineno)
+        if any(d.name == name for d, *_ in self.segments):
+            # two runs on the same lines (a segment cut again: its prologue and its
+            # return share its first and last lines); the parts are found by name
+            name = '%s_%d' % (name, index)
         definition = self._definition(name, run, inputs, maybe_unbound, outputs, after)
         self.segments.append((definition, _first_line(run[0]), run[-1].end_lineno,
                               inputs, outputs, returns, where.loops > 0))
