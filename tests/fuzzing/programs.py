@@ -3455,6 +3455,294 @@ def f_break_names(b):
         b.outs.append(rng.choice([c.log_ref, 'len(%s)' % c.log_ref]))
 
 
+# -- graph breaks nested in Keras layers (graphgen/nested.py; appended last: skipping
+# NESTED_BREAK_FEATURES gives the programs of before)
+#
+# A subclassed ``tf.keras.Model`` (or ``Layer``) whose own ``call()`` holds one or two
+# lines janus refuses (a stdlib ``random.Random`` draw, ``int(h.numpy().shape[0])``,
+# ``float(tf.reduce_mean(h).numpy())``, a NumPy ``RandomState`` draw, ``print(h.numpy())``)
+# among Dense layers, activations, tensor ``if``s and ``training`` branches; sometimes
+# two deep: the model's call runs blocks of one custom Layer class in a loop, the
+# refused line in the blocks' call.  The target runs the model in a training step
+# (``GradientTape``, ``apply_gradients``, a step counter, the loss printed every N
+# steps) or a forward pass.  A call raises a user exception when a draw crosses a
+# threshold; the inputs grow (or the batch size changes) at the regime flip, so the
+# tensor ``if``s inside the call flip; from outside, the caller draws from and reseeds
+# the layers' RNGs and freezes layers.  Both sides build their model right after
+# ``tf.keras.utils.set_random_seed`` (the same weights), every RNG from a seed, and
+# every user layer is named (Keras's name counters are shared by the sides).  The loss
+# is printed and returned as a Python float rounded: a graph's float32 may differ from
+# eager's by an ulp (fused kernels), and Python floats compare exactly.
+
+NB_EXCEPTION = 'class NoiseError(Exception):\n    pass'
+NB_REFUSED = ['uniform', 'uniform', 'random', 'gauss', 'size', 'read', 'read', 'np', 'print',
+              'print_if']
+
+
+class _NbCtx:
+    """One nested_breaks model: its classes' text, what they hold."""
+
+    def __init__(self, b):
+        self.b, self.rng = b, b.rng
+        self.width = self.rng.choice([4, 6, 8])
+        self.inputs = self.rng.choice([3, 4])
+        self.outputs = self.rng.choice([1, 2, 3])
+        self.has_blocks = False
+        self.block_ref = None         # how the model names its first block
+        self.rngs = set()             # 'model', 'block': the classes holding self.rng
+
+    def refused(self, init, owner):
+        """Lines of a ``call`` (hidden tensor ``h``, flag ``training``) around one refused
+        line; ``init`` gets the ``__init__`` lines it needs (``seed`` is in scope)."""
+        rng = self.rng
+        kind = rng.choice(NB_REFUSED)
+        if kind in ('uniform', 'random', 'gauss') and 'self.rng = random.Random(seed)' not in init:
+            init.append('self.rng = random.Random(seed)')
+            self.rngs.add(owner)
+        if kind == 'np' and 'self.np_rng = np.random.RandomState(seed)' not in init:
+            init.append('self.np_rng = np.random.RandomState(seed)')
+        s = self.b.fresh('s')
+        if kind == 'uniform':
+            lines = ['%s = self.rng.uniform(0.8, 1.2)' % s]
+            if rng.random() < 0.5:
+                _module_chunk(self.b, NB_EXCEPTION)
+                raise_ = rng.choice(["NoiseError('scale %%.3f too large' %% %s)" % s,
+                                     "ValueError('scale %%.3f in %%s' %% (%s, self.name))" % s])
+                lines += ['if %s > %s:' % (s, rng.choice(['1.17', '1.18', '1.19'])),
+                          '    raise ' + raise_]
+            lines.append('h = h * %s' % s)
+        elif kind == 'random':
+            lines = rng.choice([['if self.rng.random() < 0.3:', '    h = h * 0.5'],
+                                ['%s = self.rng.random()' % s, 'h = h + (%s - 0.5) * 0.1' % s]])
+        elif kind == 'gauss':
+            lines = ['h = h + self.rng.gauss(0.0, %s)' % rng.choice(['0.05', '0.1'])]
+        elif kind == 'size':
+            use = rng.choice(['h = h + tf.reshape(tf.range(@S, dtype=h.dtype), [-1, 1]) * 0.01',
+                              'h = h * (2.0 / (@S + 1))',
+                              'h = tf.concat([h, tf.zeros([@S, 1], h.dtype)], 1)[:, :-1]'])
+            lines = ['%s = int(h.numpy().shape[0])' % s, _sub(use, S=s)]
+        elif kind == 'read':
+            lines = ['%s = float(tf.reduce_mean(h).numpy())' % s]
+            lines += rng.choice([['if %s > %s:' % (s, rng.choice(['0.5', '2.0'])),
+                                  '    h = h * 0.5'],
+                                 ['h = h - %s * 0.5' % s],
+                                 ['if abs(%s) > 20.0:' % s,
+                                  "    raise ValueError('activations %%.2f' %% %s)" % s]])
+        elif kind == 'np':
+            lines = rng.choice([['h = h + self.np_rng.uniform(-0.05, 0.05)'],
+                                ['h = h * float(self.np_rng.uniform(0.9, 1.1))'],
+                                ['%s = self.np_rng.uniform(-0.1, 0.1, size=h.shape[-1])' % s,
+                                 'h = h + tf.constant(%s, h.dtype)' % s]])
+        elif kind == 'print':
+            lines = [rng.choice(['print(h.numpy())', 'print(self.name, h.numpy()[0])',
+                                 "print('shape', h.numpy().shape)"])]
+        else:
+            lines = ['if tf.reduce_max(h) > %s:' % rng.choice(['1.0', '4.0']),
+                     "    print('large', self.name, h.numpy().max())"]
+        if kind in ('uniform', 'random', 'gauss', 'np') and rng.random() < 0.6:
+            lines = ['if training:'] + _indent(lines)
+        return lines
+
+    def tensor_if(self):
+        """A tensor ``if`` on the hidden values (the inputs grow at the flip)."""
+        rng = self.rng
+        cond = rng.choice(['tf.reduce_mean(h) > %s' % rng.choice(['0.5', '2.0']),
+                           'tf.reduce_max(tf.abs(h)) > 10.0', 'tf.reduce_sum(h) < 0.0'])
+        body = rng.choice(['h = h * 0.5', 'h = h / 10.0', 'h = tf.nn.relu(h)'])
+        lines = ['if %s:' % cond, '    ' + body]
+        if rng.random() < 0.4:
+            lines += ['else:', '    h = h + 0.125']
+        return lines
+
+    def insert(self, chunks, lines, first=0):
+        """``lines`` as a chunk of ``chunks`` at a random place from ``first`` on."""
+        chunks.insert(self.rng.randint(first, len(chunks)), lines)
+
+    def block_class(self, name):
+        """A custom Layer(units, seed): a Dense layer and the refused line(s)."""
+        rng = self.rng
+        init = ['super().__init__(**kw)',
+                'self.dense = tf.keras.layers.Dense(units, activation=%r)'
+                % rng.choice(['relu', 'tanh', None])]
+        chunks = [['h = self.dense(h)']]
+        for _ in range(rng.choice([1, 1, 2])):
+            self.insert(chunks, self.refused(init, 'block'))
+        if rng.random() < 0.5:
+            chunks.append(self.tensor_if())
+        if rng.random() < 0.3:
+            init.append('self.seen = 0')
+            chunks.insert(0, ['self.seen += 1'])
+        if rng.random() < 0.4:
+            chunks = [['inp = h']] + chunks + [['h = h + inp']]     # residual
+        body = [ln for chunk in chunks for ln in chunk] + ['return h']
+        lines = ['class %s(tf.keras.layers.Layer):' % name,
+                 '    def __init__(self, units, seed, **kw):'] + _indent(init, 8)
+        lines += ['', '    def call(self, h, training=False):'] + _indent(body, 8)
+        return '\n'.join(lines)
+
+    def model_class(self, name, block):
+        """A subclassed Model(seed) (or Layer): a Dense input layer, blocks of ``block``
+        (or none), a head; refused lines in its own call when there are no blocks
+        (sometimes also with them)."""
+        rng = self.rng
+        w = self.width
+        base = rng.choice(['tf.keras.Model', 'tf.keras.Model', 'tf.keras.layers.Layer'])
+        init = ['super().__init__(**kw)',
+                'self.inp = tf.keras.layers.Dense(%d, activation=%r)'
+                % (w, rng.choice(['relu', None]))]
+        chunks = []
+        if rng.random() < 0.4:
+            chunks.append(['if tf.reduce_max(tf.abs(x)) > 10.0:', '    x = x / 10.0'])
+        chunks.append(['h = self.inp(x)'])
+        first = len(chunks)
+        if block is not None:
+            n = rng.choice([1, 2, 2, 3])
+            if n == 1 and rng.random() < 0.5:
+                init.append("self.block = %s(%d, seed + 1, name=self.name + '_b')" % (block, w))
+                chunks.append(['h = self.block(h, training=training)'])
+                self.block_ref = 'block'
+            else:
+                init.append("self.blocks = [%s(%d, seed + k, name=self.name + '_b%%d' %% k) "
+                            "for k in range(%d)]" % (block, w, n))
+                chunks.append(['for blk in self.blocks:', '    h = blk(h, training=training)'])
+                self.has_blocks = True
+                self.block_ref = 'blocks[0]'
+        if block is None or rng.random() < 0.3:
+            for _ in range(rng.choice([1, 1, 2])):
+                self.insert(chunks, self.refused(init, 'model'), first)
+        r = rng.random()
+        if r < 0.2:
+            init.append('self.drop = tf.keras.layers.Dropout(0.25, seed=seed)')
+            chunks.append(['h = self.drop(h, training=training)'])
+        elif r < 0.45:
+            chunks.append(['if training:', '    h = h * 0.9'])
+        if rng.random() < 0.5:
+            chunks.append(self.tensor_if())
+        init.append('self.head = tf.keras.layers.Dense(%d)' % self.outputs)
+        body = [ln for chunk in chunks for ln in chunk] + ['return self.head(h)']
+        lines = ['class %s(%s):' % (name, base), '    def __init__(self, seed, **kw):']
+        lines += _indent(init, 8)
+        lines += ['', '    def call(self, x, training=False):'] + _indent(body, 8)
+        return '\n'.join(lines)
+
+
+def _nb_batch(b, base, width, seed, change, sizes):
+    """A parameter: a stateless random batch [n, width] seeded by the call's number;
+    after the flip (``change``), scaled up or of the other batch size (``sizes``)."""
+    name = b.fresh(base)
+    scale = b.rng.choice(['40.0', '25.0'])
+
+    def values(i):
+        n = sizes[1] if change == 'batch' and b.regime(i) else sizes[0]
+        src = 'tf.random.stateless_normal([%d, %d], seed=[%d, %d])' % (n, width, i, seed)
+        return src + ' * ' + scale if change == 'scale' and b.regime(i) else src
+    b.params.append((name, values))
+    return name
+
+
+def f_nested_breaks(b):
+    """A subclassed Keras model whose call (or whose blocks' call) holds refused lines
+    (see above), trained or run forward by the target."""
+    rng = b.rng
+    _module_chunk(b, 'import random')
+    c = _NbCtx(b)
+    k = b.counter + 1
+    block = None
+    if rng.random() < 0.65:
+        block = 'Block%d' % k
+        _module_chunk(b, c.block_class(block))
+    model = 'Net%d' % k
+    _module_chunk(b, c.model_class(model, block))
+    build = ['tf.keras.utils.set_random_seed(%d)' % rng.randint(0, 99),
+             "@M = %s(%d, name='net%d')" % (model, rng.randint(0, 99), k),
+             '@M(tf.zeros([1, %d]))' % c.inputs]
+    opt_src = rng.choice(['tf.keras.optimizers.SGD(0.05)', 'tf.keras.optimizers.SGD(0.01)',
+                          'tf.keras.optimizers.SGD(0.05, momentum=0.5)'])
+    train = rng.random() < 0.65
+    if rng.random() < 0.3:
+        b.need_state()
+        m, opt = '%s.net%d' % (b.obj, k), '%s.opt%d' % (b.obj, k)
+        out_m, out_opt = 'S.net%d' % k, 'S.opt%d' % k
+        b.state_init += [_sub(ln, M='self.net%d' % k) for ln in build]
+        if train:
+            b.state_init.append('self.opt%d = %s' % (k, opt_src))
+    else:
+        m, opt = 'NET%d' % k, 'OPT%d' % k
+        out_m, out_opt = m, opt
+        b.module.append('\n'.join(_sub(ln, M=m) for ln in build) + '\n')
+        if train:
+            b.glob(opt, opt_src)
+    change = rng.choice(['scale', 'scale', 'batch', 'none'])
+    sizes = (rng.choice([2, 3, 4]), rng.choice([1, 3, 5]))
+    xb = _nb_batch(b, 'xb', c.inputs, rng.randint(0, 99), change, sizes)
+    if train:
+        tape, out, loss = b.fresh('tape'), b.fresh('out'), b.fresh('loss')
+        grads = b.fresh('grads')
+        target = rng.choice(['label', 'mean', 'zero'])
+        if target == 'label':
+            yb = _nb_batch(b, 'yb', c.outputs, rng.randint(0, 99),      # (never scaled)
+                           'batch' if change == 'batch' else 'none', sizes)
+            loss_src = 'tf.reduce_mean(tf.square(%s - %s))' % (out, yb)
+        elif target == 'mean':
+            loss_src = 'tf.reduce_mean(tf.square(%s - tf.reduce_mean(%s, axis=1, keepdims=True)))' \
+                % (out, xb)
+        else:
+            loss_src = 'tf.reduce_mean(tf.square(%s))' % out
+        step = _number(b, 'step', '0', _home(b, ('attr', 'attr', 'global', 'cell')))
+        S = step.ref
+        lines = ['with tf.GradientTape() as %s:' % tape,
+                 '    %s = %s(%s, training=True)' % (out, m, xb),
+                 '    %s = %s' % (loss, loss_src),
+                 '%s = %s.gradient(%s, %s.trainable_variables)' % (grads, tape, loss, m)]
+        if change == 'scale' or rng.random() < 0.5:
+            # (large inputs: unclipped steps would blow ulp-sized graph-vs-eager differences up)
+            lines.append('%s, _ = tf.clip_by_global_norm(%s, 1.0)' % (grads, grads))
+        lines += ['%s.apply_gradients(zip(%s, %s.trainable_variables))' % (opt, grads, m),
+                  '%s += 1' % S, 'if %s %% %d == 0:' % (S, rng.choice([2, 3, 4])),
+                  '    ' + rng.choice(["print('step', %s, 'loss', round(float(%s), 4))" % (S, loss),
+                                       "print('step %%d loss %%.4f' %% (%s, float(%s)))" % (S, loss),
+                                       "print(f'step {%s}: loss {float(%s):.4f}')" % (S, loss)])]
+        if rng.random() < 0.5:
+            lines.append('acc = acc + tf.cast(tf.reduce_mean(%s), acc.dtype) * 0.01' % out)
+        loop = rng.random() < 0.2
+        b.item(lines, loopable=loop)
+        b.outs.append(S if loop else rng.choice([loss, S, 'round(float(%s), 3)' % loss]))
+        if step.setter is not None and rng.random() < 0.5:
+            b.mutations.append(step.set('0'))
+        b.flip_mutations.append('%s.learning_rate = 0.001' % out_opt)
+    if not train or rng.random() < 0.4:
+        pred = b.fresh('pred')
+        r = rng.random()
+        flag = ''
+        if r < 0.3:
+            tr = b.fresh('training')
+            period = rng.choice([2, 3])
+            b.params.append((tr, lambda i: 'True' if i % period == 0 else 'False'))
+            flag = ', training=%s' % tr
+        elif r < 0.6:
+            flag = ', training=False'
+        lines = ['%s = %s(%s%s)' % (pred, m, xb, flag),
+                 rng.choice(['acc = acc + tf.cast(tf.reduce_sum(%s), acc.dtype) * 0.01' % pred,
+                             'acc = acc + tf.cast(tf.reduce_max(tf.nn.softmax(%s)), acc.dtype)'
+                             % pred,
+                             'acc = acc + tf.cast(tf.size(%s), acc.dtype) * 0.125' % pred])]
+        loop = rng.random() < 0.3
+        b.item(lines, loopable=loop)
+        if not loop:
+            b.outs.append(rng.choice([pred, 'tf.argmax(%s, axis=1)' % pred]))
+    # from outside: draws from and reseeds the layers' RNGs, freezes layers
+    for owner, ref in (('model', out_m), ('block', '%s.%s' % (out_m, c.block_ref))):
+        if owner in c.rngs and (owner == 'model' or c.block_ref):
+            b.mutations += ["print('draw', %s.rng.random())" % ref, '%s.rng.seed(7)' % ref]
+    b.flip_mutations.append('%s.head.trainable = False' % out_m)
+    if c.has_blocks:
+        b.flip_mutations.append('%s.blocks[-1].trainable = False' % out_m)
+    b.ncalls = max(b.ncalls, rng.randint(12, 16))
+    if b.pattern == 'none' and rng.random() < 0.7:
+        b.pattern = rng.choice(['step', 'back', 'alternate', 'once'])
+    b.flip = rng.randint(min(8, b.ncalls - 2), b.ncalls - 2)
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -3508,6 +3796,9 @@ FEATURES = {
     # local names across graph breaks (appended last: skipping NAMES_FEATURES gives the
     # programs of before)
     'break_names': f_break_names,
+    # graph breaks nested in Keras layers' call (appended last: skipping
+    # NESTED_BREAK_FEATURES gives the programs of before)
+    'nested_breaks': f_nested_breaks,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -3526,6 +3817,8 @@ REC_FEATURES4 = ('rec_levels',)
 REC_FEATURES = ('recursion',) + REC_FEATURES2 + REC_FEATURES3 + REC_FEATURES4
 NAMES_FEATURES = ('break_names',)
 BREAK_FEATURES += NAMES_FEATURES
+NESTED_BREAK_FEATURES = ('nested_breaks',)
+BREAK_FEATURES += NESTED_BREAK_FEATURES
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -3547,7 +3840,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
            'list_iter_arg': 2, 'mutate_loop': 2,
            'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3, 'rec_levels': 3,
-           'break_names': 3}
+           'break_names': 3, 'nested_breaks': 3}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
