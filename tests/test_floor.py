@@ -161,3 +161,17 @@ def test_a_repeated_decision_is_measured_again_less_often():
                 decision = floor.note(CallKind.JANUS, 3.0, 0)
             intervals.append(decision.calls)
     assert intervals == [4, 8, 16, 32]
+
+
+def test_one_eager_sample_far_slower_than_janus_ends_the_sampling():
+    """A segment with no profiled calls (it took its owner's profile) is timed eagerly
+    to decide; a first plain call 8x slower than janus decides at once instead of
+    running the whole training step eagerly two more times."""
+    floor = Floor()
+    with janus.config.patch(**FAST_WINDOWS):
+        for call in range(4):
+            assert floor.note(CallKind.JANUS, 0.001, call) is None
+        assert floor.plain_now()                 # sampling eager begins
+        decision = floor.note(CallKind.EAGER, 0.05, 4)
+        assert decision is not None and decision.verdict is Verdict.KEEP
+        assert not floor.plain_now()             # no second eager sample

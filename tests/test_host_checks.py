@@ -297,3 +297,23 @@ def test_an_unused_integer_division_by_zero_still_raises():
         return step, s
     calls = [((tf.constant([1.0, 2.0]),), {}) for _ in range(7)]
     differential(make, calls, state=lambda s: (s.n, s.w))
+
+
+def test_explain_tells_host_checks_from_graph_checks():
+    """A check on a relaxed counter runs on the host before the graph; explain says so
+    (it used to list every check as made in the graph)."""
+    class Stepper:
+        def __init__(self):
+            self.step = 0
+
+        def run(self, x):
+            self.step += 1
+            if self.step % 50 == 0:
+                x = x * 2.0
+            return tf.reduce_sum(x * x)
+    stepper = Stepper()
+    jf = janus.function(stepper.run)
+    for _ in range(8):
+        jf(tf.ones([3]))
+    text = janus.explain(jf)
+    assert 'checked on the host before the run' in text, text
