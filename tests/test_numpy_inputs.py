@@ -619,3 +619,124 @@ def test_arrays_in_a_list_argument_relax_each(fn):
              for n, m in lengths]
     jf = differential(make, calls)
     assert janus.stats(jf)['graphs_built'] <= 2 and _graph_runs(jf) >= 3, janus.explain(jf)
+
+
+class Detector:
+    """Per-scale heads zipped with the rows of NumPy anchor masks, as detection models
+    write it (``for head, mask in zip(self.heads, MASKS)``, ``len(mask)``)."""
+
+    def __init__(self, masks):
+        tf.keras.utils.set_random_seed(0)
+        self.masks = masks
+        self.heads = [tf.keras.layers.Dense(len(mask) * 2) for mask in masks]
+        self.rows_seen = []
+
+    def __call__(self, x):
+        outputs = []
+        for head, mask in zip(self.heads, self.masks):
+            out = tf.reshape(head(x), (-1, len(mask), 2))
+            outputs.append(out * tf.cast(mask, tf.float32)[None, :, None])
+        return outputs
+
+
+def _fresh_masks(i=0):
+    return np.array([[3, 4, 5], [0, 1, 2]]) + i
+
+
+def test_rows_of_a_2d_array_are_iterated_in_a_graph(strict):
+    def make():
+        model = Detector(_fresh_masks())
+        return model.__call__, model
+    calls = [lambda: ((tf.ones([2, 4]),), {}) for _ in range(6)]
+    jf = differential(make, calls, state=lambda m: [w.numpy() for h in m.heads
+                                                     for w in h.weights])
+    assert janus.stats(jf)['graph_calls'] >= 3
+
+
+def test_rows_are_views_re_read_after_an_in_place_write():
+    masks = _fresh_masks()
+
+    def f(x):
+        total = x
+        for row in masks:
+            total = total + tf.reduce_sum(tf.constant(row, tf.float32))
+        return total
+    jf = janus.function(f)
+    for step in range(6):
+        masks[1, 2] = step   # seen by the next run, as eagerly
+        assert float(jf(tf.constant(0.0))) == float(masks.sum())
+    assert janus.stats(jf)['graph_calls'] >= 2
+
+
+def _row_uses():
+    def unpacking(x, a):
+        first, second = a
+        return x * tf.constant(first), x + tf.constant(second)
+
+    def enumerate_rows(x, a):
+        out = []
+        for i, row in enumerate(a):
+            out.append(x * float(i) + tf.constant(row))
+        return out
+
+    def list_reversed(x, a):
+        rows = list(reversed(a))
+        return [x + tf.constant(r) for r in rows], len(rows)
+
+    def tuple_rows_shapes(x, a):
+        return x * float(sum(r.shape[0] for r in tuple(a)))
+
+    def returns_a_row(x, a):
+        for row in a:
+            x = x + tf.constant(row)
+        return x, row
+
+    def iterating_a_row(x, a):   # a row is 1-d: its items are NumPy scalars (refused)
+        for row in a:
+            for v in row:
+                x = x + v
+        return x
+
+    def three_d(x, a):
+        b = a[None]
+        for plane in b:
+            for row in plane:
+                x = x + tf.constant(row)
+        return x
+    return [unpacking, enumerate_rows, list_reversed, tuple_rows_shapes, returns_a_row,
+            iterating_a_row, three_d]
+
+
+@pytest.mark.parametrize('fn', _row_uses(), ids=lambda fn: fn.__name__)
+def test_rows_of_a_2d_array_as_eagerly(fn):
+    def make():
+        return fn, None
+    calls = [lambda i=i: ((tf.ones([3], tf.float64), np.arange(6.0).reshape(2, 3) * (i - 2)),
+                          {}) for i in range(6)]
+    differential(make, calls)
+
+
+def test_rows_of_an_array_whose_first_dimension_changes():
+    def make():
+        def f(x, a):
+            for row in a:
+                x = x + tf.constant(row)
+            return x
+        return f, None
+    calls = [lambda i=i: ((tf.ones([3], tf.float64), np.ones((2 + i % 3, 3))), {})
+             for i in range(9)]
+    differential(make, calls)
+
+
+def test_a_returned_row_is_a_view_of_the_array():
+    a = np.arange(6.0).reshape(2, 3)
+
+    def f(x):
+        for row in a:
+            x = x + tf.constant(row)
+        return row
+    jf = janus.function(f)
+    for _ in range(5):
+        row = jf(tf.ones([3], tf.float64))
+        assert row.base is a or row.base is a.base or np.shares_memory(row, a)
+        np.testing.assert_array_equal(row, a[1])

@@ -25,10 +25,14 @@ Python, a graph break) for everything else:
   is on the left (``binop``, ``compare``);
 * basic indexing (ints, slices, ``None``, ``...``): a view, itself a stand-in;
   returned or stored, the same index of the array re-read after the run;
+* iteration of an array of two or more dimensions (a ``for``, unpacking, ``zip``,
+  ``enumerate``, ``list``...): its rows, views made by ``a[i]`` (the number of
+  rows is guarded by the shape; a row's values are fed, never read);
 * returned or stored: the very ndarray (``templates.FromSource``).
 
 NumPy on it (arithmetic with anything but a tensor, NumPy functions, methods,
-truth, iteration, item writes, in-place operators) refuses.
+truth, iteration of a 1-d array (its items are NumPy scalars), item writes, in-place
+operators) refuses.
 """
 import inspect
 import math
@@ -173,6 +177,21 @@ def length(value):
     if value.shape[0] is None:
         refuse_unknown(value, 'len()')
     return value.shape[0]
+
+
+def rows(value, what):
+    """The rows an iteration of ``value`` gives eagerly, ``what`` naming the iteration:
+    views ``a[0]``, ``a[1]``... of an array of two or more dimensions, each a stand-in
+    (the count is its first dimension, fixed by the guards).  A 1-d array's items are
+    NumPy scalars, its values (refused); a 0-d one raises eagerly (refused too)."""
+    if value.ndim < 2:
+        raise Unsupported(Reason.NUMPY_ARRAY,
+                          'janus does not convert %s a %d-d NumPy array from outside the call '
+                          '(its items are NumPy scalars: NumPy would need its values, which '
+                          'only the run has)' % (what, value.ndim))
+    if value.shape[0] is None:
+        refuse_unknown(value, 'the rows (%s it)' % what)
+    return tuple(index(value, i) for i in range(value.shape[0]))
 
 
 def _basic_key(key):

@@ -563,6 +563,10 @@ def _call_builtin(ctx, callee, args, kwargs):
         # the graph never raises.
         args = tuple(observe.ragged_rows(a, 'iterating') if observe.is_graph_ragged(a) else a
                      for a in args)
+    if callee in _PASSING_ON and not kwargs and any(map(arrays.is_stand_in, args)):
+        # ``zip(self.heads, MASKS)``: a 2-d array hands on its rows, views a[i].
+        args = tuple(arrays.rows(a, '%s() of' % callee.__name__) if arrays.is_stand_in(a)
+                     else a for a in args)
     values = list(args) + list(kwargs.values())
     if any(map(arrays.is_stand_in, values)) or (
             callee not in _PASSING_ON + (len, isinstance, issubclass)

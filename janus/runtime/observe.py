@@ -554,7 +554,7 @@ def unpack(value, shape=None):
     if is_graph_ragged(value):
         return ragged_rows(value, 'unpacking')
     if arrays.is_stand_in(value):
-        arrays.refuse_use('unpacking')
+        return arrays.rows(value, 'unpacking')
     if type(value) is DynamicScalar:
         value.specialize('unpacking a number')
     if structures.is_node(value):   # a list node in a recursion: its items

@@ -3743,6 +3743,55 @@ def f_nested_breaks(b):
     b.flip = rng.randint(min(8, b.ncalls - 2), b.ncalls - 2)
 
 
+# rows of 2-d NumPy arrays from outside the call (issue 36's detection step; appended last:
+# skipping ROWS_FEATURES gives the programs of before)
+
+def f_array_rows(b):
+    """A 2-d NumPy array from outside (a global, an attribute or an argument: anchor
+    masks, anchors) iterated in the target as detection code does: ``for``, ``zip``
+    with other lists, ``enumerate``, unpacking, ``list()``, a comprehension, a row
+    kept in a history; between calls it is written in place, rebound with another
+    row count, or rebound to a 1-d array (whose items are NumPy scalars: refused)."""
+    rng = b.rng
+    rows = rng.choice([2, 3])
+    dtype = rng.choice(['np.float32', 'np.float64', 'np.int64'])
+    init = 'np.arange(%d.0).reshape(%d, 2).astype(%s)' % (2 * rows, rows, dtype)
+    home = rng.choice(['global', 'global', 'attr', 'arg'])
+    if home == 'global':
+        A = b.fresh('ROWS')
+        b.glob(A, init)
+        b.mutations += ['%s[0, 1] = 7' % A, '%s = np.ones((%d, 2), %s)' % (A, rows + 1, dtype),
+                        '%s = np.arange(3.0)' % A]
+    elif home == 'attr':
+        b.need_state()
+        name = b.fresh('rows')
+        A = '%s.%s' % (b.obj, name)
+        b.state_init.append('self.%s = %s' % (name, init))
+        b.mutations += ['S.%s[-1, 0] = -3' % name, 'S.%s = np.zeros((1, 2), %s)' % (name, dtype)]
+    else:
+        A = b.fresh('arr')
+        b.params.append((A, lambda i: 'np.full((%d, 2), %r, %s)' % (
+            rows + b.regime(i), 0.5 + i, dtype)))
+    H = b.fresh('HROWS')
+    b.glob(H, '[]')
+    cast = 'tf.cast(tf.reduce_sum(tf.constant(%s)), acc.dtype)'
+    pool = ['for r_ in %s:\n    acc = acc + %s * 0.1' % (A, cast % 'r_'),
+            'for i_, r_ in enumerate(%s):\n    acc = acc * 0.5 + float(i_) + %s * 0.01'
+            % (A, cast % 'r_'),
+            'for w_, r_ in zip([1.0, 2.0, 3.0], %s):\n    acc = acc + w_ * %s * 0.01'
+            % (A, cast % 'r_'),
+            'n_ = sum(len(r_) for r_ in %s)\nacc = acc + n_' % A,
+            'rows_ = list(%s)\nacc = acc + len(rows_) + %s * 0.01'
+            % (A, cast % 'rows_[-1]'),
+            'for r_ in reversed(%s):\n    %s.append(r_)\nacc = acc + len(%s)' % (A, H, H),
+            'first_, *rest_ = %s\nacc = acc + %s * 0.1 + len(rest_)' % (A, cast % 'first_'),
+            'ts_ = [tf.constant(r_, tf.float32) for r_ in %s]\n'
+            'acc = acc + tf.cast(tf.reduce_sum(tf.stack(ts_)), acc.dtype) * 0.01' % A]
+    for line in rng.sample(pool, rng.randint(1, 3)):
+        b.item(line)
+    b.outs.append(rng.choice(['len(%s)' % H, A, '[r_.tolist() for r_ in %s]' % H]))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -3799,6 +3848,9 @@ FEATURES = {
     # graph breaks nested in Keras layers' call (appended last: skipping
     # NESTED_BREAK_FEATURES gives the programs of before)
     'nested_breaks': f_nested_breaks,
+    # rows of 2-d NumPy arrays (appended last: skipping ROWS_FEATURES gives the programs of
+    # before)
+    'array_rows': f_array_rows,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -3819,6 +3871,7 @@ NAMES_FEATURES = ('break_names',)
 BREAK_FEATURES += NAMES_FEATURES
 NESTED_BREAK_FEATURES = ('nested_breaks',)
 BREAK_FEATURES += NESTED_BREAK_FEATURES
+ROWS_FEATURES = ('array_rows',)
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -3840,7 +3893,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
            'list_iter_arg': 2, 'mutate_loop': 2,
            'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3, 'rec_levels': 3,
-           'break_names': 3, 'nested_breaks': 3}
+           'break_names': 3, 'nested_breaks': 3, 'array_rows': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------

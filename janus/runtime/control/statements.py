@@ -315,7 +315,7 @@ def loop_iterable(ns, site, iterable):
     if observe.is_graph_ragged(iterable):
         return iter(observe.ragged_rows(iterable, 'a comprehension over'))
     if arrays.is_stand_in(iterable):
-        arrays.refuse_use('iterating over')
+        return iter(arrays.rows(iterable, 'iterating over'))
     if datasets.is_dataset_value(iterable):
         datasets.refuse_python_loop()
     ctx = current()
