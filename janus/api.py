@@ -658,22 +658,25 @@ class JanusFunction(callables.JanusCallable):
         return made
 
     def _route(self, error, line):
-        """A refusal inside a Keras layer's own call, breaking at ``line``: while the
-        cut function runs, that call runs through janus functions of its own, so only
-        the refused line itself runs in Python (``graphgen/nested.py``)."""
+        """A refusal inside a Keras layer's own call or a user function, breaking at
+        ``line``: while the cut function runs, that callee runs through janus functions
+        of its own, so only the refused line itself runs in Python
+        (``graphgen/nested.py``)."""
         route = getattr(error, 'route', None)
         owner = self.split_owner[0] if self.split_owner is not None else self
         if route is None or not owner.state.routes.add(line, route):
             return
+        layers = '' if not route.layers else ' for %d layer%s' % (
+            len(route.layers), 's' if len(route.layers) > 1 else '')
         owner._event(EventKind.GRAPH_BREAK, 'line %d runs in Python, and %s (line %s, where '
-                     'janus refused) runs through janus of its own for %d layer%s'
-                     % (line, route.name, route.line, len(route.layers),
-                        's' if len(route.layers) > 1 else ''),
+                     'janus refused) runs through janus of its own%s'
+                     % (line, route.name, route.line, layers),
                      lineno=line, filename=owner.function.__code__.co_filename)
 
-    def _nested_function(self, bound_call):
-        """The janus function running a routed layer's ``call`` (nested.Routes)."""
-        return JanusFunction(bound_call, strict=self._strict, jit_compile=self._jit)
+    def _nested_function(self, callee):
+        """The janus function running a routed layer's ``call`` or a routed function
+        (nested.Routes)."""
+        return JanusFunction(callee, strict=self._strict, jit_compile=self._jit)
 
     def _recut(self, lines, line, error):
         """A segment of the cut at ``lines`` failed at ``line``: the calls that ran that

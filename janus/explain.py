@@ -214,13 +214,21 @@ def _explain_routes(jf, verbose):
     out = []
     for line, route in sorted(routes.by_line.items()):
         out += _wrap('inside line %d: %s runs through janus of its own (janus refused its line '
-                     '%s), for %d layer%s:' % (line, route.name, route.line, len(route.layers),
-                                               's' if len(route.layers) > 1 else ''),
+                     '%s)%s:' % (line, route.name, route.line, _route_for(route)),
                      '    ', '      ')
-    for layer, nested in routes.functions():
-        out.append('      layer %s:' % getattr(layer, 'name', type(layer).__name__))
+    for owner, nested in routes.functions():
+        if hasattr(owner, 'built'):
+            out.append('      layer %s:' % getattr(owner, 'name', type(owner).__name__))
+        else:
+            out.append('      function %s:' % getattr(owner, '__qualname__', owner))
         out += ['        ' + text for text in _explain_one(nested, verbose).split('\n')]
     return out
+
+
+def _route_for(route):
+    if not route.layers:
+        return ''
+    return ', for %d layer%s' % (len(route.layers), 's' if len(route.layers) > 1 else '')
 
 
 def _state_note(entry):

@@ -30,11 +30,22 @@ does the former for Keras layers, the callee janus already runs through a hook
   arguments (a plain call where janus runs plainly), so what the statement does
   is what eager does; the hook is per thread and leaves with the skeleton call.
 
-Routes only Keras layers' user ``call``: a plain function or method of the user's
-called by the statement still runs in Python whole (``explain`` says so).
+* **plain functions and methods too.**  When the first user code below the statement
+  is a function or method of the user's (``loss = compute_loss(model, x, y)``,
+  ``self.forward(x)``), not a layer's ``call``, the route names its code and no
+  layers.  The skeleton's Python statements call through ``routed`` (``segments.py``
+  rewrites ``f(...)`` there to ``__jr.routed(f)(...)``): while the cut function
+  runs, a callee whose code is a route's runs through a janus function of its own,
+  one per function object (per instance for a bound method), kept with the
+  function's state; any other callee is called as it is.
+
+A closure made anew by each call (a ``def`` inside the statement's function) is not
+routed: a janus function per closure object would never get past its profile.
 """
 import contextlib
 import dataclasses
+import threading
+import types
 import typing
 import weakref
 
@@ -45,22 +56,23 @@ _SEARCH_DEPTH = 64   # frames of a failed trace looked at (a trace's stack is sh
 
 @dataclasses.dataclass(frozen=True)
 class Route:
-    """The user ``call`` a break's refusal was in, and the layers that run it."""
-    code: typing.Any              # the user call's code object
-    name: str                     # ``Block.call``, for explain
-    layers: tuple                 # weakrefs of the layers running it
+    """The user code a break's refusal was in: a layer's ``call`` and the layers that
+    run it, or (``layers`` empty) a plain function or method of the user's."""
+    code: typing.Any              # the user callee's code object
+    name: str                     # ``Block.call``, ``compute_loss``, for explain
+    layers: tuple                 # weakrefs of the layers running it (none: a function)
     line: typing.Optional[int] = None   # the refused line inside it (explain)
 
     def live_layers(self):
         return [layer for layer in (ref() for ref in self.layers) if layer is not None]
 
 
-def find_route(tb, own_codes, function_codes, converted_of):
+def find_route(tb, own_codes, function_codes, converted):
     """The ``Route`` of a refusal whose traceback is ``tb``: the first user code below
-    the function's own statements' frames (``own_codes``) is a Keras layer's user
-    ``call`` (``converted_of(code)``: the converted function of an original code
-    object, or None), not the function itself (``function_codes``: every code object
-    of its conversion, its lambdas and nested defs too).  None when it is not."""
+    the function's own statements' frames (``own_codes``), not the function itself
+    (``function_codes``: every code object of its conversion, its lambdas and nested
+    defs too), that the trace converted (``converted``: original code -> converted
+    function).  None when there is none."""
     frames = []
     while tb is not None and len(frames) < _SEARCH_DEPTH:
         frames.append((tb.tb_frame, tb.tb_lineno))
@@ -69,18 +81,24 @@ def find_route(tb, own_codes, function_codes, converted_of):
     if not own:
         return None
     outer_self = frames[own[0]][0].f_locals.get('self')
+    originals = {}
+    for code, made in list(converted.items()):
+        for inner in _codes_of(made):
+            originals.setdefault(inner, (code, made))
     for frame, _ in frames[own[-1] + 1:]:
-        if frame.f_code in function_codes:
+        if frame.f_code in function_codes or frame.f_code not in originals:
             continue
+        code, made = originals[frame.f_code]
         layer = frame.f_locals.get('self')
         call = layers.user_call(layer) if layer is not None else None
-        converted = converted_of(call.__code__) if call is not None else None
-        if converted is None or frame.f_code not in _codes_of(converted):
-            continue
-        running = [layer] + [other for other in _layers_under(outer_self)
-                             if other is not layer and layers.user_call(other) is call]
-        return Route(call.__code__, call.__qualname__, tuple(weakref.ref(x) for x in running),
-                     _innermost_line(frames, converted))
+        if call is not None and call.__code__ is code:
+            running = [layer] + [other for other in _layers_under(outer_self)
+                                 if other is not layer and layers.user_call(other) is call]
+            return Route(code, call.__qualname__, tuple(weakref.ref(x) for x in running),
+                         _innermost_line(frames, made))
+        if frame.f_code is not made.py_fn.__code__:
+            return None   # a def or lambda nested in the callee: its maker is not routed
+        return Route(code, code.co_qualname, (), _innermost_line(frames, made))
     return None
 
 
@@ -113,12 +131,15 @@ def _is_layer(value):
 
 
 class Routes:
-    """A cut function's routes and the janus function of each layer on them (one
-    owner: ``FunctionState.routes``).  ``make(bound_call)`` makes a janus function."""
+    """A cut function's routes and the janus function of each layer and function on
+    them (one owner: ``FunctionState.routes``).  ``make(callable)`` makes a janus
+    function."""
 
     def __init__(self):
         self.by_line = {}        # break line -> Route
         self._functions = {}     # id(layer) -> (weakref of the layer, janus function)
+        # (id(function), id(instance)) -> (weakrefs of both or None, janus function)
+        self._callees = {}
 
     def add(self, line, route):
         """Records ``route`` for the break at ``line``; True when it is new."""
@@ -130,16 +151,42 @@ class Routes:
     @contextlib.contextmanager
     def entered(self, make):
         """Within the block, each routed layer's ``call`` runs through its janus
-        function (``layers.calling``: this thread only)."""
+        function (``layers.calling``: this thread only), and so does each routed
+        function the skeleton calls (``routed``)."""
+        codes = {route.code for route in self.by_line.values() if not route.layers}
         with contextlib.ExitStack() as stack:
             for route in self.by_line.values():
                 for layer in route.live_layers():
                     stack.enter_context(layers.calling(layer, self._function(layer, make)))
+            if codes:
+                stack.enter_context(_routing(codes, lambda fn: self._callee(fn, make)))
             yield
 
     def functions(self):
-        """(layer, janus function) of the layers routed so far, still alive."""
-        return [(ref(), jf) for ref, jf in self._functions.values() if ref() is not None]
+        """(layer or function, janus function) routed so far, still alive."""
+        found = [(ref(), jf) for ref, jf in self._functions.values() if ref() is not None]
+        for refs, jf in self._callees.values():
+            if all(ref() is not None for ref in refs):
+                found.append((refs[0](), jf))
+        return found
+
+    def _callee(self, fn, make):
+        """The janus function of a routed function or bound method (one per function
+        object, and per instance for a method)."""
+        bound = isinstance(fn, types.MethodType)
+        function = fn.__func__ if bound else fn
+        owner = fn.__self__ if bound else None
+        key = (id(function), id(owner))
+        found = self._callees.get(key)
+        if found is not None and found[0][0]() is function and (
+                owner is None or found[0][1]() is owner):
+            return found[1]
+        try:
+            refs = (weakref.ref(function),) + ((weakref.ref(owner),) if bound else ())
+        except TypeError:
+            return fn   # an instance without weak references: called as it is
+        self._callees[key] = (refs, make(fn))
+        return self._callees[key][1]
 
     def _function(self, layer, make):
         found = self._functions.get(id(layer))
@@ -148,3 +195,35 @@ class Routes:
             found = self._functions[id(layer)] = (weakref.ref(layer),
                                                   make(call.__get__(layer, type(layer))))
         return found[1]
+
+
+# -- calls the skeleton's Python statements make ------------------------------------
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def _routing(codes, janus_of):
+    """Within the block, ``routed`` in this thread hands a callee whose code is in
+    ``codes`` to ``janus_of`` (the innermost cut function's routes win)."""
+    stack = _local.__dict__.setdefault('stack', [])
+    stack.append((codes, janus_of))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def routed(fn):
+    """What a skeleton's Python statement calls for ``fn`` (``segments.py`` rewrites
+    ``f(...)`` to ``__jr.routed(f)(...)``): the janus function of a routed user
+    function or method while its cut function runs, else ``fn`` itself."""
+    stack = _local.__dict__.get('stack')
+    if not stack:
+        return fn
+    code = getattr(fn, '__code__', None) if type(fn) is types.FunctionType else (
+        getattr(fn.__func__, '__code__', None) if type(fn) is types.MethodType else None)
+    codes, janus_of = stack[-1]
+    if code is None or code not in codes:
+        return fn
+    return janus_of(fn)

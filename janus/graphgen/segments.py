@@ -33,7 +33,7 @@ import typing
 
 import gast
 
-from janus.graphgen import hoist
+from janus.graphgen import hoist, nested
 from janus.pyct import anno, frontend, liveness, mangling, recompile, scopes, sites
 from janus.runtime.control import common
 
@@ -61,6 +61,27 @@ class _Helpers:
     """What plain segment code reads as ``__jr`` (converted code gets the operators)."""
     read_local = staticmethod(common.read_local)
     UNDEFINED = common.UNDEFINED
+    routed = staticmethod(nested.routed)
+
+
+class _RoutedCalls(gast.NodeTransformer):
+    """``f(...)`` in a statement that runs in Python becomes ``__jr.routed(f)(...)``: a
+    callee a break was refused in runs through janus of its own (``nested.py``).  The
+    callee expression is evaluated first, then the arguments, as before; code the
+    statement defines (a ``def``, ``lambda`` or ``class``) is left as written."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        wrapped = gast.Call(gast.Attribute(_name(HELPERS), 'routed', gast.Load()),
+                            [node.func], [])
+        node.func = gast.copy_location(wrapped, node.func)
+        return node
+
+    def _left_as_written(self, node):
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _left_as_written
+    visit_ClassDef = _left_as_written
 
 
 @dataclasses.dataclass(eq=False)
@@ -250,6 +271,8 @@ class _Cutter:
             bound, run = bound.after_all(run), []
             if kind == 'structural':
                 out.append(self._structural(stmt, bound, where))
+            elif id(stmt) in self.python:
+                out.append(_RoutedCalls().visit(copy.deepcopy(stmt)))
             elif not isinstance(stmt, (gast.Global, gast.Nonlocal)):
                 out.append(stmt)
             bound = bound.after(stmt)

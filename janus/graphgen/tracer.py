@@ -815,7 +815,7 @@ def _locate(error, ctx, converted, tb):
             error.route = nested.find_route(
                 tb, _own_codes(converted),
                 set(converted.code_objects) | {converted.py_fn.__code__},
-                lambda code: ctx.converted.get(code))
+                ctx.converted)
         except Exception:  # noqa: BLE001 - an optimization: the statement runs whole
             logging.getLogger('janus').debug('janus: no nested route', exc_info=True)
     return error
