@@ -723,7 +723,8 @@ class JanusFunction(callables.JanusCallable):
         if lines in self.state.unsplittable:
             return None
         try:
-            made = segments.split(self.function, sorted(lines), whole=self.state.unhoisted)
+            made = segments.split(self.function, sorted(lines), whole=self.state.unhoisted,
+                                  routing=any(n in self.state.routes.by_line for n in lines))
         except segments.NothingToCut:
             self.state.unsplittable.add(lines)   # the refusal stands, as it is
             return None
@@ -759,9 +760,10 @@ class JanusFunction(callables.JanusCallable):
         self.state.splits[lines] = made
         cause = error.error if isinstance(getattr(error, 'error', None), ConversionError) \
             else error   # real control flow failed to build around the statement
-        self._event(EventKind.GRAPH_BREAK, 'line %d runs in Python (%s); %s run as graphs of '
-                    'their own' % (line, cause.context, ', '.join(
-                        'lines %d-%d' % (p.first_line, p.last_line) for p in made.segments)),
+        graphs = ', '.join('lines %d-%d' % (p.first_line, p.last_line) for p in made.segments)
+        self._event(EventKind.GRAPH_BREAK, 'line %d runs in Python (%s); %s' % (
+                        line, cause.context, '%s run as graphs of their own' % graphs if graphs
+                        else 'the code it calls runs through janus of its own'),
                     error=cause, lineno=line, filename=self.function.__code__.co_filename)
         return made
 

@@ -164,3 +164,160 @@ def test_nested_functions_keep_the_floor_and_the_users_exceptions():
     calls = [lambda i=i: _batch(i) for i in range(16)]
     jf = differential(make, calls, _state)
     assert _nested(jf), janus.explain(jf)
+
+
+# -- plain functions and methods of the user's ------------------------------------------
+
+class LossTrainer(Trainer):
+    """The loss in a method of its own, which draws a label-smoothing factor from
+    Python's RNG (the refused line) between the forward pass and the loss."""
+
+    def __init__(self, model, seed):
+        super().__init__(model)
+        self.rng = random.Random(seed)
+        self.smooth_calls = 0
+
+    def compute_loss(self, x, y):
+        logits = self.model(x, training=True)
+        smoothing = self.rng.uniform(0.0, 0.1)
+        self.smooth_calls += 1
+        labels = tf.one_hot(y, 3) * (1.0 - smoothing) + smoothing / 3.0
+        return tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels, logits))
+
+    def train_step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = self.compute_loss(x, y)
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+        self.steps += 1
+        return loss
+
+
+def _loss_state(trainer):
+    return ([v.numpy() for v in trainer.model.trainable_variables], trainer.steps,
+            trainer.smooth_calls, trainer.rng.random())
+
+
+def _dense_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation='relu'),
+                                 tf.keras.layers.Dense(3)])
+    model.build((None, 4))
+    return model
+
+
+def test_a_refused_line_in_a_method_breaks_there_not_at_the_step():
+    def make():
+        tf.keras.utils.set_random_seed(0)
+        trainer = LossTrainer(_dense_model(), 4)
+        return trainer.train_step, trainer
+    calls = [lambda i=i: _batch(i) for i in range(12)]
+    jf = differential(make, calls, _loss_state)
+    (nested,) = _nested(jf)
+    assert janus.stats(nested)['graph_part_calls'] > 0, janus.explain(jf)
+    text = janus.explain(jf)
+    assert 'LossTrainer.compute_loss runs through janus of its own' in text, text
+    assert 'function LossTrainer.compute_loss' in text, text
+
+
+def scaled_loss(model, x, y, sizes):
+    """A module-level function whose refused line sizes a later tensor (``.numpy()``)."""
+    logits = model(x, training=True)
+    k = int(tf.reduce_sum(tf.cast(y > 0, tf.int32)).numpy())
+    sizes.append(k)
+    weights = tf.concat([tf.ones([k]), tf.zeros([tf.shape(y)[0] - k])], 0)
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.sort(y, direction='DESCENDING'),
+                                                            logits)
+    return tf.reduce_sum(losses * weights) / (k + 1.0)
+
+
+class FunctionTrainer(Trainer):
+    def __init__(self, model):
+        super().__init__(model)
+        self.sizes = []
+
+    def train_step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = scaled_loss(self.model, x, y, self.sizes)
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+
+
+def test_a_refused_line_in_a_plain_function_breaks_there():
+    def make():
+        tf.keras.utils.set_random_seed(0)
+        trainer = FunctionTrainer(_dense_model())
+        return trainer.train_step, trainer
+
+    def state(trainer):
+        return [v.numpy() for v in trainer.model.trainable_variables], list(trainer.sizes)
+    calls = [lambda i=i: _batch(i) for i in range(12)]
+    jf = differential(make, calls, state)
+    (nested,) = _nested(jf)
+    assert janus.stats(nested)['graph_part_calls'] > 0, janus.explain(jf)
+
+
+def test_a_function_reaching_a_layer_with_a_refused_line_routes_both():
+    """The statement calls a method that calls a model whose call() is refused a line:
+    the method runs through janus, and the model's call through janus of its own."""
+    class Forward(Trainer):
+        def forward(self, x, y):
+            logits = self.model(x, training=True)
+            return self.loss_fn(y, logits)
+
+        def train_step(self, x, y):
+            with tf.GradientTape() as tape:
+                loss = self.forward(x, y)
+            grads = tape.gradient(loss, self.model.trainable_variables)
+            self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+            self.steps += 1
+            return loss
+
+    def make():
+        tf.keras.utils.set_random_seed(0)
+        trainer = Forward(Jitter(5))
+        return trainer.train_step, trainer
+    calls = [lambda i=i: _batch(i) for i in range(12)]
+    jf = differential(make, calls, _state)
+    (forward,) = _nested(jf)
+    assert [type(layer).__name__ for layer, _ in forward.state.routes.functions()] == ['Jitter']
+
+
+def test_a_routed_method_runs_per_instance_and_keeps_assumptions_and_exceptions():
+    """Two trainers' methods share one code: each instance gets its own janus function.
+    A Python branch inside the routed method flips mid-way (an assumption broken inside
+    it), and a user exception raised from it passes unchanged."""
+    class Gated(LossTrainer):
+        def compute_loss(self, x, y):
+            logits = self.model(x, training=True)
+            smoothing = self.rng.uniform(0.0, 0.1)
+            self.smooth_calls += 1
+            if self.smooth_calls > 7:
+                logits = logits * 0.5
+            if self.smooth_calls == 10:
+                raise ValueError('bad batch at %d' % self.smooth_calls)
+            labels = tf.one_hot(y, 3) * (1.0 - smoothing) + smoothing / 3.0
+            return tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels, logits))
+
+    class Pair:
+        def __init__(self):
+            tf.keras.utils.set_random_seed(0)
+            self.a = Gated(_dense_model(), 1)
+            self.b = Gated(_dense_model(), 2)
+
+        def step(self, x, y):
+            return self.a.train_step(x, y), self.b.train_step(x, y)
+
+    def make():
+        pair = Pair()
+        return pair.step, pair
+
+    def state(pair):
+        return _loss_state(pair.a), _loss_state(pair.b)
+    calls = [lambda i=i: _batch(i) for i in range(14)]
+    jf = differential(make, calls, state)
+    nested = _nested(jf)
+    assert len(nested) == 2, janus.explain(jf)   # one per trainer
+    for train_step in nested:
+        (loss,) = _nested(train_step)
+        assert janus.stats(loss)['graph_part_calls'] > 0, janus.explain(jf)

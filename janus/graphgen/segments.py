@@ -109,12 +109,14 @@ class Split:
     hoisted: frozenset = frozenset()       # break lines whose tensor work was hoisted out
 
 
-def split(fn, break_lines, whole=()):
+def split(fn, break_lines, whole=(), routing=False):
     """``fn`` cut so that the statements at ``break_lines`` run in Python; raises
     ``CannotSplit``.  The skeleton calls ``Split.slots[i]`` for segment i: plain
     segment functions until the caller puts janus functions there.  The tensor
     work a statement hands to ``.numpy()`` is hoisted out of it into the segment
-    before (``hoist.py``), except at the lines in ``whole``."""
+    before (``hoist.py``), except at the lines in ``whole``.  ``routing``: a break
+    statement calls user code that runs through janus of its own (``nested.py``), so
+    a skeleton with no segment is still worth having (else ``NothingToCut``)."""
     parsed = frontend.front_end(fn)
     tree = parsed.tree
     if not isinstance(tree, gast.FunctionDef):
@@ -123,7 +125,7 @@ def split(fn, break_lines, whole=()):
     hoisted = hoist.hoist(tree, set(break_lines) - set(whole))
     cutter = _Cutter(fn, tree, set(break_lines))
     skeleton_body = cutter.block(tree.body, liveness.at_entry(tree), _Where(0, False))
-    if not cutter.segments:
+    if not cutter.segments and not routing:
         raise NothingToCut('no statement is left to convert')
     made = _compile(fn, tree, parsed, cutter, skeleton_body)
     made.hoisted = frozenset(hoisted)
