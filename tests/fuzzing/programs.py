@@ -3792,6 +3792,75 @@ def f_array_rows(b):
     b.outs.append(rng.choice(['len(%s)' % H, A, '[r_.tolist() for r_ in %s]' % H]))
 
 
+# graph breaks nested in plain functions and methods (graphgen/nested.py; appended last:
+# skipping NESTED_CALL_FEATURES gives the programs of before)
+
+def f_nested_calls(b):
+    """A plain Python class's method (``forward(model, h, training)``) runs a Dense layer
+    and holds refused lines (``_NbCtx.refused``: stdlib or NumPy RNG draws, ``.numpy()``
+    reads and sizes, prints, a user exception past a threshold) among tensor ``if``s;
+    the target calls it directly or through a module-level function, in a training step
+    (tape, SGD, step counter) or a forward pass.  From outside, the caller draws from and
+    reseeds its RNG; at the flip the inputs grow (the tensor ``if``s flip)."""
+    rng = b.rng
+    _module_chunk(b, 'import random')
+    c = _NbCtx(b)
+    k = b.counter + 1
+    init = ["self.name = 'head%d'" % k]
+    chunks = [['h = model(h, training=training)' if rng.random() < 0.5 else 'h = model(h)']]
+    for _ in range(rng.choice([1, 1, 2])):
+        c.insert(chunks, c.refused(init, 'head'), 1)
+    if rng.random() < 0.5:
+        chunks.append(c.tensor_if())
+    if rng.random() < 0.4:
+        init.append('self.calls = 0')
+        chunks.insert(0, ['self.calls += 1'])
+    body = [ln for chunk in chunks for ln in chunk] + ['return h']
+    cls = 'Head%d' % k
+    lines = ['class %s:' % cls, '    def __init__(self, seed):'] + _indent(init, 8)
+    lines += ['', '    def forward(self, model, h, training=False):'] + _indent(body, 8)
+    _module_chunk(b, '\n'.join(lines))
+    head, model = 'HEAD%d' % k, 'DK%d' % k
+    b.module.append('tf.keras.utils.set_random_seed(%d)\n%s = tf.keras.layers.Dense(%d, '
+                    "activation=%r, name='dk%d')\n%s.build((None, %d))\n%s = %s(%d)\n"
+                    % (rng.randint(0, 99), model, c.width, rng.choice(['relu', 'tanh', None]),
+                       k, model, c.inputs, head, cls, rng.randint(0, 99)))
+    call = '%s.forward(%s, @X, training=@T)' % (head, model)
+    if rng.random() < 0.4:
+        via = 'forward%d' % k
+        _module_chunk(b, 'def %s(head, model, x, training):\n'
+                         '    y = head.forward(model, x * 1.0, training=training)\n'
+                         '    return tf.reduce_mean(y, axis=1, keepdims=True) + y' % via)
+        call = '%s(%s, %s, @X, @T)' % (via, head, model)
+    xb = _nb_batch(b, 'xb', c.inputs, rng.randint(0, 99),
+                   rng.choice(['scale', 'batch', 'none']), (rng.choice([2, 3]), 4))
+    out = b.fresh('out')
+    if rng.random() < 0.6:
+        tape, loss, opt = b.fresh('tape'), b.fresh('loss'), 'OPTK%d' % k
+        b.glob(opt, 'tf.keras.optimizers.SGD(0.01)')
+        S = b.fresh('STEPK')
+        b.glob(S, '0')
+        b.decls.append('global %s' % S)
+        lines = ['with tf.GradientTape() as %s:' % tape,
+                 '    %s = %s' % (out, _sub(call, X=xb, T='True')),
+                 '    %s = tf.reduce_mean(tf.square(%s))' % (loss, out),
+                 'gk_ = %s.gradient(%s, %s.trainable_variables)' % (tape, loss, model),
+                 'gk_, _ = tf.clip_by_global_norm(gk_, 1.0)',
+                 '%s.apply_gradients(zip(gk_, %s.trainable_variables))' % (opt, model),
+                 '%s += 1' % S,
+                 'if %s %% 3 == 0:' % S,
+                 "    print('step', %s, round(float(%s), 4))" % (S, loss)]
+        b.item(lines, loopable=False)
+        b.outs.append(rng.choice([S, 'round(float(%s), 3)' % loss]))
+    else:
+        b.item(['%s = %s' % (out, _sub(call, X=xb, T=rng.choice(['True', 'False']))),
+                'acc = acc + tf.cast(tf.reduce_sum(%s), acc.dtype) * 0.01' % out],
+               loopable=rng.random() < 0.3)
+    if 'head' in c.rngs:
+        b.mutations += ["print('draw', %s.rng.random())" % head, '%s.rng.seed(7)' % head]
+    b.ncalls = max(b.ncalls, rng.randint(10, 14))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -3851,6 +3920,9 @@ FEATURES = {
     # rows of 2-d NumPy arrays (appended last: skipping ROWS_FEATURES gives the programs of
     # before)
     'array_rows': f_array_rows,
+    # graph breaks nested in plain functions and methods (appended last: skipping
+    # NESTED_CALL_FEATURES gives the programs of before)
+    'nested_calls': f_nested_calls,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -3872,6 +3944,8 @@ BREAK_FEATURES += NAMES_FEATURES
 NESTED_BREAK_FEATURES = ('nested_breaks',)
 BREAK_FEATURES += NESTED_BREAK_FEATURES
 ROWS_FEATURES = ('array_rows',)
+NESTED_CALL_FEATURES = ('nested_calls',)
+BREAK_FEATURES += NESTED_CALL_FEATURES
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -3893,7 +3967,8 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'ds_loop': 2, 'ds_iter_arg': 2, 'bool_flag': 2, 'keras_list': 2,
            'list_iter_arg': 2, 'mutate_loop': 2,
            'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3, 'rec_levels': 3,
-           'break_names': 3, 'nested_breaks': 3, 'array_rows': 2}
+           'break_names': 3, 'nested_breaks': 3, 'array_rows': 2,
+           'nested_calls': 3}
 
 
 # -- control flow wrappers ---------------------------------------------------------------

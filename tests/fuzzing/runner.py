@@ -181,14 +181,18 @@ class Side:
         return result, args, out.getvalue()
 
     def functions(self):
-        """The janus functions this side made, and the segments of those that run
-        with graph breaks (each a janus function of its own; they may break again)."""
+        """The janus functions this side made, the segments of those that run with
+        graph breaks (each a janus function of its own; they may break again), and the
+        layers and functions their breaks' statements run through janus (routes)."""
         out, todo = [], list(self.created)
         while todo:
             jf = todo.pop(0)
             out.append(jf)
             for split in _splits(jf):
                 todo += [part for part in split.slots if isinstance(part, JanusFunction)]
+            routes = getattr(getattr(jf, 'state', None), 'routes', None)
+            if routes is not None:
+                todo += [nested for _, nested in routes.functions()]
         return out
 
     def new_internal_errors(self):
