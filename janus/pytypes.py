@@ -39,6 +39,9 @@ and arithmetic are not).
 import collections
 import dataclasses
 import enum
+import sys
+
+import tensorflow as tf
 
 
 class Kind(enum.Enum):
@@ -243,3 +246,12 @@ def truth_is_type_level(kind):
 def protocol_is_object(kind, name):
     """Whether ``kind``'s special method ``name`` is ``object``'s (or absent)."""
     return getattr(kind, name, None) is getattr(object, name, None)
+
+
+def is_variable(value):
+    """A ``tf.Variable``, or a Keras 3 ``keras.Variable`` (a layer's ``add_weight``, an
+    optimizer's learning rate: it reads and slices as its ``tf.Variable`` does)."""
+    if isinstance(value, tf.Variable):
+        return True
+    keras_variables = sys.modules.get('keras.src.backend.common.variables')
+    return keras_variables is not None and isinstance(value, keras_variables.Variable)

@@ -1,9 +1,12 @@
 """Idioms of real TF2 code janus used to refuse: range objects passed in, Python
-bool flags that flip, sparse and ragged tensors made in the call and returned.
+bool flags that flip, sparse and ragged tensors made in the call and returned, Keras
+weights sliced in a layer, cached properties and absl flags read as their values.
 
 Differential tests on fresh objects (``conftest.differential``), each checking that
 the idiom now runs graphs (the counters), not only that it is correct.
 """
+import functools
+
 import tensorflow as tf
 
 import janus
@@ -139,3 +142,101 @@ def test_len_of_a_tensor_whose_first_dimension_the_graph_knows():
                                                 _call(tf.constant(1))]
     jf = differential(make, calls)
     assert _stats(jf)['graph_calls'] >= 1, janus.explain(jf)
+
+
+class PositionalEmbedding(tf.keras.layers.Layer):
+    """An attention-style layer slicing its own weight (``self.pos[:n]``) by the
+    sequence length, and writing a slice of a memory weight (``self.mem[1:3].assign``)."""
+
+    def build(self, shape):
+        self.pos = self.add_weight(name='pos', shape=(16, shape[-1]), initializer='glorot_uniform')
+        self.mem = self.add_weight(name='mem', shape=(4, shape[-1]), initializer='zeros',
+                                   trainable=False)
+
+    def call(self, x):
+        n = tf.shape(x)[1]
+        self.mem[1:3].assign(x[0, :2])
+        return x + self.pos[:n] + self.mem[1]
+
+
+def test_keras_variable_subscripts_read_and_assign_in_the_graph():
+    def make():
+        tf.keras.utils.set_random_seed(3)
+        layer = PositionalEmbedding()
+        layer(tf.zeros([1, 5, 3]))
+        return (lambda x: layer(x)), layer
+
+    def state(layer):
+        return layer.pos.numpy(), layer.mem.numpy()
+    calls = [lambda i=i: ((tf.random.stateless_normal([2, 5 + i % 2, 3], seed=[i, 1]),), {})
+             for i in range(8)]
+    calls.append(lambda: ((tf.zeros([2, 20, 3]),), {}))   # longer than the weight: eager's error
+    jf = differential(make, calls, state)
+    assert _stats(jf)['graph_calls'] >= 3, janus.explain(jf)
+
+
+class Settings:
+    """A config object with a lazily computed value (``functools.cached_property``)."""
+
+    def __init__(self, base):
+        self.base = base
+        self.computed = 0
+
+    @functools.cached_property
+    def factor(self):
+        self.computed += 1
+        return self.base * 3.0
+
+
+def test_a_cached_property_computed_already_reads_as_its_value():
+    """Read in a graph from the instance's dict; cleared from outside (``del``), the
+    next read runs the getter again, as eagerly, and never at guard time."""
+    def make():
+        cfg = Settings(2.0)
+
+        def f(x):
+            return x * cfg.factor + cfg.base
+        return f, cfg
+
+    def state(cfg):
+        return cfg.computed, cfg.__dict__.get('factor')
+
+    def clear(cfg):
+        cfg.base = 5.0
+        cfg.__dict__.pop('factor', None)
+
+    eager_fn, eager_cfg = make()
+    plain_fn, janus_cfg = make()
+    jf = janus.function(plain_fn)
+    for i in range(8):
+        if i == 5:
+            clear(eager_cfg)
+            clear(janus_cfg)
+            assert state(eager_cfg) == state(janus_cfg)
+        assert float(eager_fn(tf.constant(1.0))) == float(jf(tf.constant(1.0)))
+        assert state(eager_cfg) == state(janus_cfg), i
+    assert _stats(jf)['graph_calls'] >= 3, janus.explain(jf)
+
+
+def test_absl_flags_read_as_their_values():
+    from absl import flags
+    values = flags.FlagValues()
+    flags.DEFINE_float('scale', 0.5, 'a scale', flag_values=values)
+    flags.DEFINE_bool('double', True, 'doubles', flag_values=values)
+    values(['prog'])
+
+    def make():
+        def f(x):
+            y = x * values.scale
+            if values.double:
+                y = y * 2.0
+            return y
+        return f, None
+    calls = [_call(tf.constant(1.5))] * 4
+    jf = differential(make, calls)
+    assert _stats(jf)['graph_calls'] >= 1, janus.explain(jf)
+    values.scale = 3.0   # set between calls: the guard sees it
+    values.double = False
+    jf2 = differential(make, calls)
+    assert float(jf(tf.constant(1.0))) == 3.0
+    del jf2

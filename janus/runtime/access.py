@@ -9,6 +9,7 @@ so the call runs imperatively instead.  Converted code reaches them as
 ``__jr.*`` (``operators.py``).
 """
 import enum
+import functools
 import sys
 import types
 
@@ -115,6 +116,12 @@ def _check_plain_attribute(obj, name, writing=False, value=None):
         if name not in klass.__dict__:
             continue
         found = klass.__dict__[name]   # a class attribute that is None shadows those after it
+        if isinstance(found, functools.cached_property) and (
+                writing or name in (getattr(obj, '__dict__', None) or ())):
+            # Computed already (the profiled calls read it): the instance's dict answers
+            # and the getter does not run (``attribute`` guards that it is still there);
+            # a write goes to that dict, as for a plain attribute.
+            break
         if hasattr(found, '__get__') and not isinstance(
                 found, (types.FunctionType, staticmethod, classmethod)) \
                 and not callables.is_janus(found):   # a janus-decorated method binds like one
@@ -143,9 +150,18 @@ def found_without_getattr(obj, name):
         name in vars(klass) for klass in type(obj).__mro__)
 
 
+def _cached_property(obj, name):
+    """Whether ``obj.name`` is a ``functools.cached_property`` of its class."""
+    for klass in type(obj).__mro__:
+        if name in klass.__dict__:
+            return isinstance(klass.__dict__[name], functools.cached_property)
+    return False
+
+
 def _guard_found_without_getattr(ctx, obj, source, name):
-    """A read that did not run ``__getattr__``: the object's ``__dict__`` keeps (or
-    still lacks, the class having it) the name, so the next read does not either."""
+    """A read that did not run ``__getattr__`` (or a cached property's getter): the
+    object's ``__dict__`` keeps (or still lacks, the class having it) the name, so the
+    next read does not either."""
     own = getattr(obj, '__dict__', None)
     if own is not None:
         ctx.add_guard(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
@@ -225,12 +241,13 @@ def attr(obj, name):
         return ctx.guard_value(guards.AttrSource(source, name), getattr(obj, name))
     library = whitelist.is_library_object(obj) or isinstance(obj, types.ModuleType) or (
         isinstance(obj, type) and not is_plain_class(obj))
+    library = library or whitelist.is_flags_object(obj)   # ``FLAGS.batch_size``: its value
     if not library:
         if isinstance(obj, type):
             _check_class_attribute(obj, name)
         else:
             _check_plain_attribute(obj, name)
-            if hasattr(type(obj), '__getattr__'):
+            if hasattr(type(obj), '__getattr__') or _cached_property(obj, name):
                 _guard_found_without_getattr(ctx, obj, source, name)
         ctx.attributes_used.setdefault(id(obj), set()).add(name)
         written = _class_attribute_written(ctx, obj, source, name)
@@ -486,7 +503,7 @@ def item(obj, key):
         arrays.refuse_use('indexing with')
     if arrays.is_stand_in(obj):
         return arrays.index(obj, key)   # basic indexing: a view, itself a stand-in
-    if isinstance(obj, (tf.Tensor, tf.Variable)):
+    if isinstance(obj, tf.Tensor) or pytypes.is_variable(obj):
         with fallible.made_by_the_user():   # x[5] raises eagerly even if unused
             # a slicing op; the object itself is guarded by identity or spec
             return obj[_tensor_key(key)]

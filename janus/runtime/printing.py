@@ -84,12 +84,6 @@ def _keras_variables():
     return sys.modules.get('keras.src.backend.common.variables')
 
 
-def _is_variable(value):
-    keras = _keras_variables()
-    return isinstance(value, tf.Variable) or (keras is not None
-                                              and isinstance(value, keras.Variable))
-
-
 def _snapshot(variable):
     style = _variable_style(variable)
     if style is None:
@@ -122,7 +116,7 @@ def _exception_text(error):
 
 def _printable(value, depth=0):
     """``value`` with every variable in it replaced by a snapshot of its value."""
-    if _is_variable(value):
+    if pytypes.is_variable(value):
         return _snapshot(value)
     if depth == 0 and isinstance(value, BaseException):
         return _exception_text(value)

@@ -37,7 +37,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from janus import call_signature, guards
+from janus import call_signature, guards, pytypes
 from janus.errors import Unsupported
 from janus.reasons import Reason
 from janus.runtime import fallible, graph_analysis, shadow_heap
@@ -473,7 +473,7 @@ def library_call_allows(callee, args, kwargs):
     """Whether ``callee`` may get the dynamic scalars in ``args``/``kwargs`` as they are
     (each a top-level argument, never inside a list: a list of numbers is a shape)."""
     self_object = getattr(callee, '__self__', None)
-    if _is_variable(self_object) and getattr(callee, '__name__', '') in _VARIABLE_METHODS:
+    if pytypes.is_variable(self_object) and getattr(callee, '__name__', '') in _VARIABLE_METHODS:
         allowed = True
     else:
         try:
@@ -564,14 +564,6 @@ def packed_shape_call(callee, args, kwargs):
     else:
         kwargs[keyword] = packed
     return args, kwargs
-
-
-def _is_variable(value):
-    """A ``tf.Variable`` or a Keras 3 ``keras.Variable`` (an optimizer's learning rate)."""
-    if isinstance(value, tf.Variable):
-        return True
-    keras_variables = sys.modules.get('keras.src.backend.common.variables')
-    return keras_variables is not None and isinstance(value, keras_variables.Variable)
 
 
 def holds_dynamic(value, depth=0):

@@ -164,6 +164,18 @@ def is_library_object(value):
     return in_package(getattr(type(value), '__module__', '') or '', LIBRARY_PREFIXES)
 
 
+# Flags objects whose attribute reads return the flags' values and run nothing else
+# (absl's ``FLAGS.batch_size``: its ``__getattr__`` looks the flag up): (module, class).
+FLAGS_CLASSES = (('absl.flags._flagvalues', 'FlagValues'),)
+
+
+def is_flags_object(value):
+    """An absl ``FlagValues`` (or a subclass): an attribute read is the flag's value,
+    read as any library object's attribute is, and guarded by it."""
+    return any((getattr(klass, '__module__', None), klass.__name__) in FLAGS_CLASSES
+               for klass in type(value).__mro__)
+
+
 def is_builtin_method(callee):
     """A method of a value of a type janus models (``janus/pytypes.py``): a builtin
     one (``lst.append``, ``'/'.join``, ``s.add``), or the container type's own
