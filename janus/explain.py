@@ -281,6 +281,11 @@ def _explain_graph(jf, entry, number, newest=None):
         if chosen:
             out.append('      checked %s (a failure re-runs the call imperatively):' % where)
             out += ['        %s' % _describe_assumption(a) for a in chosen]
+    draws = getattr(entry.host, 'draws', None) if entry.host is not None else None
+    if draws:
+        out.append('      draws on the host before the run (fed to the graph; the generators '
+                   'put back if the call re-runs): %d from %s' % (len(draws), ', '.join(
+                       sorted({type(g).__name__ for g in draws}))))
     assumed = _assumed(jf, entry)
     if assumed:
         out.append('      assumed from the profile:')

@@ -869,7 +869,8 @@ class Policy:
         return actions, obs
 
     def act_noisily(self, obs):
-        noise = tf.constant(self.draws.random() * 0.01).numpy()   # the receiver breaks too
+        # the receiver breaks too: NumPy needs the draw's value (not made on the host)
+        noise = tf.constant(np.float32(self.draws.random() * 0.01)).numpy()
         return tf.nn.softmax(self.net(obs[None]) + noise)
 
 
@@ -939,7 +940,7 @@ class Blocks:
         with self:
             acc = acc * 1.5
             print('max', tf.reduce_max(acc).numpy().item())
-            print('noise', tf.constant(self.draws.random()).numpy())   # hoisted, then not
+            print('noise', tf.constant(np.float32(self.draws.random())).numpy())   # hoisted, then not
             acc = tf.nn.relu(acc) - 0.5
         self.count = self.count + 2
         if float(tf.reduce_sum(acc)) > self.count:
@@ -1042,7 +1043,7 @@ class TwoBreaks:
         h = h * tf.reduce_mean(h)
         print('mean', h.numpy().mean())
         y = tf.tanh(h) * 2.0 + tf.reduce_sum(h)
-        noise = self.rng.uniform()
+        noise = float(self.rng.uniform(size=1)[0])   # an array draw: not made on the host
         return tf.reduce_sum(y * noise + tf.exp(-y))
 
 
@@ -1110,7 +1111,7 @@ class ThreeBreaks:
         h = tf.matmul(x, self.w)
         print('sum', h.numpy().sum())
         h = tf.tanh(h) * 2.0
-        scale = self.rng.uniform()
+        scale = float(self.rng.uniform(size=1)[0])   # an array draw: not made on the host
         h = h * scale + 1.0
         self.log.append(float(np.mean(h.numpy())))
         return tf.reduce_sum(h * h)

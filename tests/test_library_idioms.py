@@ -240,3 +240,35 @@ def test_absl_flags_read_as_their_values():
     jf2 = differential(make, calls)
     assert float(jf(tf.constant(1.0))) == 3.0
     del jf2
+
+
+def test_numpy_of_shape_arithmetic_is_read_at_trace_time():
+    """``int(tf.shape(h)[1].numpy())`` sizing a reshape, ``tf.shape(x).numpy()`` (a new
+    array each call: written into, nothing changes), alternating shapes (a graph per
+    shape), and a value-dependent ``.numpy()``, which still breaks."""
+    def make():
+        def f(x):
+            h = tf.nn.relu(x)
+            grid = int(tf.shape(h)[1].numpy())
+            dims = tf.shape(x).numpy()
+            dims[0] = -1
+            half = (tf.shape(h)[0] // 2).numpy()
+            cells = tf.reshape(h, (-1, grid * 2))
+            active = int(tf.reduce_sum(tf.cast(h > 0.5, tf.int32)).numpy())
+            return cells, half, type(half).__name__, dims, grid, active
+        return f, None
+    calls = [lambda i=i: ((tf.random.stateless_uniform([4, 6 if i % 3 else 8], seed=[i, 0]),), {})
+             for i in range(12)]
+    jf = differential(make, calls)
+    assert _stats(jf)['graph_part_calls'] + _stats(jf)['graph_calls'] >= 4, janus.explain(jf)
+
+
+def test_numpy_of_a_shape_alone_keeps_the_step_one_graph():
+    def make():
+        def f(x):
+            n = int(tf.shape(x)[0].numpy())
+            return tf.reshape(x, (n, -1)) * 2.0
+        return f, None
+    calls = [_call(tf.ones([3, 2, 2]))] * 6
+    jf = differential(make, calls)
+    assert _stats(jf)['graph_calls'] >= 3 and _stats(jf)['split_calls'] == 0, janus.explain(jf)

@@ -1,10 +1,12 @@
-"""Breaks nest into Keras layers (``graphgen/nested.py``): a line janus refuses inside
-a layer's own ``call()`` runs in Python, and the rest of that ``call`` in graphs.
+"""Breaks nest into Keras layers and user functions (``graphgen/nested.py``): a line
+janus refuses inside a layer's own ``call()`` (or a function the step calls) runs in
+Python, and the rest of that ``call`` in graphs.
 
 Differential tests on fresh objects: a training step with a tape and an optimizer
-around a subclassed model whose ``call()`` draws from a stdlib ``random.Random`` (a
-line no graph can hold), blocks of one class called in a loop, a refused line two
-layers deep, and assumptions broken inside the nested call.
+around a subclassed model whose ``call()`` logs a value it reads with ``.numpy()`` (a
+line no graph can hold) and draws from a stdlib ``random.Random`` (made on the host
+before the run: ``runtime/host_draws.py``), blocks of one class called in a loop, a
+refused line two layers deep, and assumptions broken inside the nested call.
 """
 import random
 
@@ -23,9 +25,12 @@ class Jitter(tf.keras.Model):
         self.first = tf.keras.layers.Dense(8, activation='relu')
         self.second = tf.keras.layers.Dense(8, activation='tanh')
         self.head = tf.keras.layers.Dense(3)
+        self.norms = []
 
     def call(self, x, training=False):
         h = self.first(x)
+        if training:
+            self.norms.append(round(float(tf.norm(h).numpy()), 3))   # refused: a read
         scale = self.rng.uniform(0.9, 1.1) if training else 1.0
         h = self.second(h * scale)
         return self.head(h)
@@ -58,7 +63,8 @@ def _batch(i):
 
 def _state(trainer):
     return ([v.numpy() for v in trainer.model.trainable_variables], trainer.steps,
-            trainer.model.rng.random() if hasattr(trainer.model, 'rng') else None)
+            trainer.model.rng.random() if hasattr(trainer.model, 'rng') else None,
+            list(getattr(trainer.model, 'norms', ())))
 
 
 def _nested(jf):
@@ -85,11 +91,14 @@ class NoisyBlock(tf.keras.layers.Layer):
         super().__init__()
         self.dense = tf.keras.layers.Dense(units, activation='relu')
         self.rng = random.Random(seed)
+        self.peaks = []
 
     def build(self, shape):
         self.dense.build(shape)
 
     def call(self, x, training=False):
+        if training:
+            self.peaks.append(int(tf.argmax(tf.reduce_max(x, 0)).numpy()))   # refused
         noise = self.rng.gauss(0.0, 0.01) if training else 0.0
         return x + self.dense(x) + noise
 
@@ -120,7 +129,8 @@ def test_blocks_called_in_a_loop_each_run_through_janus():
 
     def state(trainer):
         return ([v.numpy() for v in trainer.model.trainable_variables], trainer.steps,
-                [b.rng.random() for b in trainer.model.blocks])
+                [b.rng.random() for b in trainer.model.blocks],
+                [list(b.peaks) for b in trainer.model.blocks])
     calls = [lambda i=i: _batch(i) for i in range(10)]
     calls.append(lambda: ((tf.fill([6, 4], 500.0), tf.zeros([6], tf.int32)), {}))
     calls += [lambda i=i: _batch(i) for i in range(11, 14)]
@@ -150,6 +160,7 @@ def test_nested_functions_keep_the_floor_and_the_users_exceptions():
     class Checked(Jitter):
         def call(self, x, training=False):
             h = self.first(x)
+            self.norms.append(round(float(tf.norm(h).numpy()), 3))
             scale = self.rng.uniform(0.9, 1.1) if training else 1.0
             if scale > 1.06:
                 raise ValueError('scale %.3f too large' % scale)
@@ -170,17 +181,20 @@ def test_nested_functions_keep_the_floor_and_the_users_exceptions():
 
 class LossTrainer(Trainer):
     """The loss in a method of its own, which draws a label-smoothing factor from
-    Python's RNG (the refused line) between the forward pass and the loss."""
+    Python's RNG (made on the host) and counts the confident logits with ``.numpy()``
+    (the refused line) between the forward pass and the loss."""
 
     def __init__(self, model, seed):
         super().__init__(model)
         self.rng = random.Random(seed)
         self.smooth_calls = 0
+        self.confident = []
 
     def compute_loss(self, x, y):
         logits = self.model(x, training=True)
         smoothing = self.rng.uniform(0.0, 0.1)
         self.smooth_calls += 1
+        self.confident.append(int(tf.reduce_sum(tf.cast(logits > 1.0, tf.int32)).numpy()))
         labels = tf.one_hot(y, 3) * (1.0 - smoothing) + smoothing / 3.0
         return tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels, logits))
 
@@ -195,7 +209,7 @@ class LossTrainer(Trainer):
 
 def _loss_state(trainer):
     return ([v.numpy() for v in trainer.model.trainable_variables], trainer.steps,
-            trainer.smooth_calls, trainer.rng.random())
+            trainer.smooth_calls, trainer.rng.random(), list(trainer.confident))
 
 
 def _dense_model():
@@ -292,6 +306,7 @@ def test_a_routed_method_runs_per_instance_and_keeps_assumptions_and_exceptions(
             logits = self.model(x, training=True)
             smoothing = self.rng.uniform(0.0, 0.1)
             self.smooth_calls += 1
+            self.confident.append(int(tf.reduce_sum(tf.cast(logits > 1.0, tf.int32)).numpy()))
             if self.smooth_calls > 7:
                 logits = logits * 0.5
             if self.smooth_calls == 10:

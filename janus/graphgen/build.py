@@ -108,7 +108,8 @@ def _trace_once(run, converted, bound, arguments, shape_signature, distributed, 
     heap_shapes = state.profile.shapes if config.relax_shapes and not run.exact else None
     try:   # the plan too: a janus bug making it refuses the call shape, as a tracer bug
         plan = state.speculation.plan(state.profile, state.recorder.last_call,
-                                      state.scalars.dynamic, run.assume_instead, profile_calls)
+                                      state.scalars.dynamic, run.assume_instead, profile_calls,
+                                      frozenset(state.scalars.pinned))
         with config.patch(specialize_shapes=True) if run.exact else contextlib.nullcontext():
             result = tracer.trace(run.fn, converted, bound, signature, plan,
                                   heap_shapes, distributed, number)

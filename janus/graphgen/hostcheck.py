@@ -177,6 +177,7 @@ def build(ctx, graph, flat_inputs, outputs):
     leaves = ctx.host_leaves
     if not config.host_checks or leaves is None or ctx.soft_conditions is not None:
         return None, set(), set()
+    draws = ctx.host_draws or {}
     try:
         found = _region(ctx, graph, flat_inputs, leaves)
     except Exception:  # noqa: BLE001 - an optimization: the graph keeps its checks
@@ -184,6 +185,8 @@ def build(ctx, graph, flat_inputs, outputs):
         return None, set(), set()
     if found is None:
         return None, set(), set()
+    if any(op not in found.calls for op in draws):
+        return None, set(), set()   # a draw the host cannot make: the caller refuses them
     ops, region, slots, dynamic, calls, checks = (found.ops, found.region, found.slots,
                                                   found.dynamic, found.calls, found.checks)
     # Float results the graph still uses are fed from the host too (the same IEEE
@@ -218,6 +221,7 @@ def build(ctx, graph, flat_inputs, outputs):
     program = _sliced(found.constants, found.leaf_readers, found.steps, fed, dynamic)
     if program is not None:
         program.calls = len(calls)   # Python calls (the rest fed are float results)
+        program.draws = [draws[op][0] for op in calls if op in draws]
     return program, set(checks), dead
 
 
@@ -238,7 +242,7 @@ class HostRegion:
 def _region(ctx, graph, flat_inputs, leaves):
     """The host region of ``graph``: its ops, values, checks and Python calls; None when
     there is nothing to move."""
-    functions = ctx.host_functions
+    functions, draws = ctx.host_functions, ctx.host_draws or {}
     flat_index = {t.name: i for i, t in enumerate(flat_inputs)}
     assumptions = {a.id: a for a in ctx.assumptions}
     slots, dynamic = {}, set()   # tensor name -> slot; slots that depend on a leaf
@@ -268,7 +272,7 @@ def _region(ctx, graph, flat_inputs, leaves):
         inputs = [slots.get(t.name) for t in op.inputs]
         if op.type == 'Reshape':
             inputs = inputs[:1]   # the shape operand is read from the graph, not computed
-        if not inputs or None in inputs:
+        if (not inputs and op not in draws) or None in inputs:
             continue
         if op.type == 'Janus>Assert':
             if op.control_inputs:
@@ -284,12 +288,12 @@ def _region(ctx, graph, flat_inputs, leaves):
         if found is None:
             continue
         fn, arity, template = found
-        if arity != len(inputs) or not any(i in dynamic for i in inputs) and (
-                op.type == 'PyFuncStateless' or op.type in _FLOAT_RESULTS):
+        if arity != len(inputs) or not any(i in dynamic for i in inputs) and op not in draws \
+                and (op.type == 'PyFuncStateless' or op.type in _FLOAT_RESULTS):
             continue
         out = slot_of(op.outputs[0])
-        if any(i in dynamic for i in inputs):
-            dynamic.add(out)
+        if any(i in dynamic for i in inputs) or op in draws:
+            dynamic.add(out)   # a draw is a new value every run (runtime/host_draws.py)
         steps.append(HostStep(fn, out, tuple(inputs), template))
         region.add(op)
         if op.type == 'PyFuncStateless':

@@ -44,6 +44,7 @@ routed: a janus function per closure object would never get past its profile.
 """
 import contextlib
 import dataclasses
+import sysconfig
 import threading
 import types
 import typing
@@ -85,6 +86,7 @@ def find_route(tb, own_codes, function_codes, converted):
     for code, made in list(converted.items()):
         for inner in _codes_of(made):
             originals.setdefault(inner, (code, made))
+    first = True   # the first converted callee: the statement calls it itself
     for frame, _ in frames[own[-1] + 1:]:
         if frame.f_code in function_codes or frame.f_code not in originals:
             continue
@@ -96,10 +98,22 @@ def find_route(tb, own_codes, function_codes, converted):
                                  if other is not layer and layers.user_call(other) is call]
             return Route(code, call.__qualname__, tuple(weakref.ref(x) for x in running),
                          _innermost_line(frames, made))
-        if frame.f_code is not made.py_fn.__code__:
-            return None   # a def or lambda nested in the callee: its maker is not routed
-        return Route(code, code.co_qualname, (), _innermost_line(frames, made))
+        if first and frame.f_code is made.py_fn.__code__ and _users_file(code.co_filename):
+            return Route(code, code.co_qualname, (), _innermost_line(frames, made))
+        # A def or lambda nested in a callee, or code of the standard library or an
+        # installed package (``statistics.mean``): not routed; a layer below may be.
+        first = False
     return None
+
+
+_NOT_YOURS = tuple(path for path in {sysconfig.get_paths()[key] for key in
+                                     ('stdlib', 'platstdlib', 'purelib', 'platlib')} if path)
+
+
+def _users_file(filename):
+    """Whether ``filename`` is code of yours: not the standard library's, nor an
+    installed package's (janus converts those as it meets them, but routes only yours)."""
+    return not filename.startswith(_NOT_YOURS)
 
 
 def _codes_of(converted):

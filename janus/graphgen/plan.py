@@ -40,10 +40,13 @@ from janus.pyct.sites import SiteKey
 
 class Plan:
     def __init__(self, profile, relaxed_sites, dynamic_scalars=frozenset(), unbuildable=None,
-                 fallback_sequences=None, speculate_after=1):
+                 fallback_sequences=None, speculate_after=1, pinned=frozenset()):
         self.profile = profile
         self.relaxed = set(relaxed_sites)
         self.dynamic_scalars = frozenset(dynamic_scalars)   # relaxed number sources (uids)
+        # numbers a trace needed the values of (relaxation.py): a draw among them is not
+        # made on the host again (runtime/host_draws.py)
+        self.pinned = frozenset(pinned)
         # (code, site) -> sequence: real control flow failed to build there, assume this
         self.unbuildable = dict(unbuildable or {})
         # (code, site) -> a site's most frequent outcomes in the profile
@@ -162,15 +165,18 @@ class SpeculationState:
         kept = ConversionError(error.reason, error.context, error.filename, error.lineno,
                                error.source_line)   # not its frames: they hold the trace
         kept.statement_line = error.statement_line
+        kept.route = getattr(error, 'route', None)   # the callee it was in (nested.py)
         for key in sites:
             self.breakable.setdefault(key, kept)
 
-    def plan(self, profile, last_call, dynamic_scalars, assume_instead, profile_calls):
+    def plan(self, profile, last_call, dynamic_scalars, assume_instead, profile_calls,
+             pinned=frozenset()):
         """The ``Plan`` of one trace.  ``assume_instead``: sites whose real control
-        flow failed to build in an earlier trace of this call shape."""
+        flow failed to build in an earlier trace of this call shape; ``pinned``: numbers
+        whose values a trace needed."""
         return Plan(profile, self.relaxed_sites, dynamic_scalars, assume_instead,
                     usual_sequences(profile, last_call),
-                    min(config.speculate_after, profile_calls))
+                    min(config.speculate_after, profile_calls), pinned)
 
     def after_break(self, entry, assumption, observed):
         """A run of ``entry`` (a GraphEntry) fell back: ``assumption`` broke (None: a

@@ -585,6 +585,7 @@ def _new_context(fn, converted, bound, plan, heap_shapes, distributed):
     ctx.refusals = []
     ctx.host_leaves = {}
     ctx.host_functions = {}
+    ctx.host_draws = {}
     ctx.call_time_readers = {}
     library_config.install()
     library_state.install()
@@ -637,6 +638,11 @@ def _close_graph(ctx, result, flat_inputs):
     writes = _write_templates(ctx.heap.writes, outputs, ctx, memo)
     graph = tf.compat.v1.get_default_graph()
     host, checked, unneeded = hostcheck.build(ctx, graph, flat_inputs, outputs)
+    if ctx.host_draws and (host is None or len(host.draws) != len(ctx.host_draws)):
+        # A draw the host program cannot make (it would run in the graph, maybe twice):
+        # traced again with those draws refused, a graph break at each (host_draws.py).
+        tracing.need(frozenset(lineage for _, lineage in ctx.host_draws.values()),
+                     'a draw janus makes before the run only in the top graph')
     setattr(graph, HOST_CHECKED, frozenset(checked | unneeded))
     ctx.safe_error_ops = defer_state_updates(graph, [op for op in ctx.assert_ops
                                                      if op not in checked],

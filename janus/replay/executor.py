@@ -94,21 +94,40 @@ _NOT_INSTANTIATED = ('nodes in a cycle', 'Graph has cycle')
 
 
 def run_graph(entry, arguments):
-    """Runs ``entry``; raises AssertionBroke or GraphError for the caller to fall back."""
+    """Runs ``entry``; raises AssertionBroke or GraphError for the caller to fall back.
+    Whenever the call is to be re-run (every exception but the graph's own error after
+    a state change, or a failed write-back that changed state), the Python generators
+    the host program drew from are put back first (``runtime/host_draws.py``)."""
     rollback = entry.rollback
     saved = rollback.save() if rollback is not None else None   # before anything ran
+    host = getattr(entry, 'host', None)
+    drawn = host.saved_states() if host is not None else None
     try:
         return entry.run(arguments)
     except tf.errors.OpError as e:
         if isinstance(e, tf.errors.InvalidArgumentError) and any(
                 text in str(e) for text in _NOT_INSTANTIATED):
+            _put_back(host, drawn)
             raise GraphInvalid(e) from None
-        raise _classify(entry, e, saved) from None
+        classified = _classify(entry, e, saved)
+        if classified is not e:
+            _put_back(host, drawn)
+        raise classified from None
     except WriteBackFailed as e:
         if e.state_changed and not e.written and saved is not None and _restored(rollback,
                                                                                    saved):
             e.state_changed = False   # only the graph changed state: undone
+        if not e.state_changed:
+            _put_back(host, drawn)
         raise
+    except BaseException:
+        _put_back(host, drawn)   # nothing ran (the host program's own failures among them)
+        raise
+
+
+def _put_back(host, drawn):
+    if drawn is not None:
+        host.restore(drawn)
 
 
 def _classify(entry, error, saved=None):

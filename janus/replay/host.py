@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from janus.replay.executor import AssertionBroke, GraphError
+from janus.runtime import host_draws
 
 INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
 _TWO64 = 2 ** 64
@@ -105,6 +106,7 @@ class HostProgram:
     compiled to one Python function (``source``)."""
 
     def __init__(self, constants, leaves, steps, fed):
+        self.draws = []   # the generators its draws advance (runtime/host_draws.py)
         self.checks = sum(1 for step in steps if step.is_check)
         self.checked = frozenset(step.assumption.id for step in steps if step.is_check)
         self.calls = len(fed)
@@ -146,8 +148,26 @@ class HostProgram:
         except HostRaised as e:
             raise GraphError(e) from None
 
+    def saved_states(self):
+        """The states of the generators its draws advance, before it runs (None when
+        it draws nothing)."""
+        if not self.draws:
+            return None
+        return [(generator, host_draws.save_state(generator)) for generator in self.draws]
+
+    @staticmethod
+    def restore(saved):
+        """Puts the generators back as ``saved_states`` found them: a call that did not
+        complete re-runs imperatively and draws the same numbers, once."""
+        for generator, state in saved or ():
+            host_draws.restore_state(generator, state)
+
     def describe(self):
-        return '%d checks, %d Python calls before the run' % (self.checks, self.calls)
+        text = '%d checks, %d Python calls before the run' % (self.checks, self.calls)
+        if self.draws:
+            text += ' (%d draw%s from Python random generators)' % (
+                len(self.draws), '' if len(self.draws) == 1 else 's')
+        return text
 
 
 def clear():

@@ -13,13 +13,15 @@ import functools
 import sys
 import types
 
+import numpy as np
 import tensorflow as tf
 
 from janus import callables, guards, pytypes
 from janus.config import config
 from janus.reasons import Reason
 from janus.guards import GuardKind
-from janus.runtime import arrays, fallible, observe, scalars, shadow_heap, structures, whitelist
+from janus.runtime import (arrays, fallible, host_draws, observe, scalars, shadow_heap,
+                           static_values, structures, whitelist)
 from janus.runtime.control import exceptions
 from janus.runtime.shadow_heap import MISSING, Slot, Write, WriteKind
 from janus.runtime.shapes import CheckedShape, _static_shape  # noqa: F401
@@ -101,6 +103,8 @@ _PLAIN_GETATTRIBUTE = (object.__getattribute__, tuple.__getattribute__, list.__g
 
 def _check_plain_attribute(obj, name, writing=False, value=None):
     kind = type(obj)
+    if not writing and host_draws.is_draw_method(obj, name):
+        return   # ``self.np_rng.normal``: a draw janus makes on the host (host_draws.py)
     if kind.__getattribute__ not in _PLAIN_GETATTRIBUTE or hasattr(kind, '__getattr__') and (
             not writing and not found_without_getattr(obj, name)):
         raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
@@ -148,6 +152,15 @@ def found_without_getattr(obj, name):
     """Whether Python finds ``obj.name`` without calling its class's ``__getattr__``."""
     return name in (getattr(obj, '__dict__', None) or ()) or any(
         name in vars(klass) for klass in type(obj).__mro__)
+
+
+def _draw_method(ctx, generator, source, name):
+    """``rng.uniform`` of a random generator (``host_draws.py`` makes the draw): a new
+    bound method each read, fixed by the generator's type and by its instance dict not
+    holding the name (the generator itself is guarded by identity where it draws)."""
+    ctx.add_guard(GuardKind.TYPE_MATCH, source, type(generator))
+    _guard_found_without_getattr(ctx, generator, source, name)
+    return getattr(generator, name)
 
 
 def _cached_property(obj, name):
@@ -253,6 +266,8 @@ def attr(obj, name):
         written = _class_attribute_written(ctx, obj, source, name)
         if written is not MISSING:
             return written
+        if host_draws.is_draw_method(obj, name):
+            return _draw_method(ctx, obj, source, name)
     value = getattr(obj, name)
     # Library objects' tensors are their own business (captured by identity);
     # a tensor in the user's object is re-read on every run.
@@ -279,9 +294,40 @@ class EagerOnly:
 _EAGER_SAMPLE = []
 
 
+class StaticValue:
+    """``t.numpy`` of a graph tensor whose value the graph fixes before it runs
+    (``tf.get_static_value``: a shape, a size, a constant, computed from the guarded
+    shapes alone): ``int(tf.shape(h)[1].numpy())`` sizes a later tensor, read at trace
+    time, exactly what eager reads (the call's shapes are the graph's)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self):
+        value = np.array(self.value, copy=True)
+        return value[()] if value.ndim == 0 else value   # eager's: a NumPy scalar at rank 0
+
+
+def _static_numpy(tensor):
+    """A ``StaticValue`` for ``tensor.numpy`` when every run gives it one value
+    (``static_values.py``), else None."""
+    value = static_values.value_of(tensor)
+    if value is None:
+        return None
+    return StaticValue(np.asarray(value, dtype=tensor.dtype.as_numpy_dtype))
+
+
 def _tensor_attribute(tensor, name):
     """An attribute of a graph tensor, as eager code reads it from the eager tensor it
     stands for (``whitelist.TENSOR_ATTRIBUTES_*``): default-deny."""
+    if name == 'numpy':
+        static = _static_numpy(tensor)
+        if static is not None:
+            return static
+        if static_values.from_shapes(tensor):   # a relaxed dimension: exact shapes know it
+            raise Unsupported(Reason.UNKNOWN_SHAPE,
+                              'janus does not convert .numpy() of a shape that is only known '
+                              'at run time in a graph with relaxed shapes')
     if name in whitelist.TENSOR_ATTRIBUTES_SAME or name in getattr(tensor, '__dict__', ()):
         return getattr(tensor, name)   # also what was set on it (Keras's ``_keras_mask``)
     if name in whitelist.TENSOR_ATTRIBUTES_EAGER_RAISES or not hasattr(guards.EagerTensor,

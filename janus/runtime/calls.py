@@ -24,8 +24,8 @@ from janus.reasons import Reason
 from janus import callables, guards, pytypes
 from janus.config import config
 from janus.guards import GuardKind
-from janus.runtime import (access, arrays, control, fallible, layers, number_lists, observe,
-                           recursion, scalar_ops, scalars, structures, whitelist)
+from janus.runtime import (access, arrays, control, fallible, host_draws, layers, number_lists,
+                           observe, recursion, scalar_ops, scalars, structures, whitelist)
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -42,6 +42,9 @@ def call(__callee, /, *args, **kwargs):
         return _call_chosen_method(ctx, __callee, args, kwargs)
     refuse_unmerged(__callee)
     callee, args, kwargs = callables.through_janus(__callee, args, kwargs)   # janus calls janus
+    drawn = host_draws.draw(callee, args, kwargs)   # ``self.rng.uniform(0.9, 1.1)``
+    if drawn is not None:
+        return drawn
     if structures.holds_node(args) or structures.holds_node(kwargs.values()):
         if callee is isinstance and len(args) == 2 and not kwargs \
                 and structures.is_node(args[0]) and not structures.holds_node(args[1:]):

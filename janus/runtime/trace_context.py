@@ -70,6 +70,7 @@ class TraceContext:
         self.refusals = None
         self.host_leaves = None      # placeholder name -> how the host reads it (hostcheck.py)
         self.host_functions = None   # numpy_function op -> (its Python function, dtype)
+        self.host_draws = None       # numpy_function op -> the generator it draws from
         self.call_time_readers = None   # call-time capture key -> janus's reader (tracer.py)
         self.library_preimages = {}   # lists Keras changed at trace time -> contents before
         self.has_mutations = False     # the graph changes state (tracer.defer_state_updates)
