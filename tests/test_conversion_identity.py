@@ -70,7 +70,7 @@ class Model:
 
 
 def summed(x):
-    return x + tf.constant([1.0, 2.0]).numpy().sum()
+    return x + (x * 2.0).numpy().sum()
 '''
 
 

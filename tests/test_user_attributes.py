@@ -248,3 +248,44 @@ def test_reading_back_a_container_written_to_a_keras_layer_in_the_same_call():
         return layer, layer
     differential(make, [_call(tf.ones([2]))] * 5,
                  state=lambda layer: type(getattr(layer, 'outs', None)).__name__)
+
+
+def test_a_keras_layer_reads_back_a_list_it_set_in_the_same_call():
+    """``self.feats = []`` then ``self.feats.append(h)`` and ``self.feats[-1]``: the
+    call reads Keras's own kind of copy (a TrackedList), nested lists too, and the
+    layer keeps eager's after the call; returning the kept list itself stays eager's
+    (refused: it would not be the layer's own object)."""
+    def make():
+        tf.keras.utils.set_random_seed(2)
+
+        class Pyramid(tf.keras.layers.Layer):
+            def __init__(self):
+                super().__init__()
+                self.dense = [tf.keras.layers.Dense(4) for _ in range(3)]
+
+            def call(self, x, keep=False):
+                self.feats = []
+                self.levels = {'sizes': [], 'last': None}
+                h = x
+                for layer in self.dense:
+                    h = layer(h)
+                    self.feats.append(h)
+                    self.levels['sizes'].append(len(self.feats))
+                self.levels['last'] = h
+                out = self.feats[-1] + self.feats[0]
+                if keep:
+                    return out, self.feats
+                return out, type(self.feats).__name__, type(self.levels['sizes']).__name__
+        layer = Pyramid()
+        return layer, layer
+
+    def state(layer):
+        feats = getattr(layer, 'feats', None)
+        levels = getattr(layer, 'levels', {})
+        return (type(feats).__name__, [f.numpy() for f in feats or []],
+                type(levels).__name__, type(levels.get('sizes')).__name__,
+                list(levels.get('sizes', [])))
+    calls = [_call(tf.ones([2, 3]) * i) for i in range(6)]
+    calls += [lambda i=i: ((tf.ones([2, 3]) * i,), {'keep': True}) for i in range(3)]
+    jf = differential(make, calls, state=state)
+    assert _graph_runs(jf) >= 2, janus.explain(jf)

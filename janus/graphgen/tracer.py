@@ -97,6 +97,8 @@ def _template(value, outputs, ctx, memo):
                                      'janus cannot return or print a shape that is only '
                                      'known at run time (%s)' % value)
         return templates.Const(tf.TensorShape(value.as_list()))
+    if ctx.tracked_copies.get(id(value)) is value:
+        return _keras_kept_template(value, outputs, ctx, memo)
     if type(value) in (list, dict) or isinstance(value, tuple):
         if type(value) in (list, dict) and not ctx.is_snapshot(value):
             ctx.provenance(value, 'a returned or stored %s' % type(value).__name__)
@@ -181,13 +183,45 @@ def _made_outside_branches(value, ctx, depth=0):
     return True
 
 
+def _keras_kept_template(value, outputs, ctx, memo):
+    """A ``TrackedList``/``TrackedDict`` Keras keeps for an attribute the call wrote
+    (``access._as_keras_keeps``), in that write: rebuilt as a plain list or dict, which
+    Keras's ``__setattr__`` wraps again when the write replays (eager's kind of
+    object).  Returned or stored anywhere else it would not be the layer's own one:
+    refused."""
+    if id(value) not in ctx.tracked_templating:
+        raise errors.Unsupported(Reason.CUSTOM_ATTRIBUTE,
+                                 'janus does not convert returning (or storing elsewhere) a '
+                                 '%s a Keras layer keeps for an attribute set in the call '
+                                 '(eagerly it is the layer\'s own)' % type(value).__name__)
+    if id(value) not in memo:
+        shared = memo[id(value)] = templates.Shared(None)
+        shared.template = (('dict', {k: _template(v, outputs, ctx, memo)
+                                     for k, v in value.items()})
+                           if isinstance(value, dict) else
+                           ('list', [_template(v, outputs, ctx, memo) for v in value]))
+    return memo[id(value)]
+
+
+def _kept_within(ctx, value, depth=0):
+    """The ids of the Keras-kept containers ``value`` is or holds."""
+    if depth > 4 or ctx.tracked_copies.get(id(value)) is not value:
+        return set()
+    items = value.values() if isinstance(value, dict) else value
+    return {id(value)}.union(*[_kept_within(ctx, v, depth + 1) for v in items])
+
+
 def _write_templates(writes, outputs, ctx, memo):
     """(write, template) per shadow-heap write, in program order; a conditional
     write's template is a ``templates.Conditional`` (each condition tensor output once)."""
     conditions, found = {}, []
     for write in writes:
         ctx.check_written_identity(write.value)
-        template = _template(write.value, outputs, ctx, memo)
+        ctx.tracked_templating = _kept_within(ctx, write.value)
+        try:
+            template = _template(write.value, outputs, ctx, memo)
+        finally:
+            ctx.tracked_templating = frozenset()
         if write.condition is not None:
             key = id(write.condition)
             if key not in conditions:

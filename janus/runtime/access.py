@@ -225,7 +225,7 @@ def attr(obj, name):
         return _tensor_attribute(obj, name)
     written = ctx.heap.read(obj, Slot.name(name))
     if written is not MISSING:
-        if id(written) in ctx.tracked_copies:
+        if id(written) in ctx.tracked_copies and ctx.tracked_copies[id(written)] is None:
             raise Unsupported(Reason.CUSTOM_ATTRIBUTE,
                               'janus does not convert reading back %s.%s in the call that set '
                               'it: Keras keeps its own copy (a TrackedList/TrackedDict) there'
@@ -469,9 +469,12 @@ def setattr_(obj, name, value):
     if not plain_class and type(obj).__setattr__ is not object.__setattr__ \
             and _tracked_copy(value):
         # Keras's tracking keeps a copy (``layer.outs is lst`` is False eagerly too).
-        value = ctx.made(list(value) if type(value) is list else
-                         dict(value) if type(value) is dict else tuple(list(value)))
-        ctx.tracked_copies.add(id(value))
+        kept = _as_keras_keeps(ctx, value) if _keras_tracks(obj) else None
+        if kept is None:   # another library's tracking (tf.Module): not read back
+            kept = ctx.made(list(value) if type(value) is list else
+                            dict(value) if type(value) is dict else tuple(list(value)))
+            ctx.tracked_copies[id(kept)] = None
+        value = kept
     if _via_heap_op(value):
         shadow_heap.write_op(ctx, obj, source, Slot.name(name), value)
         return
@@ -491,6 +494,35 @@ def _library_setattr_keeps(kind, value):
         if not whitelist.is_library(method):   # janus's own wrapper (library_config) too
             return False
     return _tracked_as_is(value) or _tracked_copy(value)
+
+
+def _keras_tracks(obj):
+    """Whether ``obj`` is a Keras 3 layer whose ``__setattr__`` tracks containers now
+    (it wraps a list in a ``TrackedList``, a dict in a ``TrackedDict``)."""
+    tracking = sys.modules.get('keras.src.utils.tracking')
+    return (tracking is not None and hasattr(obj, '_tracker')
+            and getattr(tracking, 'is_tracking_enabled', lambda: False)())
+
+
+def _as_keras_keeps(ctx, value, depth=0):
+    """What Keras's tracking stores for ``value`` (``Tracker.track``): lists and dicts
+    as ``TrackedList``/``TrackedDict`` (without a tracker: nothing in them needs one,
+    ``_tracked_copy``), nested ones too, tuples copied; each made by the call, so
+    code reading the attribute back in the call gets eager's kind of object.  The
+    write replays through Keras's own ``__setattr__`` after the run."""
+    tracking = sys.modules['keras.src.utils.tracking']
+    if depth > 4 or type(value) not in (list, tuple, dict):
+        return value
+    if type(value) is dict:
+        kept = tracking.TrackedDict({k: _as_keras_keeps(ctx, v, depth + 1)
+                                     for k, v in value.items()})
+    elif type(value) is list:
+        kept = tracking.TrackedList([_as_keras_keeps(ctx, v, depth + 1) for v in value])
+    else:
+        return ctx.made(tuple(_as_keras_keeps(ctx, v, depth + 1) for v in value))
+    ctx.made(kept)
+    ctx.tracked_copies[id(kept)] = kept   # kept alive: ids are compared while templating
+    return kept
 
 
 def _tracked_as_is(value):

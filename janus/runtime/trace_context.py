@@ -101,7 +101,10 @@ class TraceContext:
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
         self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
-        self.tracked_copies = set()   # ids of containers written to Keras objects (access.py)
+        # id -> a container written to a Keras object, as Keras keeps it (None: not read
+        # back; access.py); templated only in its own write (tracer._write_templates)
+        self.tracked_copies = {}
+        self.tracked_templating = frozenset()   # of those, the ids the write templated now
         self._number_writes = {}   # uid -> name: number locations the call rewrites
         self.try_regions = []   # control/exceptions.TryRegion of every try body traced
         # code -> region_depth when its outermost active frame began (calls._inline)
