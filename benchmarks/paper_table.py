@@ -44,7 +44,7 @@ EXAMPLES = os.path.join(ROOT, 'examples')
 MODELS = {'lenet': ('lenet', 'LeNet'), 'resnet': ('resnet', 'ResNet'),
           'lstm': ('lstm_lm', 'LSTMLanguageModel'), 'treernn': ('tree_rnn', 'TreeRNN'),
           'a3c': ('a3c', 'A3C'), 'gan': ('gan', 'GAN'), 'keras': ('keras_loop', 'KerasLoop'),
-          'reinforce': ('reinforce', 'Reinforce')}
+          'reinforce': ('reinforce', 'Reinforce'), 'detector': ('detector', 'DetectorWorkload')}
 ABLATION_MODELS = ('lstm', 'a3c')
 # Figure 7's cumulative stages: (name, mode, janus.config knobs).
 SERIAL_STAGES = (('IMP', 'eager', {}),

@@ -675,8 +675,12 @@ class JanusFunction(callables.JanusCallable):
 
     def _nested_function(self, callee):
         """The janus function running a routed layer's ``call`` or a routed function
-        (nested.Routes)."""
-        return JanusFunction(callee, strict=self._strict, jit_compile=self._jit)
+        (nested.Routes): profiled as briefly as a segment (the function's own calls ran
+        its code already; a route taken every tenth call would otherwise spend its
+        first thirty in profiles)."""
+        return JanusFunction(callee, profile_calls=min(self.profile_calls,
+                                                       config.segment_profile_calls),
+                             strict=self._strict, jit_compile=self._jit)
 
     def _recut(self, lines, line, error):
         """A segment of the cut at ``lines`` failed at ``line``: the calls that ran that

@@ -25,6 +25,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'examples'))
 
 import a3c  # noqa: E402
+import detector  # noqa: E402
 import gan  # noqa: E402
 import keras_loop  # noqa: E402
 import lenet  # noqa: E402
@@ -60,6 +61,11 @@ class Reinforce(reinforce.Reinforce):
     log_every, max_frames = 3, 12           # short episodes; the print every 3rd
 
 
+class Detector(detector.DetectorWorkload):
+    log_every = 3                           # the refused line inside call() every 3rd call
+    examples = 96
+
+
 class KerasLoop(keras_loop.KerasLoop):
     print_every = 3
     examples = 300                          # epochs of 5 batches, the last one short (44)
@@ -80,6 +86,7 @@ CASES = {
     # Its breaks are found one call at a time (each re-cuts the function and its
     # segments profile anew): 24 episodes reach graphs for the frames and the update.
     Reinforce: 24,
+    Detector: 10,
 }
 
 
@@ -164,7 +171,8 @@ def test_recursive_tree_rnn_is_one_recursive_graph_function():
     assert 'TreeRNN.encode(node) level by level' in ' '.join(converted.explain().split())
 
 
-@pytest.mark.parametrize("cls", [LeNet, ResNet, LSTM, A3C, GAN, KerasLoop, Reinforce, tree_rnn.TreeRNN],
+@pytest.mark.parametrize("cls", [LeNet, ResNet, LSTM, A3C, GAN, KerasLoop, Reinforce, Detector,
+                                 tree_rnn.TreeRNN],
                          ids=lambda cls: cls.name)
 def test_symbolic_versions_are_the_same_programs(cls):
     """The hand-written graphs (the benchmark's speed target) compute the same losses

@@ -336,3 +336,38 @@ def test_a_routed_method_runs_per_instance_and_keeps_assumptions_and_exceptions(
     for train_step in nested:
         (loss,) = _nested(train_step)
         assert janus.stats(loss)['graph_part_calls'] > 0, janus.explain(jf)
+
+
+class Counted(tf.keras.Model):
+    """A model counting its calls in Python, around a refused line in its call()."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = tf.keras.layers.Dense(4)
+        self.calls = 0
+
+    def call(self, x):
+        h = self.dense(x)
+        print('norm', round(float(tf.norm(h).numpy()), 3))
+        self.calls += 1
+        return h * 2.0
+
+
+def test_a_routed_models_counter_does_not_retrace_its_graphs():
+    """The model's own counter (``self.calls += 1``) and janus's per-call ``call``
+    dispatch are not Keras settings: the segments of the routed ``call`` keep their
+    graphs (no LIBRARY_CONFIG miss per call)."""
+    def make():
+        tf.keras.utils.set_random_seed(1)
+        model = Counted()
+        model(tf.zeros([1, 3]))
+
+        def step(x):
+            return model(x)
+        return step, model
+    calls = [lambda i=i: ((tf.ones([2, 3]) * i,), {}) for i in range(12)]
+    jf = differential(make, calls, lambda model: model.calls)
+    (nested,) = _nested(jf)
+    (split,) = nested.state.splits.values()
+    parts = [p for p in split.slots if isinstance(p, janus.api.JanusFunction)]
+    assert parts and all(janus.stats(p)['cache_misses'] == 0 for p in parts), janus.explain(jf)

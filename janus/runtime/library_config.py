@@ -18,12 +18,14 @@ after some layer anywhere changed does it recompute the fingerprint, and a
 graph whose own layers are configured as when it was traced (a GAN toggling
 ``trainable`` back and forth) is used again.
 """
+import dis
 import functools
 import sys
 import threading
 import types
 
 from janus import guards, sources
+from janus.runtime import whitelist
 
 version = 0
 _VERSION = sources.CounterSource(sys.modules[__name__], 'version', 'keras layer settings version')
@@ -50,6 +52,12 @@ def _is_setting(value):
     fingerprint covers; tensors written back by janus's shadow heap are not."""
     return type(value) in guards.PRIMITIVES or isinstance(
         value, (types.FunctionType, types.BuiltinFunctionType, functools.partial))
+
+
+def _janus_own(value):
+    """janus's own function on a layer (``layers.calling``'s per-thread ``call``
+    dispatch, made anew each time a cut function routes the layer): not a setting."""
+    return isinstance(value, types.FunctionType) and whitelist.is_janus_runtime(value)
 
 
 def _same_setting(old, new):
@@ -101,7 +109,8 @@ def _fingerprint(layers, handled):
     for layer, skip in zip(layers, handled):
         settings = tuple((k, type(v), v)   # functions compare by identity
                          for k, v in vars(layer).items()
-                         if not k.startswith('_') and k not in skip and _is_setting(v))
+                         if not k.startswith('_') and k not in skip and _is_setting(v)
+                         and not _janus_own(v))
         prints.append((layer.trainable, settings))
     return tuple(prints)
 
@@ -129,6 +138,34 @@ class Snapshot:
 
 
 
+@functools.lru_cache(maxsize=None)
+def _user_managed(kind):
+    """Attribute names your own methods of ``kind`` assign (``self.calls += 1`` in a
+    model's ``call``, ``self.log_every = n`` in its ``__init__``), less those Keras's own
+    classes define: your code reads them through janus, which guards what it reads;
+    Keras code never looks them up, so they are not settings a graph silently keeps
+    (a counter bumped every call would otherwise miss every graph of the layer's)."""
+    library = [klass for klass in kind.__mro__ if whitelist.is_library(klass)]
+    names = set()
+    for klass in kind.__mro__:
+        if whitelist.is_library(klass) or klass is object:
+            continue
+        for value in vars(klass).values():
+            code = getattr(getattr(value, '__func__', value), '__code__', None)
+            if code is not None:
+                names |= _stored_attributes(code)
+    return frozenset(n for n in names if not any(hasattr(k, n) for k in library))
+
+
+def _stored_attributes(code):
+    """Names of the attributes ``code`` (and code nested in it) assigns."""
+    found = {ins.argval for ins in dis.get_instructions(code) if ins.opname == 'STORE_ATTR'}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _stored_attributes(const)
+    return found
+
+
 def guard_for(objects, handled=None):
     """A LIBRARY_CONFIG guard over the Keras layers among ``objects`` (and their
     sublayers), or None when there are none.  ``handled``: id(object) -> names of the
@@ -146,6 +183,7 @@ def guard_for(objects, handled=None):
                     layers.append(layer)
     if not layers:
         return None
-    skips = [frozenset(handled.get(id(layer), ())) for layer in layers]
+    skips = [frozenset(handled.get(id(layer), ())) | _user_managed(type(layer))
+             for layer in layers]
     return guards.SourceGuard(guards.GuardKind.LIBRARY_CONFIG, _VERSION,
                               Snapshot(layers, skips))
