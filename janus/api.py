@@ -559,7 +559,7 @@ class JanusFunction(callables.JanusCallable):
         try:
             if not routes.by_line:
                 return split.skeleton(*call.full_args, **call.full_kwargs)
-            with routes.entered(self._nested_function):   # graphgen/nested.py
+            with routes.entered(self._nested_function, self.function):   # graphgen/nested.py
                 return split.skeleton(*call.full_args, **call.full_kwargs)
         finally:
             if sum(_graph_runs(part) for part in parts) > before:

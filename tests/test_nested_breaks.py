@@ -371,3 +371,67 @@ def test_a_routed_models_counter_does_not_retrace_its_graphs():
     (split,) = nested.state.splits.values()
     parts = [p for p in split.slots if isinstance(p, janus.api.JanusFunction)]
     assert parts and all(janus.stats(p)['cache_misses'] == 0 for p in parts), janus.explain(jf)
+
+
+# -- closures the step defines, called directly or by library code ----------------------
+
+class StrategyTrainer(Trainer):
+    """A step defining ``step_fn`` and running it with ``strategy.run`` (the default
+    strategy), the refused line (a log read with ``.numpy()``) inside ``step_fn``."""
+
+    def __init__(self, model):
+        self.strategy = tf.distribute.get_strategy()
+        with self.strategy.scope():
+            super().__init__(model)
+        self.logged = []
+
+    def train_step(self, x, y):
+        def step_fn(x, y):
+            with tf.GradientTape() as tape:
+                loss = self.loss_fn(y, self.model(x, training=True))
+            grads = tape.gradient(loss, self.model.trainable_variables)
+            self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+            self.steps += 1
+            if self.steps % 3 == 0:
+                self.logged.append(round(float(loss.numpy()), 4))
+            return loss
+        per_replica = self.strategy.run(step_fn, args=(x, y))
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def counted_step(self, x, y):
+        calls = 0
+
+        def forward(x):
+            nonlocal calls   # rebinds a cell: not routed, runs whole in Python
+            calls += 1
+            print('forward', float(tf.reduce_sum(x).numpy()))
+            return self.model(x)
+        logits = forward(x)
+        return self.loss_fn(y, logits), calls
+
+
+def _strategy_state(trainer):
+    return [v.numpy() for v in trainer.model.trainable_variables], trainer.steps, \
+        list(trainer.logged)
+
+
+def test_a_closure_run_by_strategy_run_runs_through_janus():
+    def make():
+        tf.keras.utils.set_random_seed(0)
+        trainer = StrategyTrainer(_dense_model())
+        return trainer.train_step, trainer
+    calls = [lambda i=i: _batch(i) for i in range(12)]
+    jf = differential(make, calls, _strategy_state)
+    (step_fn,) = _nested(jf)   # one janus function for every call's closure
+    assert janus.stats(step_fn)['graph_calls'] >= 4, janus.explain(jf)
+    assert 'step_fn runs through janus of its own' in janus.explain(jf)
+
+
+def test_a_closure_rebinding_its_cells_runs_whole_in_python():
+    def make():
+        tf.keras.utils.set_random_seed(0)
+        trainer = StrategyTrainer(_dense_model())
+        return trainer.counted_step, trainer
+    calls = [lambda i=i: _batch(i) for i in range(8)]
+    jf = differential(make, calls)
+    assert not _nested(jf), janus.explain(jf)

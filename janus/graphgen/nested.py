@@ -39,18 +39,23 @@ does the former for Keras layers, the callee janus already runs through a hook
   one per function object (per instance for a bound method), kept with the
   function's state; any other callee is called as it is.
 
-A closure made anew by each call (a ``def`` inside the statement's function) is not
-routed: a janus function per closure object would never get past its profile.
+* **closures and callbacks.**  A ``def`` inside the cut function (a closure made anew
+  by each call) is routed by where it was written, through one janus function per
+  ``def`` whose cells are loaded from the closure at hand before each call; library
+  code the statement calls (``strategy.run(step_fn, args=...)``) is handed routed
+  functions among its arguments as their janus functions.  A closure rebinding its
+  cells (``nonlocal``) is not routed.
 """
 import contextlib
 import dataclasses
+import dis
 import sysconfig
 import threading
 import types
 import typing
 import weakref
 
-from janus.runtime import layers
+from janus.runtime import layers, whitelist
 
 _SEARCH_DEPTH = 64   # frames of a failed trace looked at (a trace's stack is shallow)
 
@@ -58,14 +63,25 @@ _SEARCH_DEPTH = 64   # frames of a failed trace looked at (a trace's stack is sh
 @dataclasses.dataclass(frozen=True)
 class Route:
     """The user code a break's refusal was in: a layer's ``call`` and the layers that
-    run it, or (``layers`` empty) a plain function or method of the user's."""
+    run it, or (``layers`` empty) a plain function or method of the user's, or a
+    function the cut function defines (a closure, made anew by each call)."""
     code: typing.Any              # the user callee's code object
     name: str                     # ``Block.call``, ``compute_loss``, for explain
     layers: tuple                 # weakrefs of the layers running it (none: a function)
     line: typing.Optional[int] = None   # the refused line inside it (explain)
 
+    @property
+    def key(self):
+        return code_key(self.code)
+
     def live_layers(self):
         return [layer for layer in (ref() for ref in self.layers) if layer is not None]
+
+
+def code_key(code):
+    """Where a function's code was written: the same for the code janus converted, the
+    skeleton's compilation and the user's own (one ``def``, compiled three ways)."""
+    return code.co_filename, code.co_firstlineno, code.co_name
 
 
 def find_route(tb, own_codes, function_codes, converted):
@@ -88,7 +104,15 @@ def find_route(tb, own_codes, function_codes, converted):
             originals.setdefault(inner, (code, made))
     first = True   # the first converted callee: the statement calls it itself
     for frame, _ in frames[own[-1] + 1:]:
-        if frame.f_code in function_codes or frame.f_code not in originals:
+        if frame.f_code in function_codes:
+            if first and frame.f_code.co_name != '<lambda>' and _closure_routable(frame.f_code):
+                # ``def step_fn(...)`` in the function, called by the statement or
+                # handed to library code that calls it (``strategy.run(step_fn)``)
+                return Route(frame.f_code, _users_qualname(frame.f_code), (),
+                             _innermost_line(frames, None, frame.f_code))
+            first = False
+            continue
+        if frame.f_code not in originals:
             continue
         code, made = originals[frame.f_code]
         layer = frame.f_locals.get('self')
@@ -120,10 +144,38 @@ def _codes_of(converted):
     return set(converted.code_objects) | {converted.py_fn.__code__}
 
 
-def _innermost_line(frames, converted):
-    codes = _codes_of(converted)
+def _innermost_line(frames, converted, code=None):
+    codes = _codes_of(converted) if converted is not None else {code}
     lines = [lineno for frame, lineno in frames if frame.f_code in codes]
     return lines[-1] if lines else None
+
+
+def _nested_code(code, key, depth=0):
+    """The code of the ``def`` written at ``key`` among ``code``'s nested code."""
+    if code is None or depth > 8:
+        return None
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if code_key(const) == key:
+                return const
+            found = _nested_code(const, key, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _users_qualname(code):
+    """``Trainer.train_step.<locals>.step_fn``, not the converted code's own
+    (``__janus_factory.<locals>.`` before it)."""
+    return code.co_qualname.rsplit('__janus_factory.<locals>.', 1)[-1]
+
+
+def _closure_routable(code):
+    """Whether a function the cut function defines can run through one janus function
+    for every closure made of it: it rebinds none of its free variables (``nonlocal``),
+    so its cells are only read, and copying them in before each call is its meaning."""
+    return not any(ins.opname in ('STORE_DEREF', 'DELETE_DEREF')
+                   and ins.argval in code.co_freevars for ins in dis.get_instructions(code))
 
 
 def _layers_under(obj):
@@ -163,30 +215,35 @@ class Routes:
         return True
 
     @contextlib.contextmanager
-    def entered(self, make):
+    def entered(self, make, owner):
         """Within the block, each routed layer's ``call`` runs through its janus
         function (``layers.calling``: this thread only), and so does each routed
-        function the skeleton calls (``routed``)."""
-        codes = {route.code for route in self.by_line.values() if not route.layers}
+        function the skeleton calls (``routed``).  ``owner``: the cut function (the
+        user's own), whose code holds the closures it defines."""
+        codes = {route.key for route in self.by_line.values() if not route.layers}
         with contextlib.ExitStack() as stack:
             for route in self.by_line.values():
                 for layer in route.live_layers():
                     stack.enter_context(layers.calling(layer, self._function(layer, make)))
             if codes:
-                stack.enter_context(_routing(codes, lambda fn: self._callee(fn, make)))
+                stack.enter_context(_routing(codes, lambda fn: self._callee(fn, make, owner)))
             yield
 
     def functions(self):
         """(layer or function, janus function) routed so far, still alive."""
         found = [(ref(), jf) for ref, jf in self._functions.values() if ref() is not None]
         for refs, jf in self._callees.values():
-            if all(ref() is not None for ref in refs):
+            if not refs:
+                found.append((jf.fn, jf))   # a closure's proxy
+            elif all(ref() is not None for ref in refs):
                 found.append((refs[0](), jf))
         return found
 
-    def _callee(self, fn, make):
+    def _callee(self, fn, make, owner):
         """The janus function of a routed function or bound method (one per function
-        object, and per instance for a method)."""
+        object, and per instance for a method; one per ``def`` for closures)."""
+        if type(fn) is types.FunctionType and fn.__closure__:
+            return self._closure(fn, make, owner)
         bound = isinstance(fn, types.MethodType)
         function = fn.__func__ if bound else fn
         owner = fn.__self__ if bound else None
@@ -201,6 +258,36 @@ class Routes:
             return fn   # an instance without weak references: called as it is
         self._callees[key] = (refs, make(fn))
         return self._callees[key][1]
+
+    def _closure(self, fn, make, owner):
+        """A closure made anew by each call of the cut function: one janus function runs
+        a proxy of it (the user's own code of that ``def``, found in ``owner``'s, its
+        globals and defaults, cells of its own), whose cells are loaded with this
+        closure's contents, by name, before each call (guarded there as any cell is).
+        ``fn`` itself when the ``def`` is not found."""
+        key = ('closure',) + code_key(fn.__code__)
+        found = self._callees.get(key)
+        if found is None:
+            code = _nested_code(getattr(owner, '__code__', None), code_key(fn.__code__))
+            if code is None or set(code.co_freevars) - set(fn.__code__.co_freevars):
+                return fn
+            proxy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
+                                       tuple(types.CellType() for _ in code.co_freevars))
+            proxy.__kwdefaults__, proxy.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+            proxy.__module__ = fn.__module__
+            found = self._callees[key] = ((), make(proxy))
+        proxy = found[1].fn
+        proxy.__defaults__, proxy.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+        theirs = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+        for name, mine in zip(proxy.__code__.co_freevars, proxy.__closure__):
+            try:
+                mine.cell_contents = theirs[name].cell_contents
+            except ValueError:   # unbound when the closure was made
+                try:
+                    del mine.cell_contents
+                except ValueError:
+                    pass
+        return found[1]
 
     def _function(self, layer, make):
         found = self._functions.get(id(layer))
@@ -228,16 +315,36 @@ def _routing(codes, janus_of):
         stack.pop()
 
 
+def _key_of(fn):
+    code = getattr(fn, '__code__', None) if type(fn) is types.FunctionType else (
+        getattr(fn.__func__, '__code__', None) if type(fn) is types.MethodType else None)
+    return code_key(code) if code is not None else None
+
+
 def routed(fn):
     """What a skeleton's Python statement calls for ``fn`` (``segments.py`` rewrites
     ``f(...)`` to ``__jr.routed(f)(...)``): the janus function of a routed user
-    function or method while its cut function runs, else ``fn`` itself."""
+    function or method while its cut function runs; for library code, ``fn`` handing
+    routed functions among its arguments on as their janus functions
+    (``strategy.run(step_fn, args=...)``); else ``fn`` itself."""
     stack = _local.__dict__.get('stack')
     if not stack:
         return fn
-    code = getattr(fn, '__code__', None) if type(fn) is types.FunctionType else (
-        getattr(fn.__func__, '__code__', None) if type(fn) is types.MethodType else None)
     codes, janus_of = stack[-1]
-    if code is None or code not in codes:
-        return fn
-    return janus_of(fn)
+    key = _key_of(fn)
+    if key is not None and key in codes:
+        return janus_of(fn)
+    if whitelist.is_library(fn):
+        return _handing_on(fn, codes, janus_of)
+    return fn
+
+
+def _handing_on(fn, codes, janus_of):
+    """``fn`` called with the routed functions among its arguments replaced by their
+    janus functions (library code calling them back runs them through janus; inside a
+    graph of its own, a janus function traces through)."""
+    def call(*args, **kwargs):
+        args = [janus_of(a) if _key_of(a) in codes else a for a in args]
+        kwargs = {k: janus_of(v) if _key_of(v) in codes else v for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
+    return call

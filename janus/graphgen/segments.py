@@ -398,13 +398,26 @@ class _Cutter:
         return _at(definition, first, start=True)
 
 
+_WORK = (gast.Call, gast.BinOp, gast.UnaryOp, gast.Compare, gast.Subscript, gast.BoolOp,
+         gast.AugAssign, gast.For, gast.While, gast.Attribute)
+
+
 def _does_work(stmt):
     """Whether a statement computes anything (a call, an operator, an item): a run of
-    statements that only move names and constants stays Python."""
-    return any(isinstance(n, (gast.Call, gast.BinOp, gast.UnaryOp, gast.Compare,
-                              gast.Subscript, gast.BoolOp, gast.AugAssign, gast.For,
-                              gast.While, gast.Attribute))
-               for n in gast.walk(stmt))
+    statements that only move names and constants stays Python.  A ``def`` or
+    ``lambda`` computes only its decorators and defaults (its body runs when called)."""
+    todo = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, _WORK):
+            return True
+        if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda)):
+            arguments = node.args
+            todo += list(getattr(node, 'decorator_list', ())) + list(arguments.defaults) + [
+                d for d in arguments.kw_defaults if d is not None]
+            continue
+        todo += list(gast.iter_child_nodes(node))
+    return False
 
 
 def _reads_outside(tree, run):
