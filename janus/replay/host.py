@@ -10,6 +10,7 @@ raising Python call (nothing ran yet), and leaves the values the graph is fed
 """
 import dataclasses
 import math
+import random
 import threading
 import typing
 
@@ -17,7 +18,6 @@ import numpy as np
 import tensorflow as tf
 
 from janus.replay.executor import AssertionBroke, GraphError
-from janus.runtime import host_draws
 
 INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
 _TWO64 = 2 ** 64
@@ -153,14 +153,14 @@ class HostProgram:
         it draws nothing)."""
         if not self.draws:
             return None
-        return [(generator, host_draws.save_state(generator)) for generator in self.draws]
+        return [(generator, save_state(generator)) for generator in self.draws]
 
     @staticmethod
     def restore(saved):
         """Puts the generators back as ``saved_states`` found them: a call that did not
         complete re-runs imperatively and draws the same numbers, once."""
         for generator, state in saved or ():
-            host_draws.restore_state(generator, state)
+            restore_state(generator, state)
 
     def describe(self):
         text = '%d checks, %d Python calls before the run' % (self.checks, self.calls)
@@ -168,6 +168,25 @@ class HostProgram:
             text += ' (%d draw%s from Python random generators)' % (
                 len(self.draws), '' if len(self.draws) == 1 else 's')
         return text
+
+
+def save_state(generator):
+    """A random generator's whole state (``random.Random``, NumPy ``RandomState`` or
+    ``Generator``: what ``runtime/host_draws.py`` draws from), for ``restore_state``."""
+    if isinstance(generator, random.Random):
+        return generator.getstate()
+    if type(generator) is np.random.RandomState:
+        return generator.get_state()
+    return generator.bit_generator.state
+
+
+def restore_state(generator, state):
+    if isinstance(generator, random.Random):
+        generator.setstate(state)
+    elif type(generator) is np.random.RandomState:
+        generator.set_state(state)
+    else:
+        generator.bit_generator.state = state
 
 
 def clear():

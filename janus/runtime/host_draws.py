@@ -85,24 +85,6 @@ def is_draw_method(receiver, name):
     return _kind(receiver, name) is not None
 
 
-def save_state(receiver):
-    """The generator's whole state (what ``restore_state`` puts back)."""
-    if isinstance(receiver, random.Random):
-        return receiver.getstate()
-    if type(receiver) is np.random.RandomState:
-        return receiver.get_state()
-    return receiver.bit_generator.state
-
-
-def restore_state(receiver, state):
-    if isinstance(receiver, random.Random):
-        receiver.setstate(state)
-    elif type(receiver) is np.random.RandomState:
-        receiver.set_state(state)
-    else:
-        receiver.bit_generator.state = state
-
-
 def _module_generator(receiver):
     """The ``random`` module's and NumPy's own hidden generators (``random.random()``,
     ``np.random.uniform()``): one per process, never replaced."""

@@ -3841,8 +3841,10 @@ def f_nested_calls(b):
         S = b.fresh('STEPK')
         b.glob(S, '0')
         b.decls.append('global %s' % S)
+        closure = rng.random() < 0.35   # the step a local def, run directly or by strategy.run
+        x_in = 'xk_' if closure else xb
         lines = ['with tf.GradientTape() as %s:' % tape,
-                 '    %s = %s' % (out, _sub(call, X=xb, T='True')),
+                 '    %s = %s' % (out, _sub(call, X=x_in, T='True')),
                  '    %s = tf.reduce_mean(tf.square(%s))' % (loss, out),
                  'gk_ = %s.gradient(%s, %s.trainable_variables)' % (tape, loss, model),
                  'gk_, _ = tf.clip_by_global_norm(gk_, 1.0)',
@@ -3850,6 +3852,11 @@ def f_nested_calls(b):
                  '%s += 1' % S,
                  'if %s %% 3 == 0:' % S,
                  "    print('step', %s, round(float(%s), 4))" % (S, loss)]
+        if closure:
+            run = rng.choice(['%s = tf.distribute.get_strategy().run(stepk_, args=(%s,))',
+                              '%s = stepk_(%s)'])
+            lines = (['def stepk_(xk_):', '    global %s' % S] + _indent(lines)
+                     + ['    return %s' % loss, run % (loss, xb)])
         b.item(lines, loopable=False)
         b.outs.append(rng.choice([S, 'round(float(%s), 3)' % loss]))
     else:
