@@ -435,3 +435,22 @@ def test_a_closure_rebinding_its_cells_runs_whole_in_python():
     calls = [lambda i=i: _batch(i) for i in range(8)]
     jf = differential(make, calls)
     assert not _nested(jf), janus.explain(jf)
+
+
+def test_a_map_fn_body_with_a_refused_line_is_not_routed():
+    """``tf.map_fn`` converts its function with AutoGraph and traces it: handing it a
+    janus function would only slow it down, so the body runs as map_fn runs it."""
+    def make():
+        log = []
+
+        def body(row):
+            h = tf.tanh(row * 2.0)
+            log.append(round(float(tf.reduce_sum(h).numpy()), 4))
+            return h * 3.0
+
+        def f(x):
+            return tf.reduce_sum(tf.map_fn(body, x))
+        return f, log
+    calls = [lambda i=i: ((tf.ones([3, 4]) * i,), {}) for i in range(8)]
+    jf = differential(make, calls, list)
+    assert not jf.state.routes.by_line, janus.explain(jf)

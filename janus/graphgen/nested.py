@@ -42,9 +42,10 @@ does the former for Keras layers, the callee janus already runs through a hook
 * **closures and callbacks.**  A ``def`` inside the cut function (a closure made anew
   by each call) is routed by where it was written, through one janus function per
   ``def`` whose cells are loaded from the closure at hand before each call; library
-  code the statement calls (``strategy.run(step_fn, args=...)``) is handed routed
-  functions among its arguments as their janus functions.  A closure rebinding its
-  cells (``nonlocal``) is not routed.
+  code the statement calls (``strategy.run(step_fn, args=...)`` of a strategy that
+  calls it right there, eagerly) is handed routed functions among its arguments as
+  their janus functions.  A closure rebinding its cells (``nonlocal``) is not routed;
+  nor is a function ``tf.map_fn`` and the like trace into graphs of their own.
 """
 import contextlib
 import dataclasses
@@ -55,7 +56,9 @@ import types
 import typing
 import weakref
 
-from janus.runtime import layers, whitelist
+import tensorflow as tf
+
+from janus.runtime import layers
 
 _SEARCH_DEPTH = 64   # frames of a failed trace looked at (a trace's stack is shallow)
 
@@ -104,6 +107,8 @@ def find_route(tb, own_codes, function_codes, converted):
             originals.setdefault(inner, (code, made))
     first = True   # the first converted callee: the statement calls it itself
     for frame, _ in frames[own[-1] + 1:]:
+        if _library_in_between(frame):
+            first = False   # ``tf.map_fn(body, ...)``: the library traces it (no route)
         if frame.f_code in function_codes:
             if first and frame.f_code.co_name != '<lambda>' and _closure_routable(frame.f_code):
                 # ``def step_fn(...)`` in the function, called by the statement or
@@ -132,6 +137,17 @@ def find_route(tb, own_codes, function_codes, converted):
 
 _NOT_YOURS = tuple(path for path in {sysconfig.get_paths()[key] for key in
                                      ('stdlib', 'platstdlib', 'purelib', 'platlib')} if path)
+
+
+def _library_in_between(frame):
+    """A TF or Keras frame between the statement and the callee other than a
+    strategy's ``run`` (which calls it right there): the callee is not called by the
+    statement itself, nor handed on by ``_handing_on``."""
+    module = frame.f_globals.get('__name__', '') or ''
+    return (module.split('.')[0] in ('tensorflow', 'keras')
+            and not module.startswith('tensorflow.python.distribute')
+            and not module.startswith(('tensorflow.python.util', 'keras.src.utils',
+                                       'tensorflow.python.autograph.impl')))
 
 
 def _users_file(filename):
@@ -334,9 +350,24 @@ def routed(fn):
     key = _key_of(fn)
     if key is not None and key in codes:
         return janus_of(fn)
-    if whitelist.is_library(fn):
+    if _calls_back_eagerly(fn):
         return _handing_on(fn, codes, janus_of)
     return fn
+
+
+def _calls_back_eagerly(fn):
+    """Library code that calls a function it is handed as it is, eagerly, in this
+    thread: a distribution strategy's ``run`` (the default and one-device strategies
+    call it right there).  Not ``tf.map_fn`` and the like, which convert it with
+    AutoGraph and trace it into a graph of their own."""
+    owner = getattr(fn, '__self__', None)
+    return (type(fn) is types.MethodType and fn.__name__ == 'run'
+            and isinstance(owner, tf.distribute.Strategy)
+            and type(owner).__name__ in _EAGER_STRATEGIES)
+
+
+# Strategies whose ``run`` calls the function in this thread, eagerly.
+_EAGER_STRATEGIES = ('_DefaultDistributionStrategy', 'OneDeviceStrategy', 'OneDeviceStrategyV1')
 
 
 def _handing_on(fn, codes, janus_of):
