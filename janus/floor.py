@@ -18,7 +18,8 @@ bounded number of calls.
   fallbacks' re-runs and re-profiled calls: a function that keeps retracing
   pays for it here.
 * **Decide on a window.**  After ``config.floor_window`` steady janus calls,
-  their mean time is compared with eager's.  Eager's time comes from plain
+  their mean time (less the slowest one: one pause is noise) is compared with
+  eager's median.  Eager's time comes from plain
   calls: the calls the floor ran plainly while it held, or else the next
   ``config.floor_eager_calls`` calls, run plainly to measure it; a plain call
   ``_FAR_FASTER`` times slower than janus ends that sampling.  Only the first
@@ -49,6 +50,13 @@ from janus.config import config
 _MAX_BACKOFF = 64      # the recheck interval grows to at most this many times the knob
 _SAMPLES = 32          # recent times kept per kind
 _FAR_FASTER = 8        # janus this many times faster than the profiled calls: no eager sampling
+
+
+def _steady(window):
+    """Janus's time a call over the window: the mean without its one slowest call (a
+    pause of the machine's, a graph's first run on a shape, is not steady cost; a
+    retrace every other call still is)."""
+    return statistics.fmean(sorted(window)[:-1]) if len(window) >= 4 else statistics.fmean(window)
 
 
 class CallKind(enum.Enum):
@@ -124,7 +132,7 @@ class Floor:
             self.eager = self.eager[-_SAMPLES:] + [seconds]
             # one sample far slower than janus decides (sampling a whole forward and
             # backward pass eagerly three times costs more than many janus calls save)
-            far = self.window and seconds > _FAR_FASTER * statistics.fmean(self.window)
+            far = self.window and seconds > _FAR_FASTER * _steady(self.window)
             if self.sampling and (self.plain_left == 0 or far):
                 self.sampling, self.plain_left = False, 0
                 return self._decide(call_number)
@@ -140,7 +148,7 @@ class Floor:
                 return None
         if len(self.window) < config.floor_window:
             return None
-        janus = statistics.fmean(self.window)
+        janus = _steady(self.window)
         profiled = sorted(self.samples[CallKind.PROFILED])[:2]
         if self.last is None and profiled and janus * _FAR_FASTER < profiled[-1]:
             # the profiled calls are eager plus probes: janus is far faster than eager
@@ -152,7 +160,7 @@ class Floor:
         return None
 
     def _decide(self, call_number):
-        janus = statistics.fmean(self.window)
+        janus = _steady(self.window)
         eager = statistics.median(self.eager)
         verdict = Verdict.PLAIN if janus > eager * (1 + config.floor_margin) else Verdict.KEEP
         return self._record(call_number, janus, eager, verdict)

@@ -175,3 +175,24 @@ def test_one_eager_sample_far_slower_than_janus_ends_the_sampling():
         decision = floor.note(CallKind.EAGER, 0.05, 4)
         assert decision is not None and decision.verdict is Verdict.KEEP
         assert not floor.plain_now()             # no second eager sample
+
+
+def test_one_slow_janus_call_in_the_window_is_not_steady_cost():
+    """A graph's calls at a tenth of eager's, one of them paused by the machine (or a
+    graph's first run on a new shape): janus keeps running.  Two slow calls out of
+    four are steady cost: the function runs plainly."""
+    floor = Floor()
+    with janus.config.patch(**FAST_WINDOWS):
+        for call, seconds in enumerate((0.1, 0.1, 8.0, 0.1)):
+            floor.note(CallKind.JANUS, seconds, call)
+        decision = None
+        while decision is None and floor.plain_now():
+            decision = floor.note(CallKind.EAGER, 1.0, 4)
+        assert decision.verdict is Verdict.KEEP, decision
+        floor = Floor()
+        for call, seconds in enumerate((0.1, 8.0, 0.1, 8.0)):
+            floor.note(CallKind.JANUS, seconds, call)
+        decision = None
+        while decision is None and floor.plain_now():
+            decision = floor.note(CallKind.EAGER, 1.0, 4)
+        assert decision.verdict is Verdict.PLAIN, decision
