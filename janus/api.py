@@ -732,7 +732,7 @@ class JanusFunction(callables.JanusCallable):
         except segments.NothingToCut:
             self.state.unsplittable.add(lines)   # the refusal stands, as it is
             return None
-        except segments.CannotSplit as e:
+        except (segments.CannotSplit, parser.NoSource) as e:   # no source: cut nothing
             self.state.unsplittable.add(lines)
             self._event(EventKind.GRAPH_BREAK, 'no graph break at line %d: %s' % (line, e),
                         reason=Reason.CANNOT_SPLIT, filename=error.filename, lineno=line)

@@ -1201,3 +1201,18 @@ def test_a_segment_cut_for_the_rest_of_a_call_with_two_runs_on_one_line():
               [0.5, 0.25, 0.25, 0.5], [0.25, 0.5, 0.25, 0.25]]
     calls = [lambda v=v, p=p: ((tf.constant(v), p), {}) for p, v in enumerate(values)]
     differential(make, calls)
+
+
+def test_a_function_without_source_is_not_cut_and_reports_no_janus_error(capsys):
+    namespace = {'tf': tf}
+    exec('class Stepper:\n'
+         '    def step(self, x):\n'
+         '        n = tf.reduce_sum(x)\n'
+         '        print(n.numpy())\n'
+         '        return x * 2\n', namespace)
+
+    def make():
+        stepper = namespace['Stepper']()
+        return stepper.step, None
+    differential(make, [lambda i=i: ((tf.ones([2]) * i,), {}) for i in range(6)])
+    assert 'internal error' not in capsys.readouterr().err

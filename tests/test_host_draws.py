@@ -200,3 +200,37 @@ def test_a_draw_under_a_tensor_if_and_a_generator_replaced_or_reseeded():
         (x,), _ = call(i)()
         assert float(tf.reduce_sum(eager_fn(x))) == float(tf.reduce_sum(jf(x))), i
         assert eager_model.rng.getstate() == janus_model.rng.getstate(), i
+
+
+class CountingRandom(random.Random):
+    """A subclass whose own ``random`` (which the stdlib's ``uniform`` calls) keeps
+    state of its own and prints: drawn in Python, as written."""
+
+    def __init__(self, seed):
+        super().__init__(seed)
+        self.inner = random.Random(seed + 1)
+        self.count = 0
+
+    def random(self):
+        self.count += 1
+        print('drawn', self.count)
+        return self.inner.random()
+
+
+def test_a_generator_subclass_draws_in_python_with_its_own_state_and_output():
+    class Model:
+        def __init__(self):
+            self.rng = CountingRandom(4)
+
+        def step(self, x):
+            print('start')
+            v = self.rng.uniform(0.0, 1.0)
+            tf.debugging.assert_less(x, 7.0)   # fails at one call: a fallback
+            return x * v
+
+    def make():
+        model = Model()
+        return model.step, model
+    calls = [((tf.constant(float(i)),), {}) for i in (0, 1, 2, 3, 4, 5, 6, 9, 1, 2, 3)]
+    differential(make, calls, lambda m: (m.rng.count, m.rng.inner.getstate(),
+                                         m.rng.getstate()))

@@ -272,3 +272,16 @@ def test_numpy_of_a_shape_alone_keeps_the_step_one_graph():
     calls = [_call(tf.ones([3, 2, 2]))] * 6
     jf = differential(make, calls)
     assert _stats(jf)['graph_calls'] >= 3 and _stats(jf)['split_calls'] == 0, janus.explain(jf)
+
+
+def test_the_type_of_a_static_numpy_value():
+    def make():
+        log = []
+
+        def f(x):
+            n = tf.shape(x)[0].numpy()
+            log.append(str(type(n)))
+            return x * 2.0
+        return f, log
+    jf = differential(make, [_call(tf.ones([2, 3]))] * 6, list)
+    assert _stats(jf)['graph_calls'] >= 3, janus.explain(jf)

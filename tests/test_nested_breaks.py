@@ -454,3 +454,23 @@ def test_a_map_fn_body_with_a_refused_line_is_not_routed():
     calls = [lambda i=i: ((tf.ones([3, 4]) * i,), {}) for i in range(8)]
     jf = differential(make, calls, list)
     assert not jf.state.routes.by_line, janus.explain(jf)
+
+
+def test_a_local_def_with_defaults_and_no_cells_is_one_janus_function():
+    class Smoother:
+        def __init__(self):
+            self.log = []
+
+        def step(self, x, k):
+            def smooth(y, m=k):
+                h = tf.tanh(y) * m
+                self.log.append(round(float(tf.reduce_sum(h).numpy()), 3))
+                return h * 2.0
+            return smooth(x)
+
+    def make():
+        smoother = Smoother()
+        return smoother.step, smoother
+    calls = [lambda i=i: ((tf.ones([3]) * i, 2.0 + i % 2), {}) for i in range(12)]
+    jf = differential(make, calls, lambda s: list(s.log))
+    assert len(_nested(jf)) == 1, janus.explain(jf)

@@ -258,8 +258,10 @@ class Routes:
     def _callee(self, fn, make, owner):
         """The janus function of a routed function or bound method (one per function
         object, and per instance for a method; one per ``def`` for closures)."""
-        if type(fn) is types.FunctionType and fn.__closure__:
-            return self._closure(fn, make, owner)
+        if type(fn) is types.FunctionType and (fn.__closure__ or '<locals>' in fn.__qualname__):
+            found = self._closure(fn, make, owner)   # a def the cut function runs each call
+            if found is not None:
+                return found
         bound = isinstance(fn, types.MethodType)
         function = fn.__func__ if bound else fn
         owner = fn.__self__ if bound else None
@@ -280,13 +282,13 @@ class Routes:
         a proxy of it (the user's own code of that ``def``, found in ``owner``'s, its
         globals and defaults, cells of its own), whose cells are loaded with this
         closure's contents, by name, before each call (guarded there as any cell is).
-        ``fn`` itself when the ``def`` is not found."""
+        None when the ``def`` is not the cut function's (one made once elsewhere)."""
         key = ('closure',) + code_key(fn.__code__)
         found = self._callees.get(key)
         if found is None:
             code = _nested_code(getattr(owner, '__code__', None), code_key(fn.__code__))
             if code is None or set(code.co_freevars) - set(fn.__code__.co_freevars):
-                return fn
+                return None
             proxy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
                                        tuple(types.CellType() for _ in code.co_freevars))
             proxy.__kwdefaults__, proxy.__qualname__ = fn.__kwdefaults__, fn.__qualname__
@@ -294,7 +296,7 @@ class Routes:
             found = self._callees[key] = ((), make(proxy))
         proxy = found[1].fn
         proxy.__defaults__, proxy.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
-        theirs = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+        theirs = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         for name, mine in zip(proxy.__code__.co_freevars, proxy.__closure__):
             try:
                 mine.cell_contents = theirs[name].cell_contents

@@ -12,9 +12,10 @@ the graph computes: its arguments are Python numbers, so it can be made before t
 graph runs, in program order, and its value fed in, as a user moving the line out of
 the step would do by hand.  So a draw from
 
-* a ``random.Random`` (the ``random`` module's functions included: they are its hidden
-  instance's methods), a NumPy ``RandomState`` (``np.random.uniform``... included) or
-  ``Generator``,
+* a ``random.Random`` itself, not a subclass (whose ``random``, which the stdlib's
+  methods call, may be its own code), the ``random`` module's functions included
+  (they are its hidden instance's methods), a NumPy ``RandomState``
+  (``np.random.uniform``... included) or ``Generator``,
 * whose generator is guarded by identity (it comes from a source, or it is the module's
   own), and whose arguments are Python numbers or relaxed ones (dynamic scalars),
 * made in the top graph (not in a ``tf.cond`` branch or a loop body, which the graph
@@ -60,9 +61,9 @@ _GENERATOR_FLOATS = frozenset(('random', 'uniform', 'normal', 'standard_normal',
 
 def _kind(receiver, name):
     """(result type, family) of ``receiver.name(...)`` as a draw, or None."""
-    if isinstance(receiver, random.Random) and type(receiver) is not random.SystemRandom:
-        if getattr(type(receiver), name, None) is not getattr(random.Random, name, None):
-            return None   # a subclass's own method: its code is not the stdlib's
+    if type(receiver) is random.Random:
+        # (a subclass may override ``random`` or ``getrandbits``, which the stdlib's
+        # methods call: its own code, state and output, drawn in Python as written)
         if name in _RANDOM_FLOATS:
             return float, 'random'
         if name in _RANDOM_INTS:

@@ -474,7 +474,9 @@ class TraceContext:
         if kind is types.MethodType:
             return False   # its __self__ is checked where it is called
         if isinstance(value, type):
-            return not (value.__module__ == 'builtins' or whitelist.is_library(value))
+            # a C type (``numpy.int32``) takes no attribute writes: nothing to track
+            return not (value.__module__ == 'builtins' or whitelist.is_library(value)
+                        or not value.__flags__ & _HEAP_TYPE)
         if isinstance(value, types.ModuleType):
             return not whitelist.in_package(value.__name__, whitelist.LIBRARY_PREFIXES)
         return True
@@ -858,6 +860,9 @@ _VALUE_TYPES = (frozenset, range, slice, type(Ellipsis), type(NotImplemented))
 def is_numpy_scalar(value):
     """A NumPy number or bool: immutable, compared by value like a Python constant."""
     return isinstance(value, (np.number, np.bool_))
+
+
+_HEAP_TYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a ``class`` statement
 
 
 def _is_value(value):
