@@ -30,12 +30,9 @@ the second half.
     .venv/bin/python benchmarks/nested_breaks.py [--steps 60] [--only draw,numpy,log]
 """
 import argparse
-import contextlib
-import io
 import os
 import random
 import statistics
-import time
 import warnings
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -43,6 +40,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import tensorflow as tf  # noqa: E402
 
 import janus  # noqa: E402
+from never_slower import side_by_side  # noqa: E402 - the modes take turns step by step
 
 
 class Net(tf.keras.Model):
@@ -131,14 +129,8 @@ def run(refused, steps):
         'tf.function, the line moved out': logged_after(
             hand, lambda: hand_fn(x, y, **moved(hand, True))),
     }
-    times = {name: [] for name in modes}
-    names = list(modes)
-    with contextlib.redirect_stdout(io.StringIO()):
-        for i in range(steps):
-            for name in names[i % len(names):] + names[:i % len(names)]:
-                started = time.perf_counter()
-                modes[name]()
-                times[name].append(time.perf_counter() - started)
+    times = side_by_side({name: (lambda i, step=step: step()) for name, step in modes.items()},
+                         steps)
     base, half = times['eager'], steps // 2
     print('%s, %d steps:' % (title, steps))
     for name, t in times.items():
