@@ -10,6 +10,8 @@ refused line two layers deep, and assumptions broken inside the nested call.
 """
 import random
 
+import numpy as np
+
 import tensorflow as tf
 
 import janus
@@ -474,3 +476,37 @@ def test_a_local_def_with_defaults_and_no_cells_is_one_janus_function():
     calls = [lambda i=i: ((tf.ones([3]) * i, 2.0 + i % 2), {}) for i in range(12)]
     jf = differential(make, calls, lambda s: list(s.log))
     assert len(_nested(jf)) == 1, janus.explain(jf)
+
+
+def test_closures_routed_in_two_threads_keep_their_own_cells():
+    """Two threads run the same cut step, each on its own trainer: each thread's
+    closure proxy holds that thread's cells (no trainer reads the other's)."""
+    import threading
+
+    def make():
+        tf.keras.utils.set_random_seed(0)
+        return StrategyTrainer(_dense_model())
+    eager = [make(), make()]
+    converted = [make(), make()]
+    shared = janus.function(StrategyTrainer.train_step)
+    for trainer in eager:
+        for i in range(8):
+            trainer.train_step(*_batch(i)[0])
+    errors = []
+
+    def run(trainer):
+        try:
+            for i in range(8):
+                shared(trainer, *_batch(i)[0])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(t,)) for t in converted]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    for e, c in zip(eager, converted):
+        assert e.steps == c.steps == 8 and e.logged == c.logged
+        for a, b in zip(e.model.trainable_variables, c.model.trainable_variables):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)

@@ -283,7 +283,8 @@ class Routes:
         globals and defaults, cells of its own), whose cells are loaded with this
         closure's contents, by name, before each call (guarded there as any cell is).
         None when the ``def`` is not the cut function's (one made once elsewhere)."""
-        key = ('closure',) + code_key(fn.__code__)
+        # per thread: two threads running the cut function load cells of their own
+        key = ('closure', threading.get_ident()) + code_key(fn.__code__)
         found = self._callees.get(key)
         if found is None:
             code = _nested_code(getattr(owner, '__code__', None), code_key(fn.__code__))
