@@ -171,3 +171,57 @@ def test_a_checked_loop_that_reads_the_changed_step():
     calls = [(lambda n=n: ((tf.constant([0.5] * n),), {})) for n in sizes]
     jf = differential(make, calls, state=Logger.state)
     graph_ran_cleanly(jf)
+
+
+class Leaf:
+    def __init__(self, value, scale):
+        self.value, self.scale, self.left = value, scale, None
+
+
+class Branch:
+    def __init__(self, left, scale):
+        self.left, self.scale = left, scale
+
+
+def _depth_sum(node, t):
+    if node.left is None:
+        return t * (node.value + 1) * node.scale
+    return _depth_sum(node.left, t) * node.scale + t
+
+
+def test_recursion_checks_after_a_pull_from_an_outside_iterator():
+    """A loop pulling from an outside dataset iterator, then recursive calls over
+    Python objects (graph functions that check their structure inside): the
+    pulls run in program order with what may fail after them, and the checks
+    before every change.  Chaining the checks after the pull closed a cycle
+    (tests/fuzz_findings_breaks/ finding 15: every such call ran plain Python
+    after an internal error)."""
+    class Model:
+        def __init__(self):
+            self.calls = 0
+
+        def forward(self, x, trees, batches):
+            seen = tf.constant(0, tf.int64)
+            for batch in batches:     # drains the iterator
+                seen += batch
+            acc = tf.abs(x)
+            for tree in trees:
+                acc = acc + _depth_sum(tree, acc)
+            self.calls += 1
+            return acc, seen
+
+    def forest(seed, depth):
+        trees = []
+        for j in range(3):
+            node = Leaf(seed % 5 + j, 0.5 * (j + 1))
+            for _ in range(depth + j % 2):
+                node = Branch(node, 0.25 * (seed % 3 + 1))
+            trees.append(node)
+        return trees
+
+    calls = [(lambda i=i: ((tf.constant([1.0, 0.5 + 0.25 * i]), forest(i, 1 + i % 3),
+                            iter(tf.data.Dataset.range(i % 3))), {}))
+             for i in range(8)]
+    jf = differential(_make(Model), calls, state=lambda m: m.calls)
+    graph_ran_cleanly(jf)
+

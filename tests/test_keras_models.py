@@ -133,3 +133,43 @@ def test_speculated_branches_train_as_graphs(strict):
 def test_functional_model_trains_with_one_graph(strict):
     stats = _train(functional, [1.0] * 10)
     assert stats['graphs_built'] == 1 and stats['graph_calls'] == 7
+
+
+def test_a_layer_input_spec_error_is_keras_own_in_a_relaxed_graph():
+    """A probe whose head is replaced between calls (a new width), then called with
+    the old width: eagerly Keras's input-spec check raises its ValueError before
+    the MatMul.  A graph with relaxed shapes knows that width as None, where the
+    check passes, and its MatMul raised TF's InvalidArgumentError after the call
+    had pulled from an outside iterator (no re-run could undo that).  janus traces
+    such a layer with exact shapes (tests/fuzz_findings_breaks/ finding 14)."""
+    class Probe:
+        def __init__(self):
+            self.head = keras.layers.Dense(1, kernel_initializer='ones', name='head')
+            self.batches = iter(tf.data.Dataset.range(100))
+
+        def score(self, feats, batches):
+            offset = tf.cast(next(batches), tf.float32) * 0.01
+            return self.head(tf.reshape(feats + offset, [1, -1]))
+
+        def replace_head(self):
+            self.head = keras.layers.Dense(1, kernel_initializer='zeros', bias_initializer='ones',
+                                           name='head')
+
+    eager_probe, janus_probe = Probe(), Probe()
+    eager_fn, janus_fn = eager_probe.score, janus.function(janus_probe.score)
+    for step, (width, scale) in enumerate([(3, 1.0), (3, 0.5), (3, 2.0), (3, 1.5), (0, 0),
+                                           (5, 1.0), (5, 0.5), (5, 0.25), (3, 1.0), (5, 2.0)]):
+        if not width:   # a new head, for features of another width
+            eager_probe.replace_head()
+            janus_probe.replace_head()
+            continue
+        outcomes = []
+        for fn, probe in ((eager_fn, eager_probe), (janus_fn, janus_probe)):
+            try:
+                outcomes.append(('ok', fn(tf.constant([scale] * width), probe.batches)
+                                 .numpy().tolist()))
+            except Exception as e:  # noqa: BLE001 - compared below
+                outcomes.append((type(e).__name__, str(e)))
+        assert outcomes[0] == outcomes[1], (step, outcomes, janus.explain(janus_fn))
+    assert next(eager_probe.batches).numpy() == next(janus_probe.batches).numpy()
+    assert janus.stats(janus_fn)['graph_calls'] > 0, janus.explain(janus_fn)

@@ -438,6 +438,7 @@ def _is_keras_layer(obj):
 def _call_keras_layer(ctx, layer, args, kwargs):
     """Your own Keras layer/model: Keras's __call__ (build, training flag, masks) runs
     as usual, and the ``call`` it dispatches to is your converted ``call``."""
+    _refuse_relaxed_input(ctx, layer, args, kwargs)
     call = layers.user_call(layer)
     if call is None:
         return layer(*args, **kwargs)   # e.g. a Sequential subclass without its own call
@@ -462,6 +463,16 @@ def _call_keras_layer(ctx, layer, args, kwargs):
             ctx.stack.pop()
     with layers.calling(layer, converted_call):
         return layer(*args, **kwargs)
+
+
+def _refuse_relaxed_input(ctx, layer, args, kwargs):
+    """UNKNOWN_SHAPE (a trace with the call's exact shapes) for a Keras layer whose
+    input spec fixes a size the trace knows only as None."""
+    reason = layers.relaxed_where_spec_fixes(layer, args, kwargs)
+    if reason is not None:
+        if ctx.refusals is not None:   # in case library code swallows it
+            ctx.refusals.append((Reason.UNKNOWN_SHAPE, reason))
+        raise Unsupported(Reason.UNKNOWN_SHAPE, reason)
 
 
 def _guard_library_args(ctx, callee, args, kwargs):
@@ -850,6 +861,7 @@ def _try_replay(model, owner, method, args):
 
 def _call_library(ctx, callee, args, kwargs):
     layers.refuse_lazy_build(callee)   # a Keras optimizer's first apply builds it: not in a trace
+    _refuse_relaxed_input(ctx, callee, args, kwargs)
     shape = _checked_shape_in(list(args) + list(kwargs.values()))
     if shape is not None:
         shape._refuse()   # library code would read its unknown dimensions as None

@@ -16,6 +16,8 @@ import inspect
 import threading
 import types
 
+import tensorflow as tf
+
 from janus.errors import ConversionDeferred
 from janus.reasons import Reason
 from janus.runtime import whitelist
@@ -147,3 +149,33 @@ class _Dispatch:
                 get = getattr(type(attribute), '__get__', None)
                 return get(attribute, layer, type(layer)) if get is not None else attribute
         raise AttributeError('%r object has no attribute \'call\'' % type(layer).__name__)
+
+
+def relaxed_where_spec_fixes(layer, args, kwargs):
+    """Describes the first input size ``layer``'s input spec fixes (Dense's last axis)
+    that a graph with relaxed shapes knows only as None, else None.
+
+    Keras checks a layer's inputs against its spec in Python and passes an unknown
+    size: the graph would then fail at its MatMul with TF's error where eager raises
+    Keras's ValueError.  The caller traces again with the call's exact shapes."""
+    if not isinstance(layer, tf.keras.layers.Layer):
+        return None
+    spec = layer.input_spec
+    if not spec or not layer.built:
+        return None
+    inputs = args[0] if args else kwargs.get('inputs')
+    specs, tensors = tf.nest.flatten(spec), tf.nest.flatten(inputs)
+    if len(specs) != len(tensors):
+        return None   # Keras raises its own error for that, at trace time too
+    for spec, tensor in zip(specs, tensors):
+        shape = getattr(tensor, 'shape', None)
+        if spec is None or not isinstance(shape, tf.TensorShape) or shape.rank is None:
+            continue
+        fixed = dict(getattr(spec, 'axes', None) or {})
+        fixed.update((axis, size) for axis, size in enumerate(getattr(spec, 'shape', None) or ())
+                     if size is not None)
+        for axis, size in fixed.items():
+            if size is not None and -shape.rank <= axis < shape.rank and shape[axis] is None:
+                return ('%s checks that axis %d of its input is %d, a size the graph with '
+                        'relaxed shapes knows only at run time' % (layer.name, axis, size))
+    return None
