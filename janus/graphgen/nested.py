@@ -45,7 +45,11 @@ does the former for Keras layers, the callee janus already runs through a hook
   code the statement calls (``strategy.run(step_fn, args=...)`` of a strategy that
   calls it right there, eagerly) is handed routed functions among its arguments as
   their janus functions.  A closure rebinding its cells (``nonlocal``) is not routed;
-  nor is a function ``tf.map_fn`` and the like trace into graphs of their own.
+  nor is a function ``tf.map_fn`` and the like trace into graphs of their own.  Run
+  eagerly, ``tf.map_fn`` runs its body converted by AutoGraph, whose builtins mean
+  other things than Python's (``float()`` of a tensor is a cast, ``print`` of one is
+  ``tf.print``, an exception's message lists your frames): a janus function would
+  run it with Python's meaning, so the statement runs it as eager does.
 """
 import contextlib
 import dataclasses

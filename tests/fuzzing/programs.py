@@ -3868,6 +3868,80 @@ def f_nested_calls(b):
     b.ncalls = max(b.ncalls, rng.randint(10, 14))
 
 
+# graph breaks in a tf.map_fn body (graphgen/nested.py; appended last: skipping
+# MAP_BODY_FEATURES gives the programs of before)
+
+def f_map_body(b):
+    """A module-level function over one row (``rowfK(row)``) holds refused lines
+    (``.numpy()`` sizing and reads, prints, a global history, NumPy and stdlib RNG
+    draws, a user exception past a threshold) among tensor work; the target maps it
+    over a batch with ``tf.map_fn``: directly, through a lambda, or through a local
+    ``def``, sometimes under a tape differentiating the batch.  From outside, the RNGs
+    are drawn from and reseeded; at the flip the inputs grow (a threshold passes).
+    Eagerly ``tf.map_fn`` runs the body converted by AutoGraph, whose builtins differ
+    from Python's; janus runs the statement in Python (not routed: graphgen/nested.py)."""
+    rng = b.rng
+    _module_chunk(b, 'import random')
+    k = b.counter + 1
+    fname, hist, nprng, pyrng = 'rowf%d' % k, 'HISTM%d' % k, 'NPRM%d' % k, 'PYRM%d' % k
+    body = ['h = tf.tanh(row * 0.5) + row']
+    kinds = rng.sample(['size', 'read', 'print', 'hist', 'np', 'random', 'raise'],
+                       rng.choice([1, 1, 2]))
+    for kind in kinds:
+        if kind == 'size':
+            body += ['n_ = int(tf.reduce_sum(tf.cast(h > 0.0, tf.int32)).numpy())',
+                     'h = h + tf.reduce_sum(tf.math.top_k(h, k=max(n_, 1)).values) * 0.1']
+        elif kind == 'read':
+            body += ['s_ = float(tf.reduce_mean(h))']
+            body += rng.choice([['if s_ > 0.5:', '    h = h * 0.5'], ['h = h - s_ * 0.25']])
+        elif kind == 'print':
+            # (AutoGraph converts the body eagerly: float() of a tensor is a cast there,
+            # so round() of it raises, and print of a tensor is tf.print)
+            body.append(rng.choice(["print('row', round(float(tf.reduce_sum(h)), 3))",
+                                    "print('row', tf.reduce_sum(h))",
+                                    "print('argmax', int(tf.argmax(h).numpy()))"]))
+        elif kind == 'hist':
+            body.append('%s.append(int(tf.argmax(h).numpy()))' % hist)
+        elif kind == 'np':
+            body.append('h = h * float(%s.uniform(0.9, 1.1))' % nprng)
+        elif kind == 'random':
+            body.append('h = h + %s.gauss(0.0, 0.1)' % pyrng)
+        else:
+            body += ['if float(tf.reduce_max(tf.abs(h))) > 30.0:',
+                     "    raise ValueError('row too large: %.1f' % float(tf.reduce_max(h)))"]
+    if rng.random() < 0.5:
+        body += ['if tf.reduce_mean(h) > %s:' % rng.choice(['0.5', '2.0']), '    h = h * 0.5']
+    body.append('return tf.reduce_sum(h * h) * 0.1')
+    _module_chunk(b, '%s = []\n%s = np.random.RandomState(%d)\n%s = random.Random(%d)\n'
+                     'def %s(row):\n%s' % (hist, nprng, rng.randint(0, 99), pyrng,
+                                           rng.randint(0, 99), fname,
+                                           '\n'.join(_indent(body, 4))))
+    xb = _nb_batch(b, 'xm', rng.choice([3, 4]), rng.randint(0, 99),
+                   rng.choice(['scale', 'batch', 'none']), (rng.choice([2, 3]), 4))
+    out = b.fresh('outm')
+    how = rng.choice(['direct', 'direct', 'lambda', 'local'])
+    mapped = {'direct': fname, 'lambda': 'lambda r_: %s(r_) * 2.0' % fname,
+              'local': 'bodym_'}[how]
+    call = 'tf.map_fn(%s, %s, fn_output_signature=tf.float32)' % (mapped, xb)
+    lines = ['def bodym_(r_):', '    return %s(r_ * 1.0) + 1.0' % fname] if how == 'local' else []
+    if rng.random() < 0.3:
+        tape = b.fresh('tapem')
+        lines += ['with tf.GradientTape() as %s:' % tape, '    %s.watch(%s)' % (tape, xb),
+                  '    %s = %s' % (out, call),
+                  '    lm_ = tf.reduce_sum(%s)' % out,
+                  'acc = acc + tf.cast(tf.reduce_sum(%s.gradient(lm_, %s)), acc.dtype) * 0.01'
+                  % (tape, xb)]
+    else:
+        lines += ['%s = %s' % (out, call),
+                  'acc = acc + tf.cast(tf.reduce_sum(%s), acc.dtype) * 0.01' % out]
+    b.item(lines, loopable=False)
+    b.outs.append(rng.choice([out, 'len(%s)' % hist, 'list(%s)' % hist]))
+    b.mutations += ["print('draw', %s.uniform())" % nprng, '%s.seed(3)' % nprng,
+                    "print('draw', %s.random())" % pyrng, '%s.seed(5)' % pyrng,
+                    '%s.clear()' % hist]
+    b.ncalls = max(b.ncalls, rng.randint(8, 12))
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -3930,6 +4004,9 @@ FEATURES = {
     # graph breaks nested in plain functions and methods (appended last: skipping
     # NESTED_CALL_FEATURES gives the programs of before)
     'nested_calls': f_nested_calls,
+    # graph breaks in a tf.map_fn body (appended last: skipping MAP_BODY_FEATURES gives the
+    # programs of before)
+    'map_body': f_map_body,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -3953,6 +4030,8 @@ BREAK_FEATURES += NESTED_BREAK_FEATURES
 ROWS_FEATURES = ('array_rows',)
 NESTED_CALL_FEATURES = ('nested_calls',)
 BREAK_FEATURES += NESTED_CALL_FEATURES
+MAP_BODY_FEATURES = ('map_body',)
+BREAK_FEATURES += MAP_BODY_FEATURES
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -3975,7 +4054,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'list_iter_arg': 2, 'mutate_loop': 2,
            'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3, 'rec_levels': 3,
            'break_names': 3, 'nested_breaks': 3, 'array_rows': 2,
-           'nested_calls': 3}
+           'nested_calls': 3, 'map_body': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------

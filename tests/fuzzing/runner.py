@@ -266,8 +266,14 @@ _MODNAME = re.compile(r'fuzzprog_(?:eager|janus)_\d+')
 
 def normalize(text):
     """Text with what legitimately differs between the sides blanked: object
-    addresses, and the module names the two copies of the program run under."""
-    return _MODNAME.sub('fuzzprog', _ADDRESS.sub('0x?', text))
+    addresses, the module names the two copies of the program run under, and the
+    folder a program's file is in (AutoGraph's errors name the file of an earlier
+    program whose function had the same code: its conversion cache compares code
+    objects, which ignore the file)."""
+    return _WORKDIR.sub('janus_fuzz_?', _MODNAME.sub('fuzzprog', _ADDRESS.sub('0x?', text)))
+
+
+_WORKDIR = re.compile(r'janus_fuzz_\w+')
 
 
 def _exc_text(e):
