@@ -34,10 +34,10 @@ class Reason(enum.Enum):
                                'undecorated function instead')
 
     # -- the function as a whole -------------------------------------------------------
-    GENERATOR = (False, 'janus converts generators of yours consumed inside the call; a '
-                        'coroutine, `yield from`, a `with` in a generator, or a generator that '
-                        'leaves the call runs as plain Python; for graphs, decorate the '
-                        "function that does a step's tensor work")
+    GENERATOR = (True, "decorate the function that does a step's tensor work, not the "
+                       'generator: janus converts generators of yours consumed inside the '
+                       'call; a coroutine, `yield from`, a `with` in a generator, or a '
+                       'generator that leaves the call runs as plain Python')
     NO_SOURCE = (True, 'define the function with def in a .py file (janus converts what it '
                        'can read the source of)')
     SOURCE_CHANGED = (True, 'reload the module (or run the definition again) after changing '
@@ -68,8 +68,9 @@ class Reason(enum.Enum):
     ASSUMED_OUTCOME_BREAKS = (True, 'remove what stopped real control flow there (the '
                                     '"assumed instead" event says what), so janus can build '
                                     'tf.cond/tf.while_loop')
-    NUMBER_VALUE_NEEDED = (False, 'the numbers are specialized by value (a graph per value); '
-                                  'pass them as tensors if they keep changing')
+    NUMBER_VALUE_NEEDED = (False, 'janus builds a graph per value of these numbers, fine while '
+                                  'they take few values; if they keep changing, the retraces '
+                                  'show here with what to pass as a tensor')
 
     # -- statements the generator does not convert ----------------------------------
     TRY_STATEMENT = (True, 'the try statement runs in Python and the code in it in graphs (a '

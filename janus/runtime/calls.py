@@ -179,7 +179,24 @@ def _call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
     tensor = _number_as_constant(callee, args, kwargs)
     if tensor is not None:   # ``tf.constant(count, tf.float32)``
         return tensor
+    printed = _printed_ints(callee, args, kwargs)
+    if printed is not None:   # ``tf.print('step', self.step, 'loss', loss)``
+        return call(callee, *printed, **kwargs)
     need(lineage, 'calling %s with a number from outside the call' % _name(callee))
+
+
+def _printed_ints(callee, args, kwargs):
+    """``tf.print``'s arguments with each dynamic int replaced by its scalar tensor,
+    which tf.print prints as it prints the int; None when a float or bool is dynamic
+    (a tensor prints ``3.0`` as ``3`` and True as 1) or a number is nested."""
+    if callee is not tf.print or scalars.lineage_deep(list(kwargs.values())):
+        return None
+    if any(scalars.is_dynamic(a) and a.type is not int for a in args) \
+            or scalars.lineage_deep([a for a in args if not scalars.is_dynamic(a)]):
+        return None
+    # its int64 value (an int32 conversion would check that it fits: a check inside
+    # ``if step % 10 == 0:``, a tf.cond that also prints)
+    return [a.tensor if scalars.is_dynamic(a) else a for a in args]
 
 
 def _fold_numbers(callee, items):

@@ -9,6 +9,7 @@ ones that may fail running.  Needs a graph being built (any TF graph).
 """
 import contextlib
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.ops import resource_variable_ops
@@ -191,6 +192,8 @@ def infallible(op, depth=0):
         # Every state change waits for every check (tracer.defer_state_updates); a
         # branch's copy of a check made before the branch (control.py) fails after it.
         return True
+    if _prints(op) or _by_nonzero_constant(op):
+        return True
     shaped = op.type in _SHAPE_CHECKED or op.type.startswith(_DENSE_APPLY_PREFIX)
     if not shaped and op.type in _FLOAT_ONLY:
         operands = op.inputs[:1] if op.type in _REDUCTIONS else op.inputs   # not its axes
@@ -200,6 +203,29 @@ def infallible(op, depth=0):
     if op.type in ('ArgMax', 'ArgMin') and not op.inputs[0].shape.num_elements():
         return False   # fails on an empty axis
     return _shapes_known(op) or _shapes_suffice(op)
+
+
+def _prints(op):
+    """``tf.print``'s ops: its message's formatting (the template's placeholders were
+    counted when it was made) and the print to a standard stream or the log (one to
+    a file may fail to open it)."""
+    if op.type == 'StringFormat':
+        return True
+    if op.type != 'PrintV2':
+        return False
+    stream = op.get_attr('output_stream')
+    return not (stream.decode() if isinstance(stream, bytes) else stream).startswith('file://')
+
+
+def _by_nonzero_constant(op):
+    """An integer ``step % 10`` or ``n // 4``: a division by a constant other than zero
+    (of a scalar constant: any shape broadcasts against it)."""
+    if op.type not in ('FloorMod', 'FloorDiv', 'TruncateMod', 'TruncateDiv') \
+            or len(op.inputs) != 2:
+        return False
+    divisor = tf.get_static_value(op.inputs[1])
+    return divisor is not None and np.ndim(divisor) == 0 and divisor != 0 and (
+        divisor != -1 or not op.inputs[0].dtype.is_integer)   # INT_MIN // -1 overflows
 
 
 # Elementwise on one floating-point operand (or a cast): any shape will do.
