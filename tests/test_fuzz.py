@@ -39,8 +39,9 @@ MINIMIZE = 2            # distinct minimized programs in the message (the first 
 MINIMIZE_SECONDS = 30
 # ``nested_breaks`` (issue 37, appended last) is left out of the slice for its time (its
 # Keras programs are the slowest; the 600 programs with it in took 9.5 min on a machine
-# running the full suite beside it).  With it in (JANUS_FUZZ_SKIP=), the slice passes since finding 15 of tests/fuzz_findings_breaks/ (a graph cycle) is
-# fixed.  The soak (scripts/fuzz.sh) runs it.
+# running the full suite beside it).  With it in (JANUS_FUZZ_SKIP=), the slice passes
+# since finding 15 of tests/fuzz_findings_breaks/ (a graph cycle) is fixed.  The soak
+# (scripts/fuzz.sh) runs it.
 SKIP = tuple(n for n in os.environ.get('JANUS_FUZZ_SKIP', 'nested_breaks').split(',') if n)
 
 
