@@ -26,7 +26,7 @@ import sys
 import types
 from typing import Dict
 
-from janus import callables
+from janus import callables, story
 from janus.errors import JanusUsageError
 from janus.graphgen import generator
 from janus.reasons import FIX, NOTHING, Reason
@@ -138,15 +138,20 @@ def explain(fn, verbose: bool = False) -> str:
 def _explain_one(jf, verbose):
     s = jf.stats
     out = ['janus function %s (%s)' % (jf.name, where_defined(jf))]
-    out += _wrap('calls %d: graph runs %d, profiled %d, imperative %d (fallbacks %d); '
+    # the story first (story.py), then the details
+    timed = story.timing(jf)
+    for line in [story.ran(jf)] + ([timed] if timed else []) + [story.change(*top_advice(jf))]:
+        out += _wrap(line, '  ', '    ')
+    out += _wrap('counters: calls %d: graph runs %d, profiled %d, imperative %d (fallbacks %d); '
                  'graphs built %d, cache misses %d, evictions %d'
                  % (s.calls, s.graph_calls, s.profiled_calls, s.imperative_calls, s.fallbacks,
                     s.graphs_built, s.cache_misses, s.evictions), '  ', '    ')
     timing = jf.state.floor.describe()
     if timing:
         decided = jf.state.floor.decisions
-        out += _wrap('time a call: %s%s' % (timing, '; measured floor: %s' % decided[-1].describe()
-                                           if decided else ''), '  ', '    ')
+        out += _wrap('times by kind of call: %s%s' % (
+            timing, '; measured floor: %s' % decided[-1].describe() if decided else ''),
+            '  ', '    ')
     if jf.failed_conversion is not None and jf.state.split_always is None:
         where, advice = _imperative(jf, jf.failed_conversion.reason,
                                     _error_line(jf.failed_conversion))
@@ -157,16 +162,18 @@ def _explain_one(jf, verbose):
         _explain_profile(jf, out)
     numbers = jf.scalars.describe()
     if numbers:
-        out.append('  Python numbers from outside the call or passed in (relaxation.py):')
+        out.append('  Python numbers read from outside the call or passed in:')
         for line in numbers:
             out += _wrap(line, '    ', '      ')
     entries = list(jf.cache.entries())
     gone = s.graphs_built - len(entries)
-    if entries or gone:
+    if entries:
         out.append('  graphs (%d cached%s%s):' % (
-            len(entries), ', %d more built and evicted or dropped' % gone if gone > 0 else '',
-            '; older ones by how their guards differ' if len(entries) > 1 and not verbose
-            else ''))
+            len(entries), ', %d more built and since evicted or dropped' % gone if gone > 0
+            else '', '; older ones by how their guards differ' if len(entries) > 1
+            and not verbose else ''))
+    elif gone > 0:
+        out.append('  graphs: none cached (%d built, since evicted or dropped)' % gone)
     newest = entries[-1] if entries else None
     for i, entry in enumerate(entries):
         full = verbose or entry is newest
@@ -178,6 +185,22 @@ def _explain_one(jf, verbose):
             out += block
     out += _explain_split(jf, verbose)
     return '\n'.join(_clip(line) for line in out)
+
+
+def top_advice(jf):
+    """``(where, advice)``: the one change that would help most (``story.change``): why
+    the function runs as plain Python, else the advice to change something that
+    concerns the most calls (a graph break: every split call), else None."""
+    if jf.failed_conversion is not None and jf.state.split_always is None:
+        return _imperative(jf, jf.failed_conversion.reason, _error_line(jf.failed_conversion))
+    score = collections.Counter()
+    for event in jf.events:
+        if event.advice and event.advice.startswith(FIX):
+            weight = jf.stats.split_calls if str(event.kind) == 'graph break' else 1
+            score[(event.where, event.advice)] += max(weight, 1)
+    if score:
+        return max(score.items(), key=lambda kv: kv[1])[0]
+    return None, None
 
 
 def _explain_split(jf, verbose):

@@ -87,11 +87,18 @@ class ScalarRelaxation:
 
     def describe(self):
         """One line per relaxed or pinned location, for explain."""
-        lines = ['%s: dynamic (values seen: %s)' % (self.names.get(k, k), _values(
-            self.values.get(k, []))) for k in sorted(self.dynamic, key=repr)]
+        lines = ['%s: a graph input (one graph serves its values%s)' % (
+            self.names.get(k, k), _seen(self.values.get(k, [])))
+            for k in sorted(self.dynamic, key=repr)]
         lines += ['%s: specialized by value: %s' % (self.names.get(k, k), why)
                   for k, why in sorted(self.pinned.items(), key=lambda kv: repr(kv[0]))]
         return lines
+
+
+def _seen(values):
+    """``, seen: 1, 2`` for the values graph misses saw; nothing when none did (a
+    number the function rewrites is relaxed without one)."""
+    return ', seen: %s' % _values(values) if values else ''
 
 
 def _values(values, limit=6):

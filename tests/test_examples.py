@@ -22,6 +22,8 @@ import sys
 import numpy as np
 import pytest
 
+import janus
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'examples'))
 
 import a3c  # noqa: E402
@@ -137,6 +139,10 @@ def test_janus_trains_each_example_like_eager(cls):
     steps, *tolerance = CASES[cls] if isinstance(CASES[cls], tuple) else (CASES[cls],)
     eager, converted = train_side_by_side(cls, steps, *tolerance)
     print('%s: %s' % (cls.name, converted.janus_stats()))
+    for jf in converted.janus_functions():   # explain tells the story first
+        head = janus.explain(jf).split('\n')[:10]
+        assert head[1].startswith('  ran %d calls: ' % jf.stats.calls), head
+        assert any(line.startswith('  to change: ') for line in head), head
 
 
 def test_the_examples_take_their_branches():

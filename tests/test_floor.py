@@ -60,7 +60,7 @@ def test_a_function_slower_as_a_graph_runs_plainly():
     assert janus.stats(jf)['imperative_calls'] > 30
     report = janus.explain(jf)
     assert 'measured floor' in report and 'runs plainly' in report
-    assert 'time a call: janus' in report.split('\n')[2]   # on the first screen
+    assert any(line.startswith('  time a call: janus') for line in report.split('\n')[:4])
 
 
 def test_a_function_that_becomes_faster_gets_its_graph_back():
