@@ -101,15 +101,42 @@ def stats(fn) -> Dict[str, int]:
 
 
 def to_code(fn) -> str:
-    """The converted source of the newest graph (and of the callees it inlined)."""
+    """The converted source of the newest graph (and of the callees it inlined); for a
+    function run with graph breaks, its skeleton (the Python that runs) and each
+    segment's and routed callee's own code too."""
     functions = _janus_functions(fn)
-    parts = [_code_of(jf) for jf in functions if jf.cache.newest() is not None]
+    parts = [text for jf in functions for text in _codes_of(jf, 0)]
     if not parts:
         jf = functions[0]
+        plain = [e for e in jf.events if str(e.kind) == 'imperative']
+        if jf.failed_conversion is not None or plain:
+            why = jf.failed_conversion if jf.failed_conversion is not None else plain[-1].detail
+            raise JanusUsageError('%s runs as plain Python, so it has no graph to show: %s'
+                                  % (jf.name, _short_paths(str(why))))
         raise JanusUsageError('%s has no graph yet (%d profiled calls so far; a graph is '
                               'generated after %d)' % (jf.name, jf.profile.calls,
                                                        jf.profile_calls))
     return '\n'.join(parts)
+
+
+def _codes_of(jf, depth):
+    """``to_code``'s parts for ``jf``: its newest graph's code, then its cuts'."""
+    parts = [_code_of(jf)] if jf.cache.newest() is not None else []
+    if depth > 8:
+        return parts
+    for split in jf.state.splits.values():
+        parts.append('# janus: %s split: line%s %s in Python, the skeleton below; its '
+                     'segments follow\n%s\n' % (
+                         jf.name, 's' if len(split.python_lines) > 1 else '',
+                         ', '.join(str(n) for n in split.python_lines), split.source))
+        for part in split.slots:
+            if callables.is_janus(part):
+                parts += _codes_of(part.__janus_function__, depth + 1) or [
+                    '# janus: %s has no graph (it runs as plain Python)\n'
+                    % part.__janus_function__.name]
+    for _, nested in jf.state.routes.functions():
+        parts += _codes_of(nested, depth + 1)
+    return parts
 
 
 def _code_of(jf):

@@ -143,6 +143,8 @@ def test_janus_trains_each_example_like_eager(cls):
         head = janus.explain(jf).split('\n')[:10]
         assert head[1].startswith('  ran %d calls: ' % jf.stats.calls), head
         assert any(line.startswith('  to change: ') for line in head), head
+        if jf.stats.graph_calls or jf.stats.graph_part_calls:   # to_code of every kind
+            assert 'def ' in janus.to_code(jf), janus.explain(jf)
 
 
 def test_the_examples_take_their_branches():

@@ -4,6 +4,8 @@ Also lambdas told apart by their column position (pyct/parser.py).
 
 PYTEST_DONT_REWRITE: programs under test use `assert`.
 """
+import contextlib
+import io
 import logging
 import os
 import re
@@ -343,3 +345,44 @@ def test_a_lambda_starting_mid_statement_converts(strict):
             lambda: tf.reduce_sum(var * var * 3.0),
             [var])
     assert janus.stats(opt)['graph_calls'] == 2, janus.explain(opt)
+
+
+def test_to_code_of_a_split_function_shows_its_skeleton_and_segments():
+    class Trainer:
+        def __init__(self):
+            self.w = tf.Variable(2.0)
+            self.step = 0
+
+        def train_step(self, x):
+            loss = tf.reduce_sum(x * self.w)
+            self.step += 1
+            print('step', self.step, 'loss', loss.numpy())   # every call: a graph break
+            return loss * 2.0
+
+    trainer = Trainer()
+    jf = janus.function(trainer.train_step)
+    with contextlib.redirect_stdout(io.StringIO()):
+        for i in range(8):
+            jf(tf.constant([1.0, float(i)]))
+    assert janus.stats(jf)['graph_part_calls'] > 0, janus.explain(jf)
+    code = janus.to_code(jf)
+    first = Trainer.train_step.__code__.co_firstlineno
+    assert 'split: line %d in Python' % (first + 3) in code, code
+    assert 'def __janus_skeleton' in code, code
+    assert "__jr.routed(print)('step'" in code, code             # the statement as it runs
+    assert 'def train_step_lines_%d_%d' % (first + 1, first + 2) in code, code
+    assert re.search(r'has no graph \(it runs as plain Python\)|def train_step_lines_%d'
+                     % (first + 4), code), code                   # the segment after it
+
+
+def test_to_code_of_a_function_running_plain_python_says_why():
+    def draws(x):
+        return x * tf.random.uniform([])   # refused: a random op janus cannot replay
+
+    jf = janus.function(draws)
+    for _ in range(5):
+        jf(tf.constant(1.0))
+    if janus.stats(jf)['graph_calls'] or janus.stats(jf)['graph_part_calls']:
+        pytest.skip('tf.random.uniform converts now')
+    with pytest.raises(janus.JanusUsageError, match='runs as plain Python, so it has no graph'):
+        janus.to_code(jf)

@@ -107,6 +107,7 @@ class Split:
     python_lines: typing.Tuple[int, ...]   # first lines of the statements run in Python
     slots: list                            # the skeleton's segment callables, by index
     hoisted: frozenset = frozenset()       # break lines whose tensor work was hoisted out
+    source: str = ''                       # the skeleton's code, for ``janus.to_code``
 
 
 def split(fn, break_lines, whole=(), routing=False):
@@ -612,7 +613,8 @@ def _compile(fn, tree, parsed, cutter, skeleton_body):
         key = ast.dump(gast.gast_to_ast(definition), include_attributes=True)
         segments.append(Segment(function, first, last, inputs, outputs, returns, key, in_loop))
     slots.extend(s.function for s in segments)
-    return Split(skeleton_fn, segments, tuple(cutter.python_lines), slots)
+    return Split(skeleton_fn, segments, tuple(cutter.python_lines), slots,
+                 source=ast.unparse(gast.gast_to_ast(skeleton)))
 
 
 def _as_fn(code, fn):
