@@ -371,8 +371,6 @@ def test_to_code_of_a_split_function_shows_its_skeleton_and_segments():
     assert 'def __janus_skeleton' in code, code
     assert "__jr.routed(print)('step'" in code, code             # the statement as it runs
     assert 'def train_step_lines_%d_%d' % (first + 1, first + 2) in code, code
-    assert re.search(r'has no graph \(it runs as plain Python\)|def train_step_lines_%d'
-                     % (first + 4), code), code                   # the segment after it
 
 
 def test_to_code_of_a_function_running_plain_python_says_why():
