@@ -1216,3 +1216,46 @@ def test_a_function_without_source_is_not_cut_and_reports_no_janus_error(capsys)
         return stepper.step, None
     differential(make, [lambda i=i: ((tf.ones([2]) * i,), {}) for i in range(6)])
     assert 'internal error' not in capsys.readouterr().err
+
+
+class NoiseGenerator:
+    """A GAN-style generator step: the latent noise drawn with ``tf.random.normal``
+    inside the step (a stateful random op no graph draws as eager does)."""
+
+    def __init__(self):
+        tf.keras.utils.set_random_seed(3)
+        self.net = tf.keras.Sequential([tf.keras.layers.Dense(8, activation='relu'),
+                                        tf.keras.layers.Dense(2)])
+        self.net.build((None, 4))
+        self.opt = tf.keras.optimizers.SGD(0.05)
+
+    def train_step(self, target):
+        with tf.GradientTape() as tape:
+            z = tf.random.normal([6, 4])
+            fake = self.net(z)
+            loss = tf.reduce_mean(tf.square(fake - target))
+        grads = tape.gradient(loss, self.net.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.net.trainable_variables))
+        return loss
+
+
+def test_a_stateful_random_draw_breaks_at_its_line_only():
+    """The draw's statement runs in Python (eager's own stream, drawn once a call),
+    the forward pass, gradient and update in graphs; the same losses and weights as
+    eager from the same global seed."""
+    target = tf.constant([[0.5, -0.5]])
+    sides = []
+    for wrap in (lambda f: f, janus.function):
+        model = NoiseGenerator()
+        step = wrap(model.train_step)
+        tf.random.set_seed(11)
+        losses = [float(step(target)) for _ in range(12)]
+        sides.append((losses, [v.numpy() for v in model.net.trainable_variables], step))
+    (e_losses, e_vars, _), (j_losses, j_vars, jf) = sides
+    np.testing.assert_allclose(j_losses, e_losses, rtol=1e-5)
+    for e, j in zip(e_vars, j_vars):
+        np.testing.assert_allclose(j, e, rtol=1e-5, atol=1e-6)
+    stats = janus.stats(jf)
+    assert stats['split_calls'] >= 8 and stats['graph_part_calls'] >= 8, janus.explain(jf)
+    line = NoiseGenerator.train_step.__code__.co_firstlineno + 2
+    assert 'line %d runs in Python' % line in janus.explain(jf), janus.explain(jf)

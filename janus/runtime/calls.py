@@ -24,8 +24,9 @@ from janus.reasons import Reason
 from janus import callables, guards, pytypes
 from janus.config import config
 from janus.guards import GuardKind
-from janus.runtime import (access, arrays, control, fallible, host_draws, layers, number_lists,
-                           observe, recursion, scalar_ops, scalars, structures, whitelist)
+from janus.runtime import (access, arrays, control, effects, fallible, host_draws, layers,
+                           number_lists, observe, recursion, scalar_ops, scalars, structures,
+                           whitelist)
 from janus.runtime.namespace import FunctionNamespace
 from janus.runtime.printing import _deferred_print
 from janus.runtime.shadow_heap import Write, WriteKind
@@ -905,11 +906,25 @@ def _call_library(ctx, callee, args, kwargs):
                 return _call_with_tensor_lists(callee, args, kwargs)
             if _is_user_tf_function(callee):
                 _refuse_retracing(callee, args, kwargs)
-            return callee(*args, **kwargs)
+            graph = tf.compat.v1.get_default_graph()
+            made = len(graph.get_operations())
+            result = callee(*args, **kwargs)
+            _refuse_unreproducible(graph, made)
+            return result
     except Exception:
         if fed:   # the call needed the lists' values (a shape): constants again, for good
             ctx.needs_value = ctx.needs_value | frozenset(fed)
         raise
+
+
+def _refuse_unreproducible(graph, made):
+    """Refuses (RANDOM_OPS) a random op the call just made, past the ``made`` ops the
+    graph had (``get_operations`` is in creation order), that a graph cannot draw as
+    eager does (``tf.random.uniform``): refused here, inside your statement, so that
+    statement becomes a graph break and is named, not the whole function."""
+    for op in graph.get_operations()[made:]:
+        if effects.effect(op) is effects.Effect.UNREPRODUCIBLE:
+            raise Unsupported(Reason.RANDOM_OPS, effects.unreproducible_reason(op))
 
 
 # Library functions that make a tensor of an ndarray (or a list of them) themselves,

@@ -199,9 +199,7 @@ def _captured(placeholder):
 def unreproducible_reason(op):
     return ('the function draws random numbers with %s (tf.random.uniform/normal/shuffle/'
             'categorical..., seeded by the global and op seed): a graph keeps its own stream '
-            'for that op and would draw other numbers than eager execution; use a '
-            'tf.random.Generator or the stateless ops (tf.random.stateless_uniform, ...)'
-            % op.type)
+            'for that op and would draw other numbers than eager execution' % op.type)
 
 
 _FUNCTION_ATTRS = ('then_branch', 'else_branch', 'cond', 'body', 'f', 'branches')
