@@ -2,6 +2,8 @@
 
 Public API only.  See README.md and ``janus.explain`` for what a function did.
 """
+from importlib import metadata as _metadata
+
 from janus.config import config
 from janus.replay.executor import apply_thread_config
 
@@ -12,6 +14,11 @@ from janus.errors import (ConversionError, JanusError, JanusOpsError, JanusUsage
 from janus.explain import explain, stats, to_code  # noqa: E402
 from janus.distributed import DistributedOptimizer, broadcast_variables  # noqa: E402
 from janus.optimizer import Optimizer  # noqa: E402
+
+try:
+    __version__ = _metadata.version('janus-tf')   # setup.py's name
+except _metadata.PackageNotFoundError:   # run from a source tree that was never installed
+    __version__ = '0+unknown'
 
 __all__ = ['function', 'Optimizer', 'DistributedOptimizer', 'broadcast_variables', 'config', 'explain', 'stats', 'to_code', 'JanusError',
            'ConversionError', 'JanusOpsError', 'JanusUsageError', 'StrictModeError']

@@ -21,6 +21,7 @@ recorded and the user's result stands.  User code never runs twice in a call.
 """
 import collections
 import dataclasses
+import difflib
 import enum
 import functools
 import inspect
@@ -984,7 +985,7 @@ class BoundJanusMethod(callables.JanusCallable):
 
 
 def function(fn: Optional[Callable] = None, *, profile_calls: Optional[int] = None,
-             strict: Optional[bool] = None, jit_compile=None):
+             strict: Optional[bool] = None, jit_compile=None, **unknown):
     """Decorator: run ``fn`` as speculatively generated TF graphs.
 
     ``@janus.function`` or ``@janus.function(profile_calls=3, strict=True)``;
@@ -993,6 +994,9 @@ def function(fn: Optional[Callable] = None, *, profile_calls: Optional[int] = No
     False, or 'auto' (time both, keep the faster: ``replay/xla.py``); None:
     ``config.jit_compile``.
     """
+    if unknown:
+        raise JanusUsageError(_unknown_keywords(unknown, ('profile_calls', 'strict',
+                                                          'jit_compile')))
     if profile_calls is not None and (not isinstance(profile_calls, int) or profile_calls < 0):
         raise JanusUsageError('profile_calls must be an int >= 0, got %r' % (profile_calls,))
     if jit_compile not in (None, True, False) + xla.SETTINGS:
@@ -1003,6 +1007,15 @@ def function(fn: Optional[Callable] = None, *, profile_calls: Optional[int] = No
                                   jit_compile=jit_compile)
     _check_decoratable(fn)
     return JanusFunction(fn, profile_calls=profile_calls, strict=strict, jit_compile=jit_compile)
+
+
+def _unknown_keywords(unknown, known):
+    """``janus.function() got an unexpected keyword 'profile_call'; did you mean ...``."""
+    name = sorted(unknown)[0]
+    close = difflib.get_close_matches(name, known, n=1)
+    return ('janus.function() got an unexpected keyword argument %r; %s' % (
+        name, 'did you mean %r?' % close[0] if close else
+        'it takes %s' % ', '.join(known)))
 
 
 def _check_decoratable(fn):

@@ -88,3 +88,21 @@ def test_called_inside_a_tf_function_it_traces_through(strict):
         return inner(x) + 1.0
     assert float(outer(tf.constant(2.0))) == 7.0
     assert janus.stats(inner)['graphs_built'] == 0
+
+
+def test_a_misspelled_keyword_gets_a_suggestion():
+    with pytest.raises(janus.JanusUsageError, match="'profile_call'; did you mean 'profile_calls'"):
+        janus.function(profile_call=3)
+    with pytest.raises(TypeError, match="did you mean 'strict'"):   # still a TypeError
+        janus.function(lambda x: x, stric=True)
+    with pytest.raises(janus.JanusUsageError, match='it takes profile_calls, strict, jit_compile'):
+        janus.function(warmup=2)
+
+
+def test_the_version_is_the_installed_package_s():
+    from importlib import metadata
+    try:
+        expected = metadata.version('janus-tf')
+    except metadata.PackageNotFoundError:
+        expected = '0+unknown'
+    assert janus.__version__ == expected and janus.__version__
