@@ -21,7 +21,7 @@
   against the targets (within 4% of tf.function, at most 3 graphs).
 
 Writes ``<out>/paper_table.{md,csv,json,png}`` (the plot needs matplotlib)
-and, with ``--update-readme``, the README's table between its markers.
+and, with ``--update-readme``, the table between its markers in benchmarks/README.md.
 
     python benchmarks/paper_table.py [--models lenet,lstm,...] [--steps N] [--update-readme]
     python benchmarks/paper_table.py --no-ablation      # the two tables only
@@ -327,11 +327,11 @@ def machine_line():
 
 
 def update_readme(text):
-    path = os.path.join(ROOT, 'README.md')
+    path = os.path.join(HERE, 'README.md')   # benchmarks/README.md
     with open(path) as f:
         readme = f.read()
     if README_BEGIN not in readme or README_END not in readme:
-        raise SystemExit('README.md has no %s ... %s markers' % (README_BEGIN, README_END))
+        raise SystemExit('%s has no %s ... %s markers' % (path, README_BEGIN, README_END))
     head, rest = readme.split(README_BEGIN, 1)
     _, tail = rest.split(README_END, 1)
     with open(path, 'w') as f:
@@ -370,7 +370,7 @@ def main():
     write_outputs(table, ablation, raw, text)
     if ARGS.update_readme:
         update_readme(text)
-        print('README.md table updated')
+        print('benchmarks/README.md table updated')
 
 
 def raw_explain(raw, row):

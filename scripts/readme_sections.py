@@ -1,19 +1,20 @@
-"""Regenerates the README sections that are read off the code, not written by hand.
+"""Regenerates the documentation sections that are read off the code, not written by hand.
 
 Each section sits between ``<!-- readme_sections:NAME:begin -->`` and
-``<!-- readme_sections:NAME:end -->`` in README.md:
+``<!-- readme_sections:NAME:end -->`` in one of the documents (``DOCUMENTS``:
+README.md, docs/*.md, benchmarks/README.md), once:
 
     requirements  what scripts/setup_env.sh installs into .venv (JANUS_REQUIREMENTS)
     knobs         every knob of janus/config.py: default, environment variable, comment
     layout        every module, op file, example, benchmark and script, with the
                   first sentence of its docstring (or header comment)
 
-    .venv/bin/python scripts/readme_sections.py            # rewrite README.md
-    .venv/bin/python scripts/readme_sections.py --check    # exit 1 if it is stale
+    .venv/bin/python scripts/readme_sections.py            # rewrite the documents
+    .venv/bin/python scripts/readme_sections.py --check    # exit 1 if one is stale
 
 Reads the sources as text (``ast``, ``tokenize``): imports neither janus nor
 TensorFlow, so it runs in well under a second.  The benchmark table has its own
-generator (``benchmarks/paper_table.py --update-readme``).
+generator (``benchmarks/paper_table.py --update-readme``, into benchmarks/README.md).
 """
 import argparse
 import ast
@@ -28,6 +29,8 @@ import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, 'README.md')
+# The documents a user reads, the front door first (tests/test_readme.py checks them all).
+DOCUMENTS = ('README.md', 'docs/guide.md', 'docs/reference.md', 'benchmarks/README.md')
 BEGIN, END = '<!-- readme_sections:%s:begin -->', '<!-- readme_sections:%s:end -->'
 
 
@@ -143,7 +146,13 @@ def _files(folder, suffixes):
 
 def layout_rows():
     """[(path, what it is)] for the layout table."""
-    rows = [('README.md', 'This page.'),
+    rows = [('README.md', 'The front door: what janus is, the quick start, a first example, '
+             'what converts, the headline numbers.'),
+            ('docs/guide.md', 'Using janus: how a call runs, graph breaks, the measured floor, '
+             'control flow, Python state, training, what is not converted yet.'),
+            ('docs/reference.md', 'Setup details, every knob, and this table.'),
+            ('benchmarks/README.md', "The demo's numbers and the paper's evaluation, with the "
+             'commands that print them.'),
             ('DESIGN.md', first_sentence(_read('DESIGN.md').split('\n', 1)[0].lstrip('# '))
              .capitalize() + ': the decisions behind each part, and why.'),
             ('ARCHITECTURE.md', 'The life of a call (replay, generate, fallback) as ordered lists '
@@ -184,41 +193,58 @@ def render_layout():
 SECTIONS = {'requirements': render_requirements, 'knobs': render_knobs, 'layout': render_layout}
 
 
-def render(readme):
-    """README text with every generated section regenerated."""
+def render(text, names=None):
+    """``text`` with each generated section it holds (of ``names``; all by default)
+    regenerated."""
     for name, make in SECTIONS.items():
         begin, end = BEGIN % name, END % name
-        start, stop = readme.find(begin), readme.find(end)
-        if start < 0 or stop < start:
-            raise SystemExit('README.md: markers %s ... %s not found' % (begin, end))
+        start, stop = text.find(begin), text.find(end)
+        if (names is not None and name not in names) or start < 0:
+            continue
+        if stop < start:
+            raise SystemExit('markers %s ... %s: no end' % (begin, end))
         body = make()
         block = '\n%s\n' % body if '\n' in body else body   # tables on lines of their own
-        readme = readme[:start + len(begin)] + block + readme[stop:]
-    return readme
+        text = text[:start + len(begin)] + block + text[stop:]
+    return text
+
+
+def rendered():
+    """{document: (current text, regenerated text)}; every section in exactly one."""
+    found = {}
+    for path in DOCUMENTS:
+        current = _read(path)
+        found[path] = (current, render(current))
+        for name in SECTIONS:
+            if BEGIN % name in current:
+                found.setdefault(name, []).append(path)
+    for name in SECTIONS:
+        if len(found.get(name, [])) != 1:
+            raise SystemExit('section %s is in %s, not in exactly one of %s'
+                             % (name, found.get(name, []), ', '.join(DOCUMENTS)))
+        del found[name]
+    return found
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--check', action='store_true',
-                        help='change nothing; exit 1 (with a diff) if README.md is stale')
+                        help='change nothing; exit 1 (with a diff) if a document is stale')
     args = parser.parse_args(argv)
-    current = _read('README.md')
-    fresh = render(current)
-    if args.check:
-        if fresh != current:
+    stale = 0
+    for path, (current, fresh) in rendered().items():
+        if fresh == current:
+            print('%s: already up to date' % path)
+        elif args.check:
             sys.stdout.writelines(difflib.unified_diff(
-                current.splitlines(True), fresh.splitlines(True), 'README.md', 'regenerated'))
-            print('README.md is stale: run .venv/bin/python scripts/readme_sections.py')
-            return 1
-        print('README.md generated sections are up to date')
-        return 0
-    if fresh != current:
-        with open(README, 'w', encoding='utf-8') as f:
-            f.write(fresh)
-        print('README.md: regenerated %s' % ', '.join(SECTIONS))
-    else:
-        print('README.md: already up to date')
-    return 0
+                current.splitlines(True), fresh.splitlines(True), path, 'regenerated'))
+            print('%s is stale: run .venv/bin/python scripts/readme_sections.py' % path)
+            stale = 1
+        else:
+            with open(os.path.join(ROOT, path), 'w', encoding='utf-8') as f:
+                f.write(fresh)
+            print('%s: regenerated' % path)
+    return stale
 
 
 if __name__ == '__main__':

@@ -32,6 +32,7 @@ import gan  # noqa: E402
 import keras_loop  # noqa: E402
 import lenet  # noqa: E402
 import lstm_lm  # noqa: E402
+import quickstart  # noqa: E402
 import reinforce  # noqa: E402
 import resnet  # noqa: E402
 import tree_rnn  # noqa: E402
@@ -207,3 +208,18 @@ def test_reinforce_at_full_length_finds_its_breaks_without_a_janus_error(monkeyp
     for jf in converted.janus_functions():
         assert 'internal error' not in janus.explain(jf), janus.explain(jf)
     assert len(traced) < 80, len(traced)
+
+
+def test_quickstart_explains_what_the_readme_shows():
+    """The README's first example prints (run with 200 steps) the explain lines the
+    README quotes: the counts are deterministic, the times are not quoted."""
+    readme = open(os.path.join(os.path.dirname(__file__), '..', 'README.md'),
+                  encoding='utf-8').read()
+    quoted = readme.split('```text\n', 1)[1].split('```', 1)[0].split('\n')
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        step = quickstart.main(200)
+    assert out.getvalue().count('loss') == 4                  # every 50th step
+    shown = janus.explain(step).split('\n')
+    assert shown[:3] == quoted[:3], (shown[:6], quoted)
+    advice = [line for line in shown[:10] if line.startswith('  to change:')]
+    assert advice and advice[0] == quoted[4], (shown[:10], quoted)   # its first line

@@ -1,4 +1,5 @@
-"""The README is what a new user follows line by line: keep it true.
+"""The README (and the documents it leads to: docs/, benchmarks/README.md) is what a
+new user follows line by line: keep it true.
 
 Fails when a file the README names is gone, when a command in it names a
 script, example, module or flag that does not exist (or a bare ``python`` /
@@ -20,6 +21,10 @@ import janus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README_PATH = os.path.join(ROOT, 'README.md')
+# The front door and the pages it links to (scripts/readme_sections.py's DOCUMENTS).
+DOCUMENTS = ('README.md', 'docs/guide.md', 'docs/reference.md', 'benchmarks/README.md')
+FRONT_DOOR_BYTES = 15 * 1024
+FIRST_SCREEN_LINES = 50
 # The benchmark table is benchmarks/paper_table.py's output, not hand-written.
 TABLE = re.compile(r'<!-- paper-table:begin -->.*?<!-- paper-table:end -->', re.S)
 # Where the README names a file relative to a package (`runtime/observe.py`).
@@ -34,9 +39,14 @@ def _load_sections():
     return module
 
 
-def _readme():
-    with open(README_PATH, encoding='utf-8') as f:
+def _read(path):
+    with open(os.path.join(ROOT, path), encoding='utf-8') as f:
         return f.read()
+
+
+def _readme():
+    """Every document, one after the other (the README first)."""
+    return '\n'.join(_read(path) for path in DOCUMENTS)
 
 
 def _prose():
@@ -107,9 +117,31 @@ def _named_paths():
 
 def test_generated_sections_are_up_to_date():
     sections = _load_sections()
-    current = _readme()
-    assert sections.render(current) == current, (
-        'README.md is stale: run `.venv/bin/python scripts/readme_sections.py` and commit it')
+    assert sections.DOCUMENTS == DOCUMENTS
+    for path, (current, fresh) in sections.rendered().items():
+        assert fresh == current, (
+            '%s is stale: run `.venv/bin/python scripts/readme_sections.py` and commit it' % path)
+
+
+def test_the_readme_is_a_front_door():
+    """Small, and its first screen says how to install, how to run, and what happens
+    to a ``print(loss.numpy())``."""
+    readme = _read('README.md')
+    assert len(readme.encode('utf-8')) <= FRONT_DOOR_BYTES, len(readme.encode('utf-8'))
+    first = '\n'.join(readme.split('\n')[:FIRST_SCREEN_LINES])
+    for needed in ('bash scripts/demo.sh', 'bash scripts/test.sh', 'print(loss.numpy())'):
+        assert needed in first, needed
+
+
+def test_every_link_between_documents_resolves():
+    problems = []
+    for path in DOCUMENTS + ('ARCHITECTURE.md', 'DESIGN.md'):
+        for target in re.findall(r'\]\(([^)#\s]+)(?:#[^)]*)?\)', _read(path)):
+            if '://' in target:
+                continue
+            if not os.path.exists(os.path.join(ROOT, os.path.dirname(path), target)):
+                problems.append('%s links to %s' % (path, target))
+    assert problems == [], problems
 
 
 def test_every_file_the_readme_names_exists():
