@@ -125,8 +125,10 @@ class Reason(enum.Enum):
     LOOP_CARRY_TYPES = (True, 'carry only tensors and numbers through the loop, each keeping '
                               'its type and structure; build other values after the loop')
     PRINT_IN_DYNAMIC_LOOP = (True, 'print after the loop, or use tf.print inside it')
-    OUTSIDE_APPEND_IN_LOOP = (True, 'collect the values in a local list and extend the outside '
-                                    'one after the loop')
+    OUTSIDE_APPEND_IN_LOOP = (True, 'collect the values in a local list and append '
+                                    'tf.stack(that_list) to the outside one after the loop (a '
+                                    'list grown in a tensor-dependent loop is one tensor in a '
+                                    'graph: its length is known only at run time)')
     GROWN_LIST = (True, 'combine the list with tf.stack/tf.concat/tf.add_n/tf.reduce_* after '
                         'the loop, or use a tf.TensorArray')
     TENSOR_IDENTITY = (True, 'store or compare values, not which tensor object a '

@@ -2,10 +2,14 @@
 ``explain`` says to change, and checks the break or fallback is gone with the
 program's meaning unchanged (eager and janus side by side, fresh objects).  And
 advice that says nothing is to change asks for no change.
+
+PYTEST_DONT_REWRITE: programs under test use `assert`.
 """
+import math
 import re
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import janus
@@ -98,3 +102,162 @@ def test_numpy_argument_advice_applied_runs_graphs():
         assert float(fixed(tf.convert_to_tensor(v))) == float(scale(v))
     assert janus.stats(fixed)['graph_calls'] >= 4, janus.explain(fixed)
     assert janus.stats(fixed)['imperative_calls'] == 0, janus.explain(fixed)
+
+
+# -- each documented refusal (test_reasons.DOCUMENTED) with its advice applied -----------
+
+FIXED_V = tf.Variable(1.0)
+FIXED_GROWN = []
+FIXED_COUNT = 0
+FIXED_SCALES = {1.5, 2.5}
+NOISE = tf.random.Generator.from_seed(1)
+
+
+def try_statement(x, act):   # the try/except around the call: `act` looked up before it
+    return act(x)
+
+
+def numpy_value(x):
+    tf.print(x)
+    return x * 2.0
+
+
+def recursive(x, scales):   # the recursion as a loop
+    for scale in scales:
+        x = x * scale
+    return x
+
+
+def _doubled(x):
+    yield x * 2.0
+
+
+def generator(x):   # the function doing the tensor work decorated, not the generator
+    return next(_doubled(x))
+
+
+def print_object(x):
+    print('shown')
+    return x + 1.0
+
+
+def global_tuple_write(x):
+    global FIXED_COUNT
+    FIXED_COUNT = FIXED_COUNT + 1
+    y = x
+    return y
+
+
+def numpy_argument(x):
+    return x * 2.0
+
+
+def numpy_on_an_array(x, a):
+    b = tf.constant(a) * 2.0
+    return x * b
+
+
+def outside_append(x):
+    i = tf.constant(0)
+    found = []
+    while i < tf.cast(tf.reduce_sum(x), tf.int32):
+        found.append(i)
+        i += 1
+    FIXED_GROWN.append(tf.stack(found))
+    return i
+
+
+def state_then_assert(x):
+    assert x > 0.0
+    FIXED_V.assign(x)
+    return FIXED_V * 2.0
+
+
+def custom_getattr(x, scale):
+    return x * scale
+
+
+def random_op(x):
+    return x + NOISE.uniform([])
+
+
+def inline_import(x):
+    return x * math.pi
+
+
+def delete_item(x):
+    d = {'a': x}
+    d['a'] = None
+    return x
+
+
+def branch_types(x):
+    if tf.reduce_sum(x) > 0:
+        y = x
+    else:
+        y = -x
+    return y
+
+
+def unconverted_with(x):
+    y = x * 2.0
+    return y
+
+
+def fails_when_traced(x):
+    return tf.identity(x) * 2.0
+
+
+def loop_over_a_set(x):
+    for scale in sorted(FIXED_SCALES):
+        x = x * scale
+    return x
+
+
+def _ones(n):
+    return [((tf.constant(1.0),), {})] * n
+
+
+FIXED = {
+    Reason.TRY_STATEMENT: (try_statement, [((tf.constant(1.0), tf.nn.relu), {})] * 4),
+    Reason.NUMPY_IN_GRAPH: (numpy_value, _ones(4)),
+    Reason.RECURSION: (recursive, [((tf.constant(1.0), [2.0, 3.0]), {})] * 4),
+    Reason.GENERATOR: (generator, _ones(4)),
+    Reason.PRINT_OF_OBJECT: (print_object, _ones(4)),
+    Reason.DECLARED_WRITE: (global_tuple_write, _ones(4)),
+    Reason.NUMPY_ARGUMENT: (numpy_argument,
+                            [((tf.convert_to_tensor(np.array([1 + 2j])),), {})] * 4),
+    Reason.NUMPY_ARRAY: (numpy_on_an_array, [((tf.ones([2]), np.ones(2, np.float32)), {})] * 4),
+    Reason.OUTSIDE_APPEND_IN_LOOP: (outside_append,
+                                    [((tf.constant([float(i)]),), {}) for i in range(6)]),
+    Reason.CHECK_AFTER_STATE_CHANGE: (state_then_assert,
+                                      [((tf.constant(float(i + 1)),), {}) for i in range(4)]),
+    Reason.CUSTOM_ATTRIBUTE: (custom_getattr, [((tf.constant(1.0), tf.constant(2.0)), {})] * 4),
+    Reason.RANDOM_OPS: (random_op, _ones(4)),
+    Reason.INLINE_IMPORT: (inline_import, _ones(4)),
+    Reason.DELETE: (delete_item, _ones(4)),
+    Reason.BRANCH_TYPES: (branch_types,
+                          [((tf.constant([float(i % 2 * 2 - 1)]),), {}) for i in range(6)]),
+    Reason.UNCONVERTED_CALL: (unconverted_with, _ones(4)),
+    Reason.TRACE_FAILED: (fails_when_traced, _ones(4)),
+    Reason.SET_ORDER: (loop_over_a_set, _ones(4)),
+}
+
+
+def test_every_documented_fix_has_its_advice_applied_here():
+    from test_reasons import DOCUMENTED
+    fixes = {reason for _, _, reason in DOCUMENTED if reason.change}
+    assert fixes - set(FIXED) == set(), fixes - set(FIXED)
+
+
+@pytest.mark.parametrize('reason', sorted(FIXED, key=lambda r: r.name), ids=lambda r: r.name)
+def test_the_advice_applied_removes_the_refusal(reason, capfd):
+    fn, calls = FIXED[reason]
+    jf = janus.function(fn)
+    for args, kwargs in calls:
+        jf(*args, **kwargs)
+    capfd.readouterr()
+    events = jf.__janus_function__.events
+    assert reason not in [e.reason for e in events], janus.explain(jf)
+    stats = janus.stats(jf)
+    assert stats['graph_calls'] + stats['graph_part_calls'] > 0, janus.explain(jf)
