@@ -261,3 +261,20 @@ def test_the_advice_applied_removes_the_refusal(reason, capfd):
     assert reason not in [e.reason for e in events], janus.explain(jf)
     stats = janus.stats(jf)
     assert stats['graph_calls'] + stats['graph_part_calls'] > 0, janus.explain(jf)
+
+
+def test_a_refusal_found_on_the_finished_graph_names_the_line_that_made_its_op():
+    """Checks and state changes are ordered on the whole graph, after the trace: the
+    refusal names the line of the op (the assert), not the function's ``def``."""
+    def update_then_check(x):
+        FIXED_V.assign(x)
+        assert FIXED_V.read_value() > 0.0
+        return FIXED_V * 2.0
+
+    jf = janus.function(update_then_check)
+    for i in range(5):
+        jf(tf.constant(float(i + 1)))
+    line = update_then_check.__code__.co_firstlineno + 2
+    events = [e for e in jf.__janus_function__.events
+              if e.reason is Reason.CHECK_AFTER_STATE_CHANGE]
+    assert events and all(e.where.endswith(':%d' % line) for e in events), janus.explain(jf)

@@ -19,6 +19,7 @@ graph tensor refuses (``runtime/library_state.py``).
 import dataclasses
 import inspect
 import logging
+import os
 import sys
 import time
 
@@ -269,8 +270,29 @@ def _changes_state(op):
     """Whether ``op`` itself changes state, by its definition (``effects.py``)."""
     kind = effects.effect(op)
     if kind is effects.Effect.UNREPRODUCIBLE:
-        raise errors.Unsupported(Reason.RANDOM_OPS, effects.unreproducible_reason(op))
+        raise errors.Unsupported(Reason.RANDOM_OPS, effects.unreproducible_reason(op),
+                                 *_user_line(op))
     return kind is effects.Effect.CHANGE
+
+
+_NOT_USERS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+              os.sep + 'site-packages' + os.sep, os.sep + 'dist-packages' + os.sep)
+
+
+def _user_line(op):
+    """``(filename, lineno, source line)`` of the innermost line of your code that made
+    ``op`` (its creation stack: the converted code keeps your file and lines), so a
+    refusal found on the finished graph names that line, not the ``def``; Nones when
+    none is known."""
+    try:
+        frames = list(op.traceback)
+    except Exception:  # noqa: BLE001 - an op without a stack: the def's line, as before
+        return None, None, None
+    for frame in reversed(frames):
+        name = frame.filename
+        if name and not name.startswith('<') and not any(part in name for part in _NOT_USERS):
+            return name, frame.lineno, _read_line(name, frame.lineno)
+    return None, None, None
 
 
 HOST_CHECKED = '_janus_host_checked'   # on a traced graph: ops hostcheck.py made redundant
@@ -306,10 +328,12 @@ def defer_state_updates(graph, assert_ops, late_checks_ok=False):
         op in mutating or first_change is not None and op._id > first_change
         and any(t.dtype == tf.resource for t in op.inputs))}   # ordered after a change by TF
     if late and not late_checks_ok:
+        first = min(late, key=lambda op: op._id)
         raise errors.Unsupported(
             Reason.STATE_CHANGE_AND_CHECK,
             'a tensor-dependent loop or branch both changes state and checks an assumption '
-            '(%s); janus cannot order the change after the check' % next(iter(late)).type)
+            '(%s); janus cannot order the change after the check' % first.type,
+            *_user_line(first))
     setattr(graph, LATE_CHECKS, frozenset(late))
     asserting -= late
     if not mutating:
@@ -324,7 +348,7 @@ def defer_state_updates(graph, assert_ops, late_checks_ok=False):
             raise errors.Unsupported(
                 Reason.CHECK_AFTER_STATE_CHANGE,
                 'an assumption depends on a state change made earlier in the same call (%s); '
-                'janus cannot check it before the change' % op.type)
+                'janus cannot check it before the change' % op.type, *_user_line(op))
     for op in mutating:
         op._add_control_inputs([a for a in asserting if a not in op.control_inputs
                                 and pulls.get(a) is not op])
