@@ -4,7 +4,7 @@ hand-written tf.function, side by side in one process.
 Each mode trains its own copy of the same model (same initial weights, same
 synthetic batches); the demo checks that the losses agree step by step, then
 prints throughput (median of timed windows) and the ratios janus/eager and
-janus/tf.function, plus what janus did (``janus.explain``).
+janus/tf.function, plus what janus did (the first lines of ``janus.explain``).
 
     python examples/demo_mlp.py [--model mlp|cnn] [--steps 300] [--batch 64]
 """
@@ -113,7 +113,8 @@ def main(argv=None):
         print('  %-12s %8.1f steps/s' % (name, rate))
     print('  janus / eager       = %.2fx' % (medians['janus'] / medians['eager']))
     print('  janus / tf.function = %.2fx' % (medians['janus'] / medians['tf.function']))
-    print('\n' + janus.explain(janus_step).split('\n  events')[0])
+    # explain's story: what ran where, the time a call, what to change (the guards follow)
+    print('\n' + janus.explain(janus_step).split('\n  counters')[0])
     return medians
 
 
