@@ -1012,7 +1012,7 @@ def function(fn: Optional[Callable] = None, *, profile_calls: Optional[int] = No
 def _unknown_keywords(unknown, known):
     """``janus.function() got an unexpected keyword 'profile_call'; did you mean ...``."""
     name = sorted(unknown)[0]
-    close = difflib.get_close_matches(name, known, n=1)
+    close = [k for k in known if k.startswith(name)] or difflib.get_close_matches(name, known, n=1)
     return ('janus.function() got an unexpected keyword argument %r; %s' % (
         name, 'did you mean %r?' % close[0] if close else
         'it takes %s' % ', '.join(known)))

@@ -125,15 +125,15 @@ def _codes_of(jf, depth):
     if depth > 8:
         return parts
     for split in jf.state.splits.values():
-        parts.append('# janus: %s split: line%s %s in Python, the skeleton below; its '
-                     'segments follow\n%s\n' % (
-                         jf.name, 's' if len(split.python_lines) > 1 else '',
-                         ', '.join(str(n) for n in split.python_lines), split.source))
-        for part in split.slots:
-            if callables.is_janus(part):
-                parts += _codes_of(part.__janus_function__, depth + 1) or [
-                    '# janus: %s has no graph (it runs as plain Python)\n'
-                    % part.__janus_function__.name]
+        segments = [part.__janus_function__ for part in split.slots if callables.is_janus(part)]
+        parts.append('# janus: %s split: line%s %s in Python, the skeleton below; %s\n%s\n' % (
+            jf.name, 's' if len(split.python_lines) > 1 else '',
+            ', '.join(str(n) for n in split.python_lines),
+            'its segments follow' if segments else 'its segments run as plain Python (too '
+            'little tensor work for a graph)', split.source))
+        for segment in segments:
+            parts += _codes_of(segment, depth + 1) or [
+                '# janus: %s has no graph (it runs as plain Python)\n' % segment.name]
     for _, nested in jf.state.routes.functions():
         parts += _codes_of(nested, depth + 1)
     return parts

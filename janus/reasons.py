@@ -125,6 +125,9 @@ class Reason(enum.Enum):
     LOOP_CARRY_TYPES = (True, 'carry only tensors and numbers through the loop, each keeping '
                               'its type and structure; build other values after the loop')
     PRINT_IN_DYNAMIC_LOOP = (True, 'print after the loop, or use tf.print inside it')
+    PRINT_ORDER = (True, 'print with tf.print throughout, or with print throughout: janus '
+                         'holds a print back until the run ends while tf.print prints during '
+                         'it, so this tf.print runs in Python (a graph break) to keep the order')
     OUTSIDE_APPEND_IN_LOOP = (True, 'collect the values in a local list and append '
                                     'tf.stack(that_list) to the outside one after the loop (a '
                                     'list grown in a tensor-dependent loop is one tensor in a '

@@ -5,6 +5,7 @@ Your own subclassed models run through Keras's __call__ with their converted
 and ``training=`` flags behave as eagerly.
 """
 import keras
+import pytest
 import tensorflow as tf
 
 import janus
@@ -135,7 +136,17 @@ def test_functional_model_trains_with_one_graph(strict):
     assert stats['graphs_built'] == 1 and stats['graph_calls'] == 7
 
 
-def test_a_layer_input_spec_error_is_keras_own_in_a_relaxed_graph():
+def _dense_head(**options):
+    return keras.layers.Dense(1, name='head', **options)
+
+
+def _sequential_head(**options):   # Keras 3: a Sequential has no input spec of its own
+    return keras.Sequential([keras.layers.Dense(1, name='head', **options)], name='seq')
+
+
+@pytest.mark.parametrize('make_head', [_dense_head, _sequential_head],
+                         ids=['dense', 'sequential'])
+def test_a_layer_input_spec_error_is_keras_own_in_a_relaxed_graph(make_head):
     """A probe whose head is replaced between calls (a new width), then called with
     the old width: eagerly Keras's input-spec check raises its ValueError before
     the MatMul.  A graph with relaxed shapes knows that width as None, where the
@@ -144,7 +155,7 @@ def test_a_layer_input_spec_error_is_keras_own_in_a_relaxed_graph():
     such a layer with exact shapes (tests/fuzz_findings_breaks/ finding 14)."""
     class Probe:
         def __init__(self):
-            self.head = keras.layers.Dense(1, kernel_initializer='ones', name='head')
+            self.head = make_head(kernel_initializer='ones')
             self.batches = iter(tf.data.Dataset.range(100))
 
         def score(self, feats, batches):
@@ -152,8 +163,7 @@ def test_a_layer_input_spec_error_is_keras_own_in_a_relaxed_graph():
             return self.head(tf.reshape(feats + offset, [1, -1]))
 
         def replace_head(self):
-            self.head = keras.layers.Dense(1, kernel_initializer='zeros', bias_initializer='ones',
-                                           name='head')
+            self.head = make_head(kernel_initializer='zeros', bias_initializer='ones')
 
     eager_probe, janus_probe = Probe(), Probe()
     eager_fn, janus_fn = eager_probe.score, janus.function(janus_probe.score)
@@ -173,3 +183,22 @@ def test_a_layer_input_spec_error_is_keras_own_in_a_relaxed_graph():
         assert outcomes[0] == outcomes[1], (step, outcomes, janus.explain(janus_fn))
     assert next(eager_probe.batches).numpy() == next(janus_probe.batches).numpy()
     assert janus.stats(janus_fn)['graph_calls'] > 0, janus.explain(janus_fn)
+
+
+def test_a_flattened_input_keeps_one_relaxed_graph_for_every_batch_size():
+    """``dense(tf.reshape(x, [tf.shape(x)[0], -1]))``: the Dense's input width is known
+    only at run time in a graph with a relaxed batch size.  No call pulls from an
+    outside iterator, so a wrong width would re-run imperatively and raise Keras's own
+    error: the one relaxed graph stays (no graph per batch size)."""
+    dense = keras.layers.Dense(2, kernel_initializer='ones')
+    dense.build((None, 12))
+
+    def head(x):
+        return dense(tf.reshape(x, [tf.shape(x)[0], -1]))
+
+    jf = janus.function(head)
+    for n in [2, 3, 2, 4, 5, 2, 6, 3, 7, 8, 2, 9]:
+        x = tf.ones([n, 4, 3])
+        assert_same(head(x), jf(x), 'batch %d' % n)
+    stats = janus.stats(jf)
+    assert stats['graphs_built'] <= 2 and stats['graph_calls'] >= 7, janus.explain(jf)

@@ -485,9 +485,13 @@ def _call_keras_layer(ctx, layer, args, kwargs):
 
 def _refuse_relaxed_input(ctx, layer, args, kwargs):
     """UNKNOWN_SHAPE (a trace with the call's exact shapes) for a Keras layer whose
-    input spec fixes a size the trace knows only as None."""
+    input spec fixes a size the trace knows only as None, once the call pulled from
+    an outside iterator: a wrong size would then fail at the layer's op after a pull
+    no re-run undoes, with TF's error where eager raises Keras's.  (Before any such
+    effect a failing run is re-run imperatively, which raises Keras's own error: the
+    relaxed graph stays, as for a flattened input whose size is known only at run time.)"""
     reason = layers.relaxed_where_spec_fixes(layer, args, kwargs)
-    if reason is not None:
+    if reason is not None and ctx.top_graph is not None and effects.pulls_outside(ctx.top_graph):
         if ctx.refusals is not None:   # in case library code swallows it
             ctx.refusals.append((Reason.UNKNOWN_SHAPE, reason))
         raise Unsupported(Reason.UNKNOWN_SHAPE, reason)
@@ -907,9 +911,10 @@ def _call_library(ctx, callee, args, kwargs):
             if _is_user_tf_function(callee):
                 _refuse_retracing(callee, args, kwargs)
             graph = tf.compat.v1.get_default_graph()
-            made = len(graph.get_operations())
+            made = graph.version   # the number of ops it holds
             result = callee(*args, **kwargs)
-            _refuse_unreproducible(graph, made)
+            if graph.version != made:
+                _refuse_new_ops(ctx, graph, made)
             return result
     except Exception:
         if fed:   # the call needed the lists' values (a shape): constants again, for good
@@ -917,14 +922,21 @@ def _call_library(ctx, callee, args, kwargs):
         raise
 
 
-def _refuse_unreproducible(graph, made):
-    """Refuses (RANDOM_OPS) a random op the call just made, past the ``made`` ops the
-    graph had (``get_operations`` is in creation order), that a graph cannot draw as
-    eager does (``tf.random.uniform``): refused here, inside your statement, so that
-    statement becomes a graph break and is named, not the whole function."""
+def _refuse_new_ops(ctx, graph, made):
+    """Refuses, inside your statement (so that statement becomes a graph break, named),
+    an op the library call just made, past the ``made`` ops the graph had
+    (``get_operations`` is in creation order):
+
+    * a random op a graph cannot draw as eager does (``tf.random.uniform``:
+      RANDOM_OPS);
+    * a ``tf.print`` after a ``print`` janus holds back until the run ends: the graph
+      would print first (PRINT_ORDER)."""
     for op in graph.get_operations()[made:]:
         if effects.effect(op) is effects.Effect.UNREPRODUCIBLE:
             raise Unsupported(Reason.RANDOM_OPS, effects.unreproducible_reason(op))
+        if op.type in effects.PRINT_OPS and ctx.heap.writes.holds_prints():
+            raise Unsupported(Reason.PRINT_ORDER, 'a tf.print after a print of this call: '
+                              'the graph would print it first')
 
 
 # Library functions that make a tensor of an ndarray (or a list of them) themselves,

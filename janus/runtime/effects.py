@@ -54,6 +54,8 @@ _PURE_READS = frozenset((
 
 # Stateful ops without a resource whose effect is output: they must also wait
 # for every assertion (a run whose assumption broke must not have printed).
+PRINT_OPS = frozenset(('PrintV2', 'Print'))   # tf.print: prints while the graph runs
+
 _OUTPUT_EFFECTS = frozenset((
     'PrintV2', 'Print',                               # tf.print
     'WriteFile', 'Save', 'SaveV2', 'SaveSlices', 'MergeV2Checkpoints',

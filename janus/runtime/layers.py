@@ -161,6 +161,8 @@ def relaxed_where_spec_fixes(layer, args, kwargs):
     if not isinstance(layer, tf.keras.layers.Layer):
         return None
     spec = layer.input_spec
+    if spec is None and isinstance(layer, tf.keras.Sequential) and layer.layers:
+        return relaxed_where_spec_fixes(layer.layers[0], args, kwargs)   # Keras 3: no spec
     if not spec or not layer.built:
         return None
     inputs = args[0] if args else kwargs.get('inputs')

@@ -249,6 +249,10 @@ class WriteLog(list):
             self.first_mark = ops[-1]._id if ops else 0
         super().append(write)
 
+    def holds_prints(self):
+        """Whether a ``print`` held back until the run's end was logged so far."""
+        return any(write.kind is WriteKind.PRINT for write in self)
+
 
 class TraceHeap:
     """Per trace: overlaid values, the write log, and containers changed in place."""
