@@ -151,3 +151,5 @@ def _no_measured_floor(request):
 def pytest_configure(config):
     config.addinivalue_line('markers', 'measured_floor: runs with the measured floor on '
                             '(janus.config.measured_floor; off in every other test)')
+    config.addinivalue_line('markers', 'long: the long tier (the fuzz slice, the Horovod '
+                            'job): `bash scripts/test.sh --long`; the default run leaves it out')

@@ -33,6 +33,8 @@ import pytest
 
 from fuzzing import minimize, programs, runner
 
+pytestmark = pytest.mark.long   # the long tier (bash scripts/test.sh --long)
+
 SEED = 'ci'
 PROGRAMS = int(os.environ.get('JANUS_FUZZ_PROGRAMS', '600'))
 MINIMIZE = 2            # distinct minimized programs in the message (the first ones)

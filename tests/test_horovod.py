@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.long   # the long tier: a 2-process job
+
 pytest.importorskip('horovod.tensorflow')
 
 HERE = os.path.dirname(os.path.abspath(__file__))
