@@ -2,7 +2,7 @@
 counter in ``self.step`` and the loss printed with ``.numpy()`` every 50 steps, run
 under janus; then the first lines of ``janus.explain``, which tell what ran where.
 
-    python examples/quickstart.py [--steps 200]
+    python examples/quickstart.py [--steps 200] [--tf-print]
 """
 import argparse
 import os
@@ -34,8 +34,22 @@ class Trainer:
         return loss
 
 
-def main(steps=200):
-    trainer = Trainer()
+class TfPrintTrainer(Trainer):
+    """The same step with explain's advice applied: the loss printed with tf.print."""
+
+    def train_step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self.model(x) - y))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        self.step += 1
+        if self.step % 50 == 0:
+            tf.print('step', self.step, 'loss', loss)
+        return loss
+
+
+def main(steps=200, tf_print=False):
+    trainer = TfPrintTrainer() if tf_print else Trainer()
     train_step = janus.function(trainer.train_step)
     x = tf.random.stateless_normal([32, 8], seed=[1, 2])
     y = tf.reduce_sum(x, axis=1, keepdims=True)
@@ -47,5 +61,8 @@ def main(steps=200):
 if __name__ == '__main__':
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--steps', type=int, default=200)
-    step = main(parser.parse_args().steps)
+    parser.add_argument('--tf-print', action='store_true',
+                        help="explain's advice applied: the loss printed with tf.print")
+    args = parser.parse_args()
+    step = main(args.steps, args.tf_print)
     print('\n'.join(janus.explain(step).split('\n')[:6]))

@@ -223,3 +223,11 @@ def test_quickstart_explains_what_the_readme_shows():
     assert shown[:3] == quoted[:3], (shown[:6], quoted)
     advice = [line for line in shown[:10] if line.startswith('  to change:')]
     assert advice and advice[0] == quoted[4], (shown[:10], quoted)   # its first line
+
+
+def test_quickstart_with_the_advice_applied_runs_one_graph_after_the_warm_up():
+    """The README: with tf.print, all 197 calls after the warm-up run as one graph."""
+    step = quickstart.main(200, tf_print=True)
+    assert janus.explain(step).split('\n')[1] == '  ran 200 calls: 197 as one graph; 3 profiled (the warm-up)'
+    assert 'all 197 calls after the warm-up run as one graph' in ' '.join(open(
+        os.path.join(os.path.dirname(__file__), '..', 'README.md'), encoding='utf-8').read().split())
