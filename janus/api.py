@@ -735,7 +735,8 @@ class JanusFunction(callables.JanusCallable):
             return None
         except (segments.CannotSplit, parser.NoSource) as e:   # no source: cut nothing
             self.state.unsplittable.add(lines)
-            self._event(EventKind.GRAPH_BREAK, 'no graph break at line %d: %s' % (line, e),
+            self._event(EventKind.GRAPH_BREAK, 'janus cannot cut the function at line %d: %s'
+                        % (line, e),
                         reason=Reason.CANNOT_SPLIT, filename=error.filename, lineno=line)
             return None
         except Exception as e:  # noqa: BLE001 - a splitter bug: the function runs as before
