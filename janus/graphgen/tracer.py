@@ -588,7 +588,7 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
         uses_heap_ops=ctx.heap.run_id is not None, op_writes=list(ctx.heap.op_writes),
         rollback=restore[0], not_undoable=restore[1], number=number,
         trace_seconds=time.perf_counter() - started,
-        recursive=[build.describe() for build in ctx.recursion_builds_made
+        recursive=[build.describe() for build in ctx.recursion.builds_made
                    if build.function is not None],
         xla_blockers=lambda: effects.xla_blockers(concrete.graph))   # asked when XLA is on
 
@@ -607,7 +607,7 @@ def _retrace_request(ctx, error, signature, heap_shapes):
         return retrace.PinNumbers(error, evolving)
     if ctx.whole_arguments:
         return retrace.PassWhole(error, evolving, frozenset(ctx.whole_arguments))
-    if ctx.structure_widened:
+    if ctx.recursion.structure_widened:
         return retrace.StructureWidened(error, evolving)
     if heap_shapes is not None and signature.has_unknown_dims() \
             and error.reason not in retrace.SHAPE_INDEPENDENT:

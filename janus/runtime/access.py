@@ -747,7 +747,7 @@ def enter(manager):
     if whitelist.is_library_object(manager):
         ctx = current()
         if ctx is not None:
-            ctx.tape_epoch += 1
+            ctx.recursion.tape_epoch += 1
         return manager
     raise Unsupported(Reason.CONTEXT_MANAGER,
                       'janus converts `with` only for TF/Keras context managers, not %s'

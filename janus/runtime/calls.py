@@ -1029,7 +1029,7 @@ def _inline(ctx, fn, args, kwargs, receiver=False):
     depth = sum(c.fn.__code__ is fn.__code__ for c in ctx.stack)   # equal code: recursion
     # The outermost call over objects (or, when the janus function itself recurses,
     # its first recursive call: the levels above stay inlined).
-    if (depth == 0 or not ctx.recursion_active) and recursion.over_objects(
+    if (depth == 0 or not ctx.recursion.active) and recursion.over_objects(
             fn, args, kwargs, receiver):
         return recursion.call(ctx, fn, args, kwargs, receiver,
                               lambda args, kwargs: _run_inlined(ctx, fn, args, kwargs, 0))
@@ -1047,13 +1047,13 @@ def _run_inlined(ctx, fn, args, kwargs, depth):
     py_fn = converted.bind(FunctionNamespace(fn, root)) if root else converted.py_fn
     ctx.stack.append(converted)
     if depth == 0:
-        ctx.recursion_roots[fn.__code__] = ctx.region_depth
+        ctx.recursion.roots[fn.__code__] = ctx.region_depth
     try:
         return py_fn(*bound.args, **bound.kwargs)
     finally:
         ctx.stack.pop()
         if depth == 0:
-            ctx.recursion_roots.pop(fn.__code__, None)
+            ctx.recursion.roots.pop(fn.__code__, None)
 
 
 def _refuse_recursion(ctx, fn, depth, args):
@@ -1074,7 +1074,7 @@ def _refuse_recursion(ctx, fn, depth, args):
                           'janus does not convert recursive calls (%s) over objects or '
                           'containers: unrolled, each structure would be a graph of its own'
                           % fn.__qualname__)
-    if ctx.region_depth > ctx.recursion_roots.get(fn.__code__, 0):
+    if ctx.region_depth > ctx.recursion.roots.get(fn.__code__, 0):
         raise Unsupported(Reason.RECURSION,
                           'janus does not unroll a recursive call of %s under a tensor-dependent '
                           'condition or loop (only the run knows how deep it goes)'

@@ -136,12 +136,12 @@ def over_objects(fn, args, kwargs, receiver):
     # a function being traced (mutual recursion: inlined, its calls those functions')
     ctx = current()
     return any(structures.is_node(v) for v in values) and not may_recurse(
-        fn, args[0] if receiver and args else None, tuple(ctx.recursion_active))
+        fn, args[0] if receiver and args else None, tuple(ctx.recursion.active))
 
 
 def active(ctx, fn):
     """The build whose body is being traced for ``fn`` (a recursive call), or None."""
-    return ctx.recursion_active.get(fn.__code__)
+    return ctx.recursion.active.get(fn.__code__)
 
 
 def call(ctx, fn, args, kwargs, receiver, run):
@@ -157,16 +157,16 @@ def call(ctx, fn, args, kwargs, receiver, run):
         build = within.schema.helpers.get(key)
         if build is None:
             build = within.schema.helpers[key] = RecursionBuild(
-                ctx, fn, owner, receiver, params, values, run, len(ctx.recursive_builds),
+                ctx, fn, owner, receiver, params, values, run, len(ctx.recursion.builds),
                 within)
-            ctx.recursion_builds_made.append(build)
+            ctx.recursion.builds_made.append(build)
         return build.call_within(ctx, args, kwargs, receiver)
-    build = ctx.recursive_builds.get(key)
+    build = ctx.recursion.builds.get(key)
     if build is None or not build.reusable(ctx):
-        build = ctx.recursive_builds[key] = RecursionBuild(ctx, fn, owner, receiver, params,
+        build = ctx.recursion.builds[key] = RecursionBuild(ctx, fn, owner, receiver, params,
                                                            values, run,
-                                                           len(ctx.recursive_builds))
-        ctx.recursion_builds_made.append(build)
+                                                           len(ctx.recursion.builds))
+        ctx.recursion.builds_made.append(build)
     inputs = []
     for param, value in zip(build.params, values):
         if param[0] == _OBJECT and value is not param[1]:
@@ -191,7 +191,7 @@ def call(ctx, fn, args, kwargs, receiver, run):
         outputs = build.function(*inputs)
     for slot, value in zip(build.state, build.state_values(outputs)):
         access.setattr_(slot.obj, slot.name, value)   # written back after the run
-        ctx.recursion_writes.add(id(ctx.heap.writes[-1]))
+        ctx.recursion.writes.add(id(ctx.heap.writes[-1]))
     build.mark(ctx)
     return build.rebuild(outputs)
 
@@ -397,7 +397,7 @@ class RecursionBuild:
         if mark is None:
             return True
         writes, graph, ops_before = mark
-        if any(id(w) not in ctx.recursion_writes for w in ctx.heap.writes[writes:]):
+        if any(id(w) not in ctx.recursion.writes for w in ctx.heap.writes[writes:]):
             return False
         if tf.compat.v1.get_default_graph() is not graph:
             return False
@@ -422,7 +422,7 @@ class RecursionBuild:
         self._traced_depth = encoded.deepest()
 
     def _widened(self, ctx):
-        ctx.structure_widened = True   # tracer.py asks for another trace
+        ctx.recursion.structure_widened = True   # tracer.py asks for another trace
         structures.refuse('a structure whose classes or attribute kinds widened after the '
                           'recursive graph function %s was built' % self.label)
 
@@ -659,8 +659,8 @@ class RecursionBuild:
         runs that case inline)."""
         ctx = current()
         code = self.fn.__code__
-        outer = ctx.recursion_active.get(code)
-        ctx.recursion_active[code] = _Active(self, recurse)
+        outer = ctx.recursion.active.get(code)
+        ctx.recursion.active[code] = _Active(self, recurse)
         self._stack_base = len(ctx.stack)
         try:
             position = self._dispatch_position()
@@ -672,9 +672,9 @@ class RecursionBuild:
             return self._class_switch(flat, position, node)
         finally:
             if outer is None:
-                ctx.recursion_active.pop(code, None)
+                ctx.recursion.active.pop(code, None)
             else:
-                ctx.recursion_active[code] = outer
+                ctx.recursion.active[code] = outer
 
     def _dispatch_position(self):
         """The node parameter the body is specialized on: the only one (with
@@ -921,7 +921,7 @@ class RecursionBuild:
                               % self.label)
         self.schema.frames_per_level = max(self.schema.frames_per_level,
                                            len(ctx.stack) - self._stack_base + 1)
-        recurse = ctx.recursion_active[self.fn.__code__].recurse
+        recurse = ctx.recursion.active[self.fn.__code__].recurse
         if recurse is None:
             raise _NoOutputYet()
         flat += [self.state_input(ctx.heap.read(slot.obj, slot.key), slot)

@@ -81,7 +81,7 @@ class LevelRun:
         inputs (every node's, computed once for each set of them)."""
         ctx = current()
         recording = _recording()
-        key = (tuple(id(t) for t in shared), ctx.tape_epoch)
+        key = (tuple(id(t) for t in shared), ctx.recursion.tape_epoch)
         found = self._results.get(key)
         if found is None or (recording and not found[2]):
             # computed anew where a tape may record it that did not record the others
@@ -176,11 +176,11 @@ class LevelRun:
         state = len(build.state)
         for _ in range(_MAX_TRACES):
             build.schema.stale = False
-            ctx.vectorizing += 1
+            ctx.recursion.vectorizing += 1
             try:
                 outputs = build.node_body(recurse, index, shared)
             finally:
-                ctx.vectorizing -= 1
+                ctx.recursion.vectorizing -= 1
             if len(build.state) != state:
                 raise Widened()   # a number the calls thread: not by levels
             if not build.call_edges_known:

@@ -9,6 +9,7 @@ mapped to its ``Source``, every object the call made is registered as made
 path concludes "made by the call" from a missing source.
 """
 import collections
+import dataclasses
 import enum
 import time
 import types
@@ -37,6 +38,27 @@ def _class_namespace(kind, source, expected):
     attribute, the one observation janus makes of a class's namespace."""
     return (kind is GuardKind.CONTAINS_MATCH and expected[0] is types.MappingProxyType
             and isinstance(source, guards.AttrSource) and source.name == '__dict__')
+
+
+@dataclasses.dataclass
+class RecursionState:
+    """What one trace knows of recursion (``runtime/recursion.py``,
+    ``recursion_levels``, ``vectorize``): one record, not fields of the context."""
+    # code -> region_depth when its outermost active frame began (calls._inline)
+    roots: dict = dataclasses.field(default_factory=dict)
+    # Recursive graph functions over Python structures: their builds by call shape, and
+    # code -> the build whose body is being traced.
+    builds: dict = dataclasses.field(default_factory=dict)
+    active: dict = dataclasses.field(default_factory=dict)
+    # > 0 while a per-node body is traced to run for a level of nodes at once
+    # (``recursion_levels``): each graph's outputs depend on its checks
+    vectorizing: int = 0
+    # bumped at every `with` of a library context manager: a GradientTape may start or
+    # stop recording there (recursion_levels reuses results within one epoch)
+    tape_epoch: int = 0
+    structure_widened: bool = False   # a built one's structure widened: trace again
+    writes: set = dataclasses.field(default_factory=set)   # ids of the writes recursion.call made
+    builds_made: list = dataclasses.field(default_factory=list)   # every build, in order (explain)
 
 
 class TraceContext:
@@ -107,26 +129,12 @@ class TraceContext:
         self.tracked_templating = frozenset()   # of those, the ids the write templated now
         self._number_writes = {}   # uid -> name: number locations the call rewrites
         self.try_regions = []   # control/exceptions.TryRegion of every try body traced
-        # code -> region_depth when its outermost active frame began (calls._inline)
-        self.recursion_roots = {}
-        # Recursive graph functions over Python structures (runtime/recursion.py):
-        # their builds by call shape, and code -> the build whose body is being traced.
-        self.recursive_builds = {}
-        self.recursion_active = {}
-        # > 0 while a per-node body is traced to run for a level of nodes at once
-        # (``recursion_levels``): each graph's outputs depend on its checks
-        self.vectorizing = 0
-        # bumped at every `with` of a library context manager: a GradientTape may start
-        # or stop recording there (recursion_levels reuses results within one epoch)
-        self.tape_epoch = 0
-        self.structure_widened = False   # a built one's structure widened: trace again
+        self.recursion = RecursionState()   # the recursion feature's own (runtime/recursion.py)
         self.opaque_arguments = frozenset()   # list arguments passed as themselves
         # list arguments a recursion's roots are in, rebuilt by the signature: passed
         # whole in the next trace (``retrace.PassWhole``)
         self.whole_arguments = set()
         self.written_objects = {}   # id -> outside object whose attribute the call wrote
-        self.recursion_writes = set()   # ids of the writes recursion.call made (threaded numbers)
-        self.recursion_builds_made = []  # every build of this trace, in order (explain)
 
     # -- sources ---------------------------------------------------------
     def register_arguments(self, arguments, opaque=frozenset()):

@@ -150,7 +150,7 @@ def kept_running(outputs):
     eagerly; TF would prune them from the branch's function)."""
     graph = tf.compat.v1.get_default_graph()
     fallible.keep_unused(graph, tf.nest.flatten(outputs))
-    if current().vectorizing:   # TF's vectorizer keeps only what the outputs need
+    if current().recursion.vectorizing:   # TF's vectorizer keeps only what the outputs need
         return tf.nest.pack_sequence_as(outputs, vectorize.gated(graph, tf.nest.flatten(outputs)))
     return outputs
 
