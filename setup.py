@@ -12,7 +12,7 @@ TensorFlow must not be loaded into another.  --no-build-isolation makes the
 build use this environment's TensorFlow, the one janus will run with; an
 isolated build would see no TensorFlow (or a different one) and stops with a
 message saying so.  The TF version is written to janus_ops/_build_info.txt
-and checked at load time by janus/runtime/ops.py.
+and checked at load time by janus/graph/ops.py.
 """
 
 import json
@@ -190,7 +190,7 @@ setup(
     ext_modules=[Extension('janus_ops._janus_ops', sources=OPS_SOURCES)],
     cmdclass={'build_ext': BuildTFOps},
     # One TensorFlow: the op library is built against it and refuses any
-    # other at load time (janus/runtime/ops.py).
+    # other at load time (janus/graph/ops.py).
     install_requires=[TF_REQUIREMENT, 'gast', 'astunparse', 'numpy', 'bytecode>=0.16'],
     # Horovod has no extra: 0.28.1 does not build against TF 2.21 as
     # published; `bash scripts/install_horovod.sh` builds a patched wheel.

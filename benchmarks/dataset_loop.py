@@ -4,7 +4,7 @@ The TF guide's custom loop as users write it: ``for x, y in ds:`` with a
 GradientTape step per batch and Python-float accumulators for the mean loss,
 in one function called once per epoch.  Side by side in one process, each
 mode on a fresh model from the same seed, taking turns epoch by epoch:
-eager, janus (one ``tf.while_loop`` over the dataset: ``runtime/control/
+eager, janus (one ``tf.while_loop`` over the dataset: ``control/
 datasets.py``), and the same code under ``tf.function`` (written the same
 way but for ``batches = 0.0``: AutoGraph needs one dtype for the count and
 the loss).  Prints the median epoch time of each mode, the ratios, and

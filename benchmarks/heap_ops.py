@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from janus.runtime import heap  # noqa: E402
+from janus.heap import heap  # noqa: E402
 
 SHAPE = [64, 64]
 

@@ -6,10 +6,10 @@ the first, the modes taking turns step by step:
 
 * **a draw**: ``call()`` draws a noise scale from Python's own ``random.Random``.  janus
   makes the draw on the host before the run and feeds it to the graph
-  (``runtime/host_draws.py``): the whole step stays one graph;
+  (``trace/host_draws.py``): the whole step stays one graph;
 * **a size read with .numpy()**: ``call()`` reads the feature map's grid size with
   ``int(tf.shape(h)[1].numpy())`` to reshape it into cells.  The graph fixes that shape
-  (``runtime/static_values.py``): read at trace time, the step stays one graph;
+  (``values/static_values.py``): read at trace time, the step stays one graph;
 * **a log line**: every 10th call, ``call()`` prints the activations' mean read with
   ``.numpy()``, a line no graph holds.  The calls that skip it run the whole step's
   graph; the others run the model's ``call`` cut at that line, the rest of it in graphs

@@ -82,7 +82,7 @@ def measure(fn, args, calls):
     bound = jf.signature.bind(*args)
     bound.apply_defaults()
     flat = entry.signature.flatten(bound.arguments)
-    from janus.runtime import shadow_heap
+    from janus.heap import shadow_heap
 
     from janus.replay import rewrites
 

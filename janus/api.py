@@ -116,7 +116,7 @@ class JanusFunction(callables.JanusCallable):
 
     def __init__(self, fn, profile_calls=None, strict=None, distributed=False, jit_compile=None):
         self.fn = fn                     # what a plain call runs: the user's callable
-        self.distributed = distributed   # ranks agree on assumptions (runtime/distributed.py)
+        self.distributed = distributed   # ranks agree on assumptions (library/distributed.py)
         self._profile_calls = profile_calls
         self._strict = strict
         self._jit = None if jit_compile is None else xla.setting(jit_compile)

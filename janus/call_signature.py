@@ -20,7 +20,8 @@ from janus.config import config
 from janus.guards import (PRIMITIVES, EagerTensor, GuardKind, Miss, describe_value,
                           dims_compatible, same_constant, scalar_ok, tensor_dims)
 from janus.reasons import Reason
-from janus.runtime import arrays, effects
+from janus.graph import effects
+from janus.values import arrays
 
 
 def _item_reader(names):
@@ -219,7 +220,7 @@ class ConstNode(_NoInputNode):
 
 class ScalarInput:
     """What a ``ScalarNode`` gives the trace: a scalar graph input standing for a
-    Python number (the tracer makes it a ``runtime.scalars.DynamicScalar``)."""
+    Python number (the tracer makes it a ``values.scalars.DynamicScalar``)."""
 
     def __init__(self, tensor, kind, path):
         self.tensor, self.type, self.path = tensor, kind, path

@@ -28,7 +28,7 @@ import inspect
 import types
 
 from janus.reasons import Reason
-from janus.runtime import layers, whitelist
+from janus.library import layers, whitelist
 
 Target = collections.namedtuple('Target', 'function args kwargs reason')
 

@@ -42,7 +42,7 @@ class _Config:
         reprofile_calls=1,        # imperative, profiled calls after a cache miss before a new graph is built
         heap_ops=False,           # read/write tensors in Python objects with in-graph Janus>PyGetAttr/PySetAttr ops instead of hoisted inputs/outputs (measured slower here)
         safe_rewrites=True,       # run janus's graphs without grappler's remapping, arithmetic optimization and constant folding (other numbers than eager in TF 2.21, replay/rewrites.py)
-        relax_scalars=True,       # a Python int/float that changes between calls becomes a graph input (a dynamic scalar, runtime/scalars.py) instead of a graph per value
+        relax_scalars=True,       # a Python int/float that changes between calls becomes a graph input (a dynamic scalar, values/scalars.py) instead of a graph per value
         scalar_values=2,          # distinct values a number location shows before it is relaxed (at least 2)
         speculate_after=3,        # profiled calls (at most the function's profile_calls) that must show a tensor test's outcome before it is assumed; fewer: real control flow (tf.cond) there
         assumed_break_rate=0.5,   # a graph assuming an outcome where real control flow failed to build is dropped once that assumption broke more than 1 + this share of its successful runs (each break costs a graph run and an imperative re-run)

@@ -1,7 +1,7 @@
 """What a trace may decide at a branch or loop: an assumed outcome, or DYNAMIC.
 
 Needs nothing run before it.  Shared by the plan (``graphgen/plan.py``, which
-decides) and the runtime (``runtime/control/``, which acts), so neither
+decides) and the runtime (``control/``, which acts), so neither
 imports the other for it.
 """
 

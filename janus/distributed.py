@@ -3,7 +3,7 @@
 Needs Horovod and ``hvd.init()`` (checked when the wrapper is made).  Like
 ``janus.Optimizer``, one training step (forward, gradients, update) is one
 guarded janus graph; between the gradients and the update, the ranks agree
-that every assumption held (``runtime.distributed.agree``) and average the
+that every assumption held (``library.distributed.agree``) and average the
 gradients with ``hvd.allreduce``, inside the same graph, so communication
 overlaps computation.  The same code runs imperatively (profiling,
 fallbacks) with the same collectives, so ranks on different paths never wait
@@ -13,7 +13,7 @@ weights.
 import tensorflow as tf
 
 from janus.optimizer import Optimizer
-from janus.runtime.distributed import agree, average_gradients, horovod
+from janus.library.distributed import agree, average_gradients, horovod
 
 
 def _distributed_minimize_step(optimizer, loss_fn, var_list):

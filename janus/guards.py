@@ -39,7 +39,7 @@ class GuardKind(enum.Enum):
     METHOD_MATCH = 'METHOD_MATCH'  # attribute is a bound method of the same function
     TENSOR_MATCH = 'TENSOR_MATCH'  # an eager tensor of this dtype, shape compatible (hoisted read)
     CODE_MATCH = 'CODE_MATCH'      # a Python function with the same code (its closure read per call)
-    LIBRARY_CONFIG = 'LIBRARY_CONFIG'  # Keras layers' trainable/settings as traced (runtime/library_config.py)
+    LIBRARY_CONFIG = 'LIBRARY_CONFIG'  # Keras layers' trainable/settings as traced (library/library_config.py)
     ALIAS_MATCH = 'ALIAS_MATCH'    # the same outside objects are one object (f(a, a) vs f(a, b))
     TRUTH_MATCH = 'TRUTH_MATCH'    # bool(value) equal (`if obj.items:`), O(1)
     CONTAINS_MATCH = 'CONTAINS_MATCH'  # (key in value) equal (`'k' in obj.d`)
@@ -393,7 +393,7 @@ _PREDICATES = {
                                                    and v.__kwdefaults__ is e[2]),
     GuardKind.EQUALS_MATCH: lambda e: _equals_match(*e),
     GuardKind.SET_MATCH: _set_match,
-    # A version compare; a fingerprint only after a change (runtime/library_config.py).
+    # A version compare; a fingerprint only after a change (library/library_config.py).
     GuardKind.LIBRARY_CONFIG: lambda e: e.holds,
     GuardKind.TENSOR_MATCH: _tensor_match,
     GuardKind.ARRAY_MATCH: lambda e: _array_match(*e),

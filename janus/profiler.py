@@ -45,7 +45,7 @@ import tensorflow as tf
 
 from janus import call_signature, callables, guards
 from janus.pyct import frontend, parser, probes, sites
-from janus.runtime import layers, whitelist
+from janus.library import layers, whitelist
 
 
 class SiteProfile:
@@ -76,7 +76,7 @@ class Profile:
         self.site_info = {}                      # (code, site id) -> pyct.sites.Site
         self.shapes = {}                         # tensor path -> relaxed TensorShape
         # (recursive function's code, attribute) -> value kinds its structures held,
-        # widened across traces (runtime/structures.py; ('types', code) -> classes)
+        # widened across traces (recursion/structures.py; ('types', code) -> classes)
         self.structures = {}
 
     def record_arguments(self, arguments):

@@ -111,7 +111,7 @@ class Reason(enum.Enum):
                                       'value with tf.where/tf.cond, then write once), or keep '
                                       'the value in a tf.Variable and assign it')
     DISTRIBUTED_AGREEMENT = (True, 'make every assumption of a distributed step before its '
-                                   'agreement (janus.runtime.distributed.agree)')
+                                   'agreement (janus.library.distributed.agree)')
 
     # -- tensor-dependent control flow ------------------------------------------------
     BRANCH_TYPES = (True, 'assign the same names on both sides of the if, as tensors of one '

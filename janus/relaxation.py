@@ -5,7 +5,7 @@ read from outside the call or passed as an argument is specialized as a
 constant (VALUE_MATCH).  When a cache miss shows that a location holds a new
 value of the same type, and the location has shown ``config.scalar_values``
 distinct values, it is *relaxed*: later graphs read it as a dynamic scalar
-(``runtime/scalars.py``), one graph for every value.  The lattice goes one
+(``values/scalars.py``), one graph for every value.  The lattice goes one
 way per location, constant -> dynamic, except that a trace which needed the
 value itself (a shape, an index, library code: ``errors.ScalarValueNeeded``)
 *pins* the location back to constants for good.

@@ -187,7 +187,7 @@ class ItemSource(Source):
 
 class LenSource(Source):
     """``len(obj)`` of the container at ``base``: a relaxed length (a list whose
-    length changes every call, read as a dynamic scalar, ``runtime/observe.py``)."""
+    length changes every call, read as a dynamic scalar, ``trace/observe.py``)."""
 
     def __init__(self, base):
         self.base = base

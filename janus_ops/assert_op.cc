@@ -4,7 +4,7 @@
 // value's type, a branch taken, a loop's trip count...). Each assumption is
 // checked in the graph by one Janus>Assert. When the condition is false the op
 // fails with FAILED_PRECONDITION and a message carrying the assumption id, which
-// the Python runtime parses (janus/runtime/ops.py) to fall back to imperative
+// the Python runtime parses (janus/graph/ops.py) to fall back to imperative
 // execution and invalidate the graph built under that assumption.
 //
 // Built into janus_ops/_janus_ops.so by setup.py against the installed
@@ -63,7 +63,7 @@ class JanusAssertOp : public OpKernel {
                     "Janus>Assert condition must be a scalar, got shape ",
                     condition.shape().DebugString())));
     // The "JANUS_ASSUMPTION_FAILED[id=N]" prefix is parsed by
-    // janus.runtime.ops.parse_assumption_failure; keep the two in sync.
+    // janus.graph.ops.parse_assumption_failure; keep the two in sync.
     OP_REQUIRES(ctx, condition.scalar<bool>()(),
                 absl::FailedPreconditionError(
                     absl::StrCat("JANUS_ASSUMPTION_FAILED[id=", assumption_id_,

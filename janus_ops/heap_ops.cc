@@ -3,16 +3,16 @@
 //
 // A converted function reads and writes `obj.name` and `obj[key]` of objects
 // that live on the Python heap. The graph refers to an object by an int64
-// handle (janus.runtime.heap.HandleRegistry) and to one graph run by an int64
+// handle (janus.heap.heap.HandleRegistry) and to one graph run by an int64
 // run id that the executor feeds on every call. Gets read the run's shadow
 // copy of (object, name/key) if the run wrote one, else the real object; sets
 // write only the shadow copy. After the run, the executor commits the shadows
 // to the real objects (all or nothing) or discards them. The bookkeeping and
-// the conversion of Python values to arrays live in janus/runtime/heap.py;
+// the conversion of Python values to arrays live in janus/heap/heap.py;
 // these kernels only take the GIL, call it, and copy bytes in or out, so the
 // semantics are in one place and testable from Python.
 //
-// Every Python helper raises janus.runtime.heap.DeadObjectError (the message
+// Every Python helper raises janus.heap.heap.DeadObjectError (the message
 // carries JANUS_HEAP_DEAD_OBJECT) when a handle's object is gone: mapped to
 // FAILED_PRECONDITION; any other Python exception becomes INVALID_ARGUMENT.
 // No Python error ever escapes as a crash.
@@ -23,7 +23,7 @@
 // shadow tables, which keeps commit/discard simple, at that price).
 //
 // The library now needs the Python C API: it must be loaded into a Python
-// process (tf.load_op_library from janus.runtime.ops), whose interpreter
+// process (tf.load_op_library from janus.graph.ops), whose interpreter
 // provides the Py* symbols; it is deliberately not linked to libpython, like
 // any CPython extension module.
 
@@ -67,7 +67,7 @@ namespace {
   "{bool, half, bfloat16, float, double, int8, int16, int32, int64, "     \
   "uint8, uint16, uint32, uint64, complex64, complex128}"
 
-constexpr char kHeapModule[] = "janus.runtime.heap";
+constexpr char kHeapModule[] = "janus.heap.heap";
 
 // Copies at least this large run with the GIL released: holding it through a
 // multi-megabyte memcpy would stall every Python thread; for small values a
@@ -228,7 +228,7 @@ absl::Status CheckPythonAlive() {
   return absl::OkStatus();
 }
 
-// The helpers of janus/runtime/heap.py that the kernels call.
+// The helpers of janus/heap/heap.py that the kernels call.
 struct HeapFunctions {
   PyObject* read_attr = nullptr;
   PyObject* read_item = nullptr;

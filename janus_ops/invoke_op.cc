@@ -13,12 +13,12 @@
 // eager runtime's single-threaded one, every level of a recursion would hold
 // one of the inter-op threads while it waits, and a deep tree deadlocks.
 //
-// Gradient: decided in Python (janus/runtime/ops.py): the function named by
+// Gradient: decided in Python (janus/graph/ops.py): the function named by
 // the ``grad_f`` attribute, run through another Janus>Invoke, gives the
 // gradients (of dtypes ``grad_types``) of the inputs ``grad_inputs``; an op
 // without one has no gradient (an error names it, never a silent zero).
 //
-// Built into janus_ops/_janus_ops.so by setup.py; loaded by janus/runtime/ops.py.
+// Built into janus_ops/_janus_ops.so by setup.py; loaded by janus/graph/ops.py.
 
 #include <memory>
 #include <string>

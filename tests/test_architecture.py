@@ -101,7 +101,7 @@ def test_every_module_and_package_is_placed():
     text = (ROOT / 'ARCHITECTURE.md').read_text()
     where = text.split('## 3. Where things live', 1)[1].split('\n## ', 1)[0]
     bullets = {}
-    for bullet in re.split(r'\n- ', where):
+    for bullet in re.split(r'\n\s*- ', where):
         head = re.match(r'`(janus[\w/]*/|janus/\*\.py)`', bullet)
         if head:
             bullets[head.group(1)] = bullet

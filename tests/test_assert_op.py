@@ -8,7 +8,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
 from janus.errors import JanusOpsError
-from janus.runtime import ops
+from janus.graph import ops
 
 
 def _failing(assumption_id):

@@ -15,7 +15,7 @@ from conftest import differential
 
 def op_types(jf):
     """Op types of the newest graph, including those inside its functions."""
-    from janus.runtime.effects import called_graphs
+    from janus.graph.effects import called_graphs
     seen, stack = [], list(jf.cache.newest().concrete.graph.get_operations())
     while stack:
         op = stack.pop()

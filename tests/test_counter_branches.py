@@ -1,4 +1,4 @@
-"""Branches on numbers that change every call (graphgen/plan.py, runtime/control/).
+"""Branches on numbers that change every call (graphgen/plan.py, control/).
 
 A test computed from a relaxed Python number (``if self.step % 10 == 0``) is
 real control flow from the first graph: assuming its outcome would break at

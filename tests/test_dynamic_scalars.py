@@ -1,4 +1,4 @@
-"""Dynamic scalars (runtime/scalars.py, relaxation.py): Python numbers that change
+"""Dynamic scalars (values/scalars.py, relaxation.py): Python numbers that change
 between calls become graph inputs, with Python's meaning to the last bit.
 
 Every test is differential (conftest.differential: fresh objects per side;

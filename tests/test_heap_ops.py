@@ -1,4 +1,4 @@
-"""Tests of the shadow-heap ops (janus_ops/heap_ops.cc) and janus.runtime.heap, on their own.
+"""Tests of the shadow-heap ops (janus_ops/heap_ops.cc) and janus.heap.heap, on their own.
 
 Each op runs inside a small tf.function (and eagerly where it matters) against
 plain Python objects: gets read the heap, sets write only the run's shadow,
@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
-from janus.runtime import heap
+from janus.heap import heap
 
 HEAP_OPS = (heap.GET_ATTR, heap.SET_ATTR, heap.GET_SUBSCR, heap.SET_SUBSCR)
 

@@ -254,7 +254,7 @@ def test_fast_call_time_inputs_are_tfs_own():
     entry = jf.cache.newest()
     fast = entry._call_graph.captured_inputs
     assert fast is not None
-    from janus.runtime import shadow_heap
+    from janus.heap import shadow_heap
     arguments = {'x': tf.constant([1.0, 1.0])}
     shadow_heap.set_call_arguments(arguments)
     try:

@@ -1,5 +1,5 @@
 """Draws from Python's random generators made on the host before the run
-(``runtime/host_draws.py``): ``self.rng.uniform(0.9, 1.1)`` in a model's ``call`` no
+(``trace/host_draws.py``): ``self.rng.uniform(0.9, 1.1)`` in a model's ``call`` no
 longer breaks the step; the graph is fed the number the generator itself draws.
 
 Differential tests on fresh objects, the generators' states compared after every

@@ -1,5 +1,5 @@
 """``Janus>Invoke`` (janus_ops/invoke_op.cc) and the recursive graph functions built on
-it (``runtime/recursive_functions.py``): a function that calls itself from inside its
+it (``graph/recursive_functions.py``): a function that calls itself from inside its
 own graph, its base case a real ``tf.cond``, at any depth, with gradients equal to
 eager recursion's.
 """
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from janus.runtime import ops
-from janus.runtime.recursive_functions import RecursiveFunction
+from janus.graph import ops
+from janus.graph.recursive_functions import RecursiveFunction
 
 SCALAR_I64 = tf.TensorSpec([], tf.int64)
 SCALAR_F32 = tf.TensorSpec([], tf.float32)

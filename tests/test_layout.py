@@ -16,9 +16,16 @@ import tensorflow as tf
 import janus
 from conftest import differential
 from janus.graphgen import generator
+from janus.library import whitelist
 
 JANUS = pathlib.Path(janus.__file__).parent
-RUNTIME = JANUS / 'runtime'
+# The runtime tier: trace time's packages, one concept each (ARCHITECTURE.md section 3).
+RUNTIME_PACKAGES = ('graph', 'trace', 'values', 'heap', 'control', 'recursion', 'library')
+RUNTIME = tuple('janus.' + name for name in RUNTIME_PACKAGES)
+
+
+def _in_runtime(module):
+    return any(module == p or module.startswith(p + '.') for p in RUNTIME)
 
 
 def _imports(path):
@@ -97,8 +104,8 @@ def test_function_level_janus_imports_only_from_the_allowlist():
 
 # Trace-time modules replay may use: the heap ops' run-time callbacks, the op
 # loader, and the write records (``Write.apply``) with the run's call arguments.
-REPLAY_MAY_USE = {'janus.runtime', 'janus.runtime.heap', 'janus.runtime.ops',
-                  'janus.runtime.shadow_heap'}
+REPLAY_MAY_USE = {'janus.heap', 'janus.heap.heap', 'janus.graph', 'janus.graph.ops',
+                  'janus.heap.shadow_heap'}
 
 
 def _reaches(graph, start):
@@ -117,7 +124,7 @@ def test_replay_does_not_import_the_generator_or_trace_time():
                        if name.startswith('janus.replay')
                        for target, _, _ in imports
                        if target.startswith('janus.graphgen') or (
-                           target.startswith('janus.runtime') and target not in REPLAY_MAY_USE))
+                           _in_runtime(target) and target not in REPLAY_MAY_USE))
     assert offenders == []
 
 
@@ -126,7 +133,7 @@ def test_trace_time_does_not_import_the_front_door():
     _, graph = _import_graph()
     front = {'janus.api', 'janus.explain', 'janus.replay.entry', 'janus.replay.executor'}
     offenders = sorted((name, sorted(_reaches(graph, name) & front)) for name in graph
-                       if name.startswith('janus.runtime') and _reaches(graph, name) & front)
+                       if _in_runtime(name) and _reaches(graph, name) & front)
     assert offenders == []
 
 
@@ -134,31 +141,38 @@ def test_operators_is_only_a_namespace_for_generated_code():
     """``__jr`` re-exports; no janus module but the tracer's generator binds it."""
     _, graph = _import_graph()
     users = sorted(name for name, imports in graph.items()
-                   if any(target == 'janus.runtime.operators' for target, _, _ in imports))
+                   if any(target == 'janus.trace.operators' for target, _, _ in imports))
     assert users == ['janus.graphgen.generator']
-    tree = ast.parse((RUNTIME / 'operators.py').read_text())
+    tree = ast.parse((JANUS / 'trace' / 'operators.py').read_text())
     assert all(isinstance(node, (ast.ImportFrom, ast.Expr)) for node in tree.body)
 
 
 def test_runtime_does_not_import_the_generator():
-    offenders = [(str(path.relative_to(RUNTIME)), module) for path in sorted(RUNTIME.rglob('*.py'))
+    offenders = [(str(path.relative_to(JANUS)), module) for name in RUNTIME_PACKAGES
+                 for path in sorted((JANUS / name).rglob('*.py'))
                  for module in _imports(path) if module.startswith('janus.graphgen')]
     assert offenders == []
 
 
-# runtime/control/: each module imports only those before it (its __init__ lists them).
+def test_the_runtime_packages_are_janus_runtime():
+    """The whitelist calls every runtime package's helpers, never converts them."""
+    assert set(whitelist.JANUS_RUNTIME) == set(RUNTIME)
+    assert all((JANUS / name / '__init__.py').exists() for name in RUNTIME_PACKAGES)
+
+
+# control/: each module imports only those before it (its __init__ lists them).
 CONTROL_ORDER = ('common', 'values', 'branch_writes', 'hoisting', 'cond', 'loops', 'datasets',
                  'outside_iterators', 'exceptions', 'statements')
 
 
 def test_control_modules_import_only_those_before_them():
-    control = RUNTIME / 'control'
+    control = JANUS / 'control'
     assert sorted(p.stem for p in control.glob('*.py') if p.stem != '__init__') == \
         sorted(CONTROL_ORDER)
     offenders = []
     for rank, name in enumerate(CONTROL_ORDER):
         for module in _imports(control / (name + '.py')):
-            if module.startswith('janus.runtime.control.'):
+            if module.startswith('janus.control.'):
                 imported = module.rsplit('.', 1)[1]
                 if CONTROL_ORDER.index(imported) >= rank:
                     offenders.append((name, imported))

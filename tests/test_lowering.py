@@ -7,7 +7,8 @@ import tensorflow as tf
 from tensorflow.core.framework import function_pb2
 from tensorflow.python.eager import context
 
-from janus.runtime import lowering, ops
+from janus.graph import ops
+from janus.graph import lowering
 
 _names = itertools.count()
 

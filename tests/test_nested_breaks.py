@@ -5,7 +5,7 @@ Python, and the rest of that ``call`` in graphs.
 Differential tests on fresh objects: a training step with a tape and an optimizer
 around a subclassed model whose ``call()`` logs a value it reads with ``.numpy()`` (a
 line no graph can hold) and draws from a stdlib ``random.Random`` (made on the host
-before the run: ``runtime/host_draws.py``), blocks of one class called in a loop, a
+before the run: ``trace/host_draws.py``), blocks of one class called in a loop, a
 refused line two layers deep, and assumptions broken inside the nested call.
 """
 import random

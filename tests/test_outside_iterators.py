@@ -1,6 +1,6 @@
 """Loops over a list, tuple or range iterator from outside the call: the items
 unrolled behind guards on the iterator's sequence and position, and the position
-the loop leaves written back after the run (``runtime/control/outside_iterators.py``).
+the loop leaves written back after the run (``control/outside_iterators.py``).
 
 Differential tests on fresh objects (``conftest.differential``): returns and the
 iterators' state (``__reduce__``: what is left, exhausted or not) after every call,

@@ -504,7 +504,7 @@ def test_callback_argument_writes_its_own_closure_every_call(strict):
 
 def test_an_object_with_neither_source_nor_record_is_refused_not_guessed():
     from janus.graphgen import generator
-    from janus.runtime.trace_context import TraceContext
+    from janus.trace.trace_context import TraceContext
 
     def fn(x):
         return x

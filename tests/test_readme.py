@@ -27,7 +27,7 @@ FRONT_DOOR_BYTES = 15 * 1024
 FIRST_SCREEN_LINES = 50
 # The benchmark table is benchmarks/paper_table.py's output, not hand-written.
 TABLE = re.compile(r'<!-- paper-table:begin -->.*?<!-- paper-table:end -->', re.S)
-# Where the README names a file relative to a package (`runtime/observe.py`).
+# Where the README names a file relative to a package (`trace/observe.py`).
 PATH_BASES = ('', 'janus', 'janus_ops')
 
 
@@ -146,7 +146,7 @@ def test_every_link_between_documents_resolves():
 
 def test_every_file_the_readme_names_exists():
     paths = _named_paths()
-    assert 'janus/api.py' in paths and 'runtime/observe.py' in paths   # the scan works
+    assert 'janus/api.py' in paths and 'trace/observe.py' in paths   # the scan works
     missing = [path for path in paths
                if not path.startswith('.venv/')
                and not all(_exists(p) for p in _expand_braces(path))]

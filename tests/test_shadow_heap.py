@@ -253,7 +253,7 @@ def test_slots_properties_and_getattr_convert():
                           state=lambda o: [o.w, o.seen])
     assert janus.stats(jf)['graph_calls'] == 2
 
-    # Your __getattr__ and properties are converted like methods (runtime/attributes.py):
+    # Your __getattr__ and properties are converted like methods (trace/attributes.py):
     # the property's count of reads goes up once per call, as eagerly.
     for cls in (Dynamic, WithProperty):
         def make(cls=cls):
@@ -297,7 +297,7 @@ def test_attribute_deleted_or_object_replaced_between_calls():
 
 def test_objects_made_per_call_are_not_kept_alive(strict, heap_path):
     """10,000 calls, each on a new object: neither the objects nor handles pile up."""
-    from janus.runtime import heap
+    from janus.heap import heap
 
     class Item:
         def __init__(self, value):

@@ -28,7 +28,7 @@ import janus
 from conftest import assert_same, differential, outcome
 from janus.graphgen import effects
 from janus.graphgen.converters import common
-from janus.runtime import trace_context, trace_output, tracing
+from janus.trace import trace_context, trace_output, tracing
 
 
 def t(*shape, seed=0):

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 import janus
 from conftest import differential
-from janus.runtime import library_state
+from janus.library import library_state
 
 
 def c(value):

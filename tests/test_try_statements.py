@@ -1,4 +1,4 @@
-"""``try`` statements traced into the graph (``runtime/control/exceptions.py``).
+"""``try`` statements traced into the graph (``control/exceptions.py``).
 
 Differential tests on fresh objects (``conftest.differential``): returns,
 exceptions, stdout and state after every call, with calls that take the

@@ -5,7 +5,7 @@ even if ``peek`` is never read.  TF prunes a stateless op no output needs,
 and lowers tf.cond / tf.while_loop so that only their data outputs count; a
 graph would return normally and janus would then make the Python writes the
 call made after that line.  janus keeps such ops running
-(``runtime/fallible.py``): in the top graph, in tf.cond branches and in
+(``graph/fallible.py``): in the top graph, in tf.cond branches and in
 tf.while_loop bodies.
 """
 import tensorflow as tf
@@ -208,7 +208,7 @@ def test_a_keras_layers_error_after_a_graph_failed_names_its_arguments_as_eagerl
 
 def test_only_the_users_unused_ops_that_may_fail_are_kept():
     from tensorflow.python.framework import func_graph
-    from janus.runtime import fallible
+    from janus.graph import fallible
     graph = func_graph.FuncGraph('probe')
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [3])

@@ -1,5 +1,5 @@
 """Attributes that run code: your properties, flags objects with ``__getattr__``,
-attribute writes on Keras layers (``runtime/attributes.py``, ``runtime/access.py``).
+attribute writes on Keras layers (``trace/attributes.py``, ``trace/access.py``).
 
 Differential tests on fresh objects (``conftest.differential``): returns, state and
 identity after every call, with the objects changed between calls; each checks

@@ -1,4 +1,4 @@
-"""What a graph op does outside the graph: see ``janus/runtime/effects.py``; and
+"""What a graph op does outside the graph: see ``janus/graph/effects.py``; and
 what keeps a graph from compiling with XLA (``xla_blocker``, for ``replay/xla.py``).
 
 The classification lives in the runtime (the runtime decides at trace time
@@ -6,7 +6,7 @@ whether a test depends on a state change made earlier in the call, and must
 not import the generator); the tracer's deferred-update rule uses the same
 definitions through this module.
 """
-from janus.runtime.effects import (CALL_OPS, Effect, _OUTPUT_EFFECTS, _PURE_READS,  # noqa: F401
+from janus.graph.effects import (CALL_OPS, Effect, _OUTPUT_EFFECTS, _PURE_READS,  # noqa: F401
                                    called_graphs,
                                    _UNREPRODUCIBLE_RANDOM, effect, unreproducible_reason)
 

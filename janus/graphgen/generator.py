@@ -3,7 +3,7 @@
 Needs nothing run before it.  ``convert(fn)`` returns a ``Converted``: a
 Python function with the same parameters whose every call, attribute,
 subscript, free-name read, loop iterable, context manager and assert goes
-through ``janus.runtime.operators``.  Tracing that function (``tracer.py``)
+through ``janus.trace.operators``.  Tracing that function (``tracer.py``)
 yields the specialized graph.  Conversions are cached per code object, by
 identity and weakly (``frontend.ByCode``); each function gets its own ``Converted``
 around it (its globals and cells: two modules' functions with one text, or
@@ -23,8 +23,8 @@ from janus.graphgen.converters import (attributes, calls, common, control, decla
                                        exceptions, jumps, literals, names, observations,
                                        returns, unsupported)
 from janus.pyct import frontend, mangling, parser, recompile
-from janus.runtime import operators
-from janus.runtime.namespace import FunctionNamespace
+from janus.trace import operators
+from janus.trace.namespace import FunctionNamespace
 
 # The pipeline, in order.  Each pass is one module under converters/.
 PASSES = (

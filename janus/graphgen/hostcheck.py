@@ -1,7 +1,7 @@
 """Checks and Python calls on relaxed numbers, done on the host before a graph runs.
 
 Needs a finished trace of the top graph (``tracer.trace``, at the end of its
-body).  A graph computed from dynamic scalars (``runtime/scalars.py``) carries
+body).  A graph computed from dynamic scalars (``values/scalars.py``) carries
 small scalar chains: range checks (``Janus>Assert`` on an int sum, a float
 divisor, a subnormal result), speculated tests on the numbers, and Python's own
 math (``self.decay ** (self.step / 100)``, ``math.cos``) as a
@@ -293,7 +293,7 @@ def _region(ctx, graph, flat_inputs, leaves):
             continue
         out = slot_of(op.outputs[0])
         if any(i in dynamic for i in inputs) or op in draws:
-            dynamic.add(out)   # a draw is a new value every run (runtime/host_draws.py)
+            dynamic.add(out)   # a draw is a new value every run (trace/host_draws.py)
         steps.append(HostStep(fn, out, tuple(inputs), template))
         region.add(op)
         if op.type == 'PyFuncStateless':

@@ -11,7 +11,7 @@ and with it the whole forward pass, eagerly, for one line janus refused deep ins
 a layer's ``call()``.  Dynamo compiles every frame on its own, so a break splits only
 the frame it is in; AutoGraph converts callees through ``converted_call``.  janus
 does the former for Keras layers, the callee janus already runs through a hook
-(``runtime/layers.calling``):
+(``library/layers.calling``):
 
 * **found at the failure.**  ``find_route`` walks the failed trace's frames below the
   statement to the first user code the trace converted.  When that is the user
@@ -62,7 +62,7 @@ import weakref
 
 import tensorflow as tf
 
-from janus.runtime import layers
+from janus.library import layers
 
 _SEARCH_DEPTH = 64   # frames of a failed trace looked at (a trace's stack is shallow)
 

@@ -8,7 +8,7 @@ site's outcomes only when every profiled call showed the very same sequence,
 the sequence is no longer than ``config.max_unroll``, and the site never broke
 an assumption before (the lattice is fixed → dynamic, one way only).
 
-Two refinements, both decided by the runtime (``runtime/control/``) through
+Two refinements, both decided by the runtime (``control/``) through
 ``prefers_dynamic`` / ``cannot_build``:
 
 * A test computed from a relaxed Python number (a counter, a schedule: it
@@ -45,7 +45,7 @@ class Plan:
         self.relaxed = set(relaxed_sites)
         self.dynamic_scalars = frozenset(dynamic_scalars)   # relaxed number sources (uids)
         # numbers a trace needed the values of (relaxation.py): a draw among them is not
-        # made on the host again (runtime/host_draws.py)
+        # made on the host again (trace/host_draws.py)
         self.pinned = frozenset(pinned)
         # (code, site) -> sequence: real control flow failed to build there, assume this
         self.unbuildable = dict(unbuildable or {})

@@ -65,7 +65,7 @@ class ExactShapes(Retrace):
 
 class StructureWidened(Retrace):
     """A recursive function's structure showed more classes or kinds of value after
-    its graph function was built (``runtime/structures.py``): trace again, the
+    its graph function was built (``recursion/structures.py``): trace again, the
     profile now knowing them all."""
 
 

@@ -31,8 +31,8 @@ from janus.config import config
 from janus.errors import Unsupported
 from janus.reasons import Reason
 from janus.replay.rollback import Rollback
-from janus.runtime import effects
-from janus.runtime.fallible import infallible
+from janus.graph import effects
+from janus.graph.fallible import infallible
 
 
 class NotUndoable(Exception):

@@ -35,7 +35,7 @@ import gast
 
 from janus.graphgen import hoist, nested
 from janus.pyct import anno, frontend, liveness, mangling, recompile, scopes, sites
-from janus.runtime.control import common
+from janus.control import common
 
 SEGMENTS = '__janus_segments'    # the skeleton's list of segment callables (a closure)
 HELPERS = '__jr'                 # read_local / UNDEFINED, as converted code names them

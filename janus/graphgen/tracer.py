@@ -11,10 +11,10 @@ variable assignments, optimizer updates, generator draws, iterator reads,
 printing) gets a control dependency on every ``Janus>Assert`` of the graph,
 so a run whose assertion fails has changed nothing.  While tracing, stdout
 written by anything but janus's deferred print refuses the trace
-(``runtime/trace_output.py``); a graph that used Keras layers is guarded by
-their settings (``runtime/library_config.py``); what Keras changes on them
+(``trace/trace_output.py``); a graph that used Keras layers is guarded by
+their settings (``library/library_config.py``); what Keras changes on them
 while traced (their losses) is replayed per run, anything else holding a
-graph tensor refuses (``runtime/library_state.py``).
+graph tensor refuses (``library/library_state.py``).
 """
 import dataclasses
 import inspect
@@ -32,13 +32,15 @@ from janus import call_signature, errors, guards
 from janus.config import config
 from janus.errors import ConversionError
 from janus.graphgen import effects, generator, hostcheck, nested, retrace, rollback
-from janus.runtime.effects import PULL_CHECKS, PULLS_OUTSIDE, pulls_outside
+from janus.graph.effects import PULL_CHECKS, PULLS_OUTSIDE, pulls_outside
 from janus.replay import templates
 from janus.replay.entry import GraphEntry
-from janus.runtime.ops import INVOKE_OP
-from janus.runtime import (arrays, calls, control, fallible, graph_analysis, library_config,
-                           library_state, observe, ops, scalars, trace_context, trace_output,
-                           tracing)
+from janus.graph.ops import INVOKE_OP
+from janus import control
+from janus.graph import fallible, graph_analysis, ops
+from janus.library import library_config, library_state
+from janus.trace import calls, observe, trace_context, trace_output, tracing
+from janus.values import arrays, scalars
 
 
 # False: replays check guards one by one and evaluate call-time inputs through TF's
@@ -638,7 +640,7 @@ def _new_context(fn, converted, bound, plan, heap_shapes, distributed):
                                      calls.call)
     ctx.shapes = heap_shapes
     if distributed:
-        ctx.soft_conditions = []   # checked together by runtime.distributed.agree
+        ctx.soft_conditions = []   # checked together by library.distributed.agree
     ctx.register_converted(fn.__code__, converted)
     ctx.refusals = []
     ctx.host_leaves = {}
@@ -675,7 +677,7 @@ def _graph_body(ctx, converted, bound, signature, holder):
         if ctx.soft_conditions:
             raise errors.Unsupported(Reason.DISTRIBUTED_AGREEMENT,
                                      'a distributed step made assumptions after its '
-                                     'agreement (janus.runtime.distributed.agree)')
+                                     'agreement (janus.library.distributed.agree)')
         holder['closed'] = _close_graph(ctx, result, flat_inputs)
         return holder['closed'].outputs
     return body

@@ -18,7 +18,7 @@ from janus.replay import host as host_module
 from janus.replay import rewrites, xla
 from janus.replay.executor import WriteBackFailed
 from janus.replay.templates import NOT_TAKEN, Conditional, rebuild
-from janus.runtime import heap, shadow_heap
+from janus.heap import heap, shadow_heap
 
 
 

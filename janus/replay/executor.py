@@ -28,7 +28,7 @@ import re
 import tensorflow as tf
 
 from janus.config import config
-from janus.runtime import ops
+from janus.graph import ops
 
 
 _NODE = re.compile(r'\{\{node ([^}]+)\}\}')
@@ -97,7 +97,7 @@ def run_graph(entry, arguments):
     """Runs ``entry``; raises AssertionBroke or GraphError for the caller to fall back.
     Whenever the call is to be re-run (every exception but the graph's own error after
     a state change, or a failed write-back that changed state), the Python generators
-    the host program drew from are put back first (``runtime/host_draws.py``)."""
+    the host program drew from are put back first (``trace/host_draws.py``)."""
     rollback = entry.rollback
     saved = rollback.save() if rollback is not None else None   # before anything ran
     host = getattr(entry, 'host', None)

@@ -106,7 +106,7 @@ class HostProgram:
     compiled to one Python function (``source``)."""
 
     def __init__(self, constants, leaves, steps, fed):
-        self.draws = []   # the generators its draws advance (runtime/host_draws.py)
+        self.draws = []   # the generators its draws advance (trace/host_draws.py)
         self.checks = sum(1 for step in steps if step.is_check)
         self.checked = frozenset(step.assumption.id for step in steps if step.is_check)
         self.calls = len(fed)
@@ -172,7 +172,7 @@ class HostProgram:
 
 def save_state(generator):
     """A random generator's whole state (``random.Random``, NumPy ``RandomState`` or
-    ``Generator``: what ``runtime/host_draws.py`` draws from), for ``restore_state``."""
+    ``Generator``: what ``trace/host_draws.py`` draws from), for ``restore_state``."""
     if isinstance(generator, random.Random):
         return generator.getstate()
     if type(generator) is np.random.RandomState:

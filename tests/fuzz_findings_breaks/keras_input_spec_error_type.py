@@ -9,8 +9,8 @@
 #    3  f(tf.constant([-1.25, -1.25, -1.75, -1.25, -1.75], dtype=tf.float32), ITA1)
 #    4  f(tf.constant([1.0, 0.5, 0.25], dtype=tf.float32), itp2=ITA1)   # <-- diverges here
 # janus traceback (last lines):
-#     File "<repo>/janus/runtime/calls.py", line 117, in call
-#     File "<repo>/janus/runtime/calls.py", line 872, in _call_library
+#     File "<repo>/janus/trace/calls.py", line 117, in call
+#     File "<repo>/janus/trace/calls.py", line 872, in _call_library
 #     File "<repo>/.venv/lib/python3.11/site-packages/keras/src/utils/traceback_utils.py", line 117, in error_handler
 #     File "<repo>/.venv/lib/python3.11/site-packages/keras/src/layers/layer.py", line 1002, in __call__
 #     File "<repo>/.venv/lib/python3.11/site-packages/keras/src/utils/traceback_utils.py", line 117, in error_handler

@@ -1,12 +1,12 @@
 """Finding 2 (open; the fix is outside segments.py/liveness.py): a segment with an input
 that may be unbound starts with ``if last is __jr.UNDEFINED: del last`` (segments.py
-_definition).  In converted code ``__jr`` is ``janus.runtime.operators``, which exports
+_definition).  In converted code ``__jr`` is ``janus.trace.operators``, which exports
 ``read_local`` but not ``UNDEFINED``: tracing the segment raises ``AttributeError: module
-'janus.runtime.operators' has no attribute 'UNDEFINED'``, so such a segment never gets a
+'janus.trace.operators' has no attribute 'UNDEFINED'``, so such a segment never gets a
 graph (janus then cuts the segment again at that line, recursively, one level per
 profile: results stay right, the tensor work runs eagerly).
 
-Fix: export it, ``from janus.runtime.control import UNDEFINED`` in runtime/operators.py
+Fix: export it, ``from janus.control import UNDEFINED`` in trace/operators.py
 (with it, both segments below run graphs).  ``--fix`` here patches it in to show that.
 """
 import sys
@@ -14,7 +14,8 @@ import sys
 from _common import functions, janus, run, tf
 
 if '--fix' in sys.argv:
-    from janus.runtime import control, operators
+    from janus import control
+    from janus.trace import operators
     operators.UNDEFINED = control.UNDEFINED
 
 

@@ -5,7 +5,7 @@ import gast
 
 from janus.errors import ConversionError
 
-RUNTIME = '__jr'     # the janus.runtime.operators module, a closure of converted code
+RUNTIME = '__jr'     # the janus.trace.operators module, a closure of converted code
 NAMESPACE = '__ns'   # the converted function's FunctionNamespace, also a closure
 RESERVED = (RUNTIME, NAMESPACE)
 

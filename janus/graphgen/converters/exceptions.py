@@ -7,7 +7,7 @@ types, has_finally)`` (the ops the body makes are the statement's region;
 in the handlers, a bare ``except`` as None), a first handler lets
 janus's own signals through (``except __jr.TRACE_SIGNALS: raise``), and every
 handler of yours starts with ``__jr.caught(line)``, which refuses an
-exception eager might not raise there (``runtime/control/exceptions.py``
+exception eager might not raise there (``control/exceptions.py``
 says which).  ``unsupported`` has already refused what this cannot keep:
 ``except*`` and a ``try`` in a generator's own body.  A ``finally`` that
 returns, breaks or continues starts with ``__jr.finally_may_swallow(line)``:

@@ -5,7 +5,7 @@ Runs after ``attributes`` and before ``calls``.  Comparisons (``in``, ``==``,
 ``not x``, comprehension filters, tuple unpacking, ``*``/``**`` spreading
 and f-strings become ``__jr.compare``/``binop``/``unary``/``inplace``/
 ``not_value``/``truth``/``unpack``/``join_text``/``format_value`` calls
-(``runtime/observe.py``), so an outside value observed by any of them is
+(``trace/observe.py``), so an outside value observed by any of them is
 guarded or refused, and a user class's operator methods are converted, never
 run unconverted at trace time.  Runtime calls other passes made are left alone.
 """

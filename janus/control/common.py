@@ -1,0 +1,303 @@
+"""What every part of janus's control flow shares: unbound names, lists that grow
+in a tensor-dependent loop, truth of tests, where a site is, and the values
+that only a test may use.
+
+Needs a ``TraceContext`` (``tracing.current()``) while converted code is
+traced.  Imports no other module of ``control/``.
+"""
+import tensorflow as tf
+
+from janus.pyct.sites import SiteKey
+from janus.reasons import Reason
+from janus.graph import fallible
+from janus.graph import vectorize
+from janus.trace import observe
+from janus.values import scalars
+from janus.heap.shadow_heap import Deferred
+from janus.trace.trace_context import Unsupported
+from janus.trace.tracing import NeedsValue, current
+
+
+class Undefined:
+    """The value of a variable that is not bound (yet) where state is captured."""
+
+    def __init__(self, name=None):
+        self.name = name
+
+    def __repr__(self):
+        return '<undefined>'
+
+
+UNDEFINED = Undefined()
+
+
+class TensorList:
+    """A Python list that grows inside a tensor-dependent loop, kept as a TensorArray.
+
+    Inside the loop it supports what growing a list needs (``append``,
+    ``extend``, ``+=``, ``+``); after it, ``tf.stack``, ``tf.concat``,
+    ``tf.add_n`` and the ``tf.reduce_*`` family, which see the same values
+    eager code sees.  Anything else (``len``, indexing, iteration) would need
+    a Python list whose length is a run-time value: refused, with the line.
+    """
+
+    def __init__(self, array, where):
+        self.array, self.where = array, where
+
+    def append(self, value):
+        self.array = self.array.write(self.array.size(), value)
+
+    def extend(self, values):
+        for value in values:
+            self.append(value)
+
+    def __iadd__(self, values):
+        self.extend(values)
+        return self
+
+    def __add__(self, values):
+        grown = TensorList(self.array, self.where)
+        grown.extend(values)
+        return grown
+
+    def stacked(self):
+        return self.array.stack()
+
+    def _refuse(self, *args, **kwargs):
+        raise Unsupported(Reason.GROWN_LIST,
+                          '%s: a list that grows in a tensor-dependent loop has a run-time '
+                          'length; janus supports tf.stack/tf.concat/tf.add_n/tf.reduce_* of '
+                          'it, not len(), indexing or iteration' % self.where)
+
+    __len__ = __getitem__ = __iter__ = __bool__ = _refuse
+
+
+def read_local(thunk):
+    try:
+        return thunk()
+    except NameError:
+        return UNDEFINED
+
+
+def bool_tensor(value):
+    """``bool(value)`` as a scalar bool tensor (eager ``bool`` needs one element too)."""
+    return tf.reshape(tf.cast(value, tf.bool), [])
+
+
+def python_truth(value):
+    """``bool(value)`` of a Python value: guarded when it came from outside."""
+    return observe.truth(value)
+
+
+INTERNAL_FLAGS = ('__janus_break',)   # janus's own flags: Python bools may become tensors
+
+
+def tensor_flags(values, names):
+    """janus's own break flags, as tensors where a tensor-dependent region needs them."""
+    return tuple(tf.constant(v) if isinstance(v, bool) and n.startswith(INTERNAL_FLAGS) else v
+                 for v, n in zip(values, names))
+
+
+def is_tensor(value):
+    return isinstance(value, tf.Tensor)
+
+
+def is_test_tensor(value):
+    """A test decided by the graph: a tensor, a dynamic scalar (``scalars.py``), or
+    the truth of an and/or whose sides differ in kind (``TestValue``)."""
+    return isinstance(value, (tf.Tensor, TestValue)) or scalars.is_dynamic(value)
+
+
+def condition_tensor(value):
+    """``bool(value)`` of a tensor or dynamic scalar as a scalar bool tensor."""
+    if scalars.is_dynamic(value):
+        return scalars.condition(value)
+    if isinstance(value, TestValue):
+        return value.tensor
+    return bool_tensor(value)
+
+
+def static_truth(value):
+    static = tf.get_static_value(value)
+    if static is None or getattr(static, 'size', 1) != 1:
+        return None
+    return bool(static)
+
+
+class CannotBuild(Unsupported):
+    """Real control flow at ``key`` failed to build (``error``); it can be assumed."""
+
+    def __init__(self, key, error):
+        self.key, self.error = key, error
+        super().__init__('%s: real control flow there failed to build (%s)'
+                         % (_where_key(key), error))
+
+
+def _where_key(key):
+    return current().site_text(key)
+
+
+def describe_site(ns, site):
+    return current().site_text(SiteKey(ns.fn.__code__, site))
+
+
+class BranchRaised(Exception):
+    def __init__(self, branch, error):
+        super().__init__(str(error))
+        self.branch, self.error = branch, error
+
+
+def kept_running(outputs):
+    """``outputs`` of a tf.cond branch or tf.while_loop body being built, after
+    making the ops there that may fail but that no output needs run anyway (as
+    eagerly; TF would prune them from the branch's function)."""
+    graph = tf.compat.v1.get_default_graph()
+    fallible.keep_unused(graph, tf.nest.flatten(outputs))
+    if current().recursion.vectorizing:   # TF's vectorizer keeps only what the outputs need
+        return tf.nest.pack_sequence_as(outputs, vectorize.gated(graph, tf.nest.flatten(outputs)))
+    return outputs
+
+
+def in_traced_region(fn, *args):
+    ctx = current()
+    ctx.region_depth += 1
+    try:
+        return fn(*args)
+    finally:
+        ctx.region_depth -= 1
+
+
+class TestValue:
+    """The value of ``a and b`` / ``x if t else y`` whose two sides differ in kind (a
+    dynamic bool on one path, a bool tensor on the other): janus knows only its
+    truth (a bool tensor), so it may only decide a test (``if``, ``while``,
+    ``not``, ``and``/``or``); any other use is refused."""
+
+    def __init__(self, tensor, where, lineage=frozenset()):
+        self.tensor, self.where, self.lineage = tensor, where, frozenset(lineage)
+
+    def _refuse(self, *args, **kwargs):
+        refuse_values(Reason.BRANCH_TYPES,
+                      '%s: this and/or (or conditional expression) gives values of different '
+                       'kinds on different paths; janus converts it only as the test of an '
+                       'if/while' % self.where, extra=self.lineage)
+
+    __bool__ = __len__ = __iter__ = __getitem__ = __contains__ = __str__ = __format__ =\
+        __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ =\
+        __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __index__ = __int__ =\
+        __float__ = __array__ = _refuse
+    __hash__ = None
+
+
+def truth_output(value):
+    """``bool(value)`` as a scalar bool tensor where that needs no guard and cannot
+    raise, else None."""
+    if isinstance(value, TestValue):
+        return value.tensor
+    if scalars.is_dynamic(value):
+        return scalars.condition(value)
+    if is_tensor(value):
+        return bool_tensor(value) if value.shape.num_elements() == 1 else None
+    if type(value) in (bool, int, float, type(None)):
+        return tf.constant(bool(value))
+    return None
+
+
+def taping():
+    """Whether a GradientTape may be recording what is traced now."""
+    from tensorflow.python.eager import record
+    return record.could_possibly_record()
+
+
+def variables_read():
+    """Outer resources (variables) the graph being traced reads."""
+    graph = tf.compat.v1.get_default_graph()
+    inner_to_outer = {id(inner): outer for outer, inner in getattr(graph, 'captures', ())}
+    read = set()
+    for op in graph.get_operations():
+        if op.type == 'ReadVariableOp' and op.inputs:
+            outer = inner_to_outer.get(id(op.inputs[0]))
+            read.add(id(outer) if outer is not None else id(op.inputs[0]))
+    return read
+
+
+# -- values across the two sides of a tf.cond ----------------------------------------
+
+def number_type(value):
+    """``int``/``float``/``bool`` for a Python number or a dynamic scalar, else None."""
+    if scalars.is_dynamic(value):
+        return value.type
+    kind = type(value)
+    return kind if kind in (int, float, bool) else None
+
+
+def liftable(value):
+    """A Python number that can become a (constant) dynamic scalar."""
+    kind = type(value)
+    return kind is bool or (kind in (int, float) and scalars.in_range(value))
+
+
+def lineage_of(value):
+    """The relaxed numbers a value (a dynamic scalar, a test's truth) was computed from."""
+    if isinstance(value, TestValue):
+        return value.lineage
+    return scalars.lineage_of(value)
+
+
+def refuse_values(reason, message, *values, extra=frozenset()):
+    """Refuses what ``values`` would need; when a dynamic scalar is among them (or
+    decided the test, ``extra``), the trace is redone with the numbers it came from
+    constant (``NeedsValue``) rather than given up: a test on constants is
+    plain Python, with nothing to merge."""
+    lineage = scalars.lineage_of(*values) | frozenset(extra)
+    if lineage:
+        current().needs_value |= lineage
+        raise NeedsValue(lineage, message, reason)
+    raise Unsupported(reason, message)
+
+
+COMPARED_BY_VALUE = (int, float, bool, str, bytes, complex, type(None), tf.DType,
+                      tf.TensorShape, range)
+
+
+def kind_of(value):
+    if value is UNDEFINED:
+        return 'undefined'
+    if is_tensor(value):
+        return 'a %s tensor' % value.dtype.name
+    if scalars.is_dynamic(value):
+        return 'a %s (a number known when the graph runs)' % value.type.__name__
+    if type(value) in (list, tuple, dict):
+        return 'a %s of %d items' % (type(value).__name__, len(value))
+    if isinstance(value, _Unreadable):
+        return 'unknown'
+    text = repr(value) if type(value) in COMPARED_BY_VALUE else '<%s object>' % (
+        type(value).__name__)
+    return 'the %s %s' % (type(value).__name__, text if len(text) <= 60 else text[:57] + '...')
+
+
+# -- writes to Python state inside a tf.cond branch ------------------------------------
+
+OLD = object()   # a location a branch did not write: its value from before the `if`
+
+
+class _Unreadable(Deferred):
+    """A location janus cannot read again: reading it refuses, naming the line."""
+
+    def __init__(self, reason, context):
+        self.reason, self.context = reason, context
+
+    def resolve(self):
+        raise Unsupported(self.reason, self.context)
+
+
+def snapshot_of(value, depth=0):
+    """Identity and contents of a Python value, to tell whether a region changed it."""
+    if depth > 4:
+        return ('deep', id(value))
+    if isinstance(value, list):
+        return ('list', id(value), tuple(snapshot_of(v, depth + 1) for v in value))
+    if isinstance(value, dict):
+        return ('dict', id(value), tuple(value),
+                tuple(snapshot_of(v, depth + 1) for v in value.values()))
+    return ('value', id(value))

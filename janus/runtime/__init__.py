@@ -1,1 +1,0 @@
-"""What converted code calls at trace time (operators), the op loader (ops), the whitelist."""
