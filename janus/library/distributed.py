@@ -12,6 +12,12 @@ rank gets the same answer, every rank's graph passes or fails the same
 imperatively, where ``agree`` contributes a plain 1.  Both paths issue the
 same collectives, with the same names, in the same order.
 """
+from __future__ import annotations
+
+import types
+from collections.abc import Sequence
+from typing import Any
+
 import tensorflow as tf
 
 from janus.errors import JanusUsageError
@@ -24,7 +30,7 @@ _INSTALL_HINT = ('janus.DistributedOptimizer needs Horovod with TensorFlow: inst
                  '`bash scripts/install_horovod.sh`)')
 
 
-def horovod():
+def horovod() -> types.ModuleType:
     """``horovod.tensorflow``, initialized; a JanusUsageError saying what to do otherwise."""
     try:
         import horovod.tensorflow as hvd
@@ -43,10 +49,10 @@ class _Agreement:
     half-done, and the imperative re-run's allreduces of the same names would
     then wait forever)."""
 
-    def __init__(self, held=None, assumption_id=None):
+    def __init__(self, held: tf.Tensor | None = None, assumption_id: Any = None) -> None:
         self.held, self.assumption_id = held, assumption_id
 
-    def gate(self, tensor):
+    def gate(self, tensor: tf.Tensor) -> tf.Tensor:
         if self.held is None:
             return tensor
         return ops.janus_checked_identity(self.held, tensor, self.assumption_id,
@@ -56,7 +62,7 @@ class _Agreement:
 _eager_collectives = {}
 
 
-def allreduce(tensor, name, op):
+def allreduce(tensor: tf.Tensor, name: str, op: object) -> tf.Tensor:
     """``hvd.allreduce`` under exactly the name ``name``, in a graph or eagerly.
 
     Horovod matches ranks' collectives by op name.  Inside a janus graph the
@@ -75,7 +81,7 @@ def allreduce(tensor, name, op):
     return _eager_collectives[key](tf.convert_to_tensor(tensor))
 
 
-def agree(name):
+def agree(name: str) -> _Agreement:
     """Allreduces (Min) whether this rank's assumptions held; asserts all did."""
     hvd = horovod()
     ctx = tracing.current_or_none()
@@ -96,7 +102,8 @@ def agree(name):
     return _Agreement(agreed, ctx.assumptions[-1].id)
 
 
-def average_gradients(grads, prefix, agreement):
+def average_gradients(grads: Sequence[tf.Tensor | None], prefix: str,
+                      agreement: _Agreement) -> list[tf.Tensor | None]:
     """Allreduce (average) of each gradient, named by position so every path matches."""
     hvd = horovod()
     return [None if g is None else allreduce(agreement.gate(g), '%s.%d' % (prefix, i), hvd.Average)

@@ -11,6 +11,10 @@ class is left as it was.  Used by the profiler (probed twin) and the
 tracer (converted).  ``refuse_lazy_build`` keeps a trace from building a
 Keras optimizer.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 import contextlib
 import inspect
 import threading
@@ -23,7 +27,7 @@ from janus.reasons import Reason
 from janus.library import whitelist
 
 
-def user_call(layer):
+def user_call(layer: object) -> types.FunctionType | None:
     """The layer's own ``call`` function, if the user wrote it (else None)."""
     if whitelist.is_library_object(layer) or not hasattr(layer, 'built'):
         return None
@@ -37,7 +41,7 @@ def user_call(layer):
 _BUILDING_METHODS = frozenset(('apply_gradients', 'apply', 'minimize', 'build'))
 
 
-def refuse_lazy_build(callee):
+def refuse_lazy_build(callee: Callable[..., Any]) -> None:
     """Raises ConversionDeferred for a call that would build a Keras optimizer.
 
     Adam, RMSprop and friends create their slots on their first
@@ -60,7 +64,7 @@ def refuse_lazy_build(callee):
 
 
 @contextlib.contextmanager
-def calling(layer, replacement):
+def calling(layer: object, replacement: Callable[..., Any]) -> Iterator[None]:
     """Within the block, ``layer(...)`` in this thread runs ``replacement`` as its
     ``call``; in other threads it runs the layer's own."""
     stack = _replacements().setdefault(id(layer), [])
@@ -78,7 +82,7 @@ def calling(layer, replacement):
 _local = threading.local()
 
 
-def _replacements():
+def _replacements() -> dict[int, list[Callable[..., Any]]]:
     """This thread's replaced calls: id(layer) -> stack of replacements."""
     if not hasattr(_local, 'replacements'):
         _local.replacements = {}
@@ -94,15 +98,15 @@ class _Dispatch:
     """
 
     _lock = threading.Lock()
-    _installed = {}   # id(layer) -> _Dispatch
+    _installed: dict[int, _Dispatch] = {}   # id(layer) -> _Dispatch
 
-    def __init__(self, layer):
+    def __init__(self, layer: object) -> None:
         self.had_own = 'call' in vars(layer)
         self.saved = vars(layer).get('call')
         self.users = 0
 
     @classmethod
-    def enter(cls, layer):
+    def enter(cls, layer: object) -> None:
         with cls._lock:
             dispatch = cls._installed.get(id(layer))
             if dispatch is None:
@@ -111,7 +115,7 @@ class _Dispatch:
             dispatch.users += 1
 
     @classmethod
-    def exit(cls, layer):
+    def exit(cls, layer: object) -> None:
         with cls._lock:
             dispatch = cls._installed[id(layer)]
             dispatch.users -= 1
@@ -122,11 +126,11 @@ class _Dispatch:
                 else:
                     object.__delattr__(layer, 'call')
 
-    def function(self, layer):
+    def function(self, layer: object) -> Callable[..., Any]:
         """The dispatching function (it holds the layer only while installed)."""
         key = id(layer)
 
-        def call(*args, **kwargs):
+        def call(*args: Any, **kwargs: Any) -> Any:
             stack = _replacements().get(key)
             if stack:
                 return stack[-1](*args, **kwargs)
@@ -134,12 +138,13 @@ class _Dispatch:
         # Keras reads ``inspect.signature(layer.call)`` (its error messages list the
         # arguments by name): the layer's own, not the dispatcher's (*args, **kwargs).
         try:
-            call.__signature__ = inspect.signature(self.own_call(layer))
+            call.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+                self.own_call(layer))
         except (TypeError, ValueError, AttributeError):
             pass
         return call
 
-    def own_call(self, layer):
+    def own_call(self, layer: object) -> Any:
         """What ``layer.call`` is without janus: its instance attribute or its class's."""
         if self.had_own:
             return self.saved
@@ -151,7 +156,8 @@ class _Dispatch:
         raise AttributeError('%r object has no attribute \'call\'' % type(layer).__name__)
 
 
-def relaxed_where_spec_fixes(layer, args, kwargs):
+def relaxed_where_spec_fixes(layer: object, args: Sequence[Any],
+                             kwargs: Mapping[str, Any]) -> str | None:
     """Describes the first input size ``layer``'s input spec fixes (Dense's last axis)
     that a graph with relaxed shapes knows only as None, else None.
 

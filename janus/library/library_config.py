@@ -18,6 +18,10 @@ after some layer anywhere changed does it recompute the fingerprint, and a
 graph whose own layers are configured as when it was traced (a GAN toggling
 ``trainable`` back and forth) is used again.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 import dis
 import functools
 import sys
@@ -33,44 +37,44 @@ _lock = threading.Lock()
 _installed = False
 
 
-def _bump():
+def _bump() -> None:
     global version
     version += 1
 
 
-def _wrap_setter(layer_class):
+def _wrap_setter(layer_class: type[Any]) -> None:
     prop = layer_class.__dict__['trainable']
 
-    def set_trainable(self, value):
+    def set_trainable(self, value: bool) -> None:
         prop.fset(self, value)
         _bump()
     layer_class.trainable = property(prop.fget, set_trainable, prop.fdel, prop.__doc__)
 
 
-def _is_setting(value):
+def _is_setting(value: object) -> bool:
     """Python constants and functions (``layer.activation = tanh``) are settings the
     fingerprint covers; tensors written back by janus's shadow heap are not."""
     return type(value) in guards.PRIMITIVES or isinstance(
         value, (types.FunctionType, types.BuiltinFunctionType, functools.partial))
 
 
-def _janus_own(value):
+def _janus_own(value: object) -> bool:
     """janus's own function on a layer (``layers.calling``'s per-thread ``call``
     dispatch, made anew each time a cut function routes the layer): not a setting."""
     return isinstance(value, types.FunctionType) and whitelist.is_janus_runtime(value)
 
 
-def _same_setting(old, new):
+def _same_setting(old: object, new: object) -> bool:
     if type(old) in guards.PRIMITIVES:
         return guards.same_constant(old, new)
     return old is new
 
 
-def _wrap_setattr(layer_class):
+def _wrap_setattr(layer_class: Any) -> None:
     original = layer_class.__setattr__
     missing = object()
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         if not name.startswith('_') and (_is_setting(value)
                                          or _is_setting(self.__dict__.get(name))):
             old = self.__dict__.get(name, missing)
@@ -80,7 +84,7 @@ def _wrap_setattr(layer_class):
     layer_class.__setattr__ = __setattr__
 
 
-def install():
+def install() -> None:
     """Wraps Keras's Layer once, if the program imported Keras; idempotent."""
     global _installed
     if _installed or 'keras' not in sys.modules:
@@ -94,12 +98,13 @@ def install():
         _installed = True
 
 
-def _layer_class():
+def _layer_class() -> type[Any] | None:
     keras = sys.modules.get('keras')
     return getattr(getattr(keras, 'layers', None), 'Layer', None) if keras else None
 
 
-def _fingerprint(layers, handled):
+def _fingerprint(layers: Sequence[Any], handled: Sequence[frozenset[str]]
+                 ) -> tuple[tuple[bool, tuple[tuple[str, type, object], ...]], ...]:
     """What of each layer's configuration a graph depends on (its identity is
     guarded elsewhere): ``trainable``, its public Python constants and functions.  Your
     subclasses' too: Keras code may read them behind janus's own guards.  Left out:
@@ -118,13 +123,13 @@ def _fingerprint(layers, handled):
 class Snapshot:
     """The version and the used layers' fingerprint a graph was traced under."""
 
-    def __init__(self, layers, handled):
+    def __init__(self, layers: list[Any], handled: list[frozenset[str]]) -> None:
         self.layers = layers
         self.handled = handled   # per layer: attribute names janus guards or writes itself
         self.version = version
         self.fingerprint = _fingerprint(layers, handled)
 
-    def holds(self, current_version):
+    def holds(self, current_version: int) -> bool:
         if current_version == self.version:
             return True
         if _fingerprint(self.layers, self.handled) != self.fingerprint:
@@ -132,14 +137,14 @@ class Snapshot:
         self.version = current_version   # a change elsewhere: this graph still fits
         return True
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return 'settings of %d layers as at version %d' % (len(self.layers), self.version)
 
 
 
 
 @functools.lru_cache(maxsize=None)
-def _user_managed(kind):
+def _user_managed(kind: type) -> frozenset[str]:
     """Attribute names your own methods of ``kind`` assign (``self.calls += 1`` in a
     model's ``call``, ``self.log_every = n`` in its ``__init__``), less those Keras's own
     classes define: your code reads them through janus, which guards what it reads;
@@ -157,7 +162,7 @@ def _user_managed(kind):
     return frozenset(n for n in names if not any(hasattr(k, n) for k in library))
 
 
-def _stored_attributes(code):
+def _stored_attributes(code: types.CodeType) -> set[str]:
     """Names of the attributes ``code`` (and code nested in it) assigns."""
     found = {ins.argval for ins in dis.get_instructions(code) if ins.opname == 'STORE_ATTR'}
     for const in code.co_consts:
@@ -166,7 +171,8 @@ def _stored_attributes(code):
     return found
 
 
-def guard_for(objects, handled=None):
+def guard_for(objects: Iterable[object],
+              handled: Mapping[int, Iterable[str]] | None = None) -> guards.SourceGuard | None:
     """A LIBRARY_CONFIG guard over the Keras layers among ``objects`` (and their
     sublayers), or None when there are none.  ``handled``: id(object) -> names of the
     attributes the trace read or wrote through janus (left out of the fingerprint)."""
@@ -183,7 +189,8 @@ def guard_for(objects, handled=None):
                     layers.append(layer)
     if not layers:
         return None
-    skips = [frozenset(handled.get(id(layer), ())) | _user_managed(type(layer))
+    skips = [frozenset(handled.get(id(layer), ()))
+             | _user_managed(type(layer))  # type: ignore[arg-type]  # a class is hashable
              for layer in layers]
     return guards.SourceGuard(guards.GuardKind.LIBRARY_CONFIG, _VERSION,
                               Snapshot(layers, skips))

@@ -26,6 +26,10 @@ Anything else a trace leaves in a library object's state that holds one of
 its graph tensors (another Keras version's loss or metric lists, say) is
 found after the trace (``leaked``) and the trace is refused.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, NoReturn
 import sys
 import threading
 
@@ -43,12 +47,12 @@ version = 0   # bumped whenever a loss is added outside a trace (eagerly, or rep
 _VERSION = sources.CounterSource(sys.modules[__name__], 'version', 'keras losses added')
 
 
-def _bump():
+def _bump() -> None:
     global version
     version += 1
 
 
-def install():
+def install() -> None:
     """Wraps Keras's ``Layer`` once, if the program imported Keras; idempotent."""
     global _installed
     if _installed or 'keras' not in sys.modules:
@@ -68,7 +72,7 @@ class _Traced:
     """One loss list a trace changed: its contents before, and whether the trace
     must write it (it held losses then, or the trace added some)."""
 
-    def __init__(self, layer, losses):
+    def __init__(self, layer: object, losses: list[Any]) -> None:
         self.losses = losses
         self.before = list(losses)
         self.live = bool(self.before)
@@ -78,34 +82,34 @@ class _Traced:
 class LossList:
     """What replayed writes call: the layer's loss list, bumping ``version``."""
 
-    def __init__(self, layer, losses):
+    def __init__(self, layer: object, losses: list[Any]) -> None:
         self.losses = losses
         self.__qualname__ = '%s.losses' % getattr(layer, 'name', type(layer).__name__)
 
-    def clear(self):
+    def clear(self) -> None:
         self.losses.clear()
 
-    def extend(self, values):
+    def extend(self, values: Iterable[Any]) -> None:
         self.losses.extend(values)
         _bump()
 
 
-def _tracing():
+def _tracing() -> trace_context.TraceContext | None:
     """The trace this thread is in (None: plain Python, eager or another thread)."""
     return tracing.current_or_none()
 
 
-def _traced(ctx, layer, losses):
+def _traced(ctx: trace_context.TraceContext, layer: object, losses: list[Any]) -> _Traced:
     record = ctx.library_preimages.get(id(losses))
     if record is None:
         record = ctx.library_preimages[id(losses)] = _Traced(layer, losses)
     return record
 
 
-def _wrap_clear(layer_class):
+def _wrap_clear(layer_class: type[Any]) -> None:
     original = layer_class._clear_losses
 
-    def _clear_losses(self):
+    def _clear_losses(self) -> object:
         ctx = _tracing()
         losses = getattr(self, '_losses', None)
         if ctx is None or not isinstance(losses, list):
@@ -118,10 +122,10 @@ def _wrap_clear(layer_class):
     layer_class._clear_losses = _clear_losses
 
 
-def _wrap_add(layer_class):
+def _wrap_add(layer_class: type[Any]) -> None:
     original = layer_class.add_loss
 
-    def add_loss(self, loss):
+    def add_loss(self, loss: object) -> object:
         ctx = _tracing()
         losses = getattr(self, '_losses', None)
         if ctx is None or not isinstance(losses, list):
@@ -142,7 +146,8 @@ def _wrap_add(layer_class):
     layer_class.add_loss = add_loss
 
 
-def _record(ctx, layer, record, method, args):
+def _record(ctx: trace_context.TraceContext, layer: object, record: _Traced, method: str,
+            args: list[Any]) -> None:
     """``losses.<method>(*args)``, replayed after each successful run."""
     try:
         ctx = tracing.writable_context('the losses of %s' % _name(layer))
@@ -153,7 +158,7 @@ def _record(ctx, layer, record, method, args):
     ctx.heap.writes.append(Write(WriteKind.CALL, record.target, method, ctx.made(args), None))
 
 
-def _refuse(ctx, reason, context):
+def _refuse(ctx: trace_context.TraceContext, reason: Reason, context: str) -> NoReturn:
     """Raises Unsupported, remembered on the trace (Keras code may swallow it)."""
     refusals = ctx.refusals
     if refusals is not None:
@@ -161,7 +166,7 @@ def _refuse(ctx, reason, context):
     raise trace_context.Unsupported(reason, context)
 
 
-def _name(layer):
+def _name(layer: object) -> str:
     return 'Keras layer %r' % getattr(layer, 'name', type(layer).__name__)
 
 
@@ -172,11 +177,11 @@ class EmptyLosses:
     traced, and it writes nothing to them before it adds): rechecked only after
     some loss was added somewhere."""
 
-    def __init__(self, lists):
+    def __init__(self, lists: list[list[Any]]) -> None:
         self.lists = lists
         self.version = version
 
-    def holds(self, current_version):
+    def holds(self, current_version: int) -> bool:
         if current_version == self.version:
             return True
         if any(self.lists):
@@ -184,11 +189,11 @@ class EmptyLosses:
         self.version = current_version
         return True
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return 'no losses on %d layers as at %d added' % (len(self.lists), self.version)
 
 
-def guard_for(ctx):
+def guard_for(ctx: trace_context.TraceContext) -> guards.SourceGuard | None:
     """The guard that the lists the trace found empty are empty on a call, or None."""
     empty = [record.losses for record in ctx.library_preimages.values() if not record.before]
     if not empty:
@@ -197,14 +202,14 @@ def guard_for(ctx):
                               EmptyLosses(empty))
 
 
-def restore(ctx):
+def restore(ctx: trace_context.TraceContext) -> None:
     """Gives the lists the trace changed their contents from before it."""
     for record in ctx.library_preimages.values():
         record.losses.clear()   # the list's own methods (Keras tracks some lists' items)
         record.losses.extend(record.before)
 
 
-def leaked(ctx, objects):
+def leaked(ctx: trace_context.TraceContext, objects: Iterable[object]) -> str | None:
     """Where a library object among ``objects`` (Keras layers with their sublayers)
     keeps a tensor of this trace's graphs: 'type.attribute', or None."""
     seen = set()
@@ -220,7 +225,7 @@ def leaked(ctx, objects):
     return None
 
 
-def _library_objects(objects):
+def _library_objects(objects: Iterable[object]) -> Iterator[object]:
     for obj in objects:
         if not whitelist.is_library_object(obj) and not _is_layer(obj):
             continue
@@ -235,20 +240,20 @@ def _library_objects(objects):
             yield obj
 
 
-def _graph_iterator(obj):
+def _graph_iterator(obj: object) -> bool:
     """A tf.data iterator of a graph handle: made by the trace, never kept by a call."""
     resource = getattr(obj, '_iterator_resource', None)
     return isinstance(obj, tf.data.Iterator) and isinstance(resource, tf.Tensor) \
         and not hasattr(resource, 'numpy')
 
 
-def _is_layer(obj):
+def _is_layer(obj: object) -> bool:
     keras = sys.modules.get('keras')
     layer = getattr(getattr(keras, 'layers', None), 'Layer', None) if keras else None
     return layer is not None and isinstance(obj, layer)
 
 
-def _of_trace(ctx, value):
+def _of_trace(ctx: trace_context.TraceContext, value: object) -> bool:
     """Whether ``value`` is a symbolic tensor of the trace's graph or one inside it."""
     if not isinstance(value, tf.Tensor) or not hasattr(value, 'graph'):
         return False   # an eager tensor has no graph

@@ -8,6 +8,9 @@ trace time, behind the guards of what they read.  Functions that change
 global Python state when *called* (seeding, device config) are not: a graph
 would run them once, at trace time, instead of on every call.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable
 import builtins
 import enum
 import math
@@ -49,7 +52,7 @@ class TraceTimeOnly(enum.Enum):
 # Library functions that ask about the execution mode or the graph being built,
 # by (module, qualified name): Python code taking a path on their answer takes
 # the eager path, as it would eagerly (``calls.py`` answers them).
-TRACE_TIME_ONLY = {
+TRACE_TIME_ONLY: dict[tuple[str | None, str | None], TraceTimeOnly] = {
     ('tensorflow.python.eager.context', 'executing_eagerly'): TraceTimeOnly.TRUE,
     ('tensorflow.python.eager.context', 'executing_eagerly_v1'): TraceTimeOnly.TRUE,
     ('tensorflow.python.framework.ops', 'executing_eagerly_outside_functions'):
@@ -67,7 +70,7 @@ TRACE_TIME_ONLY = {
 }
 
 
-def trace_time_only(callee):
+def trace_time_only(callee: object) -> TraceTimeOnly | None:
     """The ``TraceTimeOnly`` answer for ``callee``, or None."""
     key = (getattr(callee, '__module__', None), getattr(callee, '__qualname__', None))
     try:
@@ -84,7 +87,7 @@ TENSOR_ATTRIBUTES_SAME = frozenset(('dtype', 'shape', 'get_shape', 'ndim', 'set_
 TENSOR_ATTRIBUTES_EAGER_RAISES = frozenset(('graph', 'name', 'op', 'value_index'))
 
 
-def is_blocklisted(callee):
+def is_blocklisted(callee: object) -> bool:
     """A library function that changes (or reads) TF's global Python state."""
     return in_package(module_of(callee), LIBRARY_BLOCKLIST)
 
@@ -114,14 +117,14 @@ NUMPY_FUNCTIONS = frozenset(getattr(np, name) for name in (
 _NUMPY_DISPATCHER = type(np.mean)   # NumPy's Python functions (``np.mean``, ``np.clip``)
 
 
-def is_numpy_callable(value):
+def is_numpy_callable(value: object) -> bool:
     """A function of NumPy's own (a ufunc, ``np.mean``): read from ``np`` by identity;
     whether a call of it converts is decided where it is called.  Not other NumPy
     objects (``np.vectorize(f)``, a ``RandomState``): they hold state or run Python."""
     return isinstance(value, np.ufunc) or type(value) is _NUMPY_DISPATCHER
 
 
-def is_numpy_function(callee):
+def is_numpy_function(callee: object) -> bool:
     """A NumPy function janus runs at trace time on values it knows: a ufunc (not its
     methods), a NumPy scalar type (``np.float32(x)``) or one of ``NUMPY_FUNCTIONS``."""
     if isinstance(callee, np.ufunc):
@@ -137,7 +140,7 @@ def is_numpy_function(callee):
 # Builtins that call a user function given as key=/default: refused when given one.
 KEYED_BUILTINS = frozenset((builtins.min, builtins.max, builtins.sorted))
 
-def module_of(callee):
+def module_of(callee: object) -> str:
     """The module a callee's code lives in ('' when unknown)."""
     if isinstance(callee, types.MethodType):
         return getattr(callee.__func__, '__module__', '') or ''
@@ -146,23 +149,23 @@ def module_of(callee):
     return getattr(type(callee), '__module__', '') or ''
 
 
-def in_package(module, packages):
+def in_package(module: str, packages: Iterable[str]) -> bool:
     return any(module == p or module.startswith(p + '.') for p in packages)
 
 
-def is_library(callee):
+def is_library(callee: object) -> bool:
     module = module_of(callee)
     if in_package(module, JANUS_RUNTIME):
         return True
     return in_package(module, LIBRARY_PREFIXES) and not in_package(module, LIBRARY_BLOCKLIST)
 
 
-def is_janus_runtime(callee):
+def is_janus_runtime(callee: object) -> bool:
     """A function or method of janus's own runtime (a TensorList's ``append``)."""
     return in_package(module_of(callee), JANUS_RUNTIME)
 
 
-def is_library_object(value):
+def is_library_object(value: object) -> bool:
     return in_package(getattr(type(value), '__module__', '') or '', LIBRARY_PREFIXES)
 
 
@@ -171,14 +174,14 @@ def is_library_object(value):
 FLAGS_CLASSES = (('absl.flags._flagvalues', 'FlagValues'),)
 
 
-def is_flags_object(value):
+def is_flags_object(value: object) -> bool:
     """An absl ``FlagValues`` (or a subclass): an attribute read is the flag's value,
     read as any library object's attribute is, and guarded by it."""
     return any((getattr(klass, '__module__', None), klass.__name__) in FLAGS_CLASSES
                for klass in type(value).__mro__)
 
 
-def is_builtin_method(callee):
+def is_builtin_method(callee: object) -> bool:
     """A method of a value of a type janus models (``janus/pytypes.py``): a builtin
     one (``lst.append``, ``'/'.join``, ``s.add``), or the container type's own
     method on a modelled subclass (a Keras ``TrackedList``'s ``append``)."""
@@ -192,7 +195,7 @@ def is_builtin_method(callee):
 is_namedtuple_class = pytypes.is_namedtuple_class
 
 
-def is_builtin_exception(callee):
+def is_builtin_exception(callee: object) -> bool:
     """Exception classes whose construction (to raise one) runs no user code: builtin
     ones, and yours that define neither ``__init__`` nor ``__new__`` (``class
     TrainingDiverged(Exception): pass``)."""
@@ -202,14 +205,14 @@ def is_builtin_exception(callee):
                     for kind in callee.__mro__))
 
 
-def captured_by_identity(value):
+def captured_by_identity(value: object) -> bool:
     if isinstance(value, (tf.Tensor, tf.Variable, types.FunctionType, types.ModuleType, type,
                           types.BuiltinFunctionType)):
         return True
     return is_library_object(value) or callable(value) and not hasattr(value, '__dict__')
 
 
-def refuse_opaque(value, protocols, what):
+def refuse_opaque(value: object, protocols: Iterable[str], what: str) -> None:
     """Refuses observing an outside value janus does not model (``janus/pytypes.py``)
     when one of its type's special methods ``protocols`` is not ``object``'s: it would
     run behind the guards (a Counter's ``__eq__``, a UserList's ``__len__``, a
@@ -236,7 +239,7 @@ def refuse_opaque(value, protocols, what):
 _STATEFUL_STDLIB = ('random', 'secrets', 'uuid')
 
 
-def refuse_stateful_stdlib(fn):
+def refuse_stateful_stdlib(fn: object) -> None:
     """Refuses converting ``fn`` when it is standard-library code that keeps Python
     state (``rng.randint`` of a ``random.Random``): it runs in Python, in program
     order, with the statement calling it (a graph break)."""
