@@ -7,6 +7,10 @@ and a location written on either side reads, after the ``if``, as the merge
 of both sides (``_Merged``, a ``shadow_heap.Deferred``).  Needs a
 ``TraceContext`` with its shadow heap.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
 import builtins
 
 import tensorflow as tf
@@ -22,6 +26,10 @@ from janus.heap.shadow_heap import Deferred, MISSING, WriteKind
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import current
 
+if TYPE_CHECKING:
+    from janus.heap.shadow_heap import Checkpoint, Region, Slot, TraceHeap, Write
+    from janus.trace.trace_context import TraceContext
+
 
 class _Exports:
     """The tensors of one branch's graph that its writes (and the locations it
@@ -29,16 +37,17 @@ class _Exports:
     stand-ins.  ``replace`` gives a written value with them swapped for the cond's
     outputs."""
 
-    def __init__(self, graph, where):
+    def __init__(self, graph: tf.Graph, where: str) -> None:
         self.graph, self.where = graph, where
-        self.tensors, self._index = [], {}
-        self.outputs = None
+        self.tensors: list[tf.Tensor] = []
+        self._index: dict[int, int] = {}
+        self.outputs: Any = None   # the cond's outputs for ``tensors`` (cond.py)
 
-    def specs(self):
+    def specs(self) -> list[tuple[tf.DType, tuple[int | None, ...] | None]]:
         return [(t.dtype, tuple(t.shape.as_list()) if t.shape.rank is not None else None)
                 for t in self.tensors]
 
-    def add(self, value, seen=None, depth=0):
+    def add(self, value: Any, seen: set[int] | None = None, depth: int = 0) -> None:
         seen = set() if seen is None else seen
         if isinstance(value, tf.Tensor):
             if graph_of(value) is self.graph and id(value) not in self._index:
@@ -67,7 +76,7 @@ class _Exports:
             for item in (value.values() if isinstance(value, dict) else value):
                 self.add(item, seen, depth + 1)
 
-    def condition(self, side, condition):
+    def condition(self, side: tf.Tensor, condition: tf.Tensor | None) -> tf.Tensor:
         """A write's condition after the cond: ``side`` (this branch's predicate)
         and the condition it had inside the branch."""
         if condition is None:
@@ -76,7 +85,7 @@ class _Exports:
             return self.replace(condition)   # a stand-in False on the other path
         return tf.logical_and(side, condition)
 
-    def replace(self, value, memo=None):
+    def replace(self, value: Any, memo: dict[int, Any] | None = None) -> Any:
         memo = {} if memo is None else memo
         if isinstance(value, tf.Tensor):
             index = self._index.get(id(value)) if graph_of(value) is self.graph else None
@@ -92,6 +101,7 @@ class _Exports:
                 scalars.as_scalar(tensor), value.type, value.lineage)
         if isinstance(value, _Merged):
             memo[id(value)] = value
+            out: Any
             out = memo[id(value)] = value.replaced(lambda v: self.replace(v, memo))
             return out
         if _is_lazy_text(value):
@@ -104,7 +114,7 @@ class _Exports:
         if isinstance(value, (list, tuple, dict)):
             memo[id(value)] = value   # a cycle keeps the original
             if isinstance(value, dict):
-                items = {k: self.replace(v, memo) for k, v in value.items()}
+                items: Any = {k: self.replace(v, memo) for k, v in value.items()}
                 same = all(items[k] is v for k, v in value.items())
             else:
                 items = [self.replace(v, memo) for v in value]
@@ -129,7 +139,7 @@ class _Exports:
         return value
 
 
-def _is_lazy_text(value):
+def _is_lazy_text(value: object) -> bool:
     return isinstance(value, LazyText)
 
 
@@ -141,25 +151,26 @@ class _Merged(Deferred):
     not write it has the value from before the ``if`` (``previous``, or read
     from outside the call by ``reader`` only now)."""
 
-    def __init__(self, pred, true_value, false_value, previous, reader, where, name,
-                 lineage=frozenset()):
+    def __init__(self, pred: tf.Tensor, true_value: Any, false_value: Any, previous: Any,
+                 reader: Callable[[], Any], where: str, name: str,
+                 lineage: frozenset = frozenset()) -> None:
         self.pred, self.sides = pred, {True: true_value, False: false_value}
         self.previous, self.reader, self.where, self.name = previous, reader, where, name
         self.lineage = lineage   # the relaxed numbers the test was computed from
-        self._resolved = {}   # id(graph) -> (graph, value)
+        self._resolved: dict[int, tuple[tf.Graph, Any]] = {}   # id(graph) -> (graph, value)
 
-    def parts(self):
+    def parts(self) -> list[Any]:
         parts = [self.pred] + [v for v in self.sides.values() if v is not OLD]
         return parts + ([self.previous] if self.previous is not MISSING else [])
 
-    def replaced(self, replace):
+    def replaced(self, replace: Callable[[Any], Any]) -> _Merged:
         """This merge with its tensors replaced (out of an enclosing branch)."""
         sides = {tag: v if v is OLD else replace(v) for tag, v in self.sides.items()}
         previous = self.previous if self.previous is MISSING else replace(self.previous)
         return _Merged(replace(self.pred), sides[True], sides[False], previous, self.reader,
                        self.where, self.name, self.lineage)
 
-    def resolve(self):
+    def resolve(self) -> Any:
         graph = tf.compat.v1.get_default_graph()
         found = self._resolved.get(id(graph))
         if found is not None and found[0] is graph:
@@ -172,13 +183,13 @@ class _Merged(Deferred):
         self._resolved[id(graph)] = (graph, value)
         return value
 
-    def _side(self, tag):
+    def _side(self, tag: bool) -> Any:
         value = self.sides[tag]
         if value is OLD:
             value = self.previous if self.previous is not MISSING else self.reader()
         return value.resolve() if isinstance(value, Deferred) else value
 
-    def _refuse(self, t, f):
+    def _refuse(self, t: Any, f: Any) -> NoReturn:
         refuse_values(Reason.BRANCH_TYPES,
                       '%s: after the tensor-dependent if, %s is %s on one path and %s on the '
                        'other; janus does not read it again in the same call (writing it there '
@@ -186,7 +197,7 @@ class _Merged(Deferred):
                        extra=self.lineage)
 
 
-def location(write, slot):
+def location(write: Write, slot: Slot) -> str:
     """A written location as people name it (``self.best``, ``best``)."""
     if write.kind is WriteKind.ATTR:
         return '%r.%s' % (write.source, write.name)
@@ -195,14 +206,15 @@ def location(write, slot):
     return write.name
 
 
-def outside_reader(obj, slot, write, where):
+def outside_reader(obj: Any, slot: Slot, write: Write, where: str) -> Callable[[], Any]:
     """How to read a written location's value from before the call (guarded), for
     a side of an ``if`` that did not write it."""
     name = location(write, slot)
     key = slot.key
 
-    def read():
+    def read() -> Any:
         ctx = current()
+        source: sources.Source
         try:
             if write.kind is WriteKind.ATTR:
                 value, source = getattr(obj, key), guards.AttrSource(write.source, key)
@@ -233,7 +245,7 @@ class BranchEffects:
     """What one traced branch did to Python state: its writes (in program order),
     the locations it rebound, the outside containers it changed in place."""
 
-    def __init__(self, heap, base, region, where):
+    def __init__(self, heap: TraceHeap, base: Checkpoint, region: Region, where: str) -> None:
         self.exports = _Exports(tf.compat.v1.get_default_graph(), where)
         self.writes = heap.writes[len(base.writes):]
         # Each rebound location, and its value at the branch's end.
@@ -255,7 +267,8 @@ class BranchEffects:
                 self.exports.add(rebinding.condition)
 
 
-def join(ctx, base, pred, found, where, lineage):
+def join(ctx: TraceContext, base: Checkpoint, pred: tf.Tensor, found: Mapping[bool, BranchEffects],
+         where: str, lineage: frozenset) -> None:
     """The heap after a tf.cond: both branches' writes, each with its path's
     condition (only the taken path's reach Python), and their rebound locations
     as merges, read lazily."""
@@ -269,7 +282,7 @@ def join(ctx, base, pred, found, where, lineage):
                 effects_.exports.condition(sides[tag], write.condition)))
     keys = list(found[True].keys) + [k for k in found[False].keys if k not in found[True].keys]
     for k in keys:
-        records = {tag: found[tag].keys.get(k) for tag in (True, False)}
+        records: dict[bool, Any] = {tag: found[tag].keys.get(k) for tag in (True, False)}
         rebound = (records[True] or records[False])[0]
         obj, slot, write = rebound.obj, rebound.slot, rebound.write
         values = {tag: found[tag].exports.replace(records[tag][1]) if records[tag] else OLD

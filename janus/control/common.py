@@ -5,6 +5,11 @@ that only a test may use.
 Needs a ``TraceContext`` (``tracing.current()``) while converted code is
 traced.  Imports no other module of ``control/``.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NoReturn
+
 import tensorflow as tf
 
 from janus.pyct.sites import SiteKey
@@ -17,14 +22,17 @@ from janus.heap.shadow_heap import Deferred
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import NeedsValue, current
 
+if TYPE_CHECKING:
+    from janus.trace.namespace import FunctionNamespace
+
 
 class Undefined:
     """The value of a variable that is not bound (yet) where state is captured."""
 
-    def __init__(self, name=None):
+    def __init__(self, name: str | None = None) -> None:
         self.name = name
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return '<undefined>'
 
 
@@ -41,29 +49,29 @@ class TensorList:
     a Python list whose length is a run-time value: refused, with the line.
     """
 
-    def __init__(self, array, where):
+    def __init__(self, array: tf.TensorArray, where: str) -> None:
         self.array, self.where = array, where
 
-    def append(self, value):
+    def append(self, value: Any) -> None:
         self.array = self.array.write(self.array.size(), value)
 
-    def extend(self, values):
+    def extend(self, values: Iterable[Any]) -> None:
         for value in values:
             self.append(value)
 
-    def __iadd__(self, values):
+    def __iadd__(self, values: Iterable[Any]) -> TensorList:
         self.extend(values)
         return self
 
-    def __add__(self, values):
+    def __add__(self, values: Iterable[Any]) -> TensorList:
         grown = TensorList(self.array, self.where)
         grown.extend(values)
         return grown
 
-    def stacked(self):
+    def stacked(self) -> tf.Tensor:
         return self.array.stack()
 
-    def _refuse(self, *args, **kwargs):
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
         raise Unsupported(Reason.GROWN_LIST,
                           '%s: a list that grows in a tensor-dependent loop has a run-time '
                           'length; janus supports tf.stack/tf.concat/tf.add_n/tf.reduce_* of '
@@ -72,19 +80,19 @@ class TensorList:
     __len__ = __getitem__ = __iter__ = __bool__ = _refuse
 
 
-def read_local(thunk):
+def read_local(thunk: Callable[[], Any]) -> Any:
     try:
         return thunk()
     except NameError:
         return UNDEFINED
 
 
-def bool_tensor(value):
+def bool_tensor(value: Any) -> tf.Tensor:
     """``bool(value)`` as a scalar bool tensor (eager ``bool`` needs one element too)."""
     return tf.reshape(tf.cast(value, tf.bool), [])
 
 
-def python_truth(value):
+def python_truth(value: object) -> bool:
     """``bool(value)`` of a Python value: guarded when it came from outside."""
     return observe.truth(value)
 
@@ -92,23 +100,23 @@ def python_truth(value):
 INTERNAL_FLAGS = ('__janus_break',)   # janus's own flags: Python bools may become tensors
 
 
-def tensor_flags(values, names):
+def tensor_flags(values: Iterable[Any], names: Iterable[str]) -> tuple[Any, ...]:
     """janus's own break flags, as tensors where a tensor-dependent region needs them."""
     return tuple(tf.constant(v) if isinstance(v, bool) and n.startswith(INTERNAL_FLAGS) else v
                  for v, n in zip(values, names))
 
 
-def is_tensor(value):
+def is_tensor(value: object) -> bool:
     return isinstance(value, tf.Tensor)
 
 
-def is_test_tensor(value):
+def is_test_tensor(value: object) -> bool:
     """A test decided by the graph: a tensor, a dynamic scalar (``scalars.py``), or
     the truth of an and/or whose sides differ in kind (``TestValue``)."""
     return isinstance(value, (tf.Tensor, TestValue)) or scalars.is_dynamic(value)
 
 
-def condition_tensor(value):
+def condition_tensor(value: Any) -> tf.Tensor:
     """``bool(value)`` of a tensor or dynamic scalar as a scalar bool tensor."""
     if scalars.is_dynamic(value):
         return scalars.condition(value)
@@ -117,7 +125,7 @@ def condition_tensor(value):
     return bool_tensor(value)
 
 
-def static_truth(value):
+def static_truth(value: Any) -> bool | None:
     static = tf.get_static_value(value)
     if static is None or getattr(static, 'size', 1) != 1:
         return None
@@ -127,27 +135,27 @@ def static_truth(value):
 class CannotBuild(Unsupported):
     """Real control flow at ``key`` failed to build (``error``); it can be assumed."""
 
-    def __init__(self, key, error):
+    def __init__(self, key: SiteKey, error: BaseException) -> None:
         self.key, self.error = key, error
         super().__init__('%s: real control flow there failed to build (%s)'
                          % (_where_key(key), error))
 
 
-def _where_key(key):
+def _where_key(key: SiteKey) -> str:
     return current().site_text(key)
 
 
-def describe_site(ns, site):
+def describe_site(ns: FunctionNamespace, site: int) -> str:
     return current().site_text(SiteKey(ns.fn.__code__, site))
 
 
 class BranchRaised(Exception):
-    def __init__(self, branch, error):
+    def __init__(self, branch: bool, error: BaseException) -> None:
         super().__init__(str(error))
         self.branch, self.error = branch, error
 
 
-def kept_running(outputs):
+def kept_running(outputs: Any) -> Any:
     """``outputs`` of a tf.cond branch or tf.while_loop body being built, after
     making the ops there that may fail but that no output needs run anyway (as
     eagerly; TF would prune them from the branch's function)."""
@@ -158,7 +166,7 @@ def kept_running(outputs):
     return outputs
 
 
-def in_traced_region(fn, *args):
+def in_traced_region(fn: Callable[..., Any], *args: Any) -> Any:
     ctx = current()
     ctx.region_depth += 1
     try:
@@ -173,10 +181,10 @@ class TestValue:
     truth (a bool tensor), so it may only decide a test (``if``, ``while``,
     ``not``, ``and``/``or``); any other use is refused."""
 
-    def __init__(self, tensor, where, lineage=frozenset()):
+    def __init__(self, tensor: tf.Tensor, where: str, lineage: Iterable[Any] = frozenset()) -> None:
         self.tensor, self.where, self.lineage = tensor, where, frozenset(lineage)
 
-    def _refuse(self, *args, **kwargs):
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
         refuse_values(Reason.BRANCH_TYPES,
                       '%s: this and/or (or conditional expression) gives values of different '
                        'kinds on different paths; janus converts it only as the test of an '
@@ -186,10 +194,10 @@ class TestValue:
         __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ =\
         __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __index__ = __int__ =\
         __float__ = __array__ = _refuse
-    __hash__ = None
+    __hash__ = None   # type: ignore[assignment]
 
 
-def truth_output(value):
+def truth_output(value: Any) -> tf.Tensor | None:
     """``bool(value)`` as a scalar bool tensor where that needs no guard and cannot
     raise, else None."""
     if isinstance(value, TestValue):
@@ -203,13 +211,13 @@ def truth_output(value):
     return None
 
 
-def taping():
+def taping() -> bool:
     """Whether a GradientTape may be recording what is traced now."""
     from tensorflow.python.eager import record
     return record.could_possibly_record()
 
 
-def variables_read():
+def variables_read() -> set[int]:
     """Outer resources (variables) the graph being traced reads."""
     graph = tf.compat.v1.get_default_graph()
     inner_to_outer = {id(inner): outer for outer, inner in getattr(graph, 'captures', ())}
@@ -223,7 +231,7 @@ def variables_read():
 
 # -- values across the two sides of a tf.cond ----------------------------------------
 
-def number_type(value):
+def number_type(value: Any) -> type | None:
     """``int``/``float``/``bool`` for a Python number or a dynamic scalar, else None."""
     if scalars.is_dynamic(value):
         return value.type
@@ -231,20 +239,21 @@ def number_type(value):
     return kind if kind in (int, float, bool) else None
 
 
-def liftable(value):
+def liftable(value: object) -> bool:
     """A Python number that can become a (constant) dynamic scalar."""
     kind = type(value)
     return kind is bool or (kind in (int, float) and scalars.in_range(value))
 
 
-def lineage_of(value):
+def lineage_of(value: object) -> frozenset:
     """The relaxed numbers a value (a dynamic scalar, a test's truth) was computed from."""
     if isinstance(value, TestValue):
         return value.lineage
     return scalars.lineage_of(value)
 
 
-def refuse_values(reason, message, *values, extra=frozenset()):
+def refuse_values(reason: Reason, message: str, *values: object,
+                  extra: Iterable[Any] = frozenset()) -> NoReturn:
     """Refuses what ``values`` would need; when a dynamic scalar is among them (or
     decided the test, ``extra``), the trace is redone with the numbers it came from
     constant (``NeedsValue``) rather than given up: a test on constants is
@@ -260,7 +269,7 @@ COMPARED_BY_VALUE = (int, float, bool, str, bytes, complex, type(None), tf.DType
                       tf.TensorShape, range)
 
 
-def kind_of(value):
+def kind_of(value: Any) -> str:
     if value is UNDEFINED:
         return 'undefined'
     if is_tensor(value):
@@ -284,14 +293,14 @@ OLD = object()   # a location a branch did not write: its value from before the 
 class _Unreadable(Deferred):
     """A location janus cannot read again: reading it refuses, naming the line."""
 
-    def __init__(self, reason, context):
+    def __init__(self, reason: Reason, context: str) -> None:
         self.reason, self.context = reason, context
 
-    def resolve(self):
+    def resolve(self) -> NoReturn:
         raise Unsupported(self.reason, self.context)
 
 
-def snapshot_of(value, depth=0):
+def snapshot_of(value: object, depth: int = 0) -> tuple[Any, ...]:
     """Identity and contents of a Python value, to tell whether a region changed it."""
     if depth > 4:
         return ('deep', id(value))

@@ -6,6 +6,11 @@ with the assertions they make hoisted (``hoisting.py``); ``cond_values`` does
 the same for an expression (``x if t else y``, ``and``/``or``).  Needs a
 ``TraceContext``; called from ``statements.py``.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 import tensorflow as tf
 
 from janus.pyct.sites import SiteKey
@@ -23,8 +28,13 @@ from janus.graph.graph_analysis import depends_on_state_change
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import AssumptionKind, current
 
+if TYPE_CHECKING:
+    from janus.trace.namespace import FunctionNamespace
+    from janus.trace.trace_context import TraceContext
 
-def cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
+
+def cond_values(ns: FunctionNamespace, site: int, pred: tf.Tensor, true_thunk: Callable[[], Any],
+                false_thunk: Callable[[], Any], lineage: frozenset = frozenset()) -> Any:
     """tf.cond of two expressions; both must give tensors, or numbers (a dynamic
     scalar): a Python value cannot depend on a tensor.  Values of different kinds
     whose truth is known (``self.step > 3 and loss < 1.0``) give a ``TestValue``."""
@@ -33,8 +43,8 @@ def cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
     where = describe_site(ns, site)
     assumptions = len(ctx.assumptions)
 
-    def wrap(thunk, branch, truth_only=False):
-        def run():
+    def wrap(thunk: Callable[[], Any], branch: bool, truth_only: bool = False) -> Callable[[], Any]:
+        def run() -> Any:
             value = in_traced_region(thunk)
             variables[branch] = variables_read()
             truths[branch] = truth_output(value)
@@ -50,7 +60,7 @@ def cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
                                   truth_out))
         return run
 
-    def mergeable():
+    def mergeable() -> bool:
         try:
             merge_values(seen[True], seen[False], None, cannot_merge, lineage)
             return True
@@ -77,7 +87,8 @@ def cond_values(ns, site, pred, true_thunk, false_thunk, lineage=frozenset()):
         seen[True], seen[False], result, refusal(where, 'the value', lineage), lineage))
 
 
-def _check_one_sided_variables(ns, site, variables):
+def _check_one_sided_variables(ns: FunctionNamespace, site: int,
+                               variables: Mapping[bool, set[int]]) -> None:
     """Eagerly, a variable used only by the branch not taken gets a None gradient
     (optimizers skip it); through tf.cond it gets zeros (momentum, Adam and weight
     decay still move it).  Under a GradientTape that is not the same program."""
@@ -95,17 +106,20 @@ class _Attempt:
     other side's exports (``used``).  ``dynamic_if`` tries again, knowing more,
     when the sides' exports or kinds of locals did not match."""
 
-    def __init__(self, frame, known, apart):
+    def __init__(self, frame: _IfFrame, known: Mapping[bool, list[Any]], apart: set[int]) -> None:
         self.frame, self.known, self.apart = frame, known, apart
-        self.seen, self.variables, self.found, self.used = {}, {}, {}, {}
+        self.seen: dict[bool, Any] = {}
+        self.variables: dict[bool, set[int]] = {}
+        self.found: dict[bool, BranchEffects] = {}
+        self.used: dict[bool, list[Any]] = {}
 
-    def branch(self, fn, tag):
+    def branch(self, fn: Callable[[], Any], tag: bool) -> Callable[[], Any]:
         """The tf.cond branch function of side ``tag`` running ``fn``."""
-        def run():
+        def run() -> Any:
             return self._run(fn, tag)
         return run
 
-    def _run(self, fn, tag):
+    def _run(self, fn: Callable[[], Any], tag: bool) -> Any:
         frame = self.frame
         frame.set_state(frame.init)
         frame.heap.restore(frame.base)
@@ -136,7 +150,7 @@ class _Attempt:
                                    for i, v in enumerate(self.seen[tag])),
                              mine if tag else stand_ins, stand_ins if tag else mine))
 
-    def exports_mismatch(self):
+    def exports_mismatch(self) -> bool:
         return len(self.found) == 2 and any(
             self.used[tag] != self.found[not tag].exports.specs() for tag in (True, False))
 
@@ -144,18 +158,21 @@ class _Attempt:
 class _IfFrame:
     """What every attempt at a tensor-dependent ``if`` starts from."""
 
-    def __init__(self, ctx, get_state, set_state, where):
+    def __init__(self, ctx: TraceContext, get_state: Callable[[], Sequence[Any]],
+                 set_state: Callable[[Sequence[Any]], object], where: str) -> None:
         self.heap, self.get_state, self.set_state, self.where = ctx.heap, get_state, set_state, where
         self.init = get_state()
         self.before = [snapshot_of(v) for v in self.init]
         self.base = ctx.heap.checkpoint()
 
-    def reset(self):
+    def reset(self) -> None:
         self.set_state(self.init)
         self.heap.restore(self.base)
 
 
-def dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
+def dynamic_if(ns: FunctionNamespace, site: int, test_value: Any, true_fn: Callable[..., Any],
+               false_fn: Callable[..., Any], get_state: Callable[[], Sequence[Any]],
+               set_state: Callable[[Sequence[Any]], object]) -> Any:
     ctx = current()
     where = describe_site(ns, site)
     frame = _IfFrame(ctx, get_state, set_state, where)
@@ -165,8 +182,9 @@ def dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
     if depends_on_state_change(pred) is not None:
         hoisted = hoist_assertions(ctx, frame.init, set_state, frame.base, [true_fn, false_fn])
     assumptions = len(ctx.assumptions)
-    known = {}   # tag -> specs of what that branch exports (from an earlier attempt)
-    apart = set()   # positions of locals the two sides give as different kinds of value
+    # tag -> specs of what that branch exports (from an earlier attempt)
+    known: dict[bool, list[Any]] = {}
+    apart: set[int] = set()   # positions of locals the two sides give as different kinds of value
     for _ in range(4):
         attempt = _Attempt(frame, known, apart)
         try:
@@ -204,7 +222,8 @@ def dynamic_if(ns, site, test_value, true_fn, false_fn, get_state, set_state):
     join(ctx, frame.base, pred, attempt.found, where, lineage)
 
 
-def _join_branches(ctx, attempt, outputs, hoisted):
+def _join_branches(ctx: TraceContext, attempt: _Attempt, outputs: Sequence[Any],
+                   hoisted: list[int] | None) -> None:
     """The branches' graphs after the tf.cond: their assertions hoisted or marked,
     their exports given the cond's outputs."""
     found = attempt.found

@@ -34,8 +34,13 @@ comprehension over a dataset, other builtins iterating one (``zip`` with a
 list), and a loop over an outside dataset whose iterators change state
 (``refuse_outside_state``).
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 import dataclasses
 import sys
+import types
 
 import tensorflow as tf
 from tensorflow.python.data.ops import iterator_ops, optional_ops
@@ -49,6 +54,10 @@ from janus.control.loops import dynamic_while
 from janus.graph.graph_analysis import first_state_change
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import AssumptionKind, current
+
+if TYPE_CHECKING:
+    from janus.trace.namespace import FunctionNamespace
+    from janus.trace.trace_context import TraceContext
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,27 +76,27 @@ class Enumerated:
     start: int
 
 
-def is_dataset_value(value):
+def is_dataset_value(value: object) -> bool:
     """A dataset, ``enumerate`` of one, an iterator made in this graph, or a
     ``TensorRange``."""
     return isinstance(value, (tf.data.Dataset, Enumerated, TensorRange)) \
         or _graph_iterator(value)
 
 
-def _index_tensor(value):
+def _index_tensor(value: object) -> bool:
     """An integer scalar graph tensor (what ``range()`` takes eagerly via __index__)."""
     return isinstance(value, tf.Tensor) and not hasattr(value, 'numpy') \
         and value.dtype.is_integer and value.shape.rank == 0
 
 
-def _graph_iterator(value):
+def _graph_iterator(value: object) -> bool:
     """An iterator the graph pulls from: made in it, or an argument's (``IteratorNode``)."""
     return isinstance(value, iterator_ops.OwnedIterator) and not tf.executing_eagerly() \
         and hasattr(value, '_iterator_resource') \
         and not hasattr(value._iterator_resource, 'numpy')
 
 
-def handles_call(callee, args, kwargs):
+def handles_call(callee: object, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
     """Whether ``callee(*args, **kwargs)`` is one of the builtins over a dataset
     this module answers (``call_builtin``), or ``range`` of a tensor."""
     if callee is range and not kwargs and 1 <= len(args) <= 3 \
@@ -106,7 +115,7 @@ _CONSUMING = (iter, enumerate, zip, next, list, tuple, sorted, sum, min, max, re
               filter, any, all, set, frozenset, dict)
 
 
-def call_builtin(callee, args, kwargs):
+def call_builtin(callee: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
     for value in args:
         if isinstance(value, tf.data.Dataset):
             refuse_outside_state(value)
@@ -134,7 +143,7 @@ def call_builtin(callee, args, kwargs):
                       % callee.__name__)
 
 
-def _next_element(iterator):
+def _next_element(iterator: Any) -> Any:
     """``next(it)`` of an iterator the graph made: its next element, assumed to exist
     (eagerly an exhausted iterator raises StopIteration: the call re-runs imperatively)."""
     ctx = current()
@@ -147,7 +156,7 @@ def _next_element(iterator):
     return _value_of(checked, optional.element_spec)
 
 
-def _value_of(variant, element_spec):
+def _value_of(variant: tf.Tensor, element_spec: Any) -> Any:
     """The element of an optional known to hold one (checked, or the loop's test): its
     ``OptionalGetValue`` cannot fail (``fallible.cannot_fail``), so it needs no rollback."""
     value = optional_ops._OptionalImpl(variant, element_spec).get_value()
@@ -157,12 +166,12 @@ def _value_of(variant, element_spec):
     return value
 
 
-def _note_pulls(ctx, iterator):
+def _note_pulls(ctx: TraceContext, iterator: Any) -> None:
     if effects.outside_iterator(iterator):
         setattr(ctx.top_graph, effects.PULLS_OUTSIDE, True)
 
 
-def _mark_pull_check(check, variant):
+def _mark_pull_check(check: tf.Operation, variant: tf.Tensor) -> None:
     """A check that a pull from an outside iterator found an element (``effects``);
     the pull is clean when it is the graph's first state change and the call wrote
     no Python state before it."""
@@ -173,10 +182,10 @@ def _mark_pull_check(check, variant):
             effects.record_clean_pull(pull)
 
 
-def _user_line(ctx):
+def _user_line(ctx: TraceContext) -> int | None:
     """The line of the converted code running now (its innermost frame), or None."""
     filename = ctx.stack[-1].filename if ctx.stack else None
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename == filename:
             return frame.f_lineno
@@ -184,7 +193,7 @@ def _user_line(ctx):
     return None
 
 
-def refuse_outside_state(dataset):
+def refuse_outside_state(dataset: tf.data.Dataset) -> None:
     """Refuses a loop over a dataset built on an outside one whose iterators change
     state outside it (``effects.dataset_keeps_state``: a shuffle reshuffling per
     epoch, a map updating a variable): a run that fails after making its iterator
@@ -198,7 +207,7 @@ def refuse_outside_state(dataset):
                               'numbers, a cache): a failed run could not undo it')
 
 
-def _outside_variants(variant):
+def _outside_variants(variant: tf.Tensor) -> Iterator[tf.Tensor]:
     """The eager variant tensors (outside datasets) a dataset's variant is built from."""
     stack, seen = [variant], set()
     while stack:
@@ -217,7 +226,7 @@ def _outside_variants(variant):
         stack.extend(t for t in tensor.op.inputs if t.dtype == tf.variant)
 
 
-def refuse_python_loop():
+def refuse_python_loop() -> None:
     """A dataset iterated by Python (a loop with break/return, a comprehension)."""
     raise Unsupported(Reason.DYNAMIC_ITERATION,
                       'janus does not convert a loop over a tf.data dataset or iterator with '
@@ -225,7 +234,10 @@ def refuse_python_loop():
                       'plain `for` loop over it becomes a tf.while_loop')
 
 
-def dataset_for(ns, site, iterable, body_fn, get_state, set_state, stop=None):
+def dataset_for(ns: FunctionNamespace, site: int, iterable: Any, body_fn: Callable[[Any], Any],
+                get_state: Callable[[], Sequence[Any]],
+                set_state: Callable[[Sequence[Any]], object],
+                stop: Callable[[], Any] | None = None) -> None:
     """``for item in iterable`` (``is_dataset_value``) as a tf.while_loop; ``stop``
     reads the loop's break flag (``statements.for_stmt``): once it is up, no next
     element is pulled and the loop ends."""
@@ -242,14 +254,14 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state, stop=None):
     element_spec = iterator.element_spec
     box = {'next': iterator.get_next_as_optional()._variant_tensor, 'count': counter}
 
-    def optional():
+    def optional() -> Any:
         return optional_ops._OptionalImpl(box['next'], element_spec)
 
-    def get():
+    def get() -> tuple[Any, ...]:
         extra = (box['next'],) if counter is None else (box['next'], box['count'])
         return tuple(get_state()) + extra
 
-    def put(values):
+    def put(values: Sequence[Any]) -> None:
         values = tuple(values)
         if counter is None:
             set_state(values[:-1])
@@ -258,7 +270,7 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state, stop=None):
             set_state(values[:-2])
             box['next'], box['count'] = values[-2], values[-1]
 
-    def step():
+    def step() -> None:
         item = _value_of(box['next'], element_spec)
         if counter is not None:
             item = (box['count'], item)
@@ -283,7 +295,7 @@ def dataset_for(ns, site, iterable, body_fn, get_state, set_state, stop=None):
     dynamic_while(ns, site, lambda: optional().has_value(), step, get, put)
 
 
-def _pull(iterator, stop):
+def _pull(iterator: Any, stop: Callable[[], Any] | None) -> tf.Tensor:
     """The iterator's next element as an optional's variant, or an empty one once the
     break flag is up (a Python True, or a tensor: a ``tf.cond``)."""
     flag = stop() if stop is not None else False
@@ -296,7 +308,9 @@ def _pull(iterator, stop):
                    iterator.get_next_as_optional)._variant_tensor
 
 
-def _range_for(ns, site, bounds, body_fn, get_state, set_state, stop=None):
+def _range_for(ns: FunctionNamespace, site: int, bounds: Any, body_fn: Callable[[Any], Any],
+               get_state: Callable[[], Sequence[Any]], set_state: Callable[[Sequence[Any]], object],
+               stop: Callable[[], Any] | None = None) -> None:
     """``for i in range(n)`` of a tensor ``n``: ``i`` a dynamic int (a Python int
     eagerly), counted in the loop."""
     start = bounds.start if scalars.is_dynamic(bounds.start) else scalars.lift(bounds.start)
@@ -304,21 +318,21 @@ def _range_for(ns, site, bounds, body_fn, get_state, set_state, stop=None):
         bounds.stop, tf.int64)
     box = {'i': start}
 
-    def more():
+    def more() -> tf.Tensor:
         index = box['i'].tensor
         going = index < end if bounds.step > 0 else index > end
         flag = stop() if stop is not None else False
         return going if flag is False else tf.logical_and(going, tf.logical_not(flag))
 
-    def get():
+    def get() -> tuple[Any, ...]:
         return tuple(get_state()) + (box['i'],)
 
-    def put(values):
+    def put(values: Sequence[Any]) -> None:
         values = tuple(values)
         set_state(values[:-1])
         box['i'] = values[-1]
 
-    def step():
+    def step() -> None:
         index = box['i']
         body_fn(index)
         box['i'] = scalars.rewrap(index, index.tensor + bounds.step)
@@ -332,7 +346,7 @@ def _range_for(ns, site, bounds, body_fn, get_state, set_state, stop=None):
     dynamic_while(ns, site, more, step, get, put)
 
 
-def _assumed_empty(ns, site, empty):
+def _assumed_empty(ns: FunctionNamespace, site: int, empty: tf.Tensor) -> bool:
     """Where every profiled run of the loop ran no iteration (an empty dataset passed
     in), the loop is assumed to run none (TRIP_COUNT: a Python number it would add
     to stays one, as eagerly); when that breaks, the next graph runs the loop."""
@@ -344,7 +358,7 @@ def _assumed_empty(ns, site, empty):
     return True
 
 
-def _first_iteration_apart(state):
+def _first_iteration_apart(state: Sequence[Any]) -> bool:
     """Whether the loop's first iteration runs before the tf.while_loop, assumed to
     run: a local the loop carries starts as a Python number (``total = 0.0``, then
     ``total += loss``: a tensor from the first iteration on, as eagerly) or is not

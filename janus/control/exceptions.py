@@ -36,6 +36,11 @@ A ``finally`` that returns, breaks or continues ends the exception in flight:
 the converter starts it with ``__jr.finally_may_swallow(line)``, which lets
 janus's own signal go on and refuses any other exception that is not exact.
 """
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Container, Iterable, Sequence
+from typing import Any, Literal
 import dataclasses
 import os
 import sys
@@ -68,12 +73,12 @@ class TryRegion:
     graph: typing.Any
     first: int
     end: int
-    filename: str
+    filename: str | None
     line: int
     frames: tuple   # (code, line) of the converted frames around it, innermost first
     catches_graph_errors: bool   # a handler or a finally would see a TF error of the body
 
-    def operations(self):
+    def operations(self) -> list[tf.Operation]:
         return self.graph.get_operations()[self.first:self.end]
 
 
@@ -81,16 +86,18 @@ class try_body:   # noqa: N801 - an operator converted code calls, named as one
     """Around a ``try`` statement's body: records the ops it makes (a region).
     ``handler_types``: a thunk of the handlers' types (None: not plain reads)."""
 
-    def __init__(self, line, handler_types, has_finally):
+    def __init__(self, line: int, handler_types: Callable[[], Any] | None,
+                 has_finally: bool) -> None:
         self.line, self.handler_types, self.has_finally = line, handler_types, has_finally
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         self.ctx = tracing.current()
         self.graph = tf.compat.v1.get_default_graph()
         self.first = len(self.graph._nodes_by_id)   # no op leaves a graph while traced
         self.frames = _converted_frames(sys._getframe(1), self.ctx.code_objects)
 
-    def __exit__(self, kind, error, tb):
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: types.TracebackType | None) -> Literal[False]:
         if kind is not None and issubclass(kind, TRACE_SIGNALS):
             return False   # the trace is abandoned: no region to keep
         filename = self.frames[0][0].co_filename if self.frames else None
@@ -101,7 +108,7 @@ class try_body:   # noqa: N801 - an operator converted code calls, named as one
         return False
 
 
-def _catch_graph_errors(handler_types):
+def _catch_graph_errors(handler_types: Callable[[], Any] | None) -> bool:
     """Whether a handler would catch what a failing op raises: the graph's
     ``tf.errors.OpError``, or library code's ValueError/TypeError eagerly (a handler
     whose type janus cannot read counts as one that would)."""
@@ -111,7 +118,7 @@ def _catch_graph_errors(handler_types):
         types = handler_types()
     except Exception:  # noqa: BLE001 - eager reads them only for an exception: assume the worst
         return True
-    flat = []
+    flat: list[Any] = []
     for kind in types:
         flat.extend(kind if type(kind) is tuple else [kind])
     return any(kind is None or not isinstance(kind, type)
@@ -124,13 +131,13 @@ def _catch_graph_errors(handler_types):
 _GRAPH_ERRORS = (tf.errors.OpError, ValueError, TypeError)
 
 
-def caught(line):
+def caught(line: int) -> None:
     """First statement of a handler: the exception being handled must be one eager
     raises there on every run the guards admit, else the statement is refused."""
     ctx = tracing.current()
-    error = sys.exc_info()[1]
-    _reraise_signal_behind(error)
-    why = _not_exact(error, ctx.code_objects)
+    error = sys.exc_info()[1]   # in a handler: never None
+    _reraise_signal_behind(error)  # type: ignore[arg-type]
+    why = _not_exact(error, ctx.code_objects)  # type: ignore[arg-type]
     if why is not None:
         raise Unsupported(Reason.TRY_STATEMENT,
                           'line %d catches %s %s; janus cannot tell that eager raises it '
@@ -138,7 +145,7 @@ def caught(line):
     ctx.made(error)   # raised in this call (an outside one keeps its source): `e.args`, `str(e)`
 
 
-def exception_types(types):
+def exception_types(types: Any) -> Any:
     """An ``except`` clause's types, each class of a tuple guarded (Python matches them in
     C: a tuple from outside would otherwise be guarded by its type alone)."""
     if type(types) is tuple:
@@ -146,7 +153,7 @@ def exception_types(types):
     return types
 
 
-def finally_may_swallow(line):
+def finally_may_swallow(line: int) -> None:
     """First statement of a ``finally`` that returns, breaks or continues (ending the
     exception in flight): janus's signal goes on; any other must be exact."""
     error = sys.exc_info()[1]
@@ -162,7 +169,7 @@ def finally_may_swallow(line):
                           'raises it there on every call' % (line, type(error).__name__, why))
 
 
-def _reraise_signal_behind(error):
+def _reraise_signal_behind(error: BaseException) -> None:
     """janus's signal that ``error`` replaced (a ``finally`` or a handler of yours that
     raised while it was on its way: ``__context__``) goes on instead: the trace
     stopped there, whatever your code raised after."""
@@ -175,7 +182,7 @@ def _reraise_signal_behind(error):
         behind = behind.__context__
 
 
-def may_fail_inside(regions):
+def may_fail_inside(regions: Iterable[TryRegion]) -> TryRegion | None:
     """The first region catching graph errors one of whose ops may fail at run time."""
     for region in regions:
         if region.catches_graph_errors and any(not fallible.infallible(op) for op in region.operations()):
@@ -188,14 +195,14 @@ def may_fail_inside(regions):
 _RAISES_FOR_YOU = set()   # code of janus operators whose raise is your statement's
 
 
-def raises_for_user(fn):
+def raises_for_user(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Marks an operator whose own ``raise`` is exactly what your statement raises
     eagerly there (``assert_``'s AssertionError of a false Python condition)."""
     _RAISES_FOR_YOU.add(fn.__code__)
     return fn
 
 
-def _not_exact(error, code_objects):
+def _not_exact(error: BaseException, code_objects: Container[types.CodeType]) -> str | None:
     """Why ``error`` is not certainly eager's exception here, or None when it is."""
     frames = _traceback_codes(error.__traceback__)
     if not frames or (frames[-1] not in code_objects and frames[-1] not in _RAISES_FOR_YOU):
@@ -208,7 +215,7 @@ def _not_exact(error, code_objects):
     return None
 
 
-def _traceback_codes(tb):
+def _traceback_codes(tb: types.TracebackType | None) -> list[types.CodeType]:
     codes = []
     while tb is not None:
         codes.append(tb.tb_frame.f_code)
@@ -216,18 +223,19 @@ def _traceback_codes(tb):
     return codes
 
 
-def _is_janus(code):
+def _is_janus(code: types.CodeType) -> bool:
     return code.co_filename.startswith(_JANUS_DIR)
 
 
-def _where(codes):
+def _where(codes: Sequence[types.CodeType]) -> str:
     if not codes:
         return 'Python itself'
     code = codes[0]
     return '%s (%s:%d)' % (code.co_name, code.co_filename, code.co_firstlineno)
 
 
-def _converted_frames(frame, code_objects):
+def _converted_frames(frame: types.FrameType | None, code_objects: Container[types.CodeType]
+                      ) -> tuple[tuple[types.CodeType, int], ...]:
     """(code, line) of the converted frames from ``frame`` outwards."""
     found = []
     while frame is not None:

@@ -5,6 +5,11 @@ ops before the cond; where its inputs exist outside the branch, the check is
 made there too (before any state change) and the branch's copy marked as
 hoisted (``HOISTED``).  Needs a ``TraceContext``; used by ``cond.py``.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
 import tensorflow as tf
 
 from janus.graph import effects
@@ -13,11 +18,16 @@ from janus.control.common import in_traced_region
 from janus.graph.graph_analysis import first_state_change, graph_of
 from janus.graph.ops import CHECK_OPS
 
+if TYPE_CHECKING:
+    from janus.heap.shadow_heap import Checkpoint
+    from janus.trace.trace_context import TraceContext
+
 
 HOISTED = '_janus_hoisted_asserts'   # on a branch graph: names of its asserts checked outside
 
 
-def hoist_assertions(ctx, init, set_state, base, branches):
+def hoist_assertions(ctx: TraceContext, init: Any, set_state: Callable[[Any], object],
+                     base: Checkpoint, branches: Sequence[Callable[[], Any]]) -> list[int] | None:
     """Assertions a tf.cond's branches would make, checked before the cond instead.
 
     The cond's test depends on a state change made earlier in the call, so an
@@ -47,7 +57,7 @@ def hoist_assertions(ctx, init, set_state, base, branches):
                 heap.restore(base)
                 set_state(init)
         graphs.append(graph)
-    found = [_branch_asserts(graph) for graph in graphs]
+    found: list[Any] = [_branch_asserts(graph) for graph in graphs]
     if any(ops is None for ops in found):
         return None
     conditions = []
@@ -62,7 +72,7 @@ def hoist_assertions(ctx, init, set_state, base, branches):
     return [len(ops) for ops in found]
 
 
-def _check_outside(ctx, op, condition):
+def _check_outside(ctx: TraceContext, op: tf.Operation, condition: tf.Tensor) -> None:
     """The assertion ``op`` of a branch, checked in the graph built now."""
     outer = tf.compat.v1.get_default_graph()
     if ctx.soft_conditions is not None and outer is ctx.top_graph:
@@ -76,7 +86,7 @@ def _check_outside(ctx, op, condition):
         ctx.assert_ops.append(check)
 
 
-def hoist_beside_changes(ctx, graphs):
+def hoist_beside_changes(ctx: TraceContext, graphs: Sequence[tf.Graph]) -> None:
     """A tf.cond whose branches both change state (a variable update) and assert (a
     dynamic scalar's range check): every state change waits for every assertion,
     so the cond would wait for itself.  Likewise a cond that only reads a variable
@@ -86,7 +96,7 @@ def hoist_beside_changes(ctx, graphs):
     recomputed here from the branches' inputs), and the copies inside do not
     count.  Only for a cond that reads a resource (TF then orders it by that
     resource, not after the checks made later in program order)."""
-    found = [_branch_asserts(graph) for graph in graphs]
+    found: list[Any] = [_branch_asserts(graph) for graph in graphs]
     if any(ops is None for ops in found) or not any(found):
         return
     if not any(effects.changes_state(op) for graph in graphs for op in graph.get_operations()
@@ -107,7 +117,7 @@ def hoist_beside_changes(ctx, graphs):
     mark_hoisted(graphs, [len(ops) for ops in found])
 
 
-def _branch_asserts(graph, depth=0):
+def _branch_asserts(graph: tf.Graph, depth: int = 0) -> list[tf.Operation] | None:
     """The Janus>Assert ops a branch graph runs, its nested tf.conds' included, in a
     fixed order; None when one sits where janus cannot recompute its condition (a
     loop body, a function call) or is a CheckedIdentity."""
@@ -121,7 +131,7 @@ def _branch_asserts(graph, depth=0):
         called = effects.called_graphs(op)
         if not called:
             continue
-        inner = [_branch_asserts(g, depth + 1) for g in called] if op.type in (
+        inner: list[Any] | None = [_branch_asserts(g, depth + 1) for g in called] if op.type in (
             'If', 'StatelessIf') and depth < 8 else None
         if inner is None or any(ops is None for ops in inner):
             if any(o.type in CHECK_OPS for g in called for o in g.get_operations()):
@@ -132,11 +142,11 @@ def _branch_asserts(graph, depth=0):
     return found
 
 
-def mark_hoisted(graphs, counts):
+def mark_hoisted(graphs: Sequence[tf.Graph], counts: Sequence[int]) -> None:
     """The real branches' assertions are the hoisted checks' copies: the tracer does
     not count them (``HOISTED``).  Only when the real trace made as many as the
     scratch one (the same code traced twice makes the same checks)."""
-    found = [_branch_asserts(graph) for graph in graphs]
+    found: list[Any] = [_branch_asserts(graph) for graph in graphs]
     if any(ops is None for ops in found) or [len(ops) for ops in found] != counts:
         return
     for ops in found:
@@ -148,7 +158,8 @@ def mark_hoisted(graphs, counts):
             names.add(op.name)
 
 
-def _rematerialize(tensor, memo, depth=0):
+def _rematerialize(tensor: tf.Tensor, memo: dict[int, tf.Tensor | None],
+                   depth: int = 0) -> tf.Tensor | None:
     """``tensor``, of a branch graph being traced (or nested in one), recomputed in
     the graph being built now from the outer tensors the branch captured; None
     when it needs anything else (a stateful op, a function, a control input)."""

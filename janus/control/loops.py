@@ -5,6 +5,10 @@ writes (written back after the loop), numbers it counts with as dynamic
 scalars, and the call's own lists it grows as TensorArrays (``TensorList``).
 Needs a ``TraceContext``; called from ``statements.py``.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 import dataclasses
 
 import tensorflow as tf
@@ -22,6 +26,11 @@ from janus.heap.shadow_heap import MISSING, WriteKind
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import current, refuse_unmerged
 
+if TYPE_CHECKING:
+    from janus.trace.namespace import FunctionNamespace
+    from janus.heap.shadow_heap import Checkpoint, Rebinding, Region, TraceHeap
+    from janus.trace.trace_context import TraceContext
+
 
 # -- tf.while_loop -----------------------------------------------------------------------
 
@@ -29,7 +38,7 @@ class _Widen(Exception):
     """A loop body rebinds more than the loop carries: trace the loop again, carrying
     ``numbers`` (indices of Python-number locals) and ``keys`` (heap locations)."""
 
-    def __init__(self, numbers, keys):
+    def __init__(self, numbers: Iterable[int], keys: Mapping[Any, Any]) -> None:
         super().__init__('widen the loop')
         self.numbers, self.keys = set(numbers), dict(keys)
 
@@ -37,7 +46,10 @@ class _Widen(Exception):
 _LOOP_WRITES = (WriteKind.ATTR, WriteKind.ITEM, WriteKind.GLOBAL, WriteKind.CELL)
 
 
-def dynamic_while(ns, site, test_fn, body_fn, get_state, set_state, lineage=frozenset()):
+def dynamic_while(ns: FunctionNamespace, site: int, test_fn: Callable[[], Any],
+                  body_fn: Callable[[], Any], get_state: Callable[[], Sequence[Any]],
+                  set_state: Callable[[Sequence[Any]], object],
+                  lineage: frozenset = frozenset()) -> None:
     """A tf.while_loop.  Locals the body rebinds are loop variables (tensors, lists of
     them, numbers as dynamic scalars), and so are the outside locations it rebinds
     (``self.total = self.total + x``, a global, a cell, an item): their final values
@@ -53,7 +65,8 @@ def dynamic_while(ns, site, test_fn, body_fn, get_state, set_state, lineage=froz
                           'before the loop' % where)
     base = ctx.heap.checkpoint()
     assumptions = len(ctx.assumptions)
-    numbers, keys = set(), {}
+    numbers: set[int] = set()
+    keys: dict[Any, Any] = {}
     for _ in range(8):
         try:
             return _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original,
@@ -73,7 +86,7 @@ def dynamic_while(ns, site, test_fn, body_fn, get_state, set_state, lineage=froz
                       % where)
 
 
-def _loop_start(heap, rebinding, where):
+def _loop_start(heap: TraceHeap, rebinding: Rebinding, where: str) -> Any:
     """A rebound location's value as the loop starts: a tensor or a dynamic scalar."""
     obj, slot, write = rebinding.obj, rebinding.slot, rebinding.write
     value = heap.read(obj, slot)
@@ -89,7 +102,7 @@ def _loop_start(heap, rebinding, where):
                       % (where, location(write, slot), kind_of(value)))
 
 
-def _check_loop_checks(outer, where, reads_variables):
+def _check_loop_checks(outer: tf.Graph, where: str, reads_variables: bool) -> None:
     """A loop body that checks (a Janus>Assert: a dynamic scalar's range, a branch it
     assumes) and reads a variable, after a state change earlier in the call: TF
     orders the loop after the change (it reads the resource), and the deferred-
@@ -97,7 +110,7 @@ def _check_loop_checks(outer, where, reads_variables):
     cycle.  Refused (the loop's outcome may be assumed instead, ``_or_assume``)."""
     if not reads_variables or first_state_change(outer) is None:
         return
-    if config.restore_on_error and current().soft_conditions is None:
+    if config.restore_on_error and current().soft_conditions is None:  # type: ignore[attr-defined]
         return   # checked after the change, undone if broken (tracer.defer_state_updates)
     if has_checks(tf.compat.v1.get_default_graph()):
         raise Unsupported(Reason.CHECK_AFTER_STATE_CHANGE,
@@ -106,7 +119,7 @@ def _check_loop_checks(outer, where, reads_variables):
                           'checks could not precede the change' % where)
 
 
-def _loop_value(start, value, where, name):
+def _loop_value(start: Any, value: Any, where: str, name: str) -> Any:
     """What the loop carries for a rebound value that started as ``start``."""
     refuse_unmerged(start, value)
     if is_tensor(start):
@@ -125,7 +138,7 @@ def _loop_value(start, value, where, name):
                    % (where, name, kind_of(start), kind_of(value)), start, value)
 
 
-def _array_value(start, value, where):
+def _array_value(start: tf.TensorArray, value: Any, where: str) -> tf.TensorArray:
     """What the loop carries for a TensorArray the body rebinds (``ta = ta.write(i, x)``):
     the array itself (tf.while_loop carries its flow), of the same dtype."""
     refuse_unmerged(value)
@@ -136,7 +149,7 @@ def _array_value(start, value, where):
     return value
 
 
-def _check_loop_writes(heap, checkpoint, where):
+def _check_loop_writes(heap: TraceHeap, checkpoint: Checkpoint, where: str) -> None:
     """Inside a tf.while_loop body only rebinding a location is converted (carried)."""
     writes = heap.writes[len(checkpoint.writes):]
     if any(write.kind is WriteKind.PRINT for write in writes):
@@ -162,7 +175,7 @@ def _check_loop_writes(heap, checkpoint, where):
                        extra=scalars.lineage_deep([write.value for write in writes]))
 
 
-def _with_lineage(value, lineage):
+def _with_lineage(value: Any, lineage: frozenset) -> Any:
     """A dynamic scalar that also depends on ``lineage`` (how often a loop ran)."""
     if not lineage or not scalars.is_dynamic(value) or lineage <= value.lineage:
         return value
@@ -177,15 +190,17 @@ class LoopCarry:
     n_local: int
     n_held: int
 
-    def split(self, values):
+    def split(self, values: Iterable[Any]) -> tuple[list[Any], list[Any], list[Any]]:
         """(locals, held, flags) of a tuple the loop carries."""
         values = list(values)
         held_end = self.n_local + self.n_held
         return values[:self.n_local], values[self.n_local:held_end], values[held_end:]
 
 
-def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, numbers, keys,
-                lineage):
+def _while_loop(ctx: TraceContext, where: str, test_fn: Callable[[], Any],
+                body_fn: Callable[[], Any], get_state: Callable[[], Sequence[Any]],
+                set_state: Callable[[Sequence[Any]], object], original: Sequence[Any],
+                numbers: set[int], keys: Mapping[Any, Any], lineage: frozenset) -> None:
     builder = _WhileLoop(ctx, where, test_fn, body_fn, get_state, set_state, original, numbers,
                          keys, lineage)
     builder.build()
@@ -194,8 +209,10 @@ def _while_loop(ctx, where, test_fn, body_fn, get_state, set_state, original, nu
 class _WhileLoop:
     """One tensor-dependent loop built as a tf.while_loop (``_while_loop``)."""
 
-    def __init__(self, ctx, where, test_fn, body_fn, get_state, set_state, original, numbers,
-                 keys, lineage):
+    def __init__(self, ctx: TraceContext, where: str, test_fn: Callable[[], Any],
+                 body_fn: Callable[[], Any], get_state: Callable[[], Sequence[Any]],
+                 set_state: Callable[[Sequence[Any]], object], original: Sequence[Any],
+                 numbers: set[int], keys: Mapping[Any, Any], lineage: frozenset) -> None:
         self.ctx, self.where, self.lineage = ctx, where, lineage
         self.test_fn, self.body_fn = test_fn, body_fn
         self.get_state, self.set_state, self.keys = get_state, set_state, keys
@@ -218,12 +235,12 @@ class _WhileLoop:
         self.carried = list(keys.items())   # (k, the Rebinding of that location)
         self.starts = [_loop_start(self.heap, rebinding, where) for _, rebinding in self.carried]
         self.start = self.heap.checkpoint()
-        self.passed = {}
+        self.passed: dict[int, Any] = {}
         self.carry = LoopCarry(len(self.loop_index), len(self.carried))
-        self.kept_outside = set()   # locals the body may leave holding an outside tensor
-        self.first_values = None
+        self.kept_outside: set[int] = set()   # locals the body may leave holding an outside tensor
+        self.first_values: Any = None   # the loop variables' values as it starts (build)
 
-    def full_state(self, values):
+    def full_state(self, values: Sequence[Any]) -> tuple[Any, ...]:
         """The function's locals, given the loop's values of those it carries."""
         state = list(self.init)
         for i, value in zip(self.loop_index, values):
@@ -238,7 +255,7 @@ class _WhileLoop:
             state[i] = value
         return tuple(state)
 
-    def loop_values(self, state):
+    def loop_values(self, state: Sequence[Any]) -> tuple[Any, ...]:
         """The loop's values of the locals it carries, from the function's locals."""
         values = []
         for i in self.loop_index:
@@ -260,7 +277,7 @@ class _WhileLoop:
             values.append(value)
         return tuple(values)
 
-    def enter(self, values):
+    def enter(self, values: Sequence[Any]) -> list[Any]:
         """Binds the loop's values (locals and held locations); returns the flags."""
         for value in values:
             self.ctx.note_looped(value)
@@ -270,7 +287,7 @@ class _WhileLoop:
         self._hold(held)
         return flags
 
-    def _hold(self, held):
+    def _hold(self, held: Sequence[Any]) -> None:
         heap = self.heap
         for (k, rebinding), first, value in zip(self.carried, self.starts, held):
             heap.overlay[k] = scalars.rewrap(first, value) if scalars.is_dynamic(first) \
@@ -278,11 +295,11 @@ class _WhileLoop:
             if rebinding.slot.is_item:
                 heap.items_written.add(k[0])
 
-    def cond(self, *values):
+    def cond(self, *values: Any) -> tf.Tensor:
         self.enter(values)
         return kept_running(condition_tensor(in_traced_region(self.test_fn)))
 
-    def body(self, *values):
+    def body(self, *values: Any) -> tuple[Any, ...]:
         heap, ctx, where = self.heap, self.ctx, self.where
         flags = self.enter(values)
         checkpoint = heap.checkpoint()
@@ -307,7 +324,7 @@ class _WhileLoop:
         heap.restore(checkpoint)
         return kept_running(tuple(out))
 
-    def _check_fixed(self, state, region):
+    def _check_fixed(self, state: Sequence[Any], region: Region) -> None:
         """Locals the loop does not carry must not change; numbers it counts with and
         locations it newly rebinds make the loop be traced again, carrying them."""
         widen = set()
@@ -326,7 +343,7 @@ class _WhileLoop:
         if widen or more:
             raise _Widen(widen, more)
 
-    def _rebound_flags(self, region, flags):
+    def _rebound_flags(self, region: Region, flags: Sequence[Any]) -> Iterator[Any]:
         for (k, _), flag in zip(self.carried, flags):
             rebinding = region.keys.get(k)
             if rebinding is None:
@@ -336,7 +353,7 @@ class _WhileLoop:
             else:
                 yield tf.logical_or(flag, rebinding.condition)
 
-    def build(self):
+    def build(self) -> None:
         self.first_values = self.loop_values(self.init) + tuple(
             _loop_value(s, s, self.where, location(rebinding.write, rebinding.slot))
             for s, (_, rebinding) in zip(self.starts, self.carried)) + \
@@ -353,7 +370,7 @@ class _WhileLoop:
             final = (final,)
         self._finish(list(final))
 
-    def _finish(self, final):
+    def _finish(self, final: Sequence[Any]) -> None:
         """After the loop: its locals bound, each held location written back."""
         heap = self.heap
         for j, value in enumerate(final):
@@ -373,7 +390,8 @@ class _WhileLoop:
             heap.note(obj, slot, write, flag)
 
 
-def _check_loop_identity(ctx, values, given, first, n_local, where):
+def _check_loop_identity(ctx: TraceContext, values: Sequence[Any], given: Sequence[Any],
+                         first: Sequence[Any], n_local: int, where: str) -> set[int]:
     """Which carried variables the body may leave holding an outside tensor (an
     argument, ``self.last``), directly or moved from another variable that started
     as one (``a, b = b, a``): eagerly the variable then *is* that tensor, and ``is``
@@ -399,7 +417,7 @@ def _check_loop_identity(ctx, values, given, first, n_local, where):
     return kept
 
 
-def _possible_tensors(ctx, value, depth=0):
+def _possible_tensors(ctx: TraceContext, value: Any, depth: int = 0) -> Iterator[tf.Tensor]:
     """``value`` and, through tf.cond merges, every tensor it may be when the graph runs."""
     if not is_tensor(value):
         return
@@ -410,13 +428,13 @@ def _possible_tensors(ctx, value, depth=0):
             yield from _possible_tensors(ctx, side, depth + 1)
 
 
-def _is_tensor_structure(value):
+def _is_tensor_structure(value: object) -> bool:
     if not (type(value) is list or isinstance(value, tuple)) or not value:
         return False
     return all(is_tensor(leaf) for leaf in tf.nest.flatten(value))
 
 
-def _structure_leaves(template, value, passed, where):
+def _structure_leaves(template: Any, value: Any, passed: Any, where: str) -> list[tf.Tensor]:
     """The tensors of a carried list/tuple after one iteration, as a list.
 
     The body may rebind it to a new one of the same structure; changing the
@@ -442,14 +460,17 @@ def _structure_leaves(template, value, passed, where):
     return leaves
 
 
-def _widened_invariant(value):
+def _widened_invariant(value: Any) -> Any:
     if isinstance(value, tf.TensorArray):
         return tf.TensorShape(None)
     rank = value.shape.rank
     return tf.TensorShape([None] * rank) if rank is not None else tf.TensorShape(None)
 
 
-def _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where, lineage=frozenset()):
+def _lists_to_tensor_arrays(init: list[Any], body_fn: Callable[[], Any],
+                            get_state: Callable[[], Sequence[Any]],
+                            set_state: Callable[[Sequence[Any]], object], where: str,
+                            lineage: frozenset = frozenset()) -> None:
     """Local lists the loop grows become TensorLists (TensorArrays) in ``init``.
 
     Only the call's own: an outside list (an argument, passed as itself or
@@ -484,7 +505,9 @@ def _lists_to_tensor_arrays(init, body_fn, get_state, set_state, where, lineage=
         init[i] = TensorList(array, where)
 
 
-def _dry_run_appends(init, lists, body_fn, get_state, set_state):
+def _dry_run_appends(init: Sequence[Any], lists: Sequence[int], body_fn: Callable[[], Any],
+                     get_state: Callable[[], Sequence[Any]],
+                     set_state: Callable[[Sequence[Any]], object]) -> dict[int, list[Any]]:
     """Traces the body once in a scratch graph to see what it appends to each list
     (what it writes to Python state there is forgotten)."""
     from tensorflow.python.framework import func_graph
@@ -513,18 +536,20 @@ def _dry_run_appends(init, lists, body_fn, get_state, set_state):
     return grown
 
 
-def dynamic_for(ns, site, iterable, body_fn, get_state, set_state):
+def dynamic_for(ns: FunctionNamespace, site: int, iterable: Any, body_fn: Callable[[Any], Any],
+                get_state: Callable[[], Sequence[Any]],
+                set_state: Callable[[Sequence[Any]], object]) -> None:
     box = {'i': tf.constant(0)}
     count = tf.shape(iterable)[0]
 
-    def get():
+    def get() -> tuple[Any, ...]:
         return tuple(get_state()) + (box['i'],)
 
-    def put(values):
+    def put(values: Sequence[Any]) -> None:
         set_state(tuple(values[:-1]))
         box['i'] = values[-1]
 
-    def step():
+    def step() -> None:
         body_fn(tf.gather(iterable, box['i']))
         box['i'] = box['i'] + 1
 

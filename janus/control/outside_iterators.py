@@ -17,6 +17,11 @@ where the first left it (the position is a heap location the trace reads
 back).  A break the graph decides (a tensor flag) is refused by ``for_stmt``: the
 graph could not tell how far the iterator went.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
 from janus import guards, sources
 from janus.guards import GuardKind
 from janus.reasons import Reason
@@ -24,14 +29,19 @@ from janus.values import scalars
 from janus.heap.shadow_heap import MISSING, Slot, Write, WriteKind
 from janus.trace.trace_context import Unsupported
 
+if TYPE_CHECKING:
+    from janus.sources import Source
+    from janus.trace.trace_context import TraceContext
+
 POSITION = Slot.name('<iterator position>')   # the trace heap's key for an iterator's position
 
 
-def is_sequence_iterator(value):
+def is_sequence_iterator(value: object) -> bool:
     return type(value) in sources.SEQUENCE_ITERATORS
 
 
-def unchanged_while_iterated(ctx, container, items):
+def unchanged_while_iterated(ctx: TraceContext, container: Any,
+                             items: Iterable[Any]) -> Iterator[Any]:
     """An outside dict's keys (a deque's items, a dict view's), each step checking
     that the body did not add or remove one: eagerly that raises RuntimeError at the
     next pull (janus refuses: the imperative run raises it)."""
@@ -43,33 +53,33 @@ def unchanged_while_iterated(ctx, container, items):
     _check_unchanged(container, pending() != start)   # (eagerly: at the pull that ends it)
 
 
-def _check_unchanged(container, changed):
+def _check_unchanged(container: Any, changed: bool) -> None:
     if changed:
         raise Unsupported(Reason.OUTSIDE_VALUE,
                           'janus does not convert a loop over an outside %s that the loop '
                           'changes' % type(container).__name__)
 
 
-def list_items(ctx, sequence):
+def list_items(ctx: TraceContext, sequence: Any) -> _Indexed:
     """A loop's pulls from an outside list (``for x in self.items``), read live."""
     return _Indexed(LiveItems(ctx, sequence))
 
 
 class _Indexed:
-    def __init__(self, items):
+    def __init__(self, items: LiveItems) -> None:
         self.items, self.index = items, 0
 
-    def __iter__(self):
+    def __iter__(self) -> _Indexed:
         return self
 
-    def __next__(self):
+    def __next__(self) -> Any:
         if self.index >= len(self.items):
             raise StopIteration
         self.index += 1
         return self.items[self.index - 1]
 
 
-def outside_items(ctx, iterator, source):
+def outside_items(ctx: TraceContext, iterator: Any, source: Source) -> _Pulls:
     """An iterator the trace pulls the outside iterator's remaining items from,
     each pull recorded as that iterator's new position."""
     sequence, position = sources.iterator_state(iterator)
@@ -99,18 +109,19 @@ class LiveItems:
     the body's appends and item writes to the list (this call's, in the trace heap)
     are seen by the next steps, as eagerly (a list iterator reads the list itself)."""
 
-    def __init__(self, ctx, sequence):
+    def __init__(self, ctx: TraceContext, sequence: Any) -> None:
         self.ctx, self.sequence = ctx, sequence
         self.live = type(sequence) is list   # a tuple or a range cannot change
-        self._seen, self._items = None, None
+        self._seen: tuple[int, int, int] | None = None
+        self._items: list[Any] | None = None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._current())
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> Any:
         return self._current()[index]
 
-    def _current(self):
+    def _current(self) -> Any:
         heap, sequence = self.ctx.heap, self.sequence
         version = (len(heap.writes), len(dict.get(heap.pending, id(sequence), ())),
                    len(sequence)) if self.live else None
@@ -126,16 +137,17 @@ class _Pulls:
     ``break`` leaves it after the item the body saw, the end leaves a list or
     tuple iterator exhausted, a range iterator at its length)."""
 
-    def __init__(self, ctx, iterator, source, items, position):
+    def __init__(self, ctx: TraceContext, iterator: Any, source: Source, items: LiveItems,
+                 position: int) -> None:
         self.ctx, self.iterator, self.source = ctx, iterator, source
         self.items, self.position = items, position
         self.ranged = type(iterator) is type(iter(range(0)))
-        self.last = None   # this loop's newest position write
+        self.last: Write | None = None   # this loop's newest position write
 
-    def __iter__(self):
+    def __iter__(self) -> _Pulls:
         return self
 
-    def __next__(self):
+    def __next__(self) -> Any:
         if self.position == sources.EXHAUSTED:
             raise StopIteration
         if self.position >= len(self.items):
@@ -146,7 +158,7 @@ class _Pulls:
         self._move(self.position + 1)
         return item
 
-    def _move(self, position):
+    def _move(self, position: int) -> None:
         self.position = position
         heap = self.ctx.heap
         if heap.writes and heap.writes[-1] is self.last:

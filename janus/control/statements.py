@@ -8,6 +8,10 @@ adds a ``Janus>Assert`` of the assumption; any other tensor builds real
 control flow (``cond.py``, ``loops.py``).  Needs a ``TraceContext`` carrying a
 ``Plan``.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 import contextlib
 
 import tensorflow as tf
@@ -32,8 +36,11 @@ from janus.graph.graph_analysis import depends_on_state_change
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import AssumptionKind, NeedsValue, current
 
+if TYPE_CHECKING:
+    from janus.trace.namespace import FunctionNamespace
 
-def not_(value):
+
+def not_(value: Any) -> Any:
     """``not value`` in a test: a tensor's negation stays a tensor (a dynamic
     scalar's a dynamic bool)."""
     if scalars.is_dynamic(value):
@@ -43,7 +50,8 @@ def not_(value):
     return tf.logical_not(bool_tensor(value)) if is_tensor(value) else not python_truth(value)
 
 
-def _decide_test(ns, site, value, what, can_build=True):
+def _decide_test(ns: FunctionNamespace, site: int, value: Any, what: str,
+                 can_build: bool = True) -> tuple[Any, bool]:
     """(outcome, assumed): the branch to take for a tensor test, or (DYNAMIC, False).
 
     A test that depends on a state change made earlier in the same call is never
@@ -75,7 +83,7 @@ def _decide_test(ns, site, value, what, can_build=True):
 
 # -- spec-form statements (they keep return/break/continue) -------------------
 
-def test(ns, site, value):
+def test(ns: FunctionNamespace, site: int, value: Any) -> Any:
     if not is_test_tensor(value):
         return python_truth(value)
     outcome, _ = _decide_test(ns, site, value, 'condition', can_build=False)
@@ -95,20 +103,23 @@ def test(ns, site, value):
     return outcome
 
 
-def unrolled_items(ns, site, iterable, allow_dynamic):
+def unrolled_items(ns: FunctionNamespace, site: int | None, iterable: Any,
+                   allow_dynamic: bool) -> Any:
     """The slices of a tensor a loop runs over, when their number is known or assumed."""
     ctx = current()
     if iterable.shape.rank == 0:
         raise TypeError('iteration over a 0-d tensor')
-    outcome = ctx.decide(SiteKey(ns.fn.__code__, site)) if site is not None else DYNAMIC
+    outcome: Any = ctx.decide(SiteKey(ns.fn.__code__, site)) if site is not None else DYNAMIC
     length = iterable.shape[0] if iterable.shape.rank is not None else None
-    if length is not None and length <= config.max_unroll:
+    if length is not None and length <= config.max_unroll:  # type: ignore[attr-defined]
         return tf.unstack(iterable, num=length) if length else []
     soft = ctx.soft_conditions is not None   # a distributed step: no unchecked slicing
-    if length is None and outcome is not DYNAMIC and outcome <= config.max_unroll and not soft\
-            and depends_on_state_change(iterable) is None:
+    if (length is None and outcome is not DYNAMIC
+            and outcome <= config.max_unroll  # type: ignore[attr-defined]
+            and not soft and depends_on_state_change(iterable) is None):
         # Slices only once the count is known good: a data dependency on the check.
-        iterable = ctx.assume(SiteKey(ns.fn.__code__, site), AssumptionKind.TRIP_COUNT,
+        iterable = ctx.assume(SiteKey(ns.fn.__code__, site),  # type: ignore[arg-type]
+                              AssumptionKind.TRIP_COUNT,
                               tf.equal(tf.shape(iterable)[0], outcome),
                               'the loop runs %d times' % outcome, gate=iterable)
         return tf.unstack(iterable, num=outcome) if outcome else []
@@ -117,12 +128,15 @@ def unrolled_items(ns, site, iterable, allow_dynamic):
     raise Unsupported(Reason.DYNAMIC_ITERATION,
                       'a loop over a tensor whose length varied between calls (or exceeds '
                       'janus.config.max_unroll=%d), with return/break/continue inside: janus '
-                      'cannot make it a tf.while_loop yet' % config.max_unroll)
+                      'cannot make it a tf.while_loop yet'
+                      % config.max_unroll)  # type: ignore[attr-defined]
 
 
 # -- functionalized statements ---------------------------------------------------
 
-def if_stmt(ns, site, test_value, true_fn, false_fn, get_state, set_state, names=()):
+def if_stmt(ns: FunctionNamespace, site: int, test_value: Any, true_fn: Callable[[], Any],
+            false_fn: Callable[[], Any], get_state: Callable[[], Sequence[Any]],
+            set_state: Callable[[Sequence[Any]], object], names: Sequence[str] = ()) -> Any:
     if not is_test_tensor(test_value):
         return (true_fn if python_truth(test_value) else false_fn)()
     outcome, _ = _decide_test(ns, site, test_value, 'condition')
@@ -133,7 +147,9 @@ def if_stmt(ns, site, test_value, true_fn, false_fn, get_state, set_state, names
         return dynamic_if(ns, site, test_value, true_fn, false_fn, flagged_get, set_state)
 
 
-def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
+def while_stmt(ns: FunctionNamespace, site: int, test_fn: Callable[[], Any],
+               body_fn: Callable[[], Any], get_state: Callable[[], Sequence[Any]],
+               set_state: Callable[[Sequence[Any]], object], names: Sequence[str] = ()) -> None:
     while True:
         value = test_fn()
         if not is_test_tensor(value):
@@ -153,7 +169,9 @@ def while_stmt(ns, site, test_fn, body_fn, get_state, set_state, names=()):
         body_fn()
 
 
-def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=(), stop=None):
+def for_stmt(ns: FunctionNamespace, site: int, iterable: Any, body_fn: Callable[[Any], Any],
+             get_state: Callable[[], Sequence[Any]], set_state: Callable[[Sequence[Any]], object],
+             names: Sequence[str] = (), stop: Callable[[], Any] | None = None) -> None:
     """``for``; ``stop`` (a loop with ``break``, ``jumps``) reads its break flag: once
     it is a Python True no item is taken (a generator or iterator is not pulled past
     the break, as eagerly); a tensor flag guards the body instead (and ends a loop
@@ -187,7 +205,10 @@ def for_stmt(ns, site, iterable, body_fn, get_state, set_state, names=(), stop=N
     _at_least_once(ns, site, tf.shape(iterable)[0] > 0)
 
 
-def _ragged_for(ns, site, ragged, body_fn, get_state, set_state, stop):
+def _ragged_for(ns: FunctionNamespace, site: int, ragged: tf.RaggedTensor,
+                body_fn: Callable[[Any], Any], get_state: Callable[[], Sequence[Any]],
+                set_state: Callable[[Sequence[Any]], object],
+                stop: Callable[[], Any] | None) -> None:
     """``for row in rt``: eagerly the rows ``rt[0]``, ``rt[1]``...  A known number of
     rows is unrolled; else a tf.while_loop over the row index, as AutoGraph builds."""
     rows = _ragged_rows(ragged)
@@ -202,12 +223,15 @@ def _ragged_for(ns, site, ragged, body_fn, get_state, set_state, stop):
     _at_least_once(ns, site, count > 0)
 
 
-def _node_items_for(ns, site, ref, body_fn, get_state, set_state, stop):
+def _node_items_for(ns: FunctionNamespace, site: int, ref: Any, body_fn: Callable[[Any], Any],
+                    get_state: Callable[[], Sequence[Any]],
+                    set_state: Callable[[Sequence[Any]], object],
+                    stop: Callable[[], Any] | None) -> None:
     """``for c in node.children`` in a recursion, of a list node whose length only
     the run knows: one iteration per item of the longest such list, each past the
     shortest one's length under a tensor test (``dynamic_if``)."""
     shortest, longest, count = structures.length_bounds(ref)
-    if stop is not None or longest > config.max_unroll:
+    if stop is not None or longest > config.max_unroll:  # type: ignore[attr-defined]
         structures.refuse('a loop over a list node whose length only the run knows, with '
                           'break/return in it or over %d items (janus.config.max_unroll)'
                           % longest)
@@ -220,15 +244,15 @@ def _node_items_for(ns, site, ref, body_fn, get_state, set_state, stop):
                        get_state, set_state)
 
 
-def _ragged_rows(ragged):
+def _ragged_rows(ragged: Any) -> list[Any] | None:
     """The rows of a RaggedTensor whose number of rows the graph knows (and unrolls)."""
     count = tf.get_static_value(ragged.nrows())
-    if count is None or count > config.max_unroll:
+    if count is None or count > config.max_unroll:  # type: ignore[attr-defined]
         return None
     return observe.ragged_rows(ragged, 'a loop over')
 
 
-def _stopped(stop, one_shot=False):
+def _stopped(stop: Callable[[], Any] | None, one_shot: bool = False) -> bool:
     """Whether the loop's break flag is up.  A flag only the graph knows (a break
     under a tensor test) guards the body, but a one-shot iterator (a generator,
     ``enumerate`` of one) would still be pulled past the break: refused."""
@@ -243,7 +267,8 @@ def _stopped(stop, one_shot=False):
     return flag is True
 
 
-def ifexp(ns, site, test_value, body, orelse):
+def ifexp(ns: FunctionNamespace, site: int, test_value: Any, body: Callable[[], Any],
+          orelse: Callable[[], Any]) -> Any:
     if not is_test_tensor(test_value):
         return body() if python_truth(test_value) else orelse()
     outcome, _ = _decide_test(ns, site, test_value, 'condition')
@@ -254,11 +279,12 @@ def ifexp(ns, site, test_value, body, orelse):
                             lineage_of(test_value))
 
 
-def boolop(ns, site, is_and, *thunks):
+def boolop(ns: FunctionNamespace, site: int, is_and: bool, *thunks: Callable[[], Any]) -> Any:
     return _boolop_from(ns, site, is_and, thunks, 0, thunks[0]())
 
 
-def _boolop_from(ns, site, is_and, thunks, index, value):
+def _boolop_from(ns: FunctionNamespace, site: int, is_and: bool,
+                 thunks: Sequence[Callable[[], Any]], index: int, value: Any) -> Any:
     if index == len(thunks) - 1:
         return value
     go_on = lambda: _boolop_from(ns, site, is_and, thunks, index + 1, thunks[index + 1]())  # noqa: E731
@@ -276,7 +302,7 @@ def _boolop_from(ns, site, is_and, thunks, index, value):
 # -- dynamic control flow ----------------------------------------------------------
 
 @contextlib.contextmanager
-def _or_assume(ns, site):
+def _or_assume(ns: FunctionNamespace, site: int) -> Iterator[None]:
     """Real control flow at ``site`` that fails to build, where the site's outcome
     could be assumed instead (``Plan.cannot_build``), ends the trace with
     ``CannotBuild``: the janus function traces again assuming it there."""
@@ -292,7 +318,7 @@ def _or_assume(ns, site):
         raise
 
 
-def _at_least_once(ns, site, first_test):
+def _at_least_once(ns: FunctionNamespace, site: int, first_test: tf.Tensor) -> None:
     """Under a GradientTape, a tf.while_loop that reads variables gives them zero
     gradients when it runs no iteration, where eager code gives None: assume it
     runs at least once (the paper's trip-count assumption, its weakest form)."""
@@ -307,7 +333,7 @@ def _at_least_once(ns, site, first_test):
 
 # -- a loop's Python iterable, and `assert` ----------------------------------------
 
-def loop_iterable(ns, site, iterable):
+def loop_iterable(ns: FunctionNamespace, site: int | None, iterable: Any) -> Iterator[Any]:
     """``__jr.iter``: a loop's iterable (a ``for`` over a Python value, a
     comprehension).  Outside lists are guarded; tensors are unrolled when safe."""
     if isinstance(iterable, tf.Tensor):
@@ -362,7 +388,7 @@ def loop_iterable(ns, site, iterable):
 
 
 @exceptions.raises_for_user
-def assert_(condition, lineno, message_thunk):
+def assert_(condition: Any, lineno: int, message_thunk: Callable[[], Any]) -> None:
     """``assert``: a tensor condition becomes a ``Janus>Assert`` in the graph."""
     if not isinstance(condition, tf.Tensor):
         if not observe.truth(condition):

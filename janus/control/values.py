@@ -4,6 +4,11 @@ and how the two sides' values become one (a tensor, a dynamic scalar, a
 
 Needs a ``TraceContext``; used by ``cond.py`` and ``branch_writes.py``.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
 import tensorflow as tf
 
 from janus.reasons import Reason
@@ -13,16 +18,19 @@ from janus.control.common import (COMPARED_BY_VALUE, describe_site, is_tensor, k
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import Chosen, UnmergedLocal, current
 
+if TYPE_CHECKING:
+    from janus.trace.namespace import FunctionNamespace
+
 
 class CannotMerge(Exception):
     pass
 
 
-def cannot_merge(t, f):
+def cannot_merge(t: object, f: object) -> NoReturn:
     raise CannotMerge()
 
 
-def as_output(value):
+def as_output(value: Any) -> tf.Tensor | tuple[Any, ...]:
     """What a branch returns for a local: a tensor, a number as a scalar tensor (so
     two different numbers can merge into a dynamic scalar), else a placeholder
     (a Python value is merged by identity, not through the graph)."""
@@ -37,7 +45,7 @@ def as_output(value):
     return tf.constant(0)
 
 
-def _merged_tuple(value):
+def _merged_tuple(value: object) -> bool:
     """A plain tuple, or a namedtuple class as ``collections.namedtuple`` made it (no
     ``__new__``/``__init__`` of the user's to run again), whose items a tf.cond can
     give out one by one."""
@@ -51,8 +59,9 @@ def _merged_tuple(value):
             and getattr(kind.__new__, '__qualname__', '') == kind.__name__ + '.__new__')
 
 
-def refusal(where, name, lineage=frozenset()):
-    def refuse(t, f):
+def refusal(where: str, name: str,
+            lineage: frozenset = frozenset()) -> Callable[[Any, Any], NoReturn]:
+    def refuse(t: Any, f: Any) -> NoReturn:
         refuse_values(Reason.BRANCH_TYPES,
                       '%s: after a tensor-dependent if, %s would be %s in one branch and %s '
                        'in the other; janus keeps Python values Python'
@@ -60,7 +69,8 @@ def refusal(where, name, lineage=frozenset()):
     return refuse
 
 
-def merge_values(t, f, output, refuse, lineage=frozenset()):
+def merge_values(t: Any, f: Any, output: Any, refuse: Callable[[Any, Any], object],
+                 lineage: frozenset = frozenset()) -> Any:
     """The value after a tf.cond whose sides gave ``t`` and ``f``; ``output``: the
     cond's output for them (None: only check that they can merge); ``lineage``:
     the relaxed numbers the test was computed from (a merged number depends on
@@ -91,11 +101,11 @@ def merge_values(t, f, output, refuse, lineage=frozenset()):
     refuse(t, f)
 
 
-def outputs_apart(seen):
+def outputs_apart(seen: Mapping[bool, Sequence[Any]]) -> set[int]:
     """Positions of locals whose two sides' outputs (``as_output``) differ in kind or
     dtype: such a local cannot be one value after the if (it becomes an
     UnmergedLocal), so neither side gives it out."""
-    def spec(value):
+    def spec(value: Any) -> tuple[Any, ...]:
         if is_tensor(value):
             return ('tensor', value.dtype)
         if scalars.is_dynamic(value) or liftable(value):
@@ -106,7 +116,9 @@ def outputs_apart(seen):
     return {i for i, (t, f) in enumerate(zip(seen[True], seen[False])) if spec(t) != spec(f)}
 
 
-def merge(ns, site, seen, outputs, pred, lineage=frozenset()):
+def merge(ns: FunctionNamespace, site: int, seen: Mapping[bool, Sequence[Any]],
+          outputs: Sequence[Any] | None, pred: tf.Tensor,
+          lineage: frozenset = frozenset()) -> tuple[Any, ...]:
     where = describe_site(ns, site)
     merged = []
     for i, (t, f) in enumerate(zip(seen[True], seen[False])):
@@ -121,7 +133,7 @@ def merge(ns, site, seen, outputs, pred, lineage=frozenset()):
     return tuple(merged)
 
 
-def noted(pred, t, f, value):
+def noted(pred: tf.Tensor, t: Any, f: Any, value: Any) -> Any:
     """``value``, the merge of two tensors ``t`` and ``f`` by ``pred``: recorded, so
     ``is`` and returns know it is one of them (``TraceContext.note_merged``)."""
     if is_tensor(value) and is_tensor(t) and is_tensor(f) and t is not f:
@@ -133,7 +145,7 @@ def noted(pred, t, f, value):
     return value
 
 
-def chosen_between(pred, t, f, where):
+def chosen_between(pred: tf.Tensor, t: object, f: object, where: str) -> Chosen | None:
     """Two distinct outside lists or dicts on the two sides of a tf.cond: a ``Chosen``
     (changed in place, each candidate gets a conditional write); else None."""
     ctx = current()
@@ -144,7 +156,7 @@ def chosen_between(pred, t, f, where):
                   tf.compat.v1.get_default_graph())
 
 
-def _same_python(a, b, depth=0):
+def _same_python(a: Any, b: Any, depth: int = 0) -> bool:
     """Whether two Python values are the same value.  Compares only what has no
     code of its own and no identity a program can tell apart (numbers, strings,
     and tuples of them, item by item); anything else only by identity: a user's
@@ -172,7 +184,7 @@ def _same_python(a, b, depth=0):
     return False
 
 
-def _plain_value(value, depth=0):
+def _plain_value(value: object, depth: int = 0) -> bool:
     """A number, string or the like (``COMPARED_BY_VALUE``), or a tuple of them."""
     if type(value) in (float, complex) or type(value) in COMPARED_BY_VALUE:
         return True
@@ -180,7 +192,7 @@ def _plain_value(value, depth=0):
         _plain_value(item, depth + 1) for item in value)
 
 
-def dummy(spec, where):
+def dummy(spec: tuple[tf.DType, Sequence[int | None] | None], where: str) -> tf.Tensor:
     """A stand-in of ``spec``'s dtype on the side of a tf.cond that has no such value."""
     dtype, dims = spec
     if dtype in (tf.resource, tf.variant):
@@ -191,7 +203,8 @@ def dummy(spec, where):
     return tf.zeros(shape, dtype)
 
 
-def select(pred, t, f, refuse, lineage=frozenset()):
+def select(pred: tf.Tensor, t: Any, f: Any, refuse: Callable[[Any, Any], object],
+           lineage: frozenset = frozenset()) -> Any:
     """``t if pred else f`` of two values both sides of a tf.cond can hold."""
     if t is f:
         return t
