@@ -14,32 +14,34 @@ target assigned in turn, left to right, its object evaluated when it is
 assigned.  Any other attribute or item store (a loop, ``with`` or
 comprehension target) is refused: it would run as plain Python at trace time.
 """
+from __future__ import annotations
+
 import gast
 
 from janus.reasons import Reason
 from janus.graphgen.converters import common
 
 
-def _key(node):
+def _key(node: gast.Subscript) -> gast.Subscript:
     """``__jr.KEY[<slice>]``: evaluates any slice syntax to a key object."""
     return gast.Subscript(common.runtime_attr('KEY'), node.slice, gast.Load())
 
 
-def _is_simple_path(node):
+def _is_simple_path(node: gast.AST) -> bool:
     """A name or ``a.b.c``: reading it twice reads the same (guarded) thing."""
     while isinstance(node, gast.Attribute):
         node = node.value
     return isinstance(node, gast.Name)
 
 
-def _inplace(node, read):
+def _inplace(node: gast.AugAssign, read: gast.expr) -> gast.Call:
     """``read op= value`` as Python evaluates it: in place where the type does it
     (a list's ``+=`` extends the very list other names share)."""
     return common.runtime_call('inplace', [common.const(type(node.op).__name__), read,
                                            node.value], like=node)
 
 
-def _stores_into_objects(target):
+def _stores_into_objects(target: gast.AST) -> bool:
     """Whether an assignment target stores into an attribute or an item."""
     return any(isinstance(n, (gast.Attribute, gast.Subscript)) and isinstance(n.ctx, gast.Store)
                for n in gast.walk(target))
@@ -47,7 +49,7 @@ def _stores_into_objects(target):
 
 class RouteAttributesAndItems(common.Pass):
 
-    def visit_Assign(self, node):
+    def visit_Assign(self, node: gast.Assign) -> gast.AST | list[gast.stmt]:
         if (len(node.targets) != 1 or isinstance(node.targets[0], (gast.Tuple, gast.List))) \
                 and any(_stores_into_objects(t) for t in node.targets):
             return self._assign_in_turn(node)
@@ -65,10 +67,11 @@ class RouteAttributesAndItems(common.Pass):
                                                self.visit(_key(target)), node.value], like=node)
         return gast.copy_location(gast.Expr(call), node)
 
-    def _assign_in_turn(self, node):
+    def _assign_in_turn(self, node: gast.Assign) -> list[gast.stmt]:
         """``a = b.c = v`` / ``self.x, self.y = v``: the value (unpacked into
         temporaries), then each target in turn, as Python assigns them."""
-        stores, starred = [], []
+        stores: list[tuple[gast.expr, str]] = []
+        starred: list[str] = []
         if len(node.targets) == 1:   # one unpacking target: every leaf becomes a temporary
             first = gast.Assign([self._temporaries(node.targets[0], stores, starred)],
                                 node.value, None)
@@ -91,7 +94,8 @@ class RouteAttributesAndItems(common.Pass):
             out.extend(visited if isinstance(visited, list) else [visited])
         return out
 
-    def _temporaries(self, target, stores, starred):
+    def _temporaries(self, target: gast.expr, stores: list[tuple[gast.expr, str]],
+                     starred: list[str]) -> gast.expr:
         """``target`` with each leaf replaced by a fresh name; ``stores`` gets
         (leaf, name) in the order Python assigns the leaves, ``starred`` the names
         that collect a starred leaf's list."""
@@ -107,11 +111,11 @@ class RouteAttributesAndItems(common.Pass):
         stores.append((target, held))
         return gast.Name(held, gast.Store(), None, None)
 
-    def _temporary(self):
+    def _temporary(self) -> str:
         self.count = getattr(self, 'count', 0) + 1
         return '__janus_target_%d' % self.count
 
-    def visit_AnnAssign(self, node):
+    def visit_AnnAssign(self, node: gast.AnnAssign) -> gast.AST | list[gast.stmt]:
         if not isinstance(node.target, (gast.Attribute, gast.Subscript)):
             return self.generic_visit(node)
         if node.value is None:
@@ -120,7 +124,7 @@ class RouteAttributesAndItems(common.Pass):
         assign = gast.copy_location(gast.Assign([node.target], node.value, None), node)
         return self.visit_Assign(assign)
 
-    def visit_Attribute(self, node):
+    def visit_Attribute(self, node: gast.Attribute) -> gast.expr:
         if isinstance(node.ctx, gast.Store):   # a store no visit_Assign rewrote
             self.unsupported(node, Reason.COMPOUND_WRITE,
                              'janus converts attribute writes only as `obj.name = value`')
@@ -129,7 +133,7 @@ class RouteAttributesAndItems(common.Pass):
             return node
         return common.runtime_call('attr', [node.value, common.const(node.attr)], like=node)
 
-    def visit_Subscript(self, node):
+    def visit_Subscript(self, node: gast.Subscript) -> gast.expr:
         if isinstance(node.ctx, gast.Store):
             self.unsupported(node, Reason.COMPOUND_WRITE,
                              'janus converts item assignment only as `x[k] = value`')
@@ -138,7 +142,7 @@ class RouteAttributesAndItems(common.Pass):
             return node
         return common.runtime_call('item', [node.value, _key(node)], like=node)
 
-    def visit_AugAssign(self, node):
+    def visit_AugAssign(self, node: gast.AugAssign) -> gast.AST | list[gast.stmt]:
         target = node.target
         if isinstance(target, gast.Attribute):
             if not _is_simple_path(target.value):

@@ -20,6 +20,11 @@ assumed outcomes, not dynamic ones.  Conditional expressions and ``and``/
 ``or`` go through ``__jr.ifexp`` / ``__jr.boolop``; ``with m`` through
 ``__jr.enter``; ``assert t, msg`` through ``__jr.assert_``.
 """
+from __future__ import annotations
+
+from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+
 import gast
 
 from janus.graphgen.converters import common
@@ -28,7 +33,7 @@ from janus.pyct import anno, scopes
 _NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
 
-def _walk_scope(node):
+def _walk_scope(node: gast.AST) -> Iterator[gast.AST]:
     """Nodes under ``node`` without entering nested function/class scopes."""
     stack = list(gast.iter_child_nodes(node))
     while stack:
@@ -38,14 +43,14 @@ def _walk_scope(node):
             stack.extend(gast.iter_child_nodes(child))
 
 
-def _statements_scope(stmts):
+def _statements_scope(stmts: Iterable[gast.stmt]) -> Iterator[gast.AST]:
     for stmt in stmts:
         yield stmt
         if not isinstance(stmt, _NESTED_SCOPES):
             yield from _walk_scope(stmt)
 
 
-def _has_jump(stmts):
+def _has_jump(stmts: Iterable[gast.stmt]) -> bool:
     """Whether ``stmts`` return, yield (a generator's own statements), or break/continue
     out of the region itself: a region function could not do that for them."""
     for stmt in stmts:
@@ -58,11 +63,11 @@ def _has_jump(stmts):
     return False
 
 
-def _jumps(node):
+def _jumps(node: gast.AST) -> bool:
     return isinstance(node, (gast.Return, gast.Yield))
 
 
-def _breaks_out(node):
+def _breaks_out(node: gast.AST) -> bool:
     """A break/continue in ``node`` that is not inside a loop nested in ``node``."""
     if isinstance(node, (gast.Break, gast.Continue)):
         return True
@@ -78,13 +83,13 @@ MUTATING_METHODS = frozenset((
     'sort', 'reverse', 'add', 'discard', '__setitem__', '__delitem__', '__iadd__'))
 
 
-def _root_name(node):
+def _root_name(node: gast.AST) -> str | None:
     while isinstance(node, (gast.Attribute, gast.Subscript)):
         node = node.value
     return node.id if isinstance(node, gast.Name) else None
 
 
-def _stored(stmts):
+def _stored(stmts: Iterable[gast.stmt]) -> set[str]:
     """Names the statements bind in their own scope (comprehension targets excluded),
     and names of containers they change in place (``xs.append(v)``, ``d[k] = v``):
     a region that changes a container must hand it on like a reassigned variable."""
@@ -96,9 +101,9 @@ def _stored(stmts):
     return names | _changed_in_place(stmts)
 
 
-def _changed_in_place(stmts):
+def _changed_in_place(stmts: Iterable[gast.stmt]) -> set[str]:
     """Names of containers the statements change in place (``xs.append(v)``, ``d[k] = v``)."""
-    names = set()
+    names: set[Any] = set()   # (None: no root name; discarded)
     for node in _statements_scope(stmts):
         if (isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute)
                 and node.func.attr in MUTATING_METHODS):
@@ -109,12 +114,12 @@ def _changed_in_place(stmts):
     return names
 
 
-def _loaded(nodes):
+def _loaded(nodes: Iterable[gast.AST]) -> set[str]:
     return {n.id for node in nodes for n in [node] + list(_walk_all(node))
             if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
 
 
-def _walk_all(node):
+def _walk_all(node: gast.AST) -> Iterator[gast.AST]:
     return gast.walk(node)
 
 
@@ -122,7 +127,7 @@ _LATE_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.Class
                 gast.GeneratorExp)
 
 
-def _captured(stmts):
+def _captured(stmts: Iterable[gast.stmt]) -> set[str]:
     """Names read by functions, lambdas and generator expressions made in ``stmts``:
     they read the variable when called, maybe after the region (``fns.append(lambda:
     i)`` in a loop sees the last ``i``, eagerly), so the region must share it with the
@@ -131,19 +136,19 @@ def _captured(stmts):
             for name in _loaded([node])}
 
 
-def _carried(body, assigned_first=()):
+def _carried(body: Sequence[gast.stmt], assigned_first: Iterable[str] = ()) -> set[str]:
     """Names a loop body reads before it surely assigns them (carried across iterations).
 
     ``assigned_first``: names bound before the body runs each iteration (a for target).
     """
-    assigned, carried = set(assigned_first), set()
+    assigned, carried = set(assigned_first), set[str]()
     _scan_carried(body, assigned, carried)
     # A container the body changes in place (``d['n'] = ...``, ``xs.append(v)``) is
     # handed on like a variable the loop rebinds, even when the body binds it first.
     return carried | _changed_in_place(body)
 
 
-def _scan_carried(body, assigned, carried):
+def _scan_carried(body: Iterable[gast.stmt], assigned: set[str], carried: set[str]) -> None:
     """``_carried``'s walk: adds to ``carried`` what ``body`` reads before ``assigned``
     has it, and to ``assigned`` what it surely binds (a ``with`` body always runs; an
     ``if`` binds what both of its branches bind)."""
@@ -190,7 +195,7 @@ def _scan_carried(body, assigned, carried):
             carried |= _loaded([stmt]) - assigned
 
 
-def _negations_in_test(test):
+def _negations_in_test(test: gast.expr) -> gast.expr:
     """``not x`` where only its truth matters (a test, or an operand of an and/or
     test) becomes ``__jr.not_(x)``, which also negates a tensor; elsewhere
     ``not`` keeps Python's meaning (a Python bool)."""
@@ -201,7 +206,8 @@ def _negations_in_test(test):
     return test
 
 
-def _define(name, args, body, like):
+def _define(name: str, args: gast.arguments, body: list[gast.stmt],
+            like: gast.AST) -> gast.FunctionDef:
     fn = gast.FunctionDef(name, args, body or [gast.Pass()], [], None, None, [])
     for node in gast.walk(fn):
         if not hasattr(node, 'lineno') or node.lineno is None:
@@ -209,29 +215,31 @@ def _define(name, args, body, like):
     return fn
 
 
-def _no_args():
+def _no_args() -> gast.arguments:
     return gast.arguments([], [], None, [], [], None, [])
 
 
-def _args(*names):
+def _args(*names: str) -> gast.arguments:
     return gast.arguments([gast.Name(n, gast.Param(), None, None) for n in names],
                           [], None, [], [], None, [])
 
 
-def _lambda(body):
+def _lambda(body: gast.expr) -> gast.Lambda:
     return gast.Lambda(_no_args(), body)
 
 
 class RouteControl(common.Pass):
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: common.PassContext) -> None:
         super().__init__(ctx)
-        self.loads_by_function = []   # per enclosing FunctionDef: [(name, node)] of all loads
-        self.locals_by_function = []  # per enclosing FunctionDef: the names it binds
+        # per enclosing FunctionDef: [(name, node)] of all loads
+        self.loads_by_function: list[list[tuple[str, gast.Name]]] = []
+        # per enclosing FunctionDef: the names it binds
+        self.locals_by_function: list[set[str]] = []
         self.generated = 0            # numbers regions the profiler never saw (no site id)
 
     # -- scopes ----------------------------------------------------------
-    def visit_FunctionDef(self, node):
+    def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.AST:
         # All loads, nested lambdas/defs included: over-approximating what is
         # read outside a region only adds state variables, never drops one.
         self.loads_by_function.append([(n.id, n) for n in gast.walk(node)
@@ -243,21 +251,22 @@ class RouteControl(common.Pass):
             self.loads_by_function.pop()
             self.locals_by_function.pop()
 
-    def _loaded_outside(self, region):
+    def _loaded_outside(self, region: gast.AST) -> set[str]:
         inside = {id(n) for n in gast.walk(region)}
         return {name for name, node in self.loads_by_function[-1] if id(node) not in inside}
 
-    def _site(self, node):
+    def _site(self, node: gast.AST) -> gast.Constant:
         return common.const(anno.get(node, anno.Key.SITE))
 
-    def _key(self, site):
+    def _key(self, site: int | None) -> int | str:
         """Name suffix of a region's helper defs: its site id, or a fresh g<n>."""
         if site is not None:
             return site
         self.generated += 1
         return 'g%d' % self.generated
 
-    def _state(self, names, key, like):
+    def _state(self, names: Iterable[str], key: int | str,
+               like: gast.AST) -> tuple[list[gast.stmt], list[str]]:
         """Defs of ``__get_<key>`` / ``__set_<key>`` and the stub binding the names.
 
         Only the enclosing function's own locals: a global list changed in place
@@ -284,10 +293,12 @@ class RouteControl(common.Pass):
             gast.copy_location(sub, like)
         return [stub, getter, setter], names
 
-    def _nonlocal(self, names, body):
+    def _nonlocal(self, names: Sequence[str], body: list[gast.stmt]) -> list[gast.stmt]:
         return ([gast.Nonlocal(list(names))] if names else []) + body
 
-    def _region_call(self, op, site, key, head, defs, names, like):
+    def _region_call(self, op: str, site: int | None, key: int | str, head: gast.expr,
+                     defs: Sequence[gast.FunctionDef], names: Sequence[str],
+                     like: gast.AST) -> gast.Expr:
         """``__jr.<op>(__ns, site, head, *defs, __get_<key>, __set_<key>, names)``."""
         args = ([common.load(common.NAMESPACE), common.const(site), head]
                 + [common.load(d.name) for d in defs]
@@ -296,7 +307,7 @@ class RouteControl(common.Pass):
         call = common.runtime_call(op, args, like=like)
         return gast.copy_location(gast.Expr(call), like)
 
-    def _python_shaped(self, node, field, op):
+    def _python_shaped(self, node: gast.AST, field: str, op: str) -> gast.AST:
         """A statement with return/break/continue inside keeps its shape; only its
         test (or iterable) goes through the runtime: Python values or assumed outcomes."""
         value = getattr(node, field)
@@ -305,7 +316,7 @@ class RouteControl(common.Pass):
         return node
 
     # -- statements --------------------------------------------------------
-    def visit_If(self, node):
+    def visit_If(self, node: gast.If) -> gast.AST | list[gast.stmt]:
         node.test = _negations_in_test(node.test)
         site = anno.get(node, anno.Key.SITE)
         stored = _stored(node.body + node.orelse)
@@ -325,7 +336,7 @@ class RouteControl(common.Pass):
         call = self._region_call('if_stmt', site, key, node.test, [true_fn, false_fn], names, node)
         return state + [true_fn, false_fn, call]
 
-    def visit_While(self, node):
+    def visit_While(self, node: gast.While) -> gast.AST | list[gast.stmt]:
         node.test = _negations_in_test(node.test)
         site = anno.get(node, anno.Key.SITE)
         stored = _stored(node.body)
@@ -343,7 +354,7 @@ class RouteControl(common.Pass):
                                  names, node)
         return state + [test_fn, body_fn, call]
 
-    def visit_For(self, node):
+    def visit_For(self, node: gast.For) -> gast.AST | list[gast.stmt]:
         site = anno.get(node, anno.Key.SITE)
         targets = _stored([gast.Assign([node.target], node.iter, None)])
         stored = _stored(node.body) | targets
@@ -366,34 +377,34 @@ class RouteControl(common.Pass):
         return state + [body_fn, call]
 
     # -- expressions -------------------------------------------------------
-    def visit_comprehension(self, node):
+    def visit_comprehension(self, node: gast.comprehension) -> gast.comprehension:
         node = self.generic_visit(node)
         node.iter = common.runtime_call('iter', [common.load(common.NAMESPACE), common.const(None),
                                                  node.iter], like=node.iter)
         return node
 
-    def visit_IfExp(self, node):
+    def visit_IfExp(self, node: gast.IfExp) -> gast.expr:
         node.test = _negations_in_test(node.test)
         site = self._site(node)
         node = self.generic_visit(node)
         return common.runtime_call('ifexp', [common.load(common.NAMESPACE), site, node.test,
                                              _lambda(node.body), _lambda(node.orelse)], like=node)
 
-    def visit_BoolOp(self, node):
+    def visit_BoolOp(self, node: gast.BoolOp) -> gast.expr:
         site = self._site(node)
         node = self.generic_visit(node)
         is_and = common.const(isinstance(node.op, gast.And))
         return common.runtime_call('boolop', [common.load(common.NAMESPACE), site, is_and]
                                    + [_lambda(v) for v in node.values], like=node)
 
-    def visit_With(self, node):
+    def visit_With(self, node: gast.With) -> gast.With:
         node = self.generic_visit(node)
         for item in node.items:
             item.context_expr = common.runtime_call('enter', [item.context_expr],
                                                     like=item.context_expr)
         return node
 
-    def visit_Assert(self, node):
+    def visit_Assert(self, node: gast.Assert) -> gast.Expr:
         node = self.generic_visit(node)
         msg = node.msg if node.msg is not None else common.const(None)
         call = common.runtime_call('assert_', [node.test, common.const(node.lineno), _lambda(msg)],

@@ -7,6 +7,10 @@ the shadow heap and reaches the module (or closure cell) only after a
 successful run.  Other binding forms of a declared name (loop targets,
 unpacking, ``with ... as``) are refused with the line.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 import gast
 
 from janus.reasons import Reason
@@ -16,14 +20,18 @@ from janus.pyct import scopes
 
 class RouteDeclaredNames(common.Pass):
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: common.PassContext) -> None:
         super().__init__(ctx)
-        self.declared = []   # per function: global/nonlocal names routed to the runtime
-        self.inner = []      # per function: nonlocal names of a function inside the converted one
-        self.locals = []     # per function: the names it binds itself (not declared)
+        # per function: global/nonlocal names routed to the runtime
+        self.declared: list[set[str]] = []
+        # per function: nonlocal names of a function inside the converted one
+        self.inner: list[set[str]] = []
+        # per function: the names it binds itself (not declared)
+        self.locals: list[set[str]] = []
 
-    def visit_FunctionDef(self, node):
-        names, inner = set(), set()
+    def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
+        names: set[str] = set()
+        inner: set[str] = set()
         for stmt in gast.walk(node):
             if isinstance(stmt, (gast.Global, gast.Nonlocal)) and _owner(node, stmt):
                 names.update(stmt.names)
@@ -42,20 +50,20 @@ class RouteDeclaredNames(common.Pass):
             self.locals.pop()
         return node
 
-    def _is_declared(self, name):
+    def _is_declared(self, name: str) -> bool:
         return bool(self.declared) and name in self.declared[-1]
 
-    def visit_Global(self, node):
+    def visit_Global(self, node: gast.Global) -> None:
         return None
 
-    def visit_Nonlocal(self, node):
+    def visit_Nonlocal(self, node: gast.Nonlocal) -> gast.Nonlocal | None:
         kept = [name for name in node.names if self.inner and name in self.inner[-1]]
         if not kept:
             return None
         node.names = kept
         return node
 
-    def _inner_writes(self, node, targets):
+    def _inner_writes(self, node: gast.AST, targets: Iterable[gast.expr]) -> list[gast.stmt]:
         """``nonlocal n; n += 1`` in a function nested in the converted one: plain Python,
         after a check that the trace is not inside a tensor-dependent region."""
         written = [n.id for t in targets for n in gast.walk(t)
@@ -64,13 +72,13 @@ class RouteDeclaredNames(common.Pass):
             'closure_write', [common.const(name)], like=node)), node) for name in written]
         return checks
 
-    def visit_Assign(self, node):
+    def visit_Assign(self, node: gast.Assign) -> gast.AST | list[gast.AST]:
         checks = self._inner_writes(node, node.targets)
         if checks:
             return checks + [self.generic_visit(node)]
         return self._visit_assign(node)
 
-    def _visit_assign(self, node):
+    def _visit_assign(self, node: gast.Assign) -> gast.AST:
         declared = [t for t in node.targets if isinstance(t, gast.Name) and self._is_declared(t.id)]
         nested = [n for t in node.targets for n in gast.walk(t)
                   if isinstance(n, gast.Name) and self._is_declared(n.id)]
@@ -82,7 +90,7 @@ class RouteDeclaredNames(common.Pass):
         node.value = self.visit(node.value)
         return self._store(declared[0].id, node.value, node)
 
-    def visit_AugAssign(self, node):
+    def visit_AugAssign(self, node: gast.AugAssign) -> gast.AST | list[gast.AST]:
         checks = self._inner_writes(node, [node.target])
         if checks:
             return checks + [self.generic_visit(node)]
@@ -92,19 +100,19 @@ class RouteDeclaredNames(common.Pass):
         read = gast.copy_location(common.load(node.target.id), node)
         return self._store(node.target.id, gast.BinOp(read, node.op, node.value), node)
 
-    def visit_Name(self, node):
+    def visit_Name(self, node: gast.Name) -> gast.Name:
         if isinstance(node.ctx, (gast.Store, gast.Del)) and self._is_declared(node.id):
             self.unsupported(node, Reason.DECLARED_WRITE, 'janus converts writes to a '
                                    'global/nonlocal only as `name = value` or `name op= value`')
         return node
 
-    def _store(self, name, value, like):
+    def _store(self, name: str, value: gast.expr, like: gast.AST) -> gast.Expr:
         call = common.runtime_call('store', [common.load(common.NAMESPACE), common.const(name),
                                              value], like=like)
         return gast.copy_location(gast.Expr(call), like)
 
 
-def _owner(function, statement):
+def _owner(function: gast.AST, statement: gast.AST) -> bool:
     """Whether ``statement`` belongs to ``function`` itself, not a nested def."""
     stack = list(function.body)
     while stack:

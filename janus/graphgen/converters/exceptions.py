@@ -14,6 +14,10 @@ returns, breaks or continues starts with ``__jr.finally_may_swallow(line)``:
 the exception it would end must be one a handler could see, and janus's own
 signals go on.
 """
+from __future__ import annotations
+
+from typing import Any
+
 import copy
 
 import gast
@@ -22,7 +26,7 @@ from janus.graphgen.converters import common
 from janus.pyct import scopes
 
 
-def _with_region(node):
+def _with_region(node: gast.Try) -> list[gast.stmt]:
     """``with __jr.try_body(line, lambda: (handler types...), has_finally): body``; the
     thunk is None unless every type is a name or attribute read (reading them when
     eager would not must not run your code: a call, a property)."""
@@ -37,7 +41,7 @@ def _with_region(node):
     return [gast.copy_location(gast.With([gast.withitem(call, None)], node.body, None), node)]
 
 
-def _first_line(node):
+def _first_line(node: gast.AST) -> gast.AST:
     """A node located at the statement's first line only (janus's calls there, so a
     refusal names the ``try`` line, where the graph break goes)."""
     marker = gast.Pass()
@@ -49,7 +53,7 @@ def _first_line(node):
 _READS = ('load', 'attr')   # the runtime's free-name and attribute reads
 
 
-def _is_plain_read(node):
+def _is_plain_read(node: Any) -> bool:
     """A converted ``ValueError`` / ``tf.errors.OpError`` / tuple of them / None: free
     names and attributes of them (never of a local, whose class may run a property)."""
     if isinstance(node, gast.Constant):
@@ -65,13 +69,13 @@ def _is_plain_read(node):
     return _is_plain_read(first)
 
 
-def _signals_pass(node):
+def _signals_pass(node: gast.Try) -> gast.ExceptHandler:
     handler = gast.ExceptHandler(common.runtime_attr('TRACE_SIGNALS'), None,
                                  [gast.copy_location(gast.Raise(None, None), node)])
     return gast.copy_location(handler, node)
 
 
-def _types_read(handler):
+def _types_read(handler: gast.ExceptHandler) -> gast.ExceptHandler:
     """``except E`` with ``E`` through ``__jr.exception_types``: Python reads the classes
     of a tuple in C, so a tuple from outside (``except self.retry_on``) is guarded whole."""
     if handler.type is not None:
@@ -79,13 +83,13 @@ def _types_read(handler):
     return handler
 
 
-def _checked(handler, node):
+def _checked(handler: gast.ExceptHandler, node: gast.Try) -> gast.ExceptHandler:
     check = gast.Expr(common.runtime_call('caught', [common.const(node.lineno)], like=_first_line(node)))
     handler.body = [gast.copy_location(check, _first_line(node))] + handler.body
     return handler
 
 
-def _may_swallow(node):
+def _may_swallow(node: gast.Try) -> list[gast.stmt]:
     """A ``finally`` that jumps ends the exception in flight: it must be one janus may
     let end (``__jr.finally_may_swallow``), never janus's own signal."""
     check = gast.Expr(common.runtime_call('finally_may_swallow', [common.const(node.lineno)],
@@ -95,7 +99,7 @@ def _may_swallow(node):
 
 class RouteTry(common.Pass):
 
-    def visit_Try(self, node):
+    def visit_Try(self, node: gast.Try) -> gast.AST:
         node = self.generic_visit(node)
         node.body = _with_region(node)
         if node.handlers:

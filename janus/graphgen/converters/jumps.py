@@ -11,6 +11,10 @@ runs its ``else`` only if the flag stayed down).  The loop then has no jump
 left, so it and its branches can become ``tf.while_loop`` / ``tf.cond`` when
 their outcomes vary.  Loops the folding cannot express keep their shape.
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import gast
 
 from janus.graphgen.converters import common
@@ -19,7 +23,7 @@ from janus.pyct import anno
 _SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
 
-def _jumps(node):
+def _jumps(node: gast.AST) -> bool:
     """Whether ``node`` breaks/continues its own loop (nested loops not counted)."""
     if isinstance(node, (gast.Break, gast.Continue)):
         return True
@@ -28,13 +32,13 @@ def _jumps(node):
     return any(_jumps(child) for child in gast.iter_child_nodes(node))
 
 
-def _flag_set(flag, like):
+def _flag_set(flag: str, like: gast.AST) -> gast.Assign:
     assign = gast.Assign([gast.Name(flag, gast.Store(), None, None)], common.const(True), None)
     return gast.copy_location(assign, like)
 
 
-def _lowering(flag):
-    def lower(stmt):
+def _lowering(flag: str) -> Callable[[gast.stmt], list[gast.stmt] | None]:
+    def lower(stmt: gast.stmt) -> list[gast.stmt] | None:
         if isinstance(stmt, gast.Continue):
             return []
         if isinstance(stmt, gast.Break):
@@ -43,18 +47,18 @@ def _lowering(flag):
     return lower
 
 
-def _not_flag(flag, like):
+def _not_flag(flag: str, like: gast.AST) -> gast.expr:
     test = gast.UnaryOp(gast.Not(), common.load(flag))  # `control` makes it __jr.not_ (a test)
     return gast.copy_location(test, like)
 
 
 class LowerJumps(common.Pass):
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: common.PassContext) -> None:
         super().__init__(ctx)
         self.count = 0
 
-    def _loop(self, node):
+    def _loop(self, node: gast.AST) -> gast.AST | list[gast.stmt]:
         node = self.generic_visit(node)   # inner loops first
         if not any(_jumps(stmt) for stmt in node.body):
             return node
@@ -72,7 +76,7 @@ class LowerJumps(common.Pass):
                                                common.const(False), None), node)
         return [start] + self._stop_on_flag(node, flag)
 
-    def _stop_on_flag(self, node, flag):
+    def _stop_on_flag(self, node: gast.AST, flag: str) -> list[gast.stmt]:
         orelse, node.orelse = node.orelse, []
         if isinstance(node, gast.While):
             # No site id: the flag is no test the profiler saw (a tensor flag is dynamic).

@@ -9,6 +9,10 @@ their source"): an object it meets with neither a source nor that record is
 refused, never taken for the call's own.  Tuples need no record (they cannot
 be written; their items are checked where they are used).
 """
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 import gast
 
 from janus.graphgen.converters import common
@@ -16,28 +20,28 @@ from janus.graphgen.converters import common
 
 class RegisterMade(common.Pass):
 
-    def _made(self, node):
+    def _made(self, node: gast.expr) -> gast.Call:
         node = self.generic_visit(node)
         return common.runtime_call('made', [node], like=node)
 
     visit_Dict = visit_Set = visit_ListComp = visit_DictComp = visit_SetComp = _made
 
-    def visit_List(self, node):
+    def visit_List(self, node: gast.List) -> gast.expr:
         if not isinstance(node.ctx, gast.Load):
             return self.generic_visit(node)   # an unpacking target
         return self._made(node)
 
-    def visit_Assign(self, node):
+    def visit_Assign(self, node: gast.Assign) -> gast.AST | list[gast.stmt]:
         node = self.generic_visit(node)
         registered = _register_starred(node.targets, node)
         return [node] + registered if registered else node
 
-    def visit_For(self, node):
+    def visit_For(self, node: gast.For) -> gast.For:
         node = self.generic_visit(node)
         node.body = _register_starred([node.target], node) + node.body
         return node
 
-    def visit_Lambda(self, node):
+    def visit_Lambda(self, node: gast.Lambda) -> gast.Lambda:
         node = self.generic_visit(node)
         kwarg = node.args.kwarg
         if kwarg is not None:   # ``lambda **k: body`` → ``lambda **k: (k := made(k), body)[1]``
@@ -50,7 +54,7 @@ class RegisterMade(common.Pass):
                     gast.copy_location(sub, node)
         return node
 
-    def visit_FunctionDef(self, node):
+    def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
         node = self.generic_visit(node)
         kwarg = node.args.kwarg
         if kwarg is not None:   # ``def f(**options)``: a new dict every call
@@ -62,7 +66,7 @@ class RegisterMade(common.Pass):
         return node
 
 
-def _register_starred(targets, like):
+def _register_starred(targets: Iterable[gast.expr], like: gast.AST) -> list[gast.stmt]:
     """``name = __jr.made(name)`` for each starred name among ``targets``."""
     names = [n.value.id for t in targets for n in gast.walk(t)
              if isinstance(n, gast.Starred) and isinstance(n.value, gast.Name)]

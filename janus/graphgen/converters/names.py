@@ -5,6 +5,8 @@ Runs after every pass that creates new nodes, last.  ``x`` becomes
 the converted function, so the runtime can record where the value came from
 and guard it (its identity, type or Python value) before the graph runs.
 """
+from __future__ import annotations
+
 import gast
 
 from janus.graphgen.converters import common
@@ -13,11 +15,11 @@ from janus.pyct import scopes
 
 class ResolveFreeNames(common.Pass):
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: common.PassContext) -> None:
         super().__init__(ctx)
-        self.scope_stack = []
+        self.scope_stack: list[set[str]] = []
 
-    def _visit_scope(self, node):
+    def _visit_scope(self, node: gast.AST) -> gast.AST:
         self.scope_stack.append(scopes.bound_names(node))
         try:
             return self.generic_visit(node)
@@ -31,7 +33,7 @@ class ResolveFreeNames(common.Pass):
     visit_DictComp = _visit_scope
     visit_GeneratorExp = _visit_scope
 
-    def visit_Name(self, node):
+    def visit_Name(self, node: gast.Name) -> gast.expr:
         if not isinstance(node.ctx, gast.Load) or node.id in common.RESERVED:
             return node
         if any(node.id in bound for bound in self.scope_stack):

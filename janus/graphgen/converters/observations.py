@@ -9,16 +9,20 @@ and f-strings become ``__jr.compare``/``binop``/``unary``/``inplace``/
 guarded or refused, and a user class's operator methods are converted, never
 run unconverted at trace time.  Runtime calls other passes made are left alone.
 """
+from __future__ import annotations
+
+from typing import Any
+
 import gast
 
 from janus.graphgen.converters import common
 
 
-def _op(node):
+def _op(node: gast.AST) -> gast.Constant:
     return common.const(type(node).__name__)
 
 
-def _attribute_is_none(node):
+def _attribute_is_none(node: gast.Compare) -> bool:
     """``<converted obj.name> is None`` or ``is not None``."""
     return (len(node.ops) == 1 and isinstance(node.ops[0], (gast.Is, gast.IsNot))
             and isinstance(node.comparators[0], gast.Constant)
@@ -27,16 +31,16 @@ def _attribute_is_none(node):
             and len(node.left.args) == 2 and not node.left.keywords)
 
 
-def _thunk(expr):
+def _thunk(expr: gast.expr) -> gast.Lambda:
     args = gast.arguments([], [], None, [], [], None, [])
     return gast.copy_location(gast.Lambda(args, expr), expr)
 
 
-def _is_unpacking_target(target):
+def _is_unpacking_target(target: gast.AST) -> bool:
     return isinstance(target, (gast.Tuple, gast.List))
 
 
-def _shape(target):
+def _shape(target: gast.AST) -> str | tuple[Any, ...] | None:
     """A target's nesting for ``__jr.unpack``: None for a name, '*' for a starred one,
     a tuple per tuple/list level (``a, (b, c)`` → ``(None, (None, None))``)."""
     if isinstance(target, gast.Starred):
@@ -46,7 +50,7 @@ def _shape(target):
     return None
 
 
-def _unpack_args(value, target):
+def _unpack_args(value: gast.expr, target: gast.AST) -> list[gast.expr]:
     """``unpack``'s arguments: the value and the target's shape (a list node in a
     recursion unpacks into as many items as the target has)."""
     return [value, common.const(_shape(target))]
@@ -54,7 +58,7 @@ def _unpack_args(value, target):
 
 class RouteObservations(common.Pass):
 
-    def visit_Compare(self, node):
+    def visit_Compare(self, node: gast.Compare) -> gast.expr:
         node = self.generic_visit(node)
         if _attribute_is_none(node):   # `obj.name is None`: a test, not a use, of the value
             read = node.left
@@ -67,17 +71,17 @@ class RouteObservations(common.Pass):
         thunks = [_thunk(value) for value in [node.left] + node.comparators]
         return common.runtime_call('compare_chain', [ops] + thunks, like=node)
 
-    def visit_BinOp(self, node):
+    def visit_BinOp(self, node: gast.BinOp) -> gast.expr:
         node = self.generic_visit(node)
         return common.runtime_call('binop', [_op(node.op), node.left, node.right], like=node)
 
-    def visit_UnaryOp(self, node):
+    def visit_UnaryOp(self, node: gast.UnaryOp) -> gast.expr:
         node = self.generic_visit(node)
         if isinstance(node.op, gast.Not):
             return common.runtime_call('not_value', [node.operand], like=node)
         return common.runtime_call('unary', [_op(node.op), node.operand], like=node)
 
-    def visit_AugAssign(self, node):
+    def visit_AugAssign(self, node: gast.AugAssign) -> gast.AST:
         node = self.generic_visit(node)
         if not isinstance(node.target, gast.Name):
             return node   # attributes and items: rewritten by the attributes pass
@@ -85,7 +89,7 @@ class RouteObservations(common.Pass):
         value = common.runtime_call('inplace', [_op(node.op), read, node.value], like=node)
         return gast.copy_location(gast.Assign([node.target], value, None), node)
 
-    def visit_Assign(self, node):
+    def visit_Assign(self, node: gast.Assign) -> gast.Assign:
         node = self.generic_visit(node)
         targets = [t for t in node.targets if _is_unpacking_target(t)]
         if targets:
@@ -94,31 +98,31 @@ class RouteObservations(common.Pass):
             node.value = common.runtime_call('unpack', args, like=node.value)
         return node
 
-    def visit_For(self, node):
+    def visit_For(self, node: gast.For) -> gast.For:
         # A loop that keeps its Python shape (``return``/``break`` in it): its target
         # unpacks each item through the runtime (functionalized loops bind it by an
         # assignment, above).
         node = self.generic_visit(node)
         return self._unpacked_items(node)
 
-    def visit_comprehension(self, node):
+    def visit_comprehension(self, node: gast.comprehension) -> gast.comprehension:
         node = self.generic_visit(node)
         node.ifs = [common.runtime_call('truth', [test], like=test) for test in node.ifs]
         return self._unpacked_items(node)
 
-    def _unpacked_items(self, node):
+    def _unpacked_items(self, node: gast.AST) -> gast.AST:
         if _is_unpacking_target(node.target):
             node.iter = common.runtime_call('each', [node.iter, common.const(_shape(node.target))],
                                             like=node.iter)
         return node
 
-    def visit_Starred(self, node):
+    def visit_Starred(self, node: gast.Starred) -> gast.Starred:
         node = self.generic_visit(node)
         if isinstance(node.ctx, gast.Load):
             node.value = common.runtime_call('unpack', [node.value], like=node.value)
         return node
 
-    def visit_Call(self, node):
+    def visit_Call(self, node: gast.Call) -> gast.Call:
         node = self.generic_visit(node)
         for keyword in node.keywords:
             if keyword.arg is None:   # f(**kwargs)
@@ -126,17 +130,17 @@ class RouteObservations(common.Pass):
                                                     like=keyword.value)
         return node
 
-    def visit_Dict(self, node):
+    def visit_Dict(self, node: gast.Dict) -> gast.Dict:
         node = self.generic_visit(node)
         node.values = [common.runtime_call('unpack', [v], like=v) if k is None else v
                        for k, v in zip(node.keys, node.values)]   # {**d}
         return node
 
-    def visit_JoinedStr(self, node):
+    def visit_JoinedStr(self, node: gast.JoinedStr) -> gast.expr:
         node = self.generic_visit(node)
         return common.runtime_call('join_text', node.values, like=node)
 
-    def visit_FormattedValue(self, node):
+    def visit_FormattedValue(self, node: gast.FormattedValue) -> gast.expr:
         node = self.generic_visit(node)
         spec = node.format_spec if node.format_spec is not None else common.const(None)
         return common.runtime_call('format_value', [node.value, common.const(node.conversion),

@@ -12,6 +12,8 @@ ends in exactly one assignment of the result.  Returns inside loops are left
 alone (those statements keep their Python shape: Python-valued or assumed
 outcomes).
 """
+from __future__ import annotations
+
 import gast
 
 from janus.graphgen.converters import common
@@ -20,7 +22,7 @@ RESULT = '__janus_return'
 _SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
 
-def _contains_return(node):
+def _contains_return(node: gast.AST) -> bool:
     if isinstance(node, gast.Return):
         return True
     if isinstance(node, _SCOPES):
@@ -28,23 +30,23 @@ def _contains_return(node):
     return any(_contains_return(child) for child in gast.iter_child_nodes(node))
 
 
-def _assign_result(value, like):
+def _assign_result(value: gast.expr | None, like: gast.AST) -> gast.Assign:
     assign = gast.Assign([gast.Name(RESULT, gast.Store(), None, None)],
                          value if value is not None else common.const(None), None)
     return gast.copy_location(assign, like)
 
 
-def _lower_return(stmt):
+def _lower_return(stmt: gast.stmt) -> list[gast.stmt] | None:
     return [_assign_result(stmt.value, stmt)] if isinstance(stmt, gast.Return) else None
 
 
-def _needs_lowering(fn):
+def _needs_lowering(fn: gast.FunctionDef) -> bool:
     return any(isinstance(stmt, gast.If) and _contains_return(stmt) for stmt in fn.body)
 
 
 class LowerReturns(common.Pass):
 
-    def visit_FunctionDef(self, node):
+    def visit_FunctionDef(self, node: gast.FunctionDef) -> gast.FunctionDef:
         if not _needs_lowering(node):
             return node
         try:
