@@ -27,6 +27,11 @@ once.  A build therefore traces at most (sites + 2 x number locations + 2)
 times.  ``MAX_TRACES`` caps it regardless; reaching the cap is a janus bug,
 reported as an internal error (the call shape runs imperatively from then on).
 """
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 import contextlib
 import dataclasses
 import typing
@@ -37,6 +42,12 @@ from janus.errors import ConversionError
 from janus.events import EventKind
 from janus.graphgen import retrace, tracer
 from janus.reasons import Reason
+
+if TYPE_CHECKING:
+    from janus.function_state import FunctionState
+    from janus.graphgen.generator import Converted
+    from janus.pyct.sites import SiteKey
+    from janus.replay.entry import GraphEntry
 
 MAX_TRACES = 32   # per build; the written bound above is far lower in practice
 
@@ -65,8 +76,10 @@ class _Build:
     structure_retraces: int = 0       # StructureWidened requests honoured (bounded)
 
 
-def build(fn, state, arguments, bound, convert, report, *, profile_calls, distributed,
-          number):
+def build(fn: Callable[..., Any], state: FunctionState, arguments: Mapping[str, Any],
+          bound: inspect.BoundArguments, convert: Callable[[], Converted],
+          report: Callable[..., object], *, profile_calls: int, distributed: bool,
+          number: int) -> GraphEntry | Refused:
     """A ``replay.entry.GraphEntry`` of ``fn`` for this call, or ``Refused``.
     ``convert()``: the converted function, or raises ``ConversionError``;
     ``report(kind, text)`` records an event; ``number``: the function's graph
@@ -97,15 +110,17 @@ def build(fn, state, arguments, bound, convert, report, *, profile_calls, distri
                            shape_signature, internal=bug)
 
 
-def _trace_once(run, converted, bound, arguments, shape_signature, distributed, number,
-                profile_calls):
+def _trace_once(run: _Build, converted: Converted, bound: inspect.BoundArguments,
+                arguments: Mapping[str, Any], shape_signature: call_signature.Signature,
+                distributed: bool, number: int, profile_calls: int) -> GraphEntry | Refused | None:
     """The entry or ``Refused`` this trace settles on, or None: trace again."""
     state = run.state
     run.traces += 1
     signature = _signature(state, arguments, exact=True) if run.exact else shape_signature
     if isinstance(signature, Refused):
         return signature
-    heap_shapes = state.profile.shapes if config.relax_shapes and not run.exact else None
+    relax = config.relax_shapes  # type: ignore[attr-defined]
+    heap_shapes = state.profile.shapes if relax and not run.exact else None
     try:   # the plan too: a janus bug making it refuses the call shape, as a tracer bug
         plan = state.speculation.plan(state.profile, state.recorder.last_call,
                                       state.scalars.dynamic, run.assume_instead, profile_calls,
@@ -135,20 +150,21 @@ def _trace_once(run, converted, bound, arguments, shape_signature, distributed, 
     return result.entry
 
 
-def _signature(state, arguments, exact):
+def _signature(state: FunctionState, arguments: Mapping[str, Any],
+               exact: bool) -> call_signature.Signature | Refused:
     """The call's ``call_signature.Signature`` (relaxed shapes unless ``exact``), or ``Refused``."""
     try:
         if exact:
             with config.patch(specialize_shapes=True):
                 return call_signature.Signature(arguments, dynamic=state.scalars.dynamic,
                                         opaque=state.opaque_lists)
-        shapes = state.profile.shapes if config.relax_shapes else None
+        shapes = state.profile.shapes if config.relax_shapes else None  # type: ignore[attr-defined]
         return call_signature.Signature(arguments, shapes, state.scalars.dynamic, state.opaque_lists)
     except call_signature.UnsupportedArgument as e:
         return Refused(ConversionError(e.reason, 'unsupported argument %s' % e))
 
 
-def _honour(run, request):
+def _honour(run: _Build, request: retrace.Retrace) -> bool:
     """Changes the policy as ``request`` asks; False when that changes nothing."""
     if isinstance(request, retrace.AssumeInstead):
         if tracer.breaks_at_statement(request.error):
@@ -176,7 +192,7 @@ def _honour(run, request):
     return False   # RelaxEvolving: the caller's fallback step does it
 
 
-def _assume_instead(run, sites):
+def _assume_instead(run: _Build, sites: Mapping[SiteKey, tuple[Any, Reason, str]]) -> bool:
     """Sites whose real control flow failed to build are assumed in the next trace."""
     fresh = {key: value for key, value in sites.items() if key not in run.assume_instead}
     for key, (sequence, reason, context) in fresh.items():
@@ -188,7 +204,7 @@ def _assume_instead(run, sites):
     return bool(fresh)
 
 
-def _relax_evolving(run, evolving):
+def _relax_evolving(run: _Build, evolving: frozenset) -> bool:
     """Numbers the trace read as constants and the function rewrites become dynamic
     (True: trace again)."""
     relaxed = run.state.scalars.relax_evolving(evolving)

@@ -6,9 +6,16 @@ whether a test depends on a state change made earlier in the call, and must
 not import the generator); the tracer's deferred-update rule uses the same
 definitions through this module.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from janus.graph.effects import (CALL_OPS, Effect, _OUTPUT_EFFECTS, _PURE_READS,  # noqa: F401
                                    called_graphs,
                                    _UNREPRODUCIBLE_RANDOM, effect, unreproducible_reason)
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 # Ops XLA has no kernel for (checked before compiling, with janus's own).
@@ -27,7 +34,7 @@ _INTEGER_ERRORS = frozenset(('FloorDiv', 'FloorMod', 'TruncateDiv', 'TruncateMod
                              'Mod', 'DivNoNan'))
 
 
-def xla_blockers(graph):
+def xla_blockers(graph: tf.Graph) -> tuple[str | None, str | None]:
     """(why no XLA at all, why not by janus's choice): each None when nothing stops it.
 
     The first: an op XLA cannot compile, janus's own ops, or random numbers (XLA
@@ -49,7 +56,7 @@ def xla_blockers(graph):
     return hard, soft
 
 
-def _not_compiled(op):
+def _not_compiled(op: tf.Operation) -> str | None:
     if op.type.startswith('Janus>'):
         return 'it checks janus\'s assumptions (%s)' % op.type
     if op.type in _NOT_COMPILABLE or op.type.startswith('Iterator') or 'Dataset' in op.type:

@@ -10,6 +10,10 @@ around it (its globals and cells: two modules' functions with one text, or
 two closures of one ``def``, share a conversion, never each other's
 objects).  A failure raises ``ConversionError`` naming the user's line.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import copy
 import dataclasses
 import types
@@ -46,7 +50,7 @@ class Converted:
     """A converted function and what explain/to_code show of it: ``fn``'s own (its
     globals, its cells) around the conversion of its code object (``_Compiled``)."""
 
-    def __init__(self, fn, compiled):
+    def __init__(self, fn: types.FunctionType, compiled: _Compiled) -> None:
         self.fn = fn
         # The factory's globals are fn's module, so any name this converter missed
         # still means what it means in the user's code, and functions the converted
@@ -58,7 +62,7 @@ class Converted:
         self.code_objects = compiled.code_objects
         self.source = compiled.source
 
-    def bind(self, namespace):
+    def bind(self, namespace: FunctionNamespace) -> types.FunctionType:
         """The converted function, reading free names from ``namespace``."""
         return self.make(operators, namespace)
 
@@ -83,19 +87,20 @@ class _Failed:
     lineno: int
     source_line: str
 
-    def error(self):
+    def error(self) -> ConversionError:
         return ConversionError(self.reason, self.context, self.filename, self.lineno,
                                self.source_line)
 
 
 class _PassContext:
-    def __init__(self, filename, source_lines, first_lineno, generator=False):
+    def __init__(self, filename: str, source_lines: Sequence[str], first_lineno: int,
+                 generator: bool = False) -> None:
         self.filename = filename
         self.source_lines = source_lines
         self.first_lineno = first_lineno
         self.generator = generator   # converting a generator function (its own yields stay)
 
-    def line(self, lineno):
+    def line(self, lineno: int | None) -> str | None:
         if lineno is None:
             return None
         return parser.source_line(self.source_lines, self.first_lineno, lineno)
@@ -104,7 +109,7 @@ class _PassContext:
 _by_code = frontend.ByCode()   # code object -> _Compiled or _Failed
 
 
-def convert(fn):
+def convert(fn: types.FunctionType) -> Converted:
     """Converts ``fn`` (a plain Python function); raises ConversionError.
 
     The ``Converted`` is ``fn``'s own (its globals, its closure cells) around
@@ -113,7 +118,7 @@ def convert(fn):
     return Converted(fn, _convert(fn))
 
 
-def _convert(fn):
+def _convert(fn: types.FunctionType) -> _Compiled:
     """The ``_Compiled`` conversion of ``fn``'s code object (cached); raises
     ConversionError."""
     compiled = _by_code.get(fn.__code__)
@@ -128,7 +133,7 @@ def _convert(fn):
     return compiled
 
 
-def _convert_code(fn):
+def _convert_code(fn: types.FunctionType) -> _Compiled:
     import inspect
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         raise ConversionError(Reason.GENERATOR,
@@ -152,7 +157,7 @@ def _convert_code(fn):
                      frozenset(_all_code_objects(factory_code)))
 
 
-def _as_function_def(tree):
+def _as_function_def(tree: gast.AST) -> gast.FunctionDef:
     """Strips decorators and defaults (callers pass bound arguments); lambdas become defs."""
     if isinstance(tree, gast.Lambda):
         body = [gast.copy_location(gast.Return(tree.body), tree.body)]
@@ -167,7 +172,7 @@ def _as_function_def(tree):
     return tree
 
 
-def _compile(fn, tree, filename):
+def _compile(fn: types.FunctionType, tree: gast.FunctionDef, filename: str) -> types.CodeType:
     """The code of a factory taking the runtime and namespace that returns ``tree``
     compiled (with ``fn``'s ``__future__`` features)."""
     factory_args = gast.arguments([gast.Name(n, gast.Param(), None, None) for n in common.RESERVED],
@@ -184,7 +189,7 @@ def _compile(fn, tree, filename):
     return next(c for c in code.co_consts if isinstance(c, types.CodeType))
 
 
-def _all_code_objects(code):
+def _all_code_objects(code: types.CodeType) -> set[types.CodeType]:
     found = {code}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
@@ -192,7 +197,7 @@ def _all_code_objects(code):
     return found
 
 
-def _unparse(tree):
+def _unparse(tree: gast.AST) -> str:
     """Source text of a converted tree (ast.unparse prints slices in tuples correctly;
     astunparse is the fallback)."""
     import ast

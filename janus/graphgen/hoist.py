@@ -23,6 +23,11 @@ A hoisted receiver janus cannot put in a graph either breaks at the same
 line; the function is then cut again without hoisting there (``whole`` in
 ``segments.split``, kept by ``api.JanusFunction``).
 """
+from __future__ import annotations
+
+from collections.abc import Container, Iterator
+from typing import Any
+
 import gast
 
 from janus.pyct import anno
@@ -31,7 +36,7 @@ PREFIX = '__janus_hoisted_'
 _VALUE_READS = ('numpy', 'item', 'tolist')
 
 
-def hoist(tree, lines):
+def hoist(tree: gast.FunctionDef, lines: Container[int]) -> set[int]:
     """Hoists out of the simple statements of ``tree`` at ``lines``; returns the lines
     where it did."""
     done, counter = set(), [0]
@@ -48,7 +53,7 @@ def hoist(tree, lines):
     return done
 
 
-def _blocks(tree):
+def _blocks(tree: gast.AST) -> Iterator[list[gast.stmt]]:
     """Every statement list of ``tree``'s own scope (nested functions and classes aside)."""
     stack = [tree.body]
     while stack:
@@ -67,7 +72,7 @@ def _blocks(tree):
                 stack.append(case.body)
 
 
-def _hoisted(stmt, counter):
+def _hoisted(stmt: gast.stmt, counter: list[int]) -> gast.Assign | None:
     """The statement computing ``stmt``'s first work, rewriting ``stmt`` to read it;
     None when there is none to hoist."""
     if not isinstance(stmt, (gast.Assign, gast.Expr, gast.Return, gast.AnnAssign)):
@@ -96,7 +101,7 @@ def _hoisted(stmt, counter):
     return made
 
 
-def _first_receiver(root):
+def _first_receiver(root: gast.expr) -> tuple[gast.AST, str, int | None] | None:
     """(parent, field, index) of the receiver of the first value read evaluated in
     ``root``, when only names and constants are evaluated before it; else None."""
     for parent, field, index in _first_work(root):
@@ -109,7 +114,7 @@ def _first_receiver(root):
     return None
 
 
-def _first_work(root):
+def _first_work(root: gast.expr) -> Iterator[tuple[Any, str, int | None]]:
     """The chain of (parent, field, index) from ``root`` down to the first code it
     runs: at each node, its first child in evaluation order that is not a name or a
     constant (those before it are); it stops where Python may skip a child or this
@@ -125,7 +130,7 @@ def _first_work(root):
         parent, field, index = working[0]
 
 
-def _ordered_children(node):
+def _ordered_children(node: gast.AST) -> list[tuple[gast.AST, str, int | None]]:
     """``node``'s children in evaluation order as (node, field, index), or [] where
     Python may skip some or this pass does not know the order."""
     if isinstance(node, gast.Call):
@@ -145,26 +150,26 @@ def _ordered_children(node):
     return []
 
 
-def _inert(node):
+def _inert(node: gast.AST) -> bool:
     return all(isinstance(n, (gast.Name, gast.Constant, gast.Load, gast.expr_context))
                for n in gast.walk(node))
 
 
-def _reads_value(node):
+def _reads_value(node: gast.AST) -> bool:
     return any(isinstance(n, gast.Call) and isinstance(n.func, gast.Attribute)
                and n.func.attr in _VALUE_READS for n in gast.walk(node))
 
 
-def _has_call(node):
+def _has_call(node: gast.AST) -> bool:
     return any(isinstance(n, gast.Call) for n in gast.walk(node))
 
 
-def _has_walrus(node):
+def _has_walrus(node: gast.AST) -> bool:
     return any(isinstance(n, (gast.NamedExpr, gast.Lambda, gast.ListComp, gast.SetComp,
                               gast.DictComp, gast.GeneratorExp, gast.Yield, gast.YieldFrom,
                               gast.Await)) for n in gast.walk(node))
 
 
 class _Holder:
-    def __init__(self, value):
+    def __init__(self, value: gast.expr) -> None:
         self.value = value

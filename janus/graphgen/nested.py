@@ -51,6 +51,10 @@ does the former for Keras layers, the callee janus already runs through a hook
   ``tf.print``, an exception's message lists your frames): a janus function would
   run it with Python's meaning, so the statement runs it as eager does.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 import contextlib
 import dataclasses
 import dis
@@ -63,6 +67,9 @@ import weakref
 import tensorflow as tf
 
 from janus.library import layers
+
+if TYPE_CHECKING:
+    from janus.graphgen.generator import Converted
 
 _SEARCH_DEPTH = 64   # frames of a failed trace looked at (a trace's stack is shallow)
 
@@ -78,26 +85,28 @@ class Route:
     line: typing.Optional[int] = None   # the refused line inside it (explain)
 
     @property
-    def key(self):
+    def key(self) -> tuple[str, int, str]:
         return code_key(self.code)
 
-    def live_layers(self):
+    def live_layers(self) -> list[Any]:
         return [layer for layer in (ref() for ref in self.layers) if layer is not None]
 
 
-def code_key(code):
+def code_key(code: types.CodeType) -> tuple[str, int, str]:
     """Where a function's code was written: the same for the code janus converted, the
     skeleton's compilation and the user's own (one ``def``, compiled three ways)."""
     return code.co_filename, code.co_firstlineno, code.co_name
 
 
-def find_route(tb, own_codes, function_codes, converted):
+def find_route(tb: types.TracebackType | None, own_codes: Container[types.CodeType],
+               function_codes: Container[types.CodeType],
+               converted: Mapping[types.CodeType, Converted]) -> Route | None:
     """The ``Route`` of a refusal whose traceback is ``tb``: the first user code below
     the function's own statements' frames (``own_codes``), not the function itself
     (``function_codes``: every code object of its conversion, its lambdas and nested
     defs too), that the trace converted (``converted``: original code -> converted
     function).  None when there is none."""
-    frames = []
+    frames: list[tuple[types.FrameType, int]] = []
     while tb is not None and len(frames) < _SEARCH_DEPTH:
         frames.append((tb.tb_frame, tb.tb_lineno))
         tb = tb.tb_next
@@ -105,7 +114,7 @@ def find_route(tb, own_codes, function_codes, converted):
     if not own:
         return None
     outer_self = frames[own[0]][0].f_locals.get('self')
-    originals = {}
+    originals: dict[types.CodeType, tuple[types.CodeType, Converted]] = {}
     for code, made in list(converted.items()):
         for inner in _codes_of(made):
             originals.setdefault(inner, (code, made))
@@ -143,7 +152,7 @@ _NOT_YOURS = tuple(path for path in {sysconfig.get_paths()[key] for key in
                                      ('stdlib', 'platstdlib', 'purelib', 'platlib')} if path)
 
 
-def _library_in_between(frame):
+def _library_in_between(frame: types.FrameType) -> bool:
     """A TF or Keras frame between the statement and the callee other than a
     strategy's ``run`` (which calls it right there): the callee is not called by the
     statement itself, nor handed on by ``_handing_on``."""
@@ -154,23 +163,25 @@ def _library_in_between(frame):
                                        'tensorflow.python.autograph.impl')))
 
 
-def _users_file(filename):
+def _users_file(filename: str) -> bool:
     """Whether ``filename`` is code of yours: not the standard library's, nor an
     installed package's (janus converts those as it meets them, but routes only yours)."""
     return not filename.startswith(_NOT_YOURS)
 
 
-def _codes_of(converted):
+def _codes_of(converted: Converted) -> set[types.CodeType]:
     return set(converted.code_objects) | {converted.py_fn.__code__}
 
 
-def _innermost_line(frames, converted, code=None):
+def _innermost_line(frames: Sequence[tuple[types.FrameType, int]], converted: Converted | None,
+                    code: types.CodeType | None = None) -> int | None:
     codes = _codes_of(converted) if converted is not None else {code}
     lines = [lineno for frame, lineno in frames if frame.f_code in codes]
     return lines[-1] if lines else None
 
 
-def _nested_code(code, key, depth=0):
+def _nested_code(code: types.CodeType | None, key: tuple[str, int, str],
+                 depth: int = 0) -> types.CodeType | None:
     """The code of the ``def`` written at ``key`` among ``code``'s nested code."""
     if code is None or depth > 8:
         return None
@@ -184,13 +195,13 @@ def _nested_code(code, key, depth=0):
     return None
 
 
-def _users_qualname(code):
+def _users_qualname(code: types.CodeType) -> str:
     """``Trainer.train_step.<locals>.step_fn``, not the converted code's own
     (``__janus_factory.<locals>.`` before it)."""
     return code.co_qualname.rsplit('__janus_factory.<locals>.', 1)[-1]
 
 
-def _closure_routable(code):
+def _closure_routable(code: types.CodeType) -> bool:
     """Whether a function the cut function defines can run through one janus function
     for every closure made of it: it rebinds none of its free variables (``nonlocal``),
     so its cells are only read, and copying them in before each call is its meaning."""
@@ -198,7 +209,7 @@ def _closure_routable(code):
                    and ins.argval in code.co_freevars for ins in dis.get_instructions(code))
 
 
-def _layers_under(obj):
+def _layers_under(obj: Any) -> list[Any]:
     """Keras layers reachable from ``obj``: its own sublayers if it is a layer, else
     those of the layers among its attributes."""
     found = []
@@ -212,7 +223,7 @@ def _layers_under(obj):
     return found
 
 
-def _is_layer(value):
+def _is_layer(value: object) -> bool:
     return hasattr(value, '_flatten_layers') and hasattr(value, 'built')
 
 
@@ -221,13 +232,14 @@ class Routes:
     them (one owner: ``FunctionState.routes``).  ``make(callable)`` makes a janus
     function."""
 
-    def __init__(self):
-        self.by_line = {}        # break line -> Route
-        self._functions = {}     # id(layer) -> (weakref of the layer, janus function)
+    def __init__(self) -> None:
+        self.by_line: dict[int, Route] = {}   # break line -> Route
+        # id(layer) -> (weakref of the layer, janus function)
+        self._functions: dict[int, tuple[weakref.ref, Any]] = {}
         # (id(function), id(instance)) -> (weakrefs of both or None, janus function)
-        self._callees = {}
+        self._callees: dict[tuple[Any, ...], tuple[tuple[weakref.ref, ...], Any]] = {}
 
-    def add(self, line, route):
+    def add(self, line: int, route: Route) -> bool:
         """Records ``route`` for the break at ``line``; True when it is new."""
         if line in self.by_line:
             return False
@@ -235,7 +247,7 @@ class Routes:
         return True
 
     @contextlib.contextmanager
-    def entered(self, make, owner):
+    def entered(self, make: Callable[[Callable[..., Any]], Any], owner: object) -> Iterator[None]:
         """Within the block, each routed layer's ``call`` runs through its janus
         function (``layers.calling``: this thread only), and so does each routed
         function the skeleton calls (``routed``).  ``owner``: the cut function (the
@@ -249,7 +261,7 @@ class Routes:
                 stack.enter_context(_routing(codes, lambda fn: self._callee(fn, make, owner)))
             yield
 
-    def functions(self):
+    def functions(self) -> list[tuple[Any, Any]]:
         """(layer or function, janus function) routed so far, still alive."""
         found = [(ref(), jf) for ref, jf in self._functions.values() if ref() is not None]
         for refs, jf in self._callees.values():
@@ -259,7 +271,8 @@ class Routes:
                 found.append((refs[0](), jf))
         return found
 
-    def _callee(self, fn, make, owner):
+    def _callee(self, fn: Any, make: Callable[[Callable[..., Any]], Any],
+                owner: object) -> Callable[..., Any]:
         """The janus function of a routed function or bound method (one per function
         object, and per instance for a method; one per ``def`` for closures)."""
         if type(fn) is types.FunctionType and (fn.__closure__ or '<locals>' in fn.__qualname__):
@@ -281,7 +294,8 @@ class Routes:
         self._callees[key] = (refs, make(fn))
         return self._callees[key][1]
 
-    def _closure(self, fn, make, owner):
+    def _closure(self, fn: types.FunctionType, make: Callable[[Callable[..., Any]], Any],
+                 owner: object) -> Any:
         """A closure made anew by each call of the cut function: one janus function runs
         a proxy of it (the user's own code of that ``def``, found in ``owner``'s, its
         globals and defaults, cells of its own), whose cells are loaded with this
@@ -312,12 +326,12 @@ class Routes:
                     pass
         return found[1]
 
-    def _function(self, layer, make):
+    def _function(self, layer: object, make: Callable[[Callable[..., Any]], Any]) -> Any:
         found = self._functions.get(id(layer))
         if found is None or found[0]() is not layer:
-            call = layers.user_call(layer)
-            found = self._functions[id(layer)] = (weakref.ref(layer),
-                                                  make(call.__get__(layer, type(layer))))
+            call = layers.user_call(layer)   # a routed layer's is the user's
+            method = call.__get__(layer, type(layer))  # type: ignore[union-attr]
+            found = self._functions[id(layer)] = (weakref.ref(layer), make(method))
         return found[1]
 
 
@@ -327,7 +341,8 @@ _local = threading.local()
 
 
 @contextlib.contextmanager
-def _routing(codes, janus_of):
+def _routing(codes: Container[tuple[str, int, str]],
+             janus_of: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
     """Within the block, ``routed`` in this thread hands a callee whose code is in
     ``codes`` to ``janus_of`` (the innermost cut function's routes win)."""
     stack = _local.__dict__.setdefault('stack', [])
@@ -338,13 +353,13 @@ def _routing(codes, janus_of):
         stack.pop()
 
 
-def _key_of(fn):
+def _key_of(fn: object) -> tuple[str, int, str] | None:
     code = getattr(fn, '__code__', None) if type(fn) is types.FunctionType else (
         getattr(fn.__func__, '__code__', None) if type(fn) is types.MethodType else None)
     return code_key(code) if code is not None else None
 
 
-def routed(fn):
+def routed(fn: Callable[..., Any]) -> Callable[..., Any]:
     """What a skeleton's Python statement calls for ``fn`` (``segments.py`` rewrites
     ``f(...)`` to ``__jr.routed(f)(...)``): the janus function of a routed user
     function or method while its cut function runs; for library code, ``fn`` handing
@@ -362,7 +377,7 @@ def routed(fn):
     return fn
 
 
-def _calls_back_eagerly(fn):
+def _calls_back_eagerly(fn: object) -> bool:
     """Library code that calls a function it is handed as it is, eagerly, in this
     thread: a distribution strategy's ``run`` (the default and one-device strategies
     call it right there).  Not ``tf.map_fn`` and the like, which convert it with
@@ -377,12 +392,14 @@ def _calls_back_eagerly(fn):
 _EAGER_STRATEGIES = ('_DefaultDistributionStrategy', 'OneDeviceStrategy', 'OneDeviceStrategyV1')
 
 
-def _handing_on(fn, codes, janus_of):
+def _handing_on(fn: Callable[..., Any], codes: Container[tuple[str, int, str] | None],
+                janus_of: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[..., Any]:
     """``fn`` called with the routed functions among its arguments replaced by their
     janus functions (library code calling them back runs them through janus; inside a
     graph of its own, a janus function traces through)."""
-    def call(*args, **kwargs):
-        args = [janus_of(a) if _key_of(a) in codes else a for a in args]
+    def call(*args: Any, **kwargs: Any) -> Any:
+        args = [janus_of(a) if _key_of(a) in codes else a  # type: ignore[assignment]
+                for a in args]
         kwargs = {k: janus_of(v) if _key_of(v) in codes else v for k, v in kwargs.items()}
         return fn(*args, **kwargs)
     return call

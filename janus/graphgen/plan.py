@@ -27,6 +27,10 @@ Two refinements, both decided by the runtime (``control/``) through
 trace) and broken assumptions come in (``after_break``).  Nothing else
 decides what a trace assumes.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 import collections
 import dataclasses
 import enum
@@ -37,10 +41,20 @@ from janus.errors import ConversionError
 from janus.decisions import DYNAMIC  # noqa: F401 - re-exported for the plan's users
 from janus.pyct.sites import SiteKey
 
+if TYPE_CHECKING:
+    from janus.profiler import Profile
+    from janus.reasons import Reason
+    from janus.replay.entry import GraphEntry
+    from janus.sources import Source
+    from janus.trace.tracing import Assumption
+
 
 class Plan:
-    def __init__(self, profile, relaxed_sites, dynamic_scalars=frozenset(), unbuildable=None,
-                 fallback_sequences=None, speculate_after=1, pinned=frozenset()):
+    def __init__(self, profile: Profile, relaxed_sites: Iterable[SiteKey],
+                 dynamic_scalars: Iterable[Any] = frozenset(),
+                 unbuildable: Mapping[SiteKey, tuple[Any, ...]] | None = None,
+                 fallback_sequences: Mapping[SiteKey, tuple[Any, ...]] | None = None,
+                 speculate_after: int = 1, pinned: Iterable[Any] = frozenset()) -> None:
         self.profile = profile
         self.relaxed = set(relaxed_sites)
         self.dynamic_scalars = frozenset(dynamic_scalars)   # relaxed number sources (uids)
@@ -52,36 +66,41 @@ class Plan:
         # (code, site) -> a site's most frequent outcomes in the profile
         self.fallback_sequences = dict(fallback_sequences or {})
         self.speculate_after = speculate_after     # calls a site must be seen in to be assumed
-        self.evaluations = collections.Counter()   # (code, site) -> evaluations so far in this trace
-        self._assumed = {}                         # (code, site) -> sequence assumed (for explain)
-        self.chose_dynamic = {}                    # (code, site) -> the sequence it could assume
-        self._failed = {}                          # (code, site) -> (sequence, Reason, message)
+        # (code, site) -> evaluations so far in this trace
+        self.evaluations: collections.Counter[SiteKey] = collections.Counter()
+        # (code, site) -> sequence assumed (for explain)
+        self._assumed: dict[SiteKey, tuple[Any, ...]] = {}
+        # (code, site) -> the sequence it could assume
+        self.chose_dynamic: dict[SiteKey, tuple[Any, ...]] = {}
+        # (code, site) -> (sequence, Reason, message)
+        self._failed: dict[SiteKey, tuple[Any, Reason, str]] = {}
 
-    def decide(self, key):
+    def decide(self, key: SiteKey) -> Any:
         """The assumed outcome of the next evaluation of site ``key``, or DYNAMIC."""
         index = self.evaluations[key]
         self.evaluations[key] += 1
         sequence = self._sequence(key)
-        if sequence is None or index >= len(sequence) or len(sequence) > config.max_unroll + 1:
+        if (sequence is None or index >= len(sequence)
+                or len(sequence) > config.max_unroll + 1):  # type: ignore[attr-defined]
             return DYNAMIC
         self._assumed[key] = sequence
         return sequence[index]
 
-    def withdraw(self, key):
+    def withdraw(self, key: SiteKey) -> None:
         """The runtime did not assume ``key`` after all (its test depends on a state
         change): the graph's record of assumed sites leaves it out."""
         self._assumed.pop(key, None)
 
-    def assumed(self):
+    def assumed(self) -> dict[SiteKey, tuple[Any, ...]]:
         """(code, site) -> the outcome sequence this trace assumed there."""
         return dict(self._assumed)
 
-    def failed(self):
+    def failed(self) -> dict[SiteKey, tuple[tuple[Any, ...], Reason, str]]:
         """(code, site) -> (sequence, reason): sites whose real control flow failed to
         build in this trace and can be assumed in the next (``cannot_build``)."""
         return dict(self._failed)
 
-    def _sequence(self, key):
+    def _sequence(self, key: SiteKey) -> tuple[Any, ...] | None:
         if key in self.unbuildable:
             return self.unbuildable[key]
         if key in self.relaxed:
@@ -89,7 +108,7 @@ class Plan:
         site = self.profile.sites.get(key)
         return site.single_sequence() if site is not None else None
 
-    def prefers_dynamic(self, key, varies):
+    def prefers_dynamic(self, key: SiteKey, varies: bool) -> bool:
         """Whether to build real control flow at ``key`` although its outcome could be
         assumed: its test was computed from a relaxed number (``varies``), or the
         profile saw the site in fewer than ``speculate_after`` calls (the knob, at most
@@ -104,7 +123,8 @@ class Plan:
         self.chose_dynamic[key] = self._assumed.pop(key)
         return True
 
-    def cannot_build(self, key, reason, context, value_needed=False):
+    def cannot_build(self, key: SiteKey, reason: Reason, context: str,
+                     value_needed: bool = False) -> bool:
         """Real control flow at ``key`` failed to build (for ``reason``, a ``Reason``;
         ``context``: the refusal's message): True when the site can be assumed
         instead (the janus function traces again, assuming it there).
@@ -119,11 +139,11 @@ class Plan:
         self._failed[key] = (sequence, reason, context)
         return True
 
-    def is_dynamic_scalar(self, source):
+    def is_dynamic_scalar(self, source: Source) -> bool:
         """Whether a number read from ``source`` is a graph input, not a constant."""
         return bool(self.dynamic_scalars) and source.uid() in self.dynamic_scalars
 
-    def reset(self):
+    def reset(self) -> None:
         self.evaluations.clear()
         self._assumed.clear()
 
@@ -160,7 +180,7 @@ class SpeculationState:
     # (``tracer.breaks_at_statement``): key -> that refusal.
     breakable: dict = dataclasses.field(default_factory=dict)
 
-    def note_breakable(self, sites, error):
+    def note_breakable(self, sites: Iterable[SiteKey], error: ConversionError) -> None:
         """``sites`` are assumed because of ``error``, which a graph break could take."""
         kept = ConversionError(error.reason, error.context, error.filename, error.lineno,
                                error.source_line)   # not its frames: they hold the trace
@@ -169,16 +189,19 @@ class SpeculationState:
         for key in sites:
             self.breakable.setdefault(key, kept)
 
-    def plan(self, profile, last_call, dynamic_scalars, assume_instead, profile_calls,
-             pinned=frozenset()):
+    def plan(self, profile: Profile, last_call: Mapping[SiteKey, tuple[Any, ...]],
+             dynamic_scalars: Iterable[Any], assume_instead: Mapping[SiteKey, tuple[Any, ...]],
+             profile_calls: int, pinned: Iterable[Any] = frozenset()) -> Plan:
         """The ``Plan`` of one trace.  ``assume_instead``: sites whose real control
         flow failed to build in an earlier trace of this call shape; ``pinned``: numbers
         whose values a trace needed."""
         return Plan(profile, self.relaxed_sites, dynamic_scalars, assume_instead,
                     usual_sequences(profile, last_call),
-                    min(config.speculate_after, profile_calls), pinned)
+                    min(config.speculate_after, profile_calls),  # type: ignore[attr-defined]
+                    pinned)
 
-    def after_break(self, entry, assumption, observed):
+    def after_break(self, entry: GraphEntry, assumption: Assumption | None,
+                    observed: Mapping[SiteKey, tuple[Any, ...]]) -> BreakOutcome:
         """A run of ``entry`` (a GraphEntry) fell back: ``assumption`` broke (None: a
         graph error), and ``observed`` is what the imperative re-run did per site."""
         broken = set()
@@ -203,25 +226,27 @@ class SpeculationState:
         return BreakOutcome(frozenset(broken), frozenset(unbuildable), verdict,
                             entry.assumed_breaks, entry.runs)
 
-    def _unbuildable_verdict(self, entry):
+    def _unbuildable_verdict(self, entry: GraphEntry) -> Verdict:
         """The graph stays while its other path is rare enough
         (``config.assumed_break_rate``; one break is free: the graph may have been
         built on a call that takes the other path)."""
         entry.assumed_breaks += 1
-        if entry.assumed_breaks <= config.assumed_break_rate * entry.runs + 1:
+        rate = config.assumed_break_rate  # type: ignore[attr-defined]
+        if entry.assumed_breaks <= rate * entry.runs + 1:
             return Verdict.KEEP
         self.assumed_drops += 1
-        if self.assumed_drops > config.assumed_rebuilds:
+        if self.assumed_drops > config.assumed_rebuilds:  # type: ignore[attr-defined]
             return Verdict.GIVE_UP
         return Verdict.REBUILD
 
 
-def usual_sequences(profile, last_call):
+def usual_sequences(profile: Profile,
+                    last_call: Mapping[SiteKey, tuple[Any, ...]]) -> dict[SiteKey, tuple[Any, ...]]:
     """Each profiled site's most frequent outcomes (a tie goes to the last call's):
     what a trace assumes there if its real control flow fails to build."""
-    usual = {}
+    usual: dict[SiteKey, tuple[Any, ...]] = {}
     for key, site in profile.sites.items():
         if site.sequences:
-            usual[key] = max(site.sequences, key=lambda seq, site=site: (
+            usual[key] = max(site.sequences, key=lambda seq, site=site: (  # type: ignore[misc]
                 site.sequences[seq], last_call.get(key) == seq))
     return usual

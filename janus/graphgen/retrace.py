@@ -8,6 +8,8 @@ carries the error that stands when honouring it changes nothing, and the
 numbers the trace read as constants and rewrites (``evolving``): made
 dynamic, a trace may take another path.
 """
+from __future__ import annotations
+
 import dataclasses
 import typing
 
@@ -35,7 +37,7 @@ class TraceResult:
 class Retrace(Exception):
     """A failed trace's request to trace the call shape again with a policy change."""
 
-    def __init__(self, error: ConversionError, evolving: frozenset = frozenset()):
+    def __init__(self, error: ConversionError, evolving: frozenset = frozenset()) -> None:
         super().__init__(str(error))
         self.error = error          # what stands if the request changes nothing
         self.evolving = evolving
@@ -46,7 +48,7 @@ class AssumeInstead(Retrace):
     (``graphgen/plan.py``: ``Plan.cannot_build``).  ``sites``: (code, site) ->
     (sequence to assume, its ``Reason``, the refusal's message)."""
 
-    def __init__(self, error, evolving, sites: dict):
+    def __init__(self, error: ConversionError, evolving: frozenset, sites: dict) -> None:
         super().__init__(error, evolving)
         self.sites = sites
 
@@ -75,7 +77,7 @@ class PassWhole(Retrace):
     those arguments passed as themselves (``call_signature.Signature`` ``opaque``),
     the structure guarded by the recursion's ``STRUCTURE_MATCH``."""
 
-    def __init__(self, error, evolving, names: frozenset):
+    def __init__(self, error: ConversionError, evolving: frozenset, names: frozenset) -> None:
         super().__init__(error, evolving)
         self.names = names
 

@@ -25,6 +25,11 @@ reason is kept for ``explain``, and an error there still surfaces as the
 graph's own), or when ``config.restore_on_error`` is off.  Invariant
 (asserted): a rollback restores variables only, by their resource handles.
 """
+from __future__ import annotations
+
+from collections.abc import Container, Iterable
+from typing import TYPE_CHECKING, Any
+
 import tensorflow as tf
 
 from janus.config import config
@@ -34,12 +39,16 @@ from janus.replay.rollback import Rollback
 from janus.graph import effects
 from janus.graph.fallible import infallible
 
+if TYPE_CHECKING:
+    from janus.trace.trace_context import TraceContext
+
 
 class NotUndoable(Exception):
     """The graph changes state that a rollback cannot restore (the reason)."""
 
 
-def plan(concrete, before, on_host=frozenset()):
+def plan(concrete: Any, before: Container[str] | None,
+         on_host: Container[tf.Operation] = frozenset()) -> tuple[Rollback | None, str | None]:
     """(Rollback or None, reason or None) for a traced graph.
 
     ``before``: names of the top graph's ops that run before any state change
@@ -59,13 +68,14 @@ def plan(concrete, before, on_host=frozenset()):
         return None, None
     waiting = _waiting_for_all(ops, fallible)
     try:
-        handles = updated_variables(graph, skip=waiting)
+        handles = updated_variables(graph, skip=waiting)  # type: ignore[arg-type]  # a set
     except NotUndoable as e:
         return None, str(e)
     return (Rollback(handles) if handles else None), None
 
 
-def _waiting_for_all(ops, fallible):
+def _waiting_for_all(ops: Iterable[tf.Operation],
+                     fallible: Iterable[tf.Operation]) -> set[tf.Operation] | None:
     """The ops that run only after every op in ``fallible`` finished.
 
     Only through edges that survive grappler: a control edge, or a data edge
@@ -74,7 +84,7 @@ def _waiting_for_all(ops, fallible):
     (``acc + tf.gather(...)`` fed to a branch whose result is dead: the update
     after the cond then runs before the gather fails), and a shape op on a
     static shape is folded to a constant."""
-    consumers = {}
+    consumers: dict[tf.Operation, list[tf.Operation]] = {}
     for op in ops:
         sources = list(op.control_inputs)
         if op.type not in _MAY_DROP_INPUTS:
@@ -102,7 +112,8 @@ _MAY_DROP_INPUTS = frozenset(effects.CALL_OPS) | frozenset((
     'Size', 'Rank'))
 
 
-def updated_variables(graph, skip=frozenset()):
+def updated_variables(graph: tf.Graph, skip: Container[tf.Operation] = frozenset()
+                      ) -> list[tuple[tf.Tensor, tf.DType]]:
     """(handle, dtype) of every variable the graph's ops (but those in ``skip``)
     may update; raises ``NotUndoable`` for a state change other than a
     variable update."""
@@ -125,7 +136,8 @@ def updated_variables(graph, skip=frozenset()):
 _BRANCH_OFFSET = {'If': 1, 'StatelessIf': 1, 'Case': 1, 'StatelessCase': 1}
 
 
-def _updated_inputs(graph, memo, skip=frozenset()):
+def _updated_inputs(graph: tf.Graph, memo: dict[int, set[int]],
+                    skip: Container[tf.Operation] = frozenset()) -> set[int]:
     """Indices into ``graph.inputs`` of the resources its ops (but ``skip``) change."""
     if id(graph) in memo:
         return memo[id(graph)]
@@ -144,7 +156,7 @@ def _updated_inputs(graph, memo, skip=frozenset()):
     return found
 
 
-def changed_resources(op, memo=None):
+def changed_resources(op: tf.Operation, memo: dict[int, set[int]] | None = None) -> list[tf.Tensor]:
     """The resource tensors of ``op``'s graph that ``op`` (or a graph it runs)
     changes, seen through ``Identity``; raises ``NotUndoable`` for a change
     that is not to a resource (a print, a file) or that janus cannot see."""
@@ -164,21 +176,21 @@ def changed_resources(op, memo=None):
     return resources
 
 
-def through_identity(tensor):
+def through_identity(tensor: tf.Tensor) -> tf.Tensor:
     """The tensor an ``Identity`` chain forwards (a resource handle's placeholder)."""
     while tensor.op.type == 'Identity' and tensor.op.inputs:
         tensor = tensor.op.inputs[0]
     return tensor
 
 
-def late_checks_allowed(ctx):
+def late_checks_allowed(ctx: TraceContext) -> bool:
     """Whether checks may run after a state change (``tracer.defer_state_updates``):
     only where a broken one can be undone (not in a distributed step, whose ranks
     agree on their assumptions before any change instead)."""
-    return config.restore_on_error and ctx.soft_conditions is None
+    return config.restore_on_error and ctx.soft_conditions is None  # type: ignore[attr-defined]
 
 
-def late_checks_plan(concrete):
+def late_checks_plan(concrete: Any) -> tuple[Rollback, None]:
     """(Rollback, None) for a graph with checks after a state change: every variable
     it may update is kept before each run and restored when one of those checks
     breaks (``replay/executor.py``); a change it cannot undo refuses the graph."""
