@@ -204,9 +204,9 @@ class SpeculationState:
                     observed: Mapping[SiteKey, tuple[Any, ...]]) -> BreakOutcome:
         """A run of ``entry`` (a GraphEntry) fell back: ``assumption`` broke (None: a
         graph error), and ``observed`` is what the imperative re-run did per site."""
-        broken = set()
+        broken: set[SiteKey] = set()
         if assumption is not None and assumption.speculative:
-            broken.add(assumption.site)
+            broken.add(assumption.site)  # type: ignore[arg-type]  # a speculative one has one
         for key, assumed in entry.assumed_sites.items():
             if key in observed and observed[key] != assumed:
                 broken.add(key)

@@ -23,6 +23,9 @@ Guarded too: the property (or ``__getattr__``) is still the one on the
 class, found where the trace found it.  A custom ``__getattribute__`` and
 library descriptors keep ``access.py``'s rules.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 import ast
 import inspect
 import textwrap
@@ -36,8 +39,12 @@ from janus.trace import access, calls, observe
 from janus.heap.shadow_heap import MISSING, Slot
 from janus.trace.tracing import current
 
+if TYPE_CHECKING:
+    from janus.sources import Source
+    from janus.trace.trace_context import TraceContext
 
-def attr(obj, name):
+
+def attr(obj: Any, name: str) -> Any:
     found = _user_code(obj, name, writing=False)
     if found is None:
         return access.attr(obj, name)
@@ -47,7 +54,7 @@ def attr(obj, name):
     return calls.call(function, *args)
 
 
-def attr_is_none(obj, name, op):
+def attr_is_none(obj: Any, name: str, op: str) -> Any:
     """``obj.name is None`` (``op`` 'Is') or ``is not None`` ('IsNot'): on a node of a
     recursive graph function, its kind tested without reading the value (a number or
     None there needs no check that it is a number); otherwise the read, then the test."""
@@ -58,7 +65,7 @@ def attr_is_none(obj, name, op):
     return observe.compare(op, attr(obj, name), None)
 
 
-def setattr_(obj, name, value):
+def setattr_(obj: Any, name: str, value: Any) -> None:
     found = _user_code(obj, name, writing=True)
     if found is None:
         return access.setattr_(obj, name, value)
@@ -67,7 +74,8 @@ def setattr_(obj, name, value):
     return None
 
 
-def _user_code(obj, name, writing):
+def _user_code(obj: Any, name: str,
+               writing: bool) -> tuple[Any, tuple[Any, ...]] | None:
     """(function, leading arguments) of the user code ``obj.name`` runs, or None."""
     kind = type(obj)
     if isinstance(obj, type) or kind.__getattribute__ is not object.__getattribute__:
@@ -103,7 +111,7 @@ def _user_code(obj, name, writing):
     return function, (obj, name)
 
 
-def _read_by_lookup(ctx, obj, source, name):
+def _read_by_lookup(ctx: TraceContext, obj: Any, source: Source, name: str) -> Any:
     """A pure ``__getattr__`` run as it is; its result guarded through its source."""
     return ctx.guard_value(guards.AttrSource(source, name), getattr(obj, name))
 
@@ -122,7 +130,7 @@ _EXPRESSIONS = (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.Compar
 _pure = {}
 
 
-def _is_pure_lookup(function, obj):
+def _is_pure_lookup(function: types.FunctionType, obj: Any) -> bool:
     """Whether ``__getattr__`` only reads: its source (``_pure_source``) reads the
     object's attributes that hold builtin values now (``self._flags[name]``), calls
     nothing but exception classes, ``isinstance`` and read-only methods of those
@@ -139,11 +147,11 @@ def _is_pure_lookup(function, obj):
 _MISSING_ATTRIBUTE = object()
 
 
-def _pure_source(function):
+def _pure_source(function: types.FunctionType) -> frozenset[str] | None:
     """The names of ``self``'s attributes a pure ``__getattr__`` reads, or None."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-        definition = tree.body[0]
+        definition: Any = tree.body[0]
         this, name = [a.arg for a in definition.args.args][:2]
     except (OSError, TypeError, SyntaxError, ValueError, IndexError, AttributeError):
         return None
@@ -178,13 +186,13 @@ def _pure_source(function):
     return frozenset(read)
 
 
-def _is_own(node, this):
+def _is_own(node: ast.AST, this: str) -> bool:
     """``self.x`` (``this`` being the name of ``__getattr__``'s first parameter)."""
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
         and node.value.id == this
 
 
-def _defining(kind, name):
+def _defining(kind: type, name: str) -> tuple[type, Any] | None:
     """(class, its ``name``) of the first class in ``kind``'s MRO defining ``name``."""
     for klass in kind.__mro__:
         if name in vars(klass):
@@ -192,11 +200,11 @@ def _defining(kind, name):
     return None
 
 
-def _is_user_function(function):
+def _is_user_function(function: object) -> bool:
     return isinstance(function, types.FunctionType) and not whitelist.is_library(function)
 
 
-def _guard_class_entry(ctx, klass, name, expected):
+def _guard_class_entry(ctx: TraceContext, klass: type, name: str, expected: object) -> None:
     """The class still holds ``expected`` under ``name`` (a property, ``__getattr__``)."""
     namespace = guards.AttrSource(guards.ObjectSource(klass), '__dict__')
     ctx.add_guard(GuardKind.ID_MATCH, guards.ItemSource(namespace, name), expected)

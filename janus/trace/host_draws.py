@@ -31,6 +31,10 @@ re-runs imperatively, which then draws the same numbers, once.
 A use that needs the drawn value at trace time (a shape, ``range``) pins the draw
 (``relaxation``): the next trace refuses it, a graph break at the draw as before.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 import random
 import sys
 import types
@@ -42,6 +46,9 @@ from janus import guards
 from janus.graph import fallible
 from janus.values import scalars
 from janus.trace.tracing import current
+
+if TYPE_CHECKING:
+    from janus.trace.trace_context import TraceContext
 
 _RANDOM_FLOATS = frozenset((
     'random', 'uniform', 'gauss', 'normalvariate', 'lognormvariate', 'expovariate',
@@ -60,7 +67,7 @@ _GENERATOR_FLOATS = frozenset(('random', 'uniform', 'normal', 'standard_normal',
                                'lognormal', 'laplace', 'logistic'))
 
 
-def _kind(receiver, name):
+def _kind(receiver: object, name: str) -> tuple[type[int] | type[float], str] | None:
     """(result type, family) of ``receiver.name(...)`` as a draw, or None."""
     if type(receiver) is random.Random:
         # (a subclass may override ``random`` or ``getrandbits``, which the stdlib's
@@ -81,20 +88,21 @@ def _kind(receiver, name):
     return None
 
 
-def is_draw_method(receiver, name):
+def is_draw_method(receiver: object, name: str) -> bool:
     """Whether ``receiver.name`` is a draw method janus may make on the host (reading
     the bound method runs no code of the generator's)."""
     return _kind(receiver, name) is not None
 
 
-def _module_generator(receiver):
+def _module_generator(receiver: object) -> bool:
     """The ``random`` module's and NumPy's own hidden generators (``random.random()``,
     ``np.random.uniform()``): one per process, never replaced."""
     return receiver is getattr(random, '_inst', None) or \
         receiver is getattr(np.random.mtrand, '_rand', None)
 
 
-def draw(callee, args, kwargs):
+def draw(callee: Any, args: Sequence[Any],
+         kwargs: Mapping[str, Any]) -> scalars.DynamicScalar | None:
     """The dynamic scalar standing for the draw ``callee(*args, **kwargs)``, fed from the
     graph's host program, or None when janus does not make that draw on the host."""
     if not isinstance(callee, (types.MethodType, types.BuiltinMethodType)):
@@ -123,14 +131,16 @@ def draw(callee, args, kwargs):
     return _fed_draw(ctx, callee, receiver, args, kwargs, kind[0], key)
 
 
-def _fed_draw(ctx, callee, receiver, args, kwargs, result_type, key):
+def _fed_draw(ctx: TraceContext, callee: Callable[..., Any], receiver: object, args: Sequence[Any],
+              kwargs: Mapping[str, Any], result_type: type[int] | type[float],
+              key: tuple[Any, ...]) -> scalars.DynamicScalar:
     positions = [i for i, v in enumerate(args) if scalars.is_dynamic(v)]
     names = [k for k, v in kwargs.items() if scalars.is_dynamic(v)]
     tensors = [args[i].tensor for i in positions] + [kwargs[k].tensor for k in names]
     dtype = scalars.DTYPES[result_type]
 
-    def run(*values):
-        values = [v.item() for v in values]
+    def run(*values: np.ndarray) -> np.ndarray:
+        values = [v.item() for v in values]  # type: ignore[assignment]
         call_args, call_kwargs = list(args), dict(kwargs)
         for i, value in zip(positions, values):
             call_args[i] = value
@@ -150,9 +160,9 @@ def _fed_draw(ctx, callee, receiver, args, kwargs, result_type, key):
     return scalars.DynamicScalar(scalars.as_scalar(out), result_type, {(key, name)})
 
 
-def _user_position(ctx):
+def _user_position(ctx: TraceContext) -> tuple[str, int]:
     """(file, line) of the user code being traced: the draw's key across traces."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code in ctx.code_objects:
             return frame.f_code.co_filename, frame.f_lineno

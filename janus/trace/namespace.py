@@ -4,6 +4,9 @@ Needs nothing run before it.  Converted code reads every free name through
 ``operators.load(ns, name)`` with the ``FunctionNamespace`` it was bound to,
 so the runtime knows each value's source (a module global or a closure cell).
 """
+from __future__ import annotations
+
+import types
 import builtins
 
 from janus import sources
@@ -17,7 +20,7 @@ class FunctionNamespace:
     source, so the next call's lambda is read, not this one's.
     """
 
-    def __init__(self, fn, root=None):
+    def __init__(self, fn: types.FunctionType, root: sources.Source | None = None) -> None:
         self.fn = fn
         self.globals = fn.__globals__
         builtins_ns = self.globals.get('__builtins__', builtins)

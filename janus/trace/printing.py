@@ -7,6 +7,11 @@ A ``print`` inside a tensor-dependent branch prints only when the run took
 that path (a conditional write, ``control/``); inside a
 tensor-dependent loop it is refused (each iteration would need its own).
 """
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 import enum
 
 import tensorflow as tf
@@ -19,8 +24,11 @@ from janus.heap.shadow_heap import Write, WriteKind
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import current, writable_context as _writable_context
 
+if TYPE_CHECKING:
+    from janus.trace.trace_context import TraceContext
 
-def _deferred_print(ctx, args, kwargs):
+
+def _deferred_print(ctx: TraceContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     """``print``: output is a side effect, so it happens after a successful run,
     with the run's values (printing an eager tensor shows what eager shows).
     A variable is printed as it was at that point of the program: its value is
@@ -51,10 +59,10 @@ class PrintedVariable(tuple):
     variable.  A tuple, so the tracer rebuilds it from the run's outputs:
     (style value, text before the value, value tensor)."""
 
-    def __new__(cls, style, head, value):
+    def __new__(cls, style: str, head: str, value: tf.Tensor) -> PrintedVariable:
         return tuple.__new__(cls, (style, head, value))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         style, head, value = self
         if _VariableStyle(style) is _VariableStyle.TF:
             from tensorflow.python.framework import ops as tf_ops
@@ -65,7 +73,7 @@ class PrintedVariable(tuple):
     __str__ = __repr__
 
 
-def _variable_style(variable):
+def _variable_style(variable: object) -> _VariableStyle | None:
     """How eager prints ``variable`` (None: a kind janus does not know how to print)."""
     kind = type(variable)
     if kind.__str__ is not object.__str__:
@@ -79,13 +87,13 @@ def _variable_style(variable):
     return None
 
 
-def _keras_variables():
+def _keras_variables() -> types.ModuleType | None:
     """Keras's variables module, if the program imported Keras (else None)."""
     import sys
     return sys.modules.get('keras.src.backend.common.variables')
 
 
-def _snapshot(variable):
+def _snapshot(variable: Any) -> PrintedVariable:
     style = _variable_style(variable)
     if style is None:
         raise Unsupported(Reason.PRINT_OF_OBJECT,
@@ -100,7 +108,7 @@ def _snapshot(variable):
     return PrintedVariable(style.value, head, tf.identity(tf.convert_to_tensor(variable)))
 
 
-def _exception_text(error):
+def _exception_text(error: BaseException) -> BaseException | str:
     """``print(e)`` of an exception: its text, the same on every call when the call
     made it of Python constants and its class does not define how it prints (an
     exception the trace caught, ``control/exceptions.py``); an outside one is
@@ -115,7 +123,7 @@ def _exception_text(error):
     return str(error)
 
 
-def _printable(value, depth=0):
+def _printable(value: Any, depth: int = 0) -> Any:
     """``value`` with every variable in it replaced by a snapshot of its value."""
     if pytypes.is_variable(value):
         return _snapshot(value)
@@ -132,7 +140,7 @@ def _printable(value, depth=0):
         raise Unsupported(Reason.PRINT_OF_OBJECT,
                           'janus does not convert print() of containers nested this deep')
     if isinstance(value, dict):
-        items = {k: _printable(v, depth + 1) for k, v in value.items()}
+        items: Any = {k: _printable(v, depth + 1) for k, v in value.items()}
         if all(items[k] is v for k, v in value.items()):
             return value
         if type(value) is dict:

@@ -12,6 +12,11 @@ the trace (library code may swallow the exception) and raises
 while some thread traces and wraps whatever ``sys.stdout`` was then
 (pytest's capsys/capfd streams included).
 """
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
+
 import contextlib
 import sys
 import threading
@@ -28,10 +33,10 @@ _proxy = None
 class _TracingStdout:
     """Writes through, except from a thread that is tracing."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: TextIO | None) -> None:
         self._stream = stream
 
-    def write(self, text):
+    def write(self, text: str) -> int:
         ctx = tracing.current_or_none()
         if ctx is None:
             if self._stream is None:   # no stdout at all (pythonw): print() writes nothing
@@ -44,19 +49,19 @@ class _TracingStdout:
             refusals.append((Reason.LIBRARY_SIDE_EFFECT, reason))
         raise Unsupported(Reason.LIBRARY_SIDE_EFFECT, reason)
 
-    def writelines(self, lines):
+    def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 
-def _short(text):
+def _short(text: str) -> str:
     return text if len(text) <= 40 else text[:37] + '...'
 
 
-def _install():
+def _install() -> None:
     global _tracing, _proxy
     with _lock:
         if _tracing == 0:
@@ -65,7 +70,7 @@ def _install():
         _tracing += 1
 
 
-def _uninstall():
+def _uninstall() -> None:
     global _tracing, _proxy
     with _lock:
         _tracing -= 1
@@ -76,7 +81,7 @@ def _uninstall():
 
 
 @contextlib.contextmanager
-def refused():
+def refused() -> Iterator[None]:
     """Within the block, stdout written by a tracing thread refuses its trace."""
     _install()
     try:

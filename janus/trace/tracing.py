@@ -8,6 +8,11 @@ local a tensor-dependent ``if`` left two values for (``UnmergedLocal``,
 ``Chosen``), and ``NeedsValue``, the refusal of a use that needs a relaxed
 number's value (``need``).
 """
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NoReturn
+
 import enum
 import threading
 
@@ -15,29 +20,32 @@ import threading
 from janus.errors import Unsupported
 from janus.reasons import Reason
 
+if TYPE_CHECKING:
+    from janus.pyct.sites import SiteKey
+
 _local = threading.local()
 
 
-def current():
+def current() -> Any:
     ctx = getattr(_local, 'ctx', None)
     if ctx is None:
         raise RuntimeError('janus converted code ran outside of a trace')
     return ctx
 
 
-def current_or_none():
+def current_or_none() -> Any:
     return getattr(_local, 'ctx', None)
 
 
-def enter_trace(ctx):
+def enter_trace(ctx: Any) -> None:
     _local.ctx = ctx
 
 
-def exit_trace():
+def exit_trace() -> None:
     _local.ctx = None
 
 
-def writable_context(what, shadowed=True):
+def writable_context(what: str, shadowed: bool = True) -> Any:
     """The context, for a write.
 
     A write through the shadow heap (``shadowed``) inside tensor-dependent
@@ -65,12 +73,14 @@ class NeedsValue(Unsupported):
     library code): the trace is redone with ``lineage`` specialized by value
     (the tracer raises ``errors.ScalarValueNeeded`` with the user's line)."""
 
-    def __init__(self, lineage, what, reason=Reason.NUMBER_VALUE_NEEDED):
+    def __init__(self, lineage: Iterable[Any], what: str,
+                 reason: Reason = Reason.NUMBER_VALUE_NEEDED) -> None:
         self.lineage = frozenset(lineage)
         super().__init__(reason, describe_need(self.lineage, what))
 
 
-def need(lineage, what, reason=Reason.NUMBER_VALUE_NEEDED):
+def need(lineage: Iterable[Any], what: str,
+         reason: Reason = Reason.NUMBER_VALUE_NEEDED) -> NoReturn:
     """Raises NeedsValue, first noting ``lineage`` on the trace: seen even if library
     code swallows the exception.  ``reason``: the refusal if the numbers' values
     do not help (the retrace with them constant refuses too)."""
@@ -79,7 +89,7 @@ def need(lineage, what, reason=Reason.NUMBER_VALUE_NEEDED):
     raise NeedsValue(lineage, what, reason)
 
 
-def describe_need(lineage, what):
+def describe_need(lineage: Iterable[tuple[Any, str]], what: str) -> str:
     names = sorted(name for _, name in lineage)
     return '%s needs the value of %s' % (what, ', '.join(names) or 'a Python number')
 
@@ -94,17 +104,17 @@ class UnmergedLocal:
 
     REASON = Reason.BRANCH_TYPES
 
-    def __init__(self, where, detail, lineage=frozenset()):
+    def __init__(self, where: str, detail: str, lineage: Iterable[Any] = frozenset()) -> None:
         self.where, self.detail, self.lineage = where, detail, frozenset(lineage)
 
-    def refuse(self, *args, **kwargs):
+    def refuse(self, *args: object, **kwargs: object) -> NoReturn:
         message = ('%s: after the tensor-dependent if, a variable is %s; janus keeps Python '
                    'values Python, so it cannot convert a use of it' % (self.where, self.detail))
         if self.lineage:   # a test on relaxed numbers: traced again with them constant
             self._need(message)
         raise Unsupported(self.REASON, message)
 
-    def _need(self, message):
+    def _need(self, message: str) -> NoReturn:
         need(self.lineage, message, self.REASON)
 
     __bool__ = __len__ = __iter__ = __getitem__ = __setitem__ = __contains__ = __str__ = \
@@ -112,7 +122,7 @@ class UnmergedLocal:
         __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = __pow__ = __neg__ = \
         __matmul__ = __rmatmul__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = \
         __index__ = __int__ = __float__ = __array__ = __call__ = refuse
-    __hash__ = None
+    __hash__ = None   # type: ignore[assignment]
 
 
 class Chosen(UnmergedLocal):
@@ -126,12 +136,12 @@ class Chosen(UnmergedLocal):
     METHODS = frozenset(('append', 'extend', 'insert', 'update'))
     REASON = Reason.CHOSEN_CONTAINER
 
-    def __init__(self, where, candidates, graph):
+    def __init__(self, where: str, candidates: list[tuple[Any, Any]], graph: Any) -> None:
         super().__init__(where, 'one of two different %s objects, chosen when the graph runs'
                          % '/'.join(sorted({type(obj).__name__ for obj, _ in candidates})))
         self.candidates, self.graph = candidates, graph   # [(object, condition tensor)]
 
-    def method(self, name):
+    def method(self, name: str) -> ChosenMethod:
         """``chosen.append`` and friends: a ``ChosenMethod``; any other attribute refuses."""
         if name not in self.METHODS or not all(
                 hasattr(type(obj), name) for obj, _ in self.candidates):
@@ -142,11 +152,11 @@ class Chosen(UnmergedLocal):
 class ChosenMethod:
     """``chosen.append`` (``Chosen.method``), called through ``calls.call``."""
 
-    def __init__(self, chosen, name):
+    def __init__(self, chosen: Chosen, name: str) -> None:
         self.chosen, self.name = chosen, name
 
 
-def refuse_unmerged(*values):
+def refuse_unmerged(*values: object) -> None:
     """Refuses a use of a local the two sides of a tf.cond left unmergeable."""
     for value in values:
         if isinstance(value, UnmergedLocal):
@@ -177,16 +187,18 @@ class Assumption:
     the (code object, site id) the profile and plan know it by.
     """
 
-    def __init__(self, assumption_id, kind, filename, lineno, description, site=None):
+    def __init__(self, assumption_id: int, kind: AssumptionKind, filename: str | None,
+                 lineno: int | None, description: str, site: SiteKey | None = None) -> None:
         assert isinstance(kind, AssumptionKind), kind
         self.id, self.kind, self.site = assumption_id, kind, site
         self.filename, self.lineno, self.description = filename, lineno, description
-        self.lineage = frozenset()   # SCALAR: the relaxed numbers it checks (relaxation.py)
+        # SCALAR: the relaxed numbers it checks (relaxation.py)
+        self.lineage: frozenset = frozenset()
 
     @property
-    def speculative(self):
+    def speculative(self) -> bool:
         return self.kind in (AssumptionKind.BRANCH, AssumptionKind.TRIP_COUNT)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return '#%d %s at %s:%s: %s' % (self.id, self.kind, self.filename, self.lineno,
                                          self.description)
