@@ -9,9 +9,9 @@ of both sides (``_Merged``, a ``shadow_heap.Deferred``).  Needs a
 """
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
-import builtins
 
 import tensorflow as tf
 

@@ -36,11 +36,11 @@ list), and a loop over an outside dataset whose iterators change state
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
 import dataclasses
 import sys
 import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 from tensorflow.python.data.ops import iterator_ops, optional_ops

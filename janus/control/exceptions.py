@@ -38,13 +38,13 @@ janus's own signal go on and refuses any other exception that is not exact.
 """
 from __future__ import annotations
 
-import types
-from collections.abc import Callable, Container, Iterable, Sequence
-from typing import Any, Literal
 import dataclasses
 import os
 import sys
+import types
 import typing
+from collections.abc import Callable, Container, Iterable, Sequence
+from typing import Any, Literal
 
 import tensorflow as tf
 

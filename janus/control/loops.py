@@ -7,9 +7,9 @@ Needs a ``TraceContext``; called from ``statements.py``.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-import dataclasses
 
 import tensorflow as tf
 

@@ -10,9 +10,9 @@ control flow (``cond.py``, ``loops.py``).  Needs a ``TraceContext`` carrying a
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
-import contextlib
 
 import tensorflow as tf
 

@@ -29,12 +29,12 @@ reported as an internal error (the call shape runs imperatively from then on).
 """
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
 import contextlib
 import dataclasses
+import inspect
 import typing
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from janus import call_signature
 from janus.config import config

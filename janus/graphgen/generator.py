@@ -12,11 +12,10 @@ objects).  A failure raises ``ConversionError`` naming the user's line.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import copy
 import dataclasses
 import types
+from collections.abc import Sequence
 
 import astunparse
 import gast

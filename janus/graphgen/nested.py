@@ -53,8 +53,6 @@ does the former for Keras layers, the callee janus already runs through a hook
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
 import contextlib
 import dataclasses
 import dis
@@ -63,6 +61,8 @@ import threading
 import types
 import typing
 import weakref
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 

@@ -29,12 +29,12 @@ decides what a trace assumes.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
 import collections
 import dataclasses
 import enum
 import typing
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from janus.config import config
 from janus.errors import ConversionError

@@ -13,12 +13,12 @@ Keras optimizer.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
 import contextlib
 import inspect
 import threading
 import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import tensorflow as tf
 

@@ -20,13 +20,13 @@ graph whose own layers are configured as when it was traced (a GAN toggling
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 import dis
 import functools
 import sys
 import threading
 import types
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from janus import guards, sources
 from janus.library import whitelist

@@ -28,10 +28,10 @@ found after the trace (``leaked``) and the trace is refused.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any, NoReturn
 import sys
 import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, NoReturn
 
 import tensorflow as tf
 

@@ -10,11 +10,11 @@ would run them once, at trace time, instead of on every call.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 import builtins
 import enum
 import math
 import types
+from collections.abc import Iterable
 
 import numpy as np
 import tensorflow as tf

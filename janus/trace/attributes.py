@@ -25,11 +25,11 @@ library descriptors keep ``access.py``'s rules.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
 import ast
 import inspect
 import textwrap
 import types
+from typing import TYPE_CHECKING, Any
 
 from janus import guards
 from janus.guards import GuardKind

@@ -33,11 +33,11 @@ A use that needs the drawn value at trace time (a shape, ``range``) pins the dra
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
 import random
 import sys
 import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf

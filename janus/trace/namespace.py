@@ -6,8 +6,8 @@ so the runtime knows each value's source (a module global or a closure cell).
 """
 from __future__ import annotations
 
-import types
 import builtins
+import types
 
 from janus import sources
 

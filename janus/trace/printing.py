@@ -9,10 +9,10 @@ tensor-dependent loop it is refused (each iteration would need its own).
 """
 from __future__ import annotations
 
+import enum
 import types
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-import enum
 
 import tensorflow as tf
 

@@ -14,12 +14,11 @@ while some thread traces and wraps whatever ``sys.stdout`` was then
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any, TextIO
-
 import contextlib
 import sys
 import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
 
 from janus.errors import Unsupported
 from janus.reasons import Reason

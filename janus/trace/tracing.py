@@ -10,12 +10,10 @@ number's value (``need``).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NoReturn
-
 import enum
 import threading
-
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from janus.errors import Unsupported
 from janus.reasons import Reason

@@ -1,9 +1,9 @@
 """Helpers shared by the passes: building runtime calls and reporting errors."""
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, NoReturn, Protocol
-import copy
 
 import gast
 

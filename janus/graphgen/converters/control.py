@@ -22,8 +22,8 @@ assumed outcomes, not dynamic ones.  Conditional expressions and ``and``/
 """
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import gast
 

@@ -16,9 +16,8 @@ signals go on.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import copy
+from typing import Any
 
 import gast
 
