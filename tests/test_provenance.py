@@ -512,13 +512,13 @@ def test_an_object_with_neither_source_nor_record_is_refused_not_guessed():
     ctx = TraceContext(fn, {'x': 1}, None, generator.convert)
     outside = Box(a=1)
     with pytest.raises(InvariantError):
-        ctx.provenance(outside, 'a test')
-    made = ctx.made([1, 2])
-    assert ctx.provenance(made, 'a test') is None
-    assert ctx.provenance((outside,), 'a test') is None   # a tuple: its items are checked
-    copy = ctx.snapshot([1, 2], [1, 2])
+        ctx.provenance.of(outside, 'a test')
+    made = ctx.provenance.made([1, 2])
+    assert ctx.provenance.of(made, 'a test') is None
+    assert ctx.provenance.of((outside,), 'a test') is None   # a tuple: its items are checked
+    copy = ctx.provenance.snapshot([1, 2], [1, 2])
     with pytest.raises(InvariantError):
-        ctx.provenance(copy, 'a test')                    # a copy never stands in for its list
+        ctx.provenance.of(copy, 'a test')                    # a copy never stands in for its list
 
 
 def test_class_counter_in_a_tensor_dependent_branch_after_a_variable_update(strict):

@@ -91,7 +91,7 @@ class _Exports:
             index = self._index.get(id(value)) if graph_of(value) is self.graph else None
             if index is None:
                 return value
-            current().note_exported(value, self.outputs[index])
+            current().tensors.note_exported(value, self.outputs[index])
             return self.outputs[index]
         if id(value) in memo:
             return memo[id(value)]
@@ -134,7 +134,7 @@ class _Exports:
                                   '%s: janus does not convert writing a %s holding a value '
                                   'computed in a tensor-dependent branch'
                                   % (self.where, type(value).__name__))
-            memo[id(value)] = current().made(out)   # rebuilt around the cond's outputs
+            memo[id(value)] = current().provenance.made(out)   # rebuilt around the cond's outputs
             return out
         return value
 
@@ -308,7 +308,7 @@ def join(ctx: TraceContext, base: Checkpoint, pred: tf.Tensor, found: Mapping[bo
             heap.poison(cid, *why)
         for cid in found[tag].changed:
             heap.changed.add(cid)
-            source = ctx.source_of(heap.objects.get(cid))
+            source = ctx.provenance.source_of(heap.objects.get(cid))
             heap.poison(cid, Reason.BRANCH_CHANGES_PYTHON,
                         '%s: %s is changed in place (append/extend/insert/update/a new '
                         'key) inside a tensor-dependent branch, so what it holds after the if '

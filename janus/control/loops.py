@@ -247,7 +247,7 @@ class _WhileLoop:
             if isinstance(self.init[i], TensorList):
                 value = TensorList(value, self.where)
             elif i in self.structures:
-                value = self.ctx.made_result(tf.nest.pack_sequence_as(self.init[i], list(value)),
+                value = self.ctx.provenance.made_result(tf.nest.pack_sequence_as(self.init[i], list(value)),
                                              deep=True)   # rebuilt around the loop's values
                 self.passed[i] = (value, list(tf.nest.flatten(value)))
             elif i in self.dynamic:
@@ -280,7 +280,7 @@ class _WhileLoop:
     def enter(self, values: Sequence[Any]) -> list[Any]:
         """Binds the loop's values (locals and held locations); returns the flags."""
         for value in values:
-            self.ctx.note_looped(value)
+            self.ctx.tensors.note_looped(value)
         local, held, flags = self.carry.split(values)
         self.set_state(self.full_state(local))
         self.heap.restore(self.start)
@@ -374,7 +374,7 @@ class _WhileLoop:
         """After the loop: its locals bound, each held location written back."""
         heap = self.heap
         for j, value in enumerate(final):
-            self.ctx.note_looped(value, maybe_outside=j in self.kept_outside)
+            self.ctx.tensors.note_looped(value, maybe_outside=j in self.kept_outside)
         heap.restore(self.start)
         local, held, flags = self.carry.split(final)
         self.set_state(self.full_state(local))
@@ -397,16 +397,16 @@ def _check_loop_identity(ctx: TraceContext, values: Sequence[Any], given: Sequen
     as one (``a, b = b, a``): eagerly the variable then *is* that tensor, and ``is``
     after the call finds it, but the loop gives a new tensor.  An outside location
     (``self.a``, written back) is refused here; a local's indices are returned, and
-    its result may not be written to outside state (``TraceContext.note_looped``).
+    its result may not be written to outside state (``provenance.TensorIdentity.note_looped``).
     ``given``: the body's loop variables; ``first``: their values as the loop starts."""
     outside = {id(value): k for k, value in enumerate(given)
                if is_tensor(value) and k < len(first) and is_tensor(first[k])
-               and ctx.holds_input_tensor(first[k])}
+               and ctx.tensors.holds_input(first[k])}
     kept = set()
     for j, value in enumerate(values):
         for side in _possible_tensors(ctx, value):
             k = outside.get(id(side))
-            if ctx.is_input_tensor(side) or (k is not None and k != j and given[k] is side):
+            if ctx.tensors.is_input(side) or (k is not None and k != j and given[k] is side):
                 if j >= n_local:
                     raise Unsupported(Reason.TENSOR_IDENTITY,
                                       '%s: janus does not convert keeping a tensor from '
@@ -422,7 +422,7 @@ def _possible_tensors(ctx: TraceContext, value: Any, depth: int = 0) -> Iterator
     if not is_tensor(value):
         return
     yield value
-    sides = ctx.merged_sides(value)
+    sides = ctx.tensors.merged_sides(value)
     if sides is not None and depth < 32:
         for side in sides[1:]:
             yield from _possible_tensors(ctx, side, depth + 1)
@@ -485,7 +485,7 @@ def _lists_to_tensor_arrays(init: list[Any], body_fn: Callable[[], Any],
         items, grown = init[i], appended.get(i, [])
         if not grown:
             continue  # unchanged by the loop: stays a Python list (checked after the body)
-        if current().source_of(items) is not None:
+        if current().provenance.source_of(items) is not None:
             refuse_values(Reason.OUTSIDE_APPEND_IN_LOOP,
                           '%s: janus does not convert appending to a list from outside the '
                            'call inside a tensor-dependent loop (each iteration would need a '
@@ -515,7 +515,7 @@ def _dry_run_appends(init: Sequence[Any], lists: Sequence[int], body_fn: Callabl
     checkpoint = heap.checkpoint()
     probes = list(init)
     for i in lists:
-        probes[i] = current().made(list(init[i]))   # a scratch copy of the call's own list
+        probes[i] = current().provenance.made(list(init[i]))   # a scratch copy of the call's own list
     grown = {}
     with func_graph.FuncGraph('janus_dry_run').as_default():
         set_state(tuple(probes))

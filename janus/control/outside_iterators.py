@@ -128,7 +128,7 @@ class LiveItems:
         if self._items is None or version != self._seen:   # written since: as it is now
             self._seen = version
             self._items = list(self.ctx.view(sequence)) \
-                if self.ctx.source_of(sequence) is not None else list(sequence)
+                if self.ctx.provenance.source_of(sequence) is not None else list(sequence)
         return self._items
 
 

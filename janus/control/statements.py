@@ -347,10 +347,10 @@ def loop_iterable(ns: FunctionNamespace, site: int | None, iterable: Any) -> Ite
     if datasets.is_dataset_value(iterable):
         datasets.refuse_python_loop()
     ctx = current()
-    source = ctx.source_of(iterable)
+    source = ctx.provenance.source_of(iterable)
     if source is None:
-        ctx.provenance(iterable, 'a loop')   # made by this call: iterating it is plain Python
-        viewed = ctx.viewed_container(iterable)
+        ctx.provenance.of(iterable, 'a loop')   # made by this call: iterating it is plain Python
+        viewed = ctx.provenance.viewed_container(iterable)
         if viewed is not None:   # ``for k, v in self.d.items()``: the dict must not change
             return outside_iterators.unchanged_while_iterated(ctx, viewed, list(iterable))
         if observe.user_dunder(iterable, '__iter__') or observe.user_dunder(iterable,

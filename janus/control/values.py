@@ -135,13 +135,13 @@ def merge(ns: FunctionNamespace, site: int, seen: Mapping[bool, Sequence[Any]],
 
 def noted(pred: tf.Tensor, t: Any, f: Any, value: Any) -> Any:
     """``value``, the merge of two tensors ``t`` and ``f`` by ``pred``: recorded, so
-    ``is`` and returns know it is one of them (``TraceContext.note_merged``)."""
+    ``is`` and returns know it is one of them (``provenance.TensorIdentity.note_merged``)."""
     if is_tensor(value) and is_tensor(t) and is_tensor(f) and t is not f:
-        current().note_merged(value, pred, t, f)
+        current().tensors.note_merged(value, pred, t, f)
     elif _merged_tuple(value) and value is not t and value is not f:
         for item, a, b in zip(value, t, f):   # its items are one of the sides' too
             noted(pred, a, b, item)
-        current().note_merged_tuple(value, pred, t, f)
+        current().tensors.note_merged_tuple(value, pred, t, f)
     return value
 
 
@@ -149,7 +149,7 @@ def chosen_between(pred: tf.Tensor, t: object, f: object, where: str) -> Chosen 
     """Two distinct outside lists or dicts on the two sides of a tf.cond: a ``Chosen``
     (changed in place, each candidate gets a conditional write); else None."""
     ctx = current()
-    if t is f or not all(type(v) in (list, dict) and ctx.source_of(v) is not None
+    if t is f or not all(type(v) in (list, dict) and ctx.provenance.source_of(v) is not None
                          for v in (t, f)):
         return None
     return Chosen(where, [(t, pred), (f, tf.logical_not(pred))],

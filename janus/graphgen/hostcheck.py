@@ -174,10 +174,10 @@ def build(ctx, graph, flat_inputs, outputs):
     Returns (program or None, the neutralized Janus>Assert ops, the region's ops no
     longer needed in the graph); ``outputs`` (the graph's return list) is updated
     in place where it held a Python call's result."""
-    leaves = ctx.host_leaves
+    leaves = ctx.host.leaves
     if not config.host_checks or leaves is None or ctx.soft_conditions is not None:
         return None, set(), set()
-    draws = ctx.host_draws or {}
+    draws = ctx.host.draws or {}
     try:
         found = _region(ctx, graph, flat_inputs, leaves)
     except Exception:  # noqa: BLE001 - an optimization: the graph keeps its checks
@@ -205,7 +205,7 @@ def build(ctx, graph, flat_inputs, outputs):
         key, reader = ('janus', 'host', op.name), fed_value(len(fed), _NP[tensor.dtype])
         placeholder = ctx.top_graph.capture_call_time_value(
             reader, tf.TensorSpec([], tensor.dtype), key=key)
-        ctx.call_time_readers[key] = reader
+        ctx.host.call_time_readers[key] = reader
         for consumer in list(tensor.consumers()):
             for index, consumed in enumerate(consumer.inputs):
                 if consumed.name == tensor.name:
@@ -242,7 +242,7 @@ class HostRegion:
 def _region(ctx, graph, flat_inputs, leaves):
     """The host region of ``graph``: its ops, values, checks and Python calls; None when
     there is nothing to move."""
-    functions, draws = ctx.host_functions, ctx.host_draws or {}
+    functions, draws = ctx.host.functions, ctx.host.draws or {}
     flat_index = {t.name: i for i, t in enumerate(flat_inputs)}
     assumptions = {a.id: a for a in ctx.assumptions}
     slots, dynamic = {}, set()   # tensor name -> slot; slots that depend on a leaf

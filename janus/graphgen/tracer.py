@@ -57,7 +57,7 @@ def _template(value, outputs, ctx, memo):
     gives one eager tensor).
     """
     if isinstance(value, tf.Tensor):
-        source = ctx.tensor_source(value)
+        source = ctx.tensors.source(value)
         if source is not None:
             return templates.FromSource(source)   # passed through: eager returns that very tensor
         if id(value) not in memo:   # returned and stored: one eager tensor, as eagerly
@@ -74,7 +74,7 @@ def _template(value, outputs, ctx, memo):
         return templates.Scalar(len(outputs) - 1, value.type)
     if isinstance(value, observe.LazyText):
         return templates.Text(value, [_template(v, outputs, ctx, memo) for v in value.values()])
-    source = ctx.source_of(value)
+    source = ctx.provenance.source_of(value)
     if source is not None:
         return templates.FromSource(source)
     if isinstance(value, tf.Variable):
@@ -88,7 +88,7 @@ def _template(value, outputs, ctx, memo):
                 tf.type_spec_from_value(value), components))
         return memo[id(value)]
     if isinstance(value, (np.number, np.bool_)):   # np.sqrt(self.d): immutable, by value
-        source = ctx.numpy_scalar_source(value)   # an argument: the caller's very object
+        source = ctx.provenance.numpy_scalar_source(value)   # an argument: the caller's very object
         return templates.FromSource(source) if source is not None else templates.Const(value)
     if _is_own_array(value, ctx):   # np.zeros(3) of constants: a new array every run
         if id(value) not in memo:
@@ -103,8 +103,8 @@ def _template(value, outputs, ctx, memo):
     if ctx.tracked_copies.get(id(value)) is value:
         return _keras_kept_template(value, outputs, ctx, memo)
     if type(value) in (list, dict) or isinstance(value, tuple):
-        if type(value) in (list, dict) and not ctx.is_snapshot(value):
-            ctx.provenance(value, 'a returned or stored %s' % type(value).__name__)
+        if type(value) in (list, dict) and not ctx.provenance.is_snapshot(value):
+            ctx.provenance.of(value, 'a returned or stored %s' % type(value).__name__)
         if id(value) in memo:
             return memo[id(value)]
         shared = memo[id(value)] = templates.Shared(None)
@@ -123,7 +123,7 @@ def _array_template(value, outputs, ctx, memo):
     a view of one made by basic indexing as the same index of it, one view per run
     however often it is returned or stored (``v = obs[None]; self.v = v; return v``)."""
     if value.base is None:
-        source = ctx.source_of(value)
+        source = ctx.provenance.source_of(value)
         if source is None:
             raise errors.InvariantError('internal: a NumPy array stand-in without a source')
         return templates.FromSource(source)
@@ -138,7 +138,7 @@ def _is_own_array(value, ctx):
     (a view would share memory with it, which copies per run cannot keep)."""
     if type(value) is not np.ndarray or value.base is not None or value.dtype.kind not in 'biufc':
         return False
-    ctx.provenance(value, 'a returned or stored NumPy array')
+    ctx.provenance.of(value, 'a returned or stored NumPy array')
     return True
 
 
@@ -146,7 +146,7 @@ def _chosen_tensor(value, out, outputs, ctx, memo):
     """A tensor a tensor-dependent ``if`` chose between an input and another tensor
     (``keep = x`` on one side): the run's side, so an input comes back as that very
     eager tensor; else ``out``, the graph's output for it."""
-    sides = ctx.merged_sides(value)
+    sides = ctx.tensors.merged_sides(value)
     if sides is None or sides[0].graph is not ctx.top_graph:
         return out
     pred, true_value, false_value = sides
@@ -162,7 +162,7 @@ def _chosen_tuple(value, own, outputs, ctx, memo):
     before it): the run's side where that side is an object from before the ``if``, so
     ``t is u`` holds after the run as eagerly (a graph-break segment returning both);
     else ``own``, the merged tuple rebuilt."""
-    sides = ctx.merged_tuple_sides(value)
+    sides = ctx.tensors.merged_tuple_sides(value)
     if sides is None or sides[0].graph is not ctx.top_graph:
         return own
     pred, true_value, false_value = sides
@@ -219,7 +219,7 @@ def _write_templates(writes, outputs, ctx, memo):
     write's template is a ``templates.Conditional`` (each condition tensor output once)."""
     conditions, found = {}, []
     for write in writes:
-        ctx.check_written_identity(write.value)
+        ctx.tensors.check_written(write.value, ctx.top_graph)
         ctx.tracked_templating = _kept_within(ctx, write.value)
         try:
             template = _template(write.value, outputs, ctx, memo)
@@ -581,7 +581,7 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
     assumed_sites = ctx.plan.assumed()
     return GraphEntry(
         signature=signature, bound_template=bound, concrete=concrete,
-        call_time_readers=ctx.call_time_readers, output_template=closed.template,
+        call_time_readers=ctx.host.call_time_readers, output_template=closed.template,
         writes=closed.writes, host=closed.host, source_guards=ctx.guards,
         assumptions={a.id: a for a in ctx.assumptions}, inlined=list(ctx.converted.values()),
         assumed_sites=assumed_sites,
@@ -643,10 +643,10 @@ def _new_context(fn, converted, bound, plan, heap_shapes, distributed):
         ctx.soft_conditions = []   # checked together by library.distributed.agree
     ctx.register_converted(fn.__code__, converted)
     ctx.refusals = []
-    ctx.host_leaves = {}
-    ctx.host_functions = {}
-    ctx.host_draws = {}
-    ctx.call_time_readers = {}
+    ctx.host.leaves = {}
+    ctx.host.functions = {}
+    ctx.host.draws = {}
+    ctx.host.call_time_readers = {}
     library_config.install()
     library_state.install()
     return ctx
@@ -661,7 +661,7 @@ def _graph_body(ctx, converted, bound, signature, holder):
         ctx.top_graph = ctx.heap.writes.graph = tf.compat.v1.get_default_graph()
         placeholders = signature.placeholders(flat_inputs)
         for scalar in _scalar_inputs(placeholders.values()):
-            ctx.host_leaves[scalar.tensor.name] = ('flat', scalar.tensor.name, scalar.type)
+            ctx.host.leaves[scalar.tensor.name] = ('flat', scalar.tensor.name, scalar.type)
         arguments = scalars.from_inputs(placeholders)
         ctx.register_arguments(arguments, signature.opaque)
         call_args = inspect.BoundArguments(bound.signature, arguments)
@@ -698,10 +698,10 @@ def _close_graph(ctx, result, flat_inputs):
     writes = _write_templates(ctx.heap.writes, outputs, ctx, memo)
     graph = tf.compat.v1.get_default_graph()
     host, checked, unneeded = hostcheck.build(ctx, graph, flat_inputs, outputs)
-    if ctx.host_draws and (host is None or len(host.draws) != len(ctx.host_draws)):
+    if ctx.host.draws and (host is None or len(host.draws) != len(ctx.host.draws)):
         # A draw the host program cannot make (it would run in the graph, maybe twice):
         # traced again with those draws refused, a graph break at each (host_draws.py).
-        tracing.need(frozenset(lineage for _, lineage in ctx.host_draws.values()),
+        tracing.need(frozenset(lineage for _, lineage in ctx.host.draws.values()),
                      'a draw janus makes before the run only in the top graph')
     setattr(graph, HOST_CHECKED, frozenset(checked | unneeded))
     ctx.safe_error_ops = defer_state_updates(graph, [op for op in ctx.assert_ops
@@ -745,7 +745,7 @@ def _in_program_order(graph, before, on_host):
 
 def _check_library_left_nothing(ctx):
     """Library code may keep a graph tensor, or swallow janus's refusal: not converted."""
-    leak = library_state.leaked(ctx, ctx._keep)
+    leak = library_state.leaked(ctx, ctx.provenance.kept)
     if leak is not None:
         raise ConversionError(
             Reason.LIBRARY_SIDE_EFFECT, 'library code kept a graph tensor in %s while janus '
@@ -757,11 +757,11 @@ def _check_library_left_nothing(ctx):
 
 
 def _add_guards_taken_after_the_trace(ctx, bound):
-    alias = ctx.alias_guard(bound.arguments)
+    alias = ctx.provenance.alias_guard(bound.arguments)
     if alias is not None:
         ctx.guards.append(alias)
     # Taken after the trace: Keras sets its own attributes while it builds a call.
-    config_guard = library_config.guard_for(ctx._keep, ctx.attributes_used)
+    config_guard = library_config.guard_for(ctx.provenance.kept, ctx.attributes_used)
     if config_guard is not None:
         ctx.guards.append(config_guard)
     losses_guard = library_state.guard_for(ctx)

@@ -369,7 +369,7 @@ def hoist_tensor(ctx, source, value):
     _register_reader(ctx, ('janus', key), read_now)
     # A call-time input of the top graph wherever it is read (a branch captures it):
     # stored or returned as is, it comes back as the very tensor read.
-    ctx.register_tensor(source, hoisted)
+    ctx.tensors.register(source, hoisted)
     return hoisted
 
 
@@ -429,7 +429,7 @@ def hoist_scalar(ctx, source, kind):
     placeholder = ctx.top_graph.capture_call_time_value(read_now, tf.TensorSpec([], dtype),
                                                         key=key)
     _register_reader(ctx, key, read_now)
-    leaves = ctx.host_leaves
+    leaves = ctx.host.leaves
     if leaves is not None:   # graphgen/hostcheck.py computes checks on it before the run
         leaves[placeholder.name] = ('source', source, kind)
     return placeholder
@@ -459,7 +459,7 @@ def _register_reader(ctx, key, read_now):
     """``read_now`` gives a value its guard checks (an eager tensor of the capture's dtype
     and a compatible shape): a run may call it without TF's re-check of the result
     (``tracer._captured_reader``).  The first closure of a key is the one TF keeps."""
-    readers = ctx.call_time_readers
+    readers = ctx.host.call_time_readers
     if readers is not None:
         readers.setdefault(key, read_now)
 

@@ -154,8 +154,8 @@ def _record(ctx: trace_context.TraceContext, layer: object, record: _Traced, met
     except trace_context.Unsupported as e:
         _refuse(ctx, e.reason, e.context)
     # janus's own record of the call (the arguments list and the losses list in it).
-    args = [ctx.made(list(arg)) if type(arg) is list else arg for arg in args]
-    ctx.heap.writes.append(Write(WriteKind.CALL, record.target, method, ctx.made(args), None))
+    args = [ctx.provenance.made(list(arg)) if type(arg) is list else arg for arg in args]
+    ctx.heap.writes.append(Write(WriteKind.CALL, record.target, method, ctx.provenance.made(args), None))
 
 
 def _refuse(ctx: trace_context.TraceContext, reason: Reason, context: str) -> NoReturn:

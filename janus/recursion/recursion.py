@@ -281,7 +281,7 @@ class RecursionBuild:
         self._encoder = None
         self.number = number
         self._stacks = {}          # tensor column -> its stack's graph input
-        self._top_graph, self._readers = ctx.top_graph, ctx.call_time_readers
+        self._top_graph, self._readers = ctx.top_graph, ctx.host.call_time_readers
         kept = getattr(ctx.top_graph, '_janus_recursive_builds', None)
         if kept is None:
             kept = []
@@ -295,8 +295,8 @@ class RecursionBuild:
         with ctx.top_graph.as_default():   # the top graph's own input, wherever read
             self.table = ctx.top_graph.capture_call_time_value(
                 self._table_now, tf.TensorSpec([None, None], tf.int64), key=key)
-        if ctx.call_time_readers is not None:
-            ctx.call_time_readers.setdefault(key, self._table_now)
+        if ctx.host.call_time_readers is not None:
+            ctx.host.call_time_readers.setdefault(key, self._table_now)
         ctx.guards.append(structures.StructureGuard(self.encoder, self.label))
 
     def describe(self):
@@ -366,7 +366,7 @@ class RecursionBuild:
 
     def root_index(self, ctx, value):
         """The graph's index of the root ``value`` (a node passed into the call)."""
-        source = ctx.source_of(value)
+        source = ctx.provenance.source_of(value)
         if source is None:
             structures.refuse('a recursion over objects the call made (janus encodes the '
                               'objects passed into the call)')
@@ -590,7 +590,7 @@ class RecursionBuild:
             if param[0] == _NODE and position not in self._varied \
                     and self._first_values[position] is not None:
                 obj = self._first_values[position]
-                if ctx.source_of(obj) is None:
+                if ctx.provenance.source_of(obj) is None:
                     continue
                 self.params[position] = (_OBJECT, obj)
                 changed = True
@@ -934,7 +934,7 @@ class RecursionBuild:
         else:
             outputs = self._dispatch(recurse, flat, position, values[position])
         for slot, value in zip(self.state, self.state_values(outputs)):
-            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.source_of(slot.obj),
+            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.provenance.source_of(slot.obj),
                                                      slot.name, value, None))
         return self.rebuild(outputs)
 
@@ -969,7 +969,7 @@ class RecursionBuild:
         else:
             outputs = self._dispatch(self.function, flat, position, values[position])
         for slot, value in zip(self.state, self.state_values(outputs)):
-            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.source_of(slot.obj),
+            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.provenance.source_of(slot.obj),
                                                      slot.name, value, None))
         self.mark(ctx)
         return self.rebuild(outputs)

@@ -196,7 +196,7 @@ def _refuse_write(kind, name, why):
 def made(value):
     """A literal or comprehension of converted code (``[]``, ``{k: v}``, ``[f(x) for
     x in xs]``), or a function's own ``*args``/``**kwargs``: an object the call made."""
-    return current().made(value)
+    return current().provenance.made(value)
 
 
 def attr(obj, name):
@@ -219,7 +219,7 @@ def attr(obj, name):
         raise Unsupported(Reason.TRACEBACK_READ, 'janus does not convert reading an '
                           'exception\'s __traceback__ (the frames that ran)')
     if isinstance(obj, tf.Tensor) and name in ('ref', 'experimental_ref') \
-            and ctx.is_input_tensor(obj):
+            and ctx.tensors.is_input(obj):
         # A reference is the tensor's identity as a hashable key; a graph input's is
         # not the eager tensor's (``is`` is answered in observe.compare instead).
         raise Unsupported(Reason.TENSOR_KEY,
@@ -239,12 +239,12 @@ def attr(obj, name):
         return getattr(obj, name)   # fixed by the member, which is guarded by identity
     if name == '__class__' and _plain_class_attribute(obj):
         return class_of(ctx, obj)
-    source = ctx.source_of(obj)
+    source = ctx.provenance.source_of(obj)
     if source is None:
-        ctx.provenance(obj, 'reading .%s' % name)   # the call's own object: plain Python
+        ctx.provenance.of(obj, 'reading .%s' % name)   # the call's own object: plain Python
         value = getattr(obj, name)
         if whitelist.is_library_object(obj):
-            return ctx.made_result(value, deep=True)   # what library code gives out
+            return ctx.provenance.made_result(value, deep=True)   # what library code gives out
         return value
     if pytypes.is_own_method(obj, name):
         # A modelled container's methods are its type's (its type is guarded); what
@@ -356,11 +356,11 @@ def class_of(ctx, value):
     if scalars.is_dynamic(value):
         return value.type   # the Python number it stands for
     kind = type(value)
-    source = ctx.source_of(value)
-    if source is not None and ctx.source_of(kind) is None:
+    source = ctx.provenance.source_of(value)
+    if source is not None and ctx.provenance.source_of(kind) is None:
         # The object's own guards fix its type (TYPE_MATCH, ID_MATCH, or its signature
         # node): the class needs no guard of its own, only the source.
-        ctx.remember(guards.TypeSource(source), kind)
+        ctx.provenance.remember(guards.TypeSource(source), kind)
     return kind
 
 
@@ -445,9 +445,9 @@ def setattr_(obj, name, value):
     if structures.is_node(obj):
         structures.refuse('setting .%s of a node' % name)
     ctx = _writable_context('%s.%s' % (type(obj).__name__, name))
-    source = ctx.source_of(obj)
+    source = ctx.provenance.source_of(obj)
     if source is None:
-        ctx.provenance(obj, 'writing .%s' % name)   # the call's own object, or refused
+        ctx.provenance.of(obj, 'writing .%s' % name)   # the call's own object, or refused
         if whitelist.is_library_object(obj) or isinstance(obj, types.ModuleType) \
                 or is_plain_class(obj):
             raise Unsupported(Reason.OUTSIDE_VALUE,
@@ -475,7 +475,7 @@ def setattr_(obj, name, value):
         # Keras's tracking keeps a copy (``layer.outs is lst`` is False eagerly too).
         kept = _as_keras_keeps(ctx, value) if _keras_tracks(obj) else None
         if kept is None:   # another library's tracking (tf.Module): not read back
-            kept = ctx.made(list(value) if type(value) is list else
+            kept = ctx.provenance.made(list(value) if type(value) is list else
                             dict(value) if type(value) is dict else tuple(list(value)))
             ctx.tracked_copies[id(kept)] = None
         value = kept
@@ -523,8 +523,8 @@ def _as_keras_keeps(ctx, value, depth=0):
     elif type(value) is list:
         kept = tracking.TrackedList([_as_keras_keeps(ctx, v, depth + 1) for v in value])
     else:
-        return ctx.made(tuple(_as_keras_keeps(ctx, v, depth + 1) for v in value))
-    ctx.made(kept)
+        return ctx.provenance.made(tuple(_as_keras_keeps(ctx, v, depth + 1) for v in value))
+    ctx.provenance.made(kept)
     ctx.tracked_copies[id(kept)] = kept   # kept alive: ids are compared while templating
     return kept
 
@@ -591,9 +591,9 @@ def item(obj, key):
             return obj[_tensor_key(key)]
     _refuse_user_key(key)
     ctx = current()
-    source = ctx.source_of(obj)
+    source = ctx.provenance.source_of(obj)
     if source is None:
-        ctx.provenance(obj, 'a subscript')   # the call's own container: plain Python
+        ctx.provenance.of(obj, 'a subscript')   # the call's own container: plain Python
         if observe.user_dunder(obj, '__getitem__') is not None:
             raise Unsupported(Reason.SPECIAL_METHODS,
                               'janus does not convert subscripts of a %s, whose class defines '
@@ -602,7 +602,7 @@ def item(obj, key):
         # (a graph tensor key lacks an eager one's __index__).
         value = _own_item(obj, key) if type(obj) in _BUILTIN_CONTAINERS \
             and pytypes.builtin_values_only((key,)) else obj[key]
-        return ctx.made(value) if type(key) is slice else value
+        return ctx.provenance.made(value) if type(key) is slice else value
     if not pytypes.has_items(obj):
         raise Unsupported(Reason.OUTSIDE_VALUE,
                           'janus does not convert subscripts of %s objects from outside '
@@ -610,13 +610,13 @@ def item(obj, key):
     if id(obj) in ctx.heap.changed:
         # As changed so far in this call; the items themselves (a slice: a new list).
         value = ctx.view(obj)[key]
-        return ctx.made(value) if type(key) is slice else value
+        return ctx.provenance.made(value) if type(key) is slice else value
     key = _list_index(ctx, obj, source, key)
     written = ctx.heap.read(obj, Slot.item(key)) if _hashable(key) else MISSING
     if written is not MISSING:
         return written
     if type(key) is slice:
-        return ctx.made(ctx.view(obj)[key])   # a new list of the items themselves
+        return ctx.provenance.made(ctx.view(obj)[key])   # a new list of the items themselves
     if pytypes.model_of(obj).kind is pytypes.Kind.DICT and pytypes.is_constant(key) \
             and not hasattr(type(obj), '__missing__') \
             and key not in obj and not observe.compare('In', key, obj):   # guarded absent
@@ -701,9 +701,9 @@ def setitem(obj, key, value):
         arrays.refuse_use('writing an item of (or indexing with)')
     _refuse_user_key(key)
     ctx = current()
-    source = ctx.source_of(obj)
+    source = ctx.provenance.source_of(obj)
     if source is None:
-        ctx.provenance(obj, 'an item write')   # the call's own container: plain Python
+        ctx.provenance.of(obj, 'an item write')   # the call's own container: plain Python
         if observe.user_dunder(obj, '__setitem__') is not None:
             raise Unsupported(Reason.SPECIAL_METHODS,
                               'janus does not convert item writes into a %s, whose class '

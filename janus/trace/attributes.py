@@ -81,7 +81,7 @@ def _user_code(obj: Any, name: str,
     if isinstance(obj, type) or kind.__getattribute__ is not object.__getattribute__:
         return None
     ctx = current()
-    source = ctx.source_of(obj)
+    source = ctx.provenance.source_of(obj)
     if source is None or whitelist.is_library_object(obj):
         return None
     for klass in kind.__mro__:

@@ -62,8 +62,8 @@ def call(__callee, /, *args, **kwargs):
         refuse_unmerged(*args, *kwargs.values())
     if any(callee is c for c in (sum, max, min)) and len(args) == 1 and not kwargs:
         if type(args[0]) is types.GeneratorType:
-            args = (ctx.made_result(list(args[0])),)   # taken whole by it anyway, in order
-        if type(args[0]) in (list, tuple) and ctx.source_of(args[0]) is None:
+            args = (ctx.provenance.made_result(list(args[0])),)   # taken whole by it anyway, in order
+        if type(args[0]) in (list, tuple) and ctx.provenance.source_of(args[0]) is None:
             folded = _fold_numbers(callee, args[0])   # ``sum(f(c) for c in t)``
             if folded is not _NOT_HANDLED:
                 return folded
@@ -77,7 +77,7 @@ def call(__callee, /, *args, **kwargs):
     _refuse_outside_tape(ctx, callee)
     answer = whitelist.trace_time_only(callee)
     if answer is not None:
-        return ctx.made_result(_as_eagerly(callee, answer, args, kwargs), deep=True)
+        return ctx.provenance.made_result(_as_eagerly(callee, answer, args, kwargs), deep=True)
     if whitelist.is_blocklisted(callee):
         raise Unsupported(Reason.UNCONVERTED_CALL,
                           'janus does not convert calls to %s: it reads or changes TF\'s '
@@ -99,21 +99,21 @@ def call(__callee, /, *args, **kwargs):
         # StopIteration, is eager's).
         return _builtin_exactly(next, args, {})
     if control.datasets.handles_call(callee, args, kwargs):   # iter/enumerate/zip of a dataset
-        return ctx.made_result(control.datasets.call_builtin(callee, args, kwargs))
+        return ctx.provenance.made_result(control.datasets.call_builtin(callee, args, kwargs))
     if _is_whitelisted_builtin(callee):
         with fallible.made_by_the_user():   # ``sum([a, b])`` of tensors: the user's adds
-            return ctx.made_result(_call_builtin(ctx, callee, args, kwargs))
+            return ctx.provenance.made_result(_call_builtin(ctx, callee, args, kwargs))
     if whitelist.is_numpy_function(callee):
-        return ctx.made_result(_call_numpy(ctx, callee, args, kwargs), deep=True)
+        return ctx.provenance.made_result(_call_numpy(ctx, callee, args, kwargs), deep=True)
     if callee is print:
         return _deferred_print(ctx, args, kwargs)
     if whitelist.is_builtin_method(callee):
-        return ctx.made_result(_call_builtin_method(ctx, callee, args, kwargs))
+        return ctx.provenance.made_result(_call_builtin_method(ctx, callee, args, kwargs))
     if isinstance(callee, types.MethodType) and isinstance(callee.__func__, types.FunctionType) \
             and not whitelist.is_library(callee):
         # ``self.helper(x)``, ``m.act(x)`` with ``m.act = scaler.apply``: the method's
         # object has its source (``m.act.__self__``), read and written through it.
-        ctx.provenance(callee.__self__, 'calling %s' % _name(callee))
+        ctx.provenance.of(callee.__self__, 'calling %s' % _name(callee))
         return _inline(ctx, callee.__func__, (callee.__self__,) + args, kwargs, receiver=True)
     if isinstance(callee, types.FunctionType) and callee.__code__ in ctx.code_objects:
         return callee(*args, **kwargs)   # defined in converted code: converted already
@@ -121,10 +121,10 @@ def call(__callee, /, *args, **kwargs):
         return _inline(ctx, callee, args, kwargs)
     if (whitelist.is_library(callee) or whitelist.is_namedtuple_class(callee)
             or whitelist.is_builtin_exception(callee)):
-        return ctx.made_result(_call_library(ctx, callee, args, kwargs), deep=True)
+        return ctx.provenance.made_result(_call_library(ctx, callee, args, kwargs), deep=True)
     call_method = getattr(type(callee), '__call__', None)
     if _is_keras_layer(callee):
-        return ctx.made_result(_call_keras_layer(ctx, callee, args, kwargs), deep=True)
+        return ctx.provenance.made_result(_call_keras_layer(ctx, callee, args, kwargs), deep=True)
     if isinstance(call_method, types.FunctionType):
         return _inline(ctx, call_method, (callee,) + args, kwargs)
     raise Unsupported(Reason.UNCONVERTED_CALL,
@@ -137,7 +137,7 @@ def _refuse_outside_tape(ctx, callee):
     trace calling its methods would use it up (``tape.gradient`` once) or record
     symbolic tensors on it."""
     tape = getattr(callee, '__self__', None)
-    if isinstance(tape, tf.GradientTape) and ctx.source_of(tape) is not None:
+    if isinstance(tape, tf.GradientTape) and ctx.provenance.source_of(tape) is not None:
         raise Unsupported(Reason.OUTSIDE_TAPE,
                           'janus does not call %s of a GradientTape made outside the graph'
                           % getattr(callee, '__name__', 'a method'))
@@ -309,7 +309,7 @@ def _node_builtin(callee, args, kwargs):
         return structures.key_type(args[0].static)
     if any(callee is builtin for builtin in _ITERATING_BUILTINS):
         ctx = current()
-        args = [ctx.made_result(structures.items(a)) if structures.is_node(a) else a
+        args = [ctx.provenance.made_result(structures.items(a)) if structures.is_node(a) else a
                 for a in args]
         return call(callee, *args, **kwargs)
     return _NOT_HANDLED
@@ -421,7 +421,7 @@ def _attribute_builtin(ctx, callee, obj, name, *default):
     try:
         value = access.attr(obj, name)
     except AttributeError:
-        source = ctx.source_of(obj)
+        source = ctx.provenance.source_of(obj)
         if source is not None:
             ctx.add_guard(GuardKind.HASATTR_MATCH, source, (name, False))
         if callee is hasattr:
@@ -436,7 +436,7 @@ def _converted_generator(ctx, value):
     """Whether ``value`` is a generator the call made from converted code (a generator
     function of yours, a generator expression): ``next`` runs its code in the trace."""
     return (type(value) is types.GeneratorType and value.gi_code in ctx.code_objects
-            and ctx.source_of(value) is None)
+            and ctx.provenance.source_of(value) is None)
 
 
 def _is_whitelisted_builtin(callee):
@@ -474,8 +474,8 @@ def _call_keras_layer(ctx, layer, args, kwargs):
         # What Keras hands your call (the inputs as you passed them, or its own copies),
         # bound as Python binds them (``training``/``mask`` where ``call`` takes them):
         # the converted function has no defaults.
-        call_args = [ctx.made_result(v, deep=True) for v in call_args]
-        call_kwargs = {k: ctx.made_result(v, deep=True) for k, v in call_kwargs.items()}
+        call_args = [ctx.provenance.made_result(v, deep=True) for v in call_args]
+        call_kwargs = {k: ctx.provenance.made_result(v, deep=True) for k, v in call_kwargs.items()}
         bound = _bound(ctx, call, (layer,) + tuple(call_args), call_kwargs)
         ctx.stack.append(converted)
         try:
@@ -514,14 +514,14 @@ def _guard_library_args(ctx, callee, args, kwargs):
             return value   # TF converts it (arrays.conversion), as it converts an ndarray
         if _is_user_function(value):
             return _converted_callback(ctx, value, _runs_callbacks_op_by_op(callee))
-        if type(value) in (list, tuple) and depth == 0 and ctx.source_of(value) is None:
-            ctx.provenance(value, what)
+        if type(value) in (list, tuple) and depth == 0 and ctx.provenance.source_of(value) is None:
+            ctx.provenance.of(value, what)
             items = [prepare(v, 1) for v in value]   # tf.switch_case's branches
             if all(a is b for a, b in zip(items, value)):
                 return value   # the call's own list, as it is
             return type(value)(items)
-        if ctx.source_of(value) is None:
-            ctx.provenance(value, what)
+        if ctx.provenance.source_of(value) is None:
+            ctx.provenance.of(value, what)
             if observe.has_user_dunders(value):
                 raise Unsupported(Reason.LIBRARY_GETS_OBJECT,
                                   'janus does not pass your %s object to library code (it '
@@ -571,8 +571,8 @@ def _converted_callback(ctx, fn, keep_unused=False):
         ctx.region_depth += 1
         try:
             # What library code hands in (``tf.map_fn``'s lists of slices): its own.
-            args = [ctx.made_result(v, deep=True) for v in args]
-            kwargs = {k: ctx.made_result(v, deep=True) for k, v in kwargs.items()}
+            args = [ctx.provenance.made_result(v, deep=True) for v in args]
+            kwargs = {k: ctx.provenance.made_result(v, deep=True) for k, v in kwargs.items()}
             # Where eager runs it in a graph (tf.data, vectorized_map), its unused ops
             # are pruned there too: not the user's to keep.
             with contextlib.nullcontext() if keep_unused else fallible.not_the_users():
@@ -625,10 +625,10 @@ def _call_builtin(ctx, callee, args, kwargs):
     if callee is len and len(args) == 1 and not kwargs and _static_length(args[0]) is not None:
         return _static_length(args[0])
     if callee in (len, bool) and len(args) == 1 and not kwargs \
-            and ctx.source_of(args[0]) is not None and pytypes.observes(args[0], 'len'):
+            and ctx.provenance.source_of(args[0]) is not None and pytypes.observes(args[0], 'len'):
         return observe.size_of(callee, args[0])   # one O(1) guard, not one per item
     if callee in _ORDER_FREE and len(args) == 1 and not kwargs and pytypes.is_set(args[0]) \
-            and ctx.source_of(args[0]) is not None:
+            and ctx.provenance.source_of(args[0]) is not None:
         items = ctx.set_contents(args[0])   # guarded whole: the result has no order to get wrong
         if callee is sum and not all(type(item) in (int, bool) for item in items):
             raise Unsupported(Reason.SET_ORDER,
@@ -703,7 +703,7 @@ _PASSING_ON = (zip, enumerate, reversed, list, tuple)
 def _items_of(ctx, callee, value):
     """An argument of a builtin in ``_PASSING_ON``: an outside container's view
     (``TraceContext.view``; a set refuses), a container of the call's own as it is."""
-    source = ctx.source_of(value)
+    source = ctx.provenance.source_of(value)
     model = pytypes.model_of(value)
     if source is not None and type(value) is list and callee in (zip, enumerate):
         return control.outside_iterators.list_items(ctx, value)   # read live, as eagerly
@@ -714,8 +714,8 @@ def _items_of(ctx, callee, value):
         # ``enumerate(self.it)``: pulled item by item, as eagerly (a break stops it).
         return control.outside_iterators.outside_items(ctx, value, source)
     if source is None and not isinstance(value, observe.LazyText):
-        ctx.provenance(value, 'an argument of %s' % _name(callee))
-        viewed = ctx.viewed_container(value)
+        ctx.provenance.of(value, 'an argument of %s' % _name(callee))
+        viewed = ctx.provenance.viewed_container(value)
         if viewed is not None and callee in (zip, enumerate):   # ``enumerate(d.items())``
             return control.outside_iterators.unchanged_while_iterated(ctx, viewed, list(value))
         return value
@@ -737,14 +737,14 @@ _HANDING_OUT = frozenset(('get', 'items', 'keys', 'values', 'copy', '__getitem__
 
 def _call_builtin_method(ctx, callee, args, kwargs):
     owner = callee.__self__
-    source = ctx.source_of(owner)
+    source = ctx.provenance.source_of(owner)
     if isinstance(owner, (str, bytes)) and any(observe._needs_run_values(v)
                                                for v in list(args) + list(kwargs.values())):
         if _is_str_format(callee) and not observe._holds_tensor(list(args) + list(kwargs.values())):
             # Numbers from outside, tried out on extreme values (observe.checked_text);
             # a tensor's value could make the format raise after the run: refused.
-            plain = (ctx.made([observe.plain_deep(ctx, v) for v in args]),
-                     ctx.made({k: observe.plain_deep(ctx, v) for k, v in kwargs.items()}))
+            plain = (ctx.provenance.made([observe.plain_deep(ctx, v) for v in args]),
+                     ctx.provenance.made({k: observe.plain_deep(ctx, v) for k, v in kwargs.items()}))
             return observe.checked_text(observe.LazyText([(plain, 'format', owner)]))
         raise Unsupported(Reason.FORMATTING,
                           'janus does not convert str.%s() of a graph value; use an f-string'
@@ -752,14 +752,14 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     if callee.__name__ in ('extend', 'update') and len(args) == 1 and not kwargs \
             and isinstance(args[0], (list, tuple, dict)):
         # ``parts.extend(self.parts)``: the items themselves, each read guarded.
-        args = [ctx.view(args[0]) if ctx.source_of(args[0]) is not None
+        args = [ctx.view(args[0]) if ctx.provenance.source_of(args[0]) is not None
                 else _items_of(ctx, callee, args[0])]
     elif callee.__name__ in _CONTENT_READING_METHODS:
         # ``'/'.join(self.names)``: the method reads the outside argument's items,
         # so it gets the guarded contents.
         args = [observe.plain_deep(ctx, v) for v in args]
     if source is None:
-        ctx.provenance(owner, '%s.%s()' % (type(owner).__name__, callee.__name__))
+        ctx.provenance.of(owner, '%s.%s()' % (type(owner).__name__, callee.__name__))
         return _builtin_on_guarded(callee, args, kwargs)   # the call's own container
     model, name = pytypes.model_of(owner), callee.__name__
     if name in model.reads:
@@ -775,11 +775,11 @@ def _call_builtin_method(ctx, callee, args, kwargs):
             contents = ctx.contents(owner)
         result = getattr(contents, name)(*args, **kwargs)
         if name in _DICT_VIEWS and model.kind is pytypes.Kind.DICT:
-            ctx.note_view(result, owner)   # a loop over it must see the dict unchanged
+            ctx.provenance.note_view(result, owner)   # a loop over it must see the dict unchanged
         return result
     if name == 'update' and kwargs and model.kind is pytypes.Kind.DICT and len(args) <= 1:
         # d.update(b=t): one mapping, same order
-        args, kwargs = [ctx.made(dict(*args, **kwargs))], {}
+        args, kwargs = [ctx.provenance.made(dict(*args, **kwargs))], {}
     if name not in model.changes or kwargs:
         raise Unsupported(Reason.OUTSIDE_VALUE,
                           'janus does not convert %s.%s() on a %s from outside the call'
@@ -790,7 +790,7 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     ctx = _writable_context('a %s (%s)' % (type(owner).__name__, name))
     _try_replay(model, owner, name, args)
     ctx.heap.change(owner, name, args)
-    ctx.heap.writes.append(Write(WriteKind.CALL, source, name, ctx.made(list(args)), None))
+    ctx.heap.writes.append(Write(WriteKind.CALL, source, name, ctx.provenance.made(list(args)), None))
     return None
 
 
@@ -803,7 +803,7 @@ def _call_chosen_method(ctx, method, args, kwargs):
     refuse_unmerged(*args, *kwargs.values())
     if method.name == 'update' and len(args) <= 1:
         # d.update(b=t): one mapping, same order
-        args, kwargs = [ctx.made(dict(*args, **kwargs))], {}
+        args, kwargs = [ctx.provenance.made(dict(*args, **kwargs))], {}
     if kwargs or tf.compat.v1.get_default_graph() is not chosen.graph:
         chosen.refuse()
     if method.name in _CONTENT_READING_METHODS:
@@ -818,9 +818,9 @@ def _call_chosen_method(ctx, method, args, kwargs):
                         '%s: %r is changed in place (%s) through a name a '
                         'tensor-dependent if chose, so what it holds depends on the run; janus '
                         'does not read it again in the same call (appending more is fine)'
-                        % (chosen.where, ctx.source_of(owner), method.name))
-        ctx.heap.writes.append(Write(WriteKind.CALL, ctx.source_of(owner), method.name,
-                                     ctx.made(list(args)), None, condition))
+                        % (chosen.where, ctx.provenance.source_of(owner), method.name))
+        ctx.heap.writes.append(Write(WriteKind.CALL, ctx.provenance.source_of(owner), method.name,
+                                     ctx.provenance.made(list(args)), None, condition))
     return None
 
 
@@ -1046,7 +1046,7 @@ def _run_inlined(ctx, fn, args, kwargs, depth):
     ctx.guard_function(fn)
     bound = _bound(ctx, fn, args, kwargs)
     ctx.register_converted(fn.__code__, converted)
-    root = ctx.source_of(fn)
+    root = ctx.provenance.source_of(fn)
     py_fn = converted.bind(FunctionNamespace(fn, root)) if root else converted.py_fn
     ctx.stack.append(converted)
     if depth == 0:

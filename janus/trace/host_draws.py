@@ -114,7 +114,7 @@ def draw(callee: Any, args: Sequence[Any],
     if kind is None or 'size' in kwargs and kwargs['size'] is not None:
         return None
     ctx = current()
-    if ctx.host_functions is None or ctx.host_draws is None or ctx.top_graph is None \
+    if ctx.host.functions is None or ctx.host.draws is None or ctx.top_graph is None \
             or tf.compat.v1.get_default_graph() is not ctx.top_graph:
         return None   # no host program for this trace, or a branch the graph decides
     values = list(args) + list(kwargs.values())
@@ -123,7 +123,7 @@ def draw(callee: Any, args: Sequence[Any],
     key = ('draw',) + _user_position(ctx) + (callee.__name__,)
     if key in ctx.plan.pinned:
         return None   # its value was needed at trace time: a break at the draw
-    source = ctx.source_of(receiver)
+    source = ctx.provenance.source_of(receiver)
     if source is None and not _module_generator(receiver):
         return None   # a generator the call made: drawn in Python, with the statement
     if source is not None:
@@ -155,8 +155,8 @@ def _fed_draw(ctx: TraceContext, callee: Callable[..., Any], receiver: object, a
     with fallible.not_the_users():
         out = tf.numpy_function(run, tensors, dtype, stateful=False)
     name = '%s() at line %s' % (callee.__name__, key[2])
-    ctx.host_functions[out.op] = (run, dtype)
-    ctx.host_draws[out.op] = (receiver, (key, name))
+    ctx.host.functions[out.op] = (run, dtype)
+    ctx.host.draws[out.op] = (receiver, (key, name))
     return scalars.DynamicScalar(scalars.as_scalar(out), result_type, {(key, name)})
 
 

@@ -136,7 +136,7 @@ def _refuse_user_code(value, names, what):
 def _outside_container(ctx, value):
     """An outside container janus models (``janus/pytypes.py``): list, tuple, dict,
     deque, set and their modelled subclasses."""
-    if ctx.source_of(value) is None:
+    if ctx.provenance.source_of(value) is None:
         return False
     model = pytypes.model_of(value)
     return model is not None and model.container
@@ -170,7 +170,7 @@ def _refuse_opaque_text(ctx, value, depth=0):
     if depth > 8:
         return
     model = pytypes.model_of(value)
-    if ctx.source_of(value) is not None and not whitelist.is_library_object(value) \
+    if ctx.provenance.source_of(value) is not None and not whitelist.is_library_object(value) \
             and (model is None or model.container):
         raise Unsupported(Reason.FORMATTING,
                           'janus does not convert formatting a %s from outside the call '
@@ -187,12 +187,12 @@ def plain_deep(ctx, value, depth=0):
     """``_plain`` inside containers the call made too (``f"{(self.names, 1)}"``), for
     observations that read everything (formatting); identities are not kept."""
     value = _plain(ctx, value)
-    if depth > 8 or ctx.source_of(value) is not None:
+    if depth > 8 or ctx.provenance.source_of(value) is not None:
         return value
     if type(value) in (list, tuple):
-        return ctx.made(type(value)(plain_deep(ctx, v, depth + 1) for v in value))
+        return ctx.provenance.made(type(value)(plain_deep(ctx, v, depth + 1) for v in value))
     if type(value) is dict:
-        return ctx.made({k: plain_deep(ctx, v, depth + 1) for k, v in value.items()})
+        return ctx.provenance.made({k: plain_deep(ctx, v, depth + 1) for k, v in value.items()})
     return value
 
 
@@ -210,9 +210,9 @@ def truth(value):
     if type(value) is DynamicScalar:   # tests on it are tensor tests (control/)
         value.specialize('a Python-level truth test')
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
-    source = ctx.source_of(value)
+    source = ctx.provenance.source_of(value)
     if source is None:
-        ctx.provenance(value, 'a truth test')
+        ctx.provenance.of(value, 'a truth test')
         return bool(value)
     if _outside_container(ctx, value):
         if _changed(ctx, value):
@@ -231,7 +231,7 @@ def size_of(callee, value):
     ctx = current()
     if _changed(ctx, value):
         return len(_now(ctx, value))   # its length is guarded by contents
-    source = ctx.source_of(value)
+    source = ctx.provenance.source_of(value)
     if type(value) is list and ctx.top_graph is not None:
         length = guards.LenSource(source)
         if ctx.plan.is_dynamic_scalar(length):   # relaxed: one graph for every length
@@ -286,12 +286,12 @@ def compare(op, left, right):
             if other is None:   # a dynamic number is a number, never None
                 return op == 'IsNot'
             need(scalars.lineage_of(left, right), 'an identity test on a number')
-        if ctx.is_merged_tuple(left) or ctx.is_merged_tuple(right):
+        if ctx.tensors.is_merged_tuple(left) or ctx.tensors.is_merged_tuple(right):
             raise Unsupported(Reason.BRANCH_TYPES,
                               'janus does not convert an identity test on a tuple merged after '
                               'a tensor-dependent if (eagerly it is the object one side made)')
         if isinstance(left, tf.Tensor) and isinstance(right, tf.Tensor):
-            same = ctx.same_tensor(left, right)   # graph inputs: the eager tensors they stand for
+            same = ctx.tensors.same(left, right)   # graph inputs: the eager tensors they stand for
             return same if op == 'Is' else not_value(same)
         return _COMPARE[op][1](left, right)   # identities of outside objects: ALIAS_MATCH
     if arrays.is_stand_in(left) or arrays.is_stand_in(right):
@@ -321,7 +321,7 @@ def _deep(ctx, value, names):
         if _changed(ctx, value):
             return _now(ctx, value)
         ctx.guard_deep(value)
-    elif ctx.source_of(value) is not None:
+    elif ctx.provenance.source_of(value) is not None:
         refuse_opaque(value, names, 'comparing')
     return value
 
@@ -376,7 +376,7 @@ def _contains(ctx, container, key):
         arrays.refuse_use('`in` with')
     if isinstance(container, tf.Tensor) or isinstance(key, LazyText):
         return key in container
-    source = ctx.source_of(container)
+    source = ctx.provenance.source_of(container)
     if type(key) is DynamicScalar and (pytypes.has_items(container)
                                        or pytypes.is_set(container)):
         # Guarded contents, this call's changes applied.
@@ -385,7 +385,7 @@ def _contains(ctx, container, key):
         return scalar_ops.contains(key, list(items), key.lineage | scalars.lineage_deep(items))
     _refuse_user_code(container, ('__contains__', '__iter__', '__getitem__'), '`in`')
     if source is None:
-        ctx.provenance(container, '`in`')
+        ctx.provenance.of(container, '`in`')
         return key in container
     if not pytypes.observes(container, 'in'):
         raise Unsupported(Reason.OUTSIDE_VALUE,
@@ -453,11 +453,11 @@ def _binop(ctx, op, left, right):
     if _is_graph_value(left) or _is_graph_value(right):
         left, right = eager_converted(left, right), eager_converted(right, left)
     for value, name in ((left, forward), (right, reflected)):
-        if ctx.source_of(value) is not None and user_dunder(value, name) is None:
+        if ctx.provenance.source_of(value) is not None and user_dunder(value, name) is None:
             refuse_opaque(value, (name,), "the operator '%s' on" % symbol)
     if user_dunder(left, forward) is None and user_dunder(right, reflected) is None:
         # A new object (``self.lists + [x]``), holding the outside items themselves.
-        return ctx.made_result(fn(left, right))
+        return ctx.provenance.made_result(fn(left, right))
     if user_dunder(left, forward) is None and (_is_graph_value(left)
                                                or whitelist.is_library_object(left)):
         # A tensor's own operator would call the user's reflected method itself,
@@ -502,10 +502,10 @@ def inplace(op, target, value):
     ctx = current()
     if arrays.is_stand_in(target) or arrays.is_stand_in(value) and not _is_graph_value(target):
         arrays.refuse_use("'%s=' (in place) with" % _BINARY[op][4])
-    source = ctx.source_of(target)
+    source = ctx.provenance.source_of(target)
     model = pytypes.model_of(target)
     if source is None and model is not None and model.container:
-        ctx.provenance(target, '%s=' % _BINARY[op][4])   # the call's own: in place, plain
+        ctx.provenance.of(target, '%s=' % _BINARY[op][4])   # the call's own: in place, plain
         if op in ('Add', 'BitOr') and _outside_container(ctx, value):
             return _INPLACE[op](target, ctx.view(value))   # the items themselves
         return _INPLACE[op](target, _plain(ctx, value))   # made by the call: Python's own
@@ -565,9 +565,9 @@ def unpack(value, shape=None):
                                     else len(shape))
         return found if shape is None or not any(shape) else _unpack_nested(found, shape)
     _refuse_user_code(value, ('__iter__', '__getitem__', '__len__', 'keys'), 'unpacking')
-    source = ctx.source_of(value)
+    source = ctx.provenance.source_of(value)
     if source is None:
-        ctx.provenance(value, 'unpacking')
+        ctx.provenance.of(value, 'unpacking')
     elif _outside_container(ctx, value):
         value = ctx.view(value)   # the items themselves, each read guarded (a set refuses)
     elif not whitelist.is_library_object(value):

@@ -44,7 +44,7 @@ def _deferred_print(ctx: TraceContext, args: Sequence[Any], kwargs: Mapping[str,
     # An outside set (a Counter...) is printed as it is when the write-back reaches
     # this print: its order is Python's own, and the writes before it are applied.
     args = [_printable(ctx.contents(v) if pytypes.has_items(v) else v) for v in args]
-    record = (ctx.made(list(args)), ctx.made(dict(kwargs)))   # janus's own record of the call
+    record = (ctx.provenance.made(list(args)), ctx.provenance.made(dict(kwargs)))   # janus's own record of the call
     ctx.heap.writes.append(Write(WriteKind.PRINT, None, 'print', record, None))
     return None
 
@@ -113,7 +113,7 @@ def _exception_text(error: BaseException) -> BaseException | str:
     made it of Python constants and its class does not define how it prints (an
     exception the trace caught, ``control/exceptions.py``); an outside one is
     printed as it is after the run."""
-    if current().source_of(error) is not None:
+    if current().provenance.source_of(error) is not None:
         return error
     if (observe.user_dunder(error, '__str__') or not pytypes.holds_only_constants(error)):
         raise Unsupported(Reason.PRINT_OF_OBJECT,
@@ -144,13 +144,13 @@ def _printable(value: Any, depth: int = 0) -> Any:
         if all(items[k] is v for k, v in value.items()):
             return value
         if type(value) is dict:
-            return current().made(items)
+            return current().provenance.made(items)
     else:
         items = [_printable(v, depth + 1) for v in value]
         if all(a is b for a, b in zip(items, value)):
             return value
     if type(value) is list:
-        return current().made(items)   # a copy with the variables' values, the call's own
+        return current().provenance.made(items)   # a copy with the variables' values, the call's own
     if type(value) is tuple:
         return tuple(items)
     if whitelist.is_namedtuple_class(type(value)):

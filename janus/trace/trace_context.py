@@ -1,12 +1,11 @@
-"""What one trace knows: its sources, guards, assumptions and shadow heap.
+"""What one trace knows: its guards on outside values, assumptions and shadow heap, with
+the records it keeps them in (where objects came from: ``provenance.py``).
 
 Needs nothing run before it.  ``tracer.py`` makes a ``TraceContext`` per
 trace and enters it (``tracing.enter_trace``) for the thread that traces;
-every runtime operator finds it with ``tracing.current()``.  The provenance invariant lives
-here (DESIGN.md): every object the trace obtained from outside the call is
-mapped to its ``Source``, every object the call made is registered as made
-(``made``), and ``provenance`` refuses an object that is neither: no code
-path concludes "made by the call" from a missing source.
+every runtime operator finds it with ``tracing.current()``.  Outside values are
+read here (``guard_value``, ``contents``, ``view``): each is guarded and given its
+``Source`` (``ctx.provenance``, which holds the provenance invariant, DESIGN.md).
 """
 import collections
 import dataclasses
@@ -28,6 +27,7 @@ from janus.heap import shadow_heap
 from janus.library import whitelist
 from janus.values import arrays, scalars
 from janus.heap.shadow_heap import MISSING, Slot
+from janus.trace import provenance
 from janus.trace.tracing import Assumption
 
 
@@ -64,6 +64,16 @@ class RecursionState:
     builds_made: list = dataclasses.field(default_factory=list)   # every build, in order (explain)
 
 
+@dataclasses.dataclass
+class HostState:
+    """What the host program of the trace's graph reads (``graphgen/hostcheck.py``): None
+    while the trace collects none (a context of no graph, as in tests), then a dict."""
+    leaves: dict = None       # placeholder name -> how the host reads it (hostcheck.py)
+    functions: dict = None    # numpy_function op -> (its Python function, dtype)
+    draws: dict = None        # numpy_function op -> the generator it draws from
+    call_time_readers: dict = None   # call-time capture key -> janus's reader (tracer.py)
+
+
 class TraceContext:
     """What one trace learns: guards on outside values, in-graph assumptions."""
 
@@ -93,36 +103,19 @@ class TraceContext:
         # Set by the tracer for a graph it builds (None: a context of no trace, as in tests).
         # (Reason, message) refusals library code may have swallowed (trace_output, CheckedShape)
         self.refusals = None
-        self.host_leaves = None      # placeholder name -> how the host reads it (hostcheck.py)
-        self.host_functions = None   # numpy_function op -> (its Python function, dtype)
-        self.host_draws = None       # numpy_function op -> the generator it draws from
-        self.call_time_readers = None   # call-time capture key -> janus's reader (tracer.py)
+        self.host = HostState()   # what the host program reads (None: not collected)
         self.library_preimages = {}   # lists Keras changed at trace time -> contents before
         self.has_mutations = False     # the graph changes state (tracer.defer_state_updates)
         self.safe_error_ops = None     # ops that run before any state change (tracer.py)
         self.guards = []
         self._guard_keys = set()
-        self._sources = {}     # id(obj) -> Source, for objects from outside the call
-        self._keep = []        # keeps those objects alive so ids stay unique
-        self._made = {}        # id(obj) -> obj, for objects the call made (kept alive)
-        self._snapshots = {}   # id(copy) -> (copy, original): copies standing for outside ones
-        self._views = {}       # id(view) -> (view, container): d.keys()/values()/items() of an outside dict
         self.assumptions = []
         self.assert_ops = []
         self.converted = {}    # code object -> Converted, for to_code/explain
         self.code_objects = set()
+        self.provenance = provenance.Provenance(self.code_objects)
+        self.tensors = provenance.TensorIdentity(self.provenance, arguments)
         self.stack = []
-        self.aliasable = []    # (source, value) of every outside object, each source once
-        self._aliasable_uids = set()
-        self._tensor_sources = {}   # id(graph input) -> (source, the input itself)
-        self._input_tensors = {}    # the same for every graph input, hoisted in a branch too
-        self._stand_ins = {}   # id(a real argument container) -> the trace's rebuilt one
-        self._arrays = {}      # id(an outside ndarray) -> (it, its arrays.ArrayStandIn)
-        self._numpy_scalars = {}   # id(a NumPy scalar argument) -> (it, its ArgSource...)
-        self._merged = {}   # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
-        self._merged_tuples = {}   # id(a tuple a tf.cond merged item by item) -> it, pred, sides
-        self._looped = {}   # id(a tf.while_loop's variable or result) -> (it, maybe outside)
-        self._copies = {}   # id(a tf.cond output for a branch's choice of outside tensors) -> it
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
         self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
@@ -148,23 +141,23 @@ class TraceContext:
         self.opaque_arguments = frozenset(opaque)
         for name, value in arguments.items():
             if name in opaque:
-                self._remember(guards.ArgSource(name), value)
+                self.provenance.remember(guards.ArgSource(name), value)
             else:
                 self._register_argument(guards.ArgSource(name), value, set())
 
     def _register_argument(self, source, value, visiting):
         if isinstance(value, tf.Tensor):
-            self.register_tensor(source, value)
+            self.tensors.register(source, value)
             return
         if type(value) in guards.PRIMITIVES or type(value) is scalars.DynamicScalar:
             return
         if is_numpy_scalar(value):   # a constant (VALUE_MATCH), returned as the caller's own
-            self._numpy_scalars.setdefault(id(value), (value, source))
+            self.provenance.note_numpy_scalar(value, source)
             return
-        self._remember(source, value)
+        self.provenance.remember(source, value)
         if arrays.is_stand_in(value):   # the same ndarray read elsewhere is this stand-in
             real = source.value(self.call_arguments, {})
-            self._arrays.setdefault(id(real), (real, value))
+            self.provenance.note_array(real, value)
             return
         if type(value) in (list, dict) or isinstance(value, tuple):
             self._stand_in(source, value)
@@ -189,31 +182,7 @@ class TraceContext:
         the same object read through an attribute (``f(x, m.items)``) is that one
         object in the trace too (``guard_value``), as eagerly."""
         real = source.value(self.call_arguments, {})
-        if real is not value:
-            self._stand_ins.setdefault(id(real), (real, value))
-
-    def remember(self, source, value):
-        """Records where an outside object lives (its guards are the caller's)."""
-        self._remember(source, value)
-
-    def _remember(self, source, value):
-        stand_in = self._stand_ins.get(id(value))
-        if stand_in is not None and stand_in[0] is value:
-            # One object, one trace value (DESIGN.md): the caller's container the trace
-            # rebuilt as an argument is met as that rebuilt one (``guard_value``).
-            raise InvariantError('internal: the trace met a %s argument apart from the '
-                                 'one it rebuilt for it (at %r)' % (type(value).__name__, source))
-        if not whitelist.captured_by_identity(value) and not isinstance(value, tf.Tensor):
-            self._alias(source, value)
-        if id(value) not in self._sources:
-            self._sources[id(value)] = source
-            self._keep.append(value)
-
-    def _alias(self, source, value):
-        """``source`` joins the ALIAS_MATCH partition (each source once)."""
-        if source.uid() not in self._aliasable_uids:
-            self._aliasable_uids.add(source.uid())
-            self.aliasable.append((source, value))
+        self.provenance.note_stand_in(real, value)
 
     def register_default(self, fn, name, value):
         """A callee's default argument: an outside object, written through the heap."""
@@ -221,301 +190,12 @@ class TraceContext:
             return value
         return self.guard_value(guards.DefaultSource(fn, name), value, hoist=False)
 
-    def alias_guard(self, arguments):
-        """One guard on which outside objects are the same object: ``f(a, a)`` and
-        ``f(a, b)`` need different graphs.  The expected partition is computed from
-        the real call's values (the trace sees rebuilt argument containers)."""
-        if len(self.aliasable) < 2:
-            return None
-        sources = [source for source, _ in self.aliasable]
-        return guards.AliasGuard(sources, guards.AliasGuard.partition(sources, arguments))
-
-    def register_tensor(self, source, tensor, passed_through=True):
-        """A graph input standing for an outside tensor (an argument's placeholder, a
-        hoisted read): returned or stored as is (``passed_through``), it comes back
-        as that very tensor; compared by identity, it is that tensor (``same_tensor``)."""
-        if passed_through:
-            self._tensor_sources[id(tensor)] = (source, tensor)
-        self._input_tensors.setdefault(id(tensor), (source, tensor))
-
-    def is_input_tensor(self, tensor):
-        """Whether ``tensor`` stands for an outside eager tensor (an input of the graph)."""
-        found = self._input_tensors.get(id(tensor))
-        return found is not None and found[1] is tensor
-
-    def note_merged(self, tensor, pred, true_value, false_value):
-        """``tensor`` is ``true_value`` if ``pred`` else ``false_value`` (a tf.cond's
-        merge): eagerly it *is* one of them, which ``is`` and returns keep."""
-        self._merged[id(tensor)] = (tensor, pred, true_value, false_value)
-
-    def note_merged_tuple(self, value, pred, true_value, false_value):
-        """``value`` is a tuple a tf.cond merged item by item from ``true_value`` and
-        ``false_value``: a new object, so its identity is not eager's (``is`` on it is
-        refused, observe.compare; returned, the run's side comes back where it can:
-        tracer._template)."""
-        self._merged_tuples[id(value)] = (value, pred, true_value, false_value)
-
-    def is_merged_tuple(self, value):
-        found = self._merged_tuples.get(id(value))
-        return type(value) is not type(None) and found is not None and found[0] is value
-
-    def merged_tuple_sides(self, value):
-        """(pred, true side, false side) of a tuple ``note_merged_tuple`` knows, else None."""
-        found = self._merged_tuples.get(id(value))
-        return found[1:] if found is not None and found[0] is value else None
-
-    def merged_sides(self, tensor):
-        """(pred, true side, false side) of a tensor ``note_merged`` knows, else None."""
-        found = self._merged.get(id(tensor))
-        return found[1:] if found is not None and found[0] is tensor else None
-
-    def note_looped(self, tensor, maybe_outside=False):
-        """``tensor`` is a tf.while_loop's variable (in its body) or result: eagerly it
-        is whichever tensor the last iteration left, maybe one from before the loop;
-        ``is`` on it cannot be answered when tracing (``same_tensor`` refuses).
-        ``maybe_outside``: a result eager may have as an outside tensor itself (the
-        body kept an argument in it): writing it to outside state is refused
-        (``check_written_identity``), since the graph gives a copy."""
-        if isinstance(tensor, tf.Tensor):
-            self._looped[id(tensor)] = (tensor, maybe_outside)
-
-    def note_exported(self, inner, output):
-        """``output``, a tf.cond's output, stands for ``inner``, a tensor of one branch:
-        where ``inner`` is a choice among outside tensors (nested ifs), eager's value is
-        one of them and ``output`` a copy (``check_written_identity`` refuses it)."""
-        if self.merged_sides(inner) is not None and self.holds_input_tensor(inner):
-            self._copies[id(output)] = output
-
-    def is_looped(self, tensor):
-        found = self._looped.get(id(tensor))
-        return found is not None and found[0] is tensor
-
-    def check_written_identity(self, value, depth=0):
-        """Refuses writing (to outside state) a loop result that eager may hold as an
-        outside tensor: a later ``is`` would find a copy where eager finds that one."""
-        if depth > 8:
-            return
-        if isinstance(value, tf.Tensor):
-            found = self._looped.get(id(value))
-            if found is not None and found[0] is value and found[1]:
-                raise Unsupported(Reason.TENSOR_IDENTITY,
-                                  'janus does not convert storing a tensor a tensor-dependent '
-                                  'loop may have left as a tensor from outside the call (an '
-                                  'argument): the graph gives a copy, not that tensor')
-            found = self._copies.get(id(value))
-            if found is not None and found is value:
-                raise Unsupported(Reason.TENSOR_IDENTITY,
-                                  'janus does not convert storing a tensor that nested '
-                                  'tensor-dependent ifs chose among tensors from outside the '
-                                  'call: the graph gives a copy, not the chosen tensor')
-            sides = self.merged_sides(value)
-            for side in (sides[1:] if sides is not None else ()):
-                if side.graph is not self.top_graph and self.holds_input_tensor(side):
-                    raise Unsupported(Reason.TENSOR_IDENTITY,
-                                      'janus does not convert storing a tensor that nested '
-                                      'tensor-dependent ifs chose among tensors from outside '
-                                      'the call: the graph gives a copy, not the chosen '
-                                      'tensor')
-                self.check_written_identity(side, depth + 1)
-        elif type(value) in (list, tuple, dict):
-            for item in (value.values() if type(value) is dict else value):
-                self.check_written_identity(item, depth + 1)
-
-    def holds_input_tensor(self, tensor, depth=0):
-        """Whether ``tensor`` is (or a tf.cond may choose) a graph input: an outside
-        eager tensor whose identity a graph's fresh result would lose."""
-        if self.is_input_tensor(tensor):
-            return True
-        sides = self.merged_sides(tensor)
-        return sides is not None and depth < 32 and any(
-            self.holds_input_tensor(side, depth + 1) for side in sides[1:])
-
-    def same_tensor(self, left, right):
-        """``left is right`` for two tensors, as eager code finds it.  Two graph inputs
-        (an argument, a hoisted ``self.last_x``) are one eager tensor or two: the
-        trace answers from the call's real values and the ALIAS_MATCH guard keeps
-        that answer for every call the graph serves (memoization by identity).  A
-        tensor the call computed is none of its inputs.  A tensor a tensor-dependent
-        ``if`` chose is the side the run takes: where the sides' answers differ, the
-        answer is a bool known when the graph runs (the predicate)."""
-        if left is right:
-            return True
-        for one, other in ((left, right), (right, left)):
-            sides = self.merged_sides(one)
-            if sides is not None:
-                pred, true_value, false_value = sides
-                when_true = self.same_tensor(true_value, other)
-                when_false = self.same_tensor(false_value, other)
-                if type(when_true) is bool and type(when_false) is bool:
-                    if when_true == when_false:
-                        return when_true
-                    condition = pred if when_true else tf.logical_not(pred)
-                    return scalars.DynamicScalar(tf.reshape(condition, []), bool)
-                raise Unsupported(Reason.TENSOR_IDENTITY,
-                                  'janus does not convert `is` between tensors chosen by '
-                                  'nested tensor-dependent ifs')
-        if self.is_looped(left) or self.is_looped(right):
-            raise Unsupported(Reason.TENSOR_IDENTITY,
-                              'janus does not convert `is` on a tensor a tensor-dependent '
-                              'loop carries or gives (which tensor it is is known only when '
-                              'the loop runs)')
-        if not (self.is_input_tensor(left) and self.is_input_tensor(right)):
-            return False
-        sources = [self._input_tensors[id(tensor)][0] for tensor in (left, right)]
-        for source in sources:
-            self._alias(source, None)
-        first, second = (source.value(self.call_arguments, {}) for source in sources)
-        return first is second
-
-    def numpy_scalar_source(self, value):
-        """Where a NumPy scalar argument came from (eager returns that very object), or
-        None for one the call made."""
-        found = self._numpy_scalars.get(id(value))
-        return found[1] if found is not None and found[0] is value else None
-
-    def tensor_source(self, tensor):
-        found = self._tensor_sources.get(id(tensor))
-        return found[0] if found is not None and found[1] is tensor else None
-
-    def source_of(self, value):
-        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor) \
-                or type(value) is scalars.DynamicScalar:
-            return None
-        return self._sources.get(id(value))
-
-    # -- provenance: sourced, or made by the call, never inferred ----------
-    def made(self, value):
-        """Registers ``value`` as made by this call (a literal, a comprehension, a
-        builtin's or library call's result, a copy); returns it."""
-        if id(value) not in self._made and self._needs_provenance(value) \
-                and id(value) not in self._sources:
-            self._made[id(value)] = value
-        return value
-
-    def is_made(self, value):
-        return id(value) in self._made
-
-    def made_result(self, value, deep=False):
-        """A result of a modelled operation (a builtin, a container method, an
-        operator; ``deep``: library code, which builds nested containers of its own)
-        as converted code gets it: copies standing for outside containers replaced by
-        those containers (eager hands out the objects themselves), and the new object
-        (with ``deep``, every new object in it) registered as made by the call.  Items
-        a builtin only passed on keep the provenance they had."""
-        return self._made_result(value, deep, 0)
-
-    def _made_result(self, value, deep, depth):
-        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
-            return value
-        snapshot = self._snapshots.get(id(value))
-        if snapshot is not None and snapshot[0] is value:
-            return snapshot[1]
-        if id(value) in self._sources or not (self._needs_provenance(value)
-                                              or isinstance(value, tuple)):
-            return value
-        known = id(value) in self._made
-        if depth == 0 or deep:
-            self.made(value)
-        if depth > 8 or known:
-            return value
-        if type(value) is list:
-            for i, item in enumerate(value):
-                restored = self._made_result(item, deep, depth + 1)
-                if restored is not item:
-                    value[i] = restored
-        elif type(value) is dict:
-            for key, item in value.items():
-                restored = self._made_result(item, deep, depth + 1)
-                if restored is not item:
-                    value[key] = restored
-        elif isinstance(value, tuple):
-            items = [self._made_result(item, deep, depth + 1) for item in value]
-            if any(a is not b for a, b in zip(items, value)):
-                if type(value) is tuple:
-                    return tuple(items)
-                if whitelist.is_namedtuple_class(type(value)):
-                    return type(value)(*items)
-        return value
-
     def check_deadline(self):
         """Raises TraceBudgetExceeded once the trace ran past ``config.trace_seconds_limit``
         (checked at each tensor test: where nested loops and branches make traces long)."""
         if self.deadline is not None and time.perf_counter() > self.deadline:
             raise TraceBudgetExceeded('tracing took more than %g s (janus.config.'
                                       'trace_seconds_limit)' % config.trace_seconds_limit)
-
-    def provenance(self, value, what):
-        """The ``Source`` of an outside object, or None for an object the call made
-        (or a value whose identity no write can reach: a number, a tensor, a tuple,
-        a library object).  Anything else reached the trace without either: an
-        ``InvariantError`` (the call runs imperatively), never a guess."""
-        source = self.source_of(value)
-        if source is not None:
-            return source
-        snapshot = self._snapshots.get(id(value))
-        if snapshot is not None and snapshot[0] is value:
-            raise InvariantError('internal: %s: a copy of an outside %s reached the converted '
-                                 'code in its place' % (what, type(value).__name__))
-        if id(value) in self._made or not self._needs_provenance(value):
-            return None
-        raise InvariantError('internal: %s: a %s object reached the trace with neither a '
-                             'source nor a record that the call made it (janus lost track '
-                             'of where it came from)' % (what, type(value).__name__))
-
-    def _needs_provenance(self, value):
-        """Whether the trace must know where ``value`` came from: whether a write to it,
-        or a read of it, could differ between an outside object and the call's own.
-        Not for immutable values (numbers, strings, tensors, tuples, which the trace
-        follows item by item), janus's own objects, library objects (identity and the
-        library's own business, paper 4.3.1), builtin functions and types, and code
-        this call defined (its code objects)."""
-        kind = type(value)
-        if kind in guards.PRIMITIVES or _is_value(value) or isinstance(value, tuple) \
-                or isinstance(value, (tf.Tensor, tf.Variable)) or kind is scalars.DynamicScalar:
-            return False
-        module = getattr(kind, '__module__', '') or ''
-        if module.startswith('janus.') or whitelist.is_library_object(value):
-            return False
-        if kind in (types.FunctionType, types.GeneratorType):
-            code = getattr(value, '__code__', None) or getattr(value, 'gi_code', None)
-            return code not in self.code_objects and not whitelist.is_library(value)
-        if kind is types.BuiltinFunctionType:
-            owner = value.__self__
-            return not (owner is None or isinstance(owner, types.ModuleType))
-        if kind is types.MethodType:
-            return False   # its __self__ is checked where it is called
-        if isinstance(value, type):
-            # a C type (``numpy.int32``) takes no attribute writes: nothing to track
-            return not (value.__module__ == 'builtins' or whitelist.is_library(value)
-                        or not value.__flags__ & _HEAP_TYPE)
-        if isinstance(value, types.ModuleType):
-            return not whitelist.in_package(value.__name__, whitelist.LIBRARY_PREFIXES)
-        return True
-
-    def is_snapshot(self, value):
-        """Whether ``value`` is a copy standing for an outside container (``snapshot``)."""
-        found = self._snapshots.get(id(value))
-        return found is not None and found[0] is value
-
-    def note_view(self, view, container):
-        """Records ``view`` (``d.items()`` of the copy standing for the outside dict
-        ``container``) so a loop over it checks ``container`` stays unchanged."""
-        self._views[id(view)] = (view, container)
-        self._keep.append(view)
-        return view
-
-    def viewed_container(self, value):
-        """The outside dict whose keys/values/items ``value`` is, or None."""
-        found = self._views.get(id(value))
-        return found[1] if found is not None and found[0] is value else None
-
-    def snapshot(self, copy, original):
-        """Records ``copy`` as standing for the outside container ``original`` (made
-        by the call, but never to be written or handed out in its place)."""
-        if copy is not original:
-            self._snapshots[id(copy)] = (copy, original)
-            self._keep.append(copy)
-        return copy
 
     def add_guard(self, kind, source, expected):
         observation = _OBSERVATIONS.get(kind)
@@ -571,7 +251,7 @@ class TraceContext:
             return value
         if whitelist.is_numpy_callable(value):   # ``np.sqrt``: a call of it decides (calls.py)
             self.add_guard(GuardKind.ID_MATCH, source, value)
-            self._remember(source, value)
+            self.provenance.remember(source, value)
             return value
         if arrays.is_stand_in(value):
             return value   # an argument's, or read before: its guards are taken
@@ -591,17 +271,17 @@ class TraceContext:
             return value
         if kind in (list, dict) or isinstance(value, tuple):
             self.add_guard(GuardKind.TYPE_MATCH, source, kind)   # contents: guard_deep, lazily
-            stand_in = self._stand_ins.get(id(value))
-            if stand_in is not None and stand_in[0] is value:
+            stand_in = self.provenance.stand_in_for(value)
+            if stand_in is not None:
                 # The caller's container the trace also has as a (rebuilt) argument: one
                 # object, as eagerly; ALIAS_MATCH keeps them one on later calls.
-                self._alias(source, stand_in[1])
-                return stand_in[1]
+                self.provenance.alias(source, stand_in)
+                return stand_in
         elif whitelist.captured_by_identity(value):
             self.add_guard(GuardKind.ID_MATCH, source, value)
         else:
             self.add_guard(GuardKind.TYPE_MATCH, source, kind)
-        self._remember(source, value)
+        self.provenance.remember(source, value)
         if kind is types.BuiltinMethodType and _bound_to_object(value):
             self._guard_owner(source, value)   # ``self.record = self.history.append``
         return value
@@ -610,15 +290,14 @@ class TraceContext:
         """An outside ndarray read at ``source``: a graph input fed from there on every
         run (``shadow_heap.hoist_array``, ARRAY_MATCH); one stand-in per array, however
         often or wherever it is read (ALIAS_MATCH keeps the sources one array)."""
-        found = self._arrays.get(id(value))
-        if found is not None and found[0] is value:
-            stand_in = found[1]
+        stand_in = self.provenance.array_stand_in(value)
+        if stand_in is not None:
             self.add_guard(GuardKind.ARRAY_MATCH, source, (value.dtype, stand_in.shape))
         else:
             hoisted, shape = shadow_heap.hoist_array(self, source, value)
             stand_in = arrays.ArrayStandIn(hoisted, value.dtype, shape)
-            self._arrays[id(value)] = (value, stand_in)
-        self._remember(source, stand_in)   # and ALIAS_MATCH, per source
+            self.provenance.note_array(value, stand_in)
+        self.provenance.remember(source, stand_in)   # and ALIAS_MATCH, per source
         return stand_in
 
     def _guard_owner(self, source, method):
@@ -627,7 +306,7 @@ class TraceContext:
         and written through ``method.__self__`` on every call (the ALIAS_MATCH
         guard keeps which other outside object it is)."""
         owner, where = method.__self__, guards.AttrSource(source, '__self__')
-        known = self.source_of(owner)
+        known = self.provenance.source_of(owner)
         if known is None:
             self.guard_value(where, owner, hoist=False)
         elif isinstance(source, guards.AttrSource) and known.uid() == source.base.uid() \
@@ -640,13 +319,13 @@ class TraceContext:
                                                                            '__dict__'),
                                (type(own), source.name, False))
         else:
-            self._remember(where, owner)   # the ALIAS_MATCH guard says which object it is
+            self.provenance.remember(where, owner)   # the ALIAS_MATCH guard says which object it is
 
     def guard_deep(self, value, depth=0):
         """Guards the length and every item of an outside container code will read
         (``==``, ``in`` with a key that is not a constant): what its model
         (``janus/pytypes.py``) lets janus guard, or ``Unsupported``."""
-        source = self.source_of(value)
+        source = self.provenance.source_of(value)
         if source is None or depth > 8:
             return
         if id(value) in self.heap.changed:
@@ -687,7 +366,7 @@ class TraceContext:
         """An outside set or frozenset as this point of the call sees it (guarded whole,
         this call's adds and discards applied), for order-free observations only:
         truth, ``len``, ``in``, comparisons."""
-        self.guard_set(self.source_of(value), value)
+        self.guard_set(self.provenance.source_of(value), value)
         copy = set(value)
         for method, args in self.heap.pending.get(id(value), ()):
             getattr(copy, method)(*args)
@@ -700,7 +379,7 @@ class TraceContext:
         have contents (``pytypes.has_items``); another outside container at the top
         refuses (a set's order is not one janus can reproduce; a Counter's items are
         not modelled), and any other value is itself."""
-        source = self.source_of(value)
+        source = self.provenance.source_of(value)
         if source is None or depth > 8:
             return value
         if not pytypes.has_items(value):
@@ -729,7 +408,7 @@ class TraceContext:
                 copy = collections.deque([deep(v) for v in copy], copy.maxlen)
             else:
                 copy = [deep(v) for v in copy]
-        return self.snapshot(copy, value)
+        return self.provenance.snapshot(copy, value)
 
     def view(self, value):
         """An outside container's items as this point of the call sees them, one level
@@ -739,7 +418,7 @@ class TraceContext:
         guarded reads of each item: a tensor re-read every run, a number guarded, and
         a container or any other object the very object, with its ``ItemSource``, so
         writes through it reach the real one (eager hands out the items themselves)."""
-        source = self.source_of(value)
+        source = self.provenance.source_of(value)
         if source is None:
             return value
         model = pytypes.model_of(value)
@@ -760,7 +439,7 @@ class TraceContext:
                 copy = type(value)(*items)   # a namedtuple
         for method, args in self.heap.pending.get(id(value), ()):
             getattr(copy, method)(*args)   # this call's appends/updates, in program order
-        return self.snapshot(copy, value)
+        return self.provenance.snapshot(copy, value)
 
     def _contents_before_changes(self, source, value, depth):
         if self._guard_flat_constants(source, value):
@@ -815,7 +494,7 @@ class TraceContext:
         """A function the trace runs converted.  Its site ids name the nodes the
         profiler recorded: both come from one ``pyct.frontend.front_end`` of the code."""
         self.converted[code] = converted
-        self.code_objects |= converted.code_objects
+        self.code_objects.update(converted.code_objects)   # one set, the provenance's too
 
     # -- assumptions -----------------------------------------------------
     def decide(self, key):
@@ -863,22 +542,9 @@ class TraceContext:
         return gated
 
 
-# Immutable values whose identity no write can reach: builtin ones, and NumPy's
-# scalars (``tf.get_static_value(t) == 2`` gives an ``np.bool_``).
-_VALUE_TYPES = (frozenset, range, slice, type(Ellipsis), type(NotImplemented))
-
-
 def is_numpy_scalar(value):
     """A NumPy number or bool: immutable, compared by value like a Python constant."""
     return isinstance(value, (np.number, np.bool_))
-
-
-_HEAP_TYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a ``class`` statement
-
-
-def _is_value(value):
-    return type(value) in _VALUE_TYPES or (isinstance(value, np.generic)
-                                           and not isinstance(value, np.void))
 
 
 def _bound_to_object(method):

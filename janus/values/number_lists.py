@@ -51,7 +51,7 @@ def relaxed_source(ctx, value):
     input, else None.  A list the call changed keeps its contents."""
     if type(value) not in (list, tuple) or ctx.heap.differs(value):
         return None
-    source = ctx.source_of(value)
+    source = ctx.provenance.source_of(value)
     if source is None or guards.numbers_key(source) not in ctx.plan.dynamic_scalars:
         return None
     return source if guards.numbers_dtype(value) is not None else None

@@ -617,7 +617,7 @@ def python_call(fn, tensors, kind):
         return np.asarray(result, dtype=DTYPES[kind].as_numpy_dtype)
     with fallible.not_the_users():
         out = tf.numpy_function(run, tensors, DTYPES[kind], stateful=False)
-    functions = current().host_functions
+    functions = current().host.functions
     if functions is not None:   # graphgen/hostcheck.py may run it before the graph instead
         functions[out.op] = (run, DTYPES[kind])
     return as_scalar(out)
