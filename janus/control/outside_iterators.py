@@ -85,7 +85,7 @@ def outside_items(ctx: TraceContext, iterator: Any, source: Source) -> _Pulls:
     sequence, position = sources.iterator_state(iterator)
     known = ctx.heap.read(iterator, POSITION)
     if known is MISSING:
-        ctx.add_guard(GuardKind.VALUE_MATCH, guards.IteratorPositionSource(source), position)
+        ctx.guards.add(GuardKind.VALUE_MATCH, guards.IteratorPositionSource(source), position)
     elif scalars.is_dynamic(known) or not isinstance(known, int):
         raise Unsupported(Reason.OUTSIDE_VALUE,
                           'janus does not convert a loop over a %s that a tensor-dependent '
@@ -96,7 +96,7 @@ def outside_items(ctx: TraceContext, iterator: Any, source: Source) -> _Pulls:
     if position == sources.EXHAUSTED:
         return _Pulls(ctx, iterator, source, LiveItems(ctx, ()), position)
     if type(sequence) is range:   # immutable: its start, stop and step
-        ctx.add_guard(GuardKind.VALUE_MATCH, guards.IteratorSequenceSource(source), sequence)
+        ctx.guards.add(GuardKind.VALUE_MATCH, guards.IteratorSequenceSource(source), sequence)
         return _Pulls(ctx, iterator, source, LiveItems(ctx, tuple(sequence)), position)
     # The trace's own value for it: the rebuilt argument where the list was also
     # passed in (``f(batches, iter(batches))``: one object, as eagerly).

@@ -362,7 +362,7 @@ def loop_iterable(ns: FunctionNamespace, site: int | None, iterable: Any) -> Ite
     if outside_iterators.is_sequence_iterator(iterable):
         return outside_iterators.outside_items(ctx, iterable, source)
     if type(iterable) is range:   # immutable: guarded by start, stop and step
-        ctx.add_guard(GuardKind.VALUE_MATCH, source, iterable)
+        ctx.guards.add(GuardKind.VALUE_MATCH, source, iterable)
         return iter(iterable)
     model = pytypes.model_of(iterable)
     if type(iterable) is list:   # the body's appends and writes are seen, as eagerly
@@ -377,7 +377,7 @@ def loop_iterable(ns: FunctionNamespace, site: int | None, iterable: Any) -> Ite
         if ctx.heap.differs(iterable):
             keys = list(ctx.view(iterable))   # keys as changed so far
         else:
-            ctx.add_guard(GuardKind.KEYS_MATCH, source, list(iterable))
+            ctx.guards.add(GuardKind.KEYS_MATCH, source, list(iterable))
             keys = list(iterable)
         return outside_iterators.unchanged_while_iterated(ctx, iterable, keys)
     raise Unsupported(Reason.OUTSIDE_VALUE,

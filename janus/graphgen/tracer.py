@@ -535,7 +535,7 @@ def trace(fn, converted, bound, signature, plan, heap_shapes=None, distributed=F
                               'an op of this call may fail after a state change janus '
                               'cannot undo (%s), with a Python write before it'
                               % entry.not_undoable)
-    return retrace.TraceResult(entry, frozenset(ctx.evolving))
+    return retrace.TraceResult(entry, frozenset(ctx.guards.evolving))
 
 
 def _fails_before_writes(ctx, entry):
@@ -582,7 +582,7 @@ def _traced_entry(ctx, fn, converted, bound, signature, distributed, number, sta
     return GraphEntry(
         signature=signature, bound_template=bound, concrete=concrete,
         call_time_readers=ctx.host.call_time_readers, output_template=closed.template,
-        writes=closed.writes, host=closed.host, source_guards=ctx.guards,
+        writes=closed.writes, host=closed.host, source_guards=ctx.guards.taken,
         assumptions={a.id: a for a in ctx.assumptions}, inlined=list(ctx.converted.values()),
         assumed_sites=assumed_sites,
         assumed_instead=frozenset(ctx.plan.unbuildable) & frozenset(assumed_sites),
@@ -601,7 +601,7 @@ def _retrace_request(ctx, error, signature, heap_shapes):
     progress that no later trace of the build undoes (``graphgen/build.py``)."""
     if error.reason is Reason.TRACE_TOO_LONG:
         return None   # another trace would take as long
-    evolving = frozenset(ctx.evolving)
+    evolving = frozenset(ctx.guards.evolving)
     failed_sites = ctx.plan.failed()
     if failed_sites:   # a graph break there once the assumption breaks (plan.py)
         return retrace.AssumeInstead(error, evolving, failed_sites)
@@ -663,7 +663,7 @@ def _graph_body(ctx, converted, bound, signature, holder):
         for scalar in _scalar_inputs(placeholders.values()):
             ctx.host.leaves[scalar.tensor.name] = ('flat', scalar.tensor.name, scalar.type)
         arguments = scalars.from_inputs(placeholders)
-        ctx.register_arguments(arguments, signature.opaque)
+        ctx.provenance.register_arguments(arguments, ctx.tensors, signature.opaque)
         call_args = inspect.BoundArguments(bound.signature, arguments)
         tracing.enter_trace(ctx)
         ctx.stack.append(converted)
@@ -759,14 +759,14 @@ def _check_library_left_nothing(ctx):
 def _add_guards_taken_after_the_trace(ctx, bound):
     alias = ctx.provenance.alias_guard(bound.arguments)
     if alias is not None:
-        ctx.guards.append(alias)
+        ctx.guards.take(alias)
     # Taken after the trace: Keras sets its own attributes while it builds a call.
     config_guard = library_config.guard_for(ctx.provenance.kept, ctx.attributes_used)
     if config_guard is not None:
-        ctx.guards.append(config_guard)
+        ctx.guards.take(config_guard)
     losses_guard = library_state.guard_for(ctx)
     if losses_guard is not None:
-        ctx.guards.append(losses_guard)
+        ctx.guards.take(losses_guard)
 
 
 def _assert_acyclic(graph):

@@ -361,7 +361,7 @@ def hoist_tensor(ctx, source, value):
         ctx.shapes[key] = shape
     shape = call_signature.specialized(shape)
     spec = tf.TensorSpec(shape, value.dtype)
-    ctx.add_guard(guards.GuardKind.TENSOR_MATCH, source, (value.dtype, shape))
+    ctx.guards.add(guards.GuardKind.TENSOR_MATCH, source, (value.dtype, shape))
 
     def read_now():
         return source.value(_call_arguments(), {})
@@ -385,7 +385,7 @@ def hoist_array(ctx, source, value):
         shape = call_signature.widen_shape(previous, shape) if previous is not None else shape
         ctx.shapes[key] = shape
     shape = tuple(call_signature.specialized(shape).as_list())
-    ctx.add_guard(guards.GuardKind.ARRAY_MATCH, source, (value.dtype, shape))
+    ctx.guards.add(guards.GuardKind.ARRAY_MATCH, source, (value.dtype, shape))
 
     def read_now():
         return arrays.feed(source.value(_call_arguments(), {}))
@@ -404,7 +404,7 @@ def hoist_numbers(ctx, source, value, natural, dtype=None):
     relaxes a list to this after its values changed between calls
     (``tf.one_hot(actions, n)`` with this episode's actions)."""
     dtype = natural if dtype is None else dtype
-    ctx.add_guard(guards.GuardKind.NUMBERS_MATCH, source, (type(value), natural))
+    ctx.guards.add(guards.GuardKind.NUMBERS_MATCH, source, (type(value), natural))
 
     def read_now():
         return tf.constant(source.value(_call_arguments(), {}), dtype)
@@ -419,7 +419,7 @@ def hoist_scalar(ctx, source, kind):
     """A call-time graph input that re-reads the relaxed Python number at ``source``
     (``self.step``): a scalar int64/float64, guarded by type and range only."""
     dtype = {int: tf.int64, float: tf.float64, bool: tf.bool}[kind]
-    ctx.add_guard(guards.GuardKind.SCALAR_MATCH, source, kind)
+    ctx.guards.add(guards.GuardKind.SCALAR_MATCH, source, kind)
 
     tensors = call_signature.ScalarTensors(kind)
 
@@ -486,7 +486,7 @@ def handle_input(ctx, source):
 def read_op(ctx, source, value):
     """``obj.name`` / ``obj[key]`` of a tensor, read in the graph by a Janus>Py* op."""
     shape = value.shape
-    ctx.add_guard(guards.GuardKind.TENSOR_MATCH, source, (value.dtype, shape))
+    ctx.guards.add(guards.GuardKind.TENSOR_MATCH, source, (value.dtype, shape))
     base = handle_input(ctx, source.base)
     if isinstance(source, guards.AttrSource):
         return heap.py_get_attr(run_id_input(ctx), base, source.name, value.dtype, shape)

@@ -297,7 +297,7 @@ class RecursionBuild:
                 self._table_now, tf.TensorSpec([None, None], tf.int64), key=key)
         if ctx.host.call_time_readers is not None:
             ctx.host.call_time_readers.setdefault(key, self._table_now)
-        ctx.guards.append(structures.StructureGuard(self.encoder, self.label))
+        ctx.guards.take(structures.StructureGuard(self.encoder, self.label))
 
     def describe(self):
         """One line for explain: the function, its graph, what it reads and threads."""
@@ -1161,7 +1161,7 @@ def _rebuilt_argument(ctx, source, value):
         return None   # a node object: the very object, whatever holds it
     while isinstance(source, ItemSource):
         source = source.base
-    if isinstance(source, ArgSource) and source.name not in ctx.opaque_arguments:
+    if isinstance(source, ArgSource) and source.name not in ctx.provenance.opaque_arguments:
         return source.name
     return None
 

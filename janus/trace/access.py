@@ -96,7 +96,7 @@ def store(ns, name, value):
     else:
         write = Write(WriteKind.GLOBAL, None, name, value, ns.globals)
         source = guards.GlobalSource(ns.globals, name, ns.builtins)
-    ctx.note_number_write(source, value)
+    ctx.guards.note_number_write(source, value)
     ctx.heap.write(_namespace_of(ns, name), Slot.name(name), write)
 
 
@@ -162,7 +162,7 @@ def _draw_method(ctx, generator, source, name):
     """``rng.uniform`` of a random generator (``host_draws.py`` makes the draw): a new
     bound method each read, fixed by the generator's type and by its instance dict not
     holding the name (the generator itself is guarded by identity where it draws)."""
-    ctx.add_guard(GuardKind.TYPE_MATCH, source, type(generator))
+    ctx.guards.add(GuardKind.TYPE_MATCH, source, type(generator))
     _guard_found_without_getattr(ctx, generator, source, name)
     return getattr(generator, name)
 
@@ -181,7 +181,7 @@ def _guard_found_without_getattr(ctx, obj, source, name):
     next read does not either."""
     own = getattr(obj, '__dict__', None)
     if own is not None:
-        ctx.add_guard(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
+        ctx.guards.add(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
                       (type(own), name, name in own))
 
 
@@ -432,7 +432,7 @@ def _class_attribute_written(ctx, obj, source, name):
         if written is not MISSING:
             return written
         found = name in namespace
-        ctx.add_guard(GuardKind.CONTAINS_MATCH, where, (type(namespace), name, found))
+        ctx.guards.add(GuardKind.CONTAINS_MATCH, where, (type(namespace), name, found))
         if found:
             return MISSING
     return MISSING
@@ -469,7 +469,7 @@ def setattr_(obj, name, value):
     else:
         _check_plain_attribute(obj, name, writing=True, value=value)
     ctx.attributes_used.setdefault(id(obj), set()).add(name)
-    ctx.note_number_write(guards.AttrSource(source, name), value)
+    ctx.guards.note_number_write(guards.AttrSource(source, name), value)
     if not plain_class and type(obj).__setattr__ is not object.__setattr__ \
             and _tracked_copy(value):
         # Keras's tracking keeps a copy (``layer.outs is lst`` is False eagerly too).
@@ -559,7 +559,7 @@ def _set_learning_rate(ctx, obj, source, value):
     """Keras's setter assigns the rate variable: run it now, in the graph, in program
     order (an ``apply_gradients`` later in the step must see the new rate).  Guarded:
     the optimizer keeps that variable (a schedule set later is another program)."""
-    ctx.add_guard(guards.GuardKind.ID_MATCH, guards.AttrSource(source, '_learning_rate'),
+    ctx.guards.add(guards.GuardKind.ID_MATCH, guards.AttrSource(source, '_learning_rate'),
                   obj._learning_rate)
     obj.learning_rate = value
 
@@ -681,7 +681,7 @@ def _list_index(ctx, obj, source, key):
                           'index %d out of range of a %s of %d from outside the call'
                           % (key, type(obj).__name__, len(obj)))
     if key < 0:
-        ctx.add_guard(GuardKind.LEN_MATCH, source, (type(obj), len(obj)))
+        ctx.guards.add(GuardKind.LEN_MATCH, source, (type(obj), len(obj)))
         key += len(obj)
     return key
 
@@ -744,7 +744,7 @@ def _check_list_index(ctx, obj, source, key):
                           'janus does not convert writing item %d of a list of %d from '
                           'outside the call (Python raises IndexError unless the call grew '
                           'it first)' % (key, len(obj)))
-    ctx.add_guard(GuardKind.LEN_MATCH, source, (type(obj), len(obj)))
+    ctx.guards.add(GuardKind.LEN_MATCH, source, (type(obj), len(obj)))
 
 
 def enter(manager):

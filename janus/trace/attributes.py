@@ -102,7 +102,7 @@ def _user_code(obj: Any, name: str,
     klass, function = getattr_hook
     if not _is_user_function(function) or getattr(obj, '__dict__', None) is None:
         return None
-    ctx.add_guard(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
+    ctx.guards.add(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
                   (dict, name, False))
     _guard_class_entry(ctx, klass, '__getattr__', function)
     if not ctx.heap.writes and _is_pure_lookup(function, obj):
@@ -207,4 +207,4 @@ def _is_user_function(function: object) -> bool:
 def _guard_class_entry(ctx: TraceContext, klass: type, name: str, expected: object) -> None:
     """The class still holds ``expected`` under ``name`` (a property, ``__getattr__``)."""
     namespace = guards.AttrSource(guards.ObjectSource(klass), '__dict__')
-    ctx.add_guard(GuardKind.ID_MATCH, guards.ItemSource(namespace, name), expected)
+    ctx.guards.add(GuardKind.ID_MATCH, guards.ItemSource(namespace, name), expected)

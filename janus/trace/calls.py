@@ -423,7 +423,7 @@ def _attribute_builtin(ctx, callee, obj, name, *default):
     except AttributeError:
         source = ctx.provenance.source_of(obj)
         if source is not None:
-            ctx.add_guard(GuardKind.HASATTR_MATCH, source, (name, False))
+            ctx.guards.add(GuardKind.HASATTR_MATCH, source, (name, False))
         if callee is hasattr:
             return False
         if default:

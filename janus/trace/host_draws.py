@@ -127,7 +127,7 @@ def draw(callee: Any, args: Sequence[Any],
     if source is None and not _module_generator(receiver):
         return None   # a generator the call made: drawn in Python, with the statement
     if source is not None:
-        ctx.add_guard(guards.GuardKind.ID_MATCH, source, receiver)
+        ctx.guards.add(guards.GuardKind.ID_MATCH, source, receiver)
     return _fed_draw(ctx, callee, receiver, args, kwargs, kind[0], key)
 
 

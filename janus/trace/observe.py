@@ -218,7 +218,7 @@ def truth(value):
         if _changed(ctx, value):
             return bool(_now(ctx, value))   # its length is guarded by contents
         outcome = bool(value)
-        ctx.add_guard(GuardKind.TRUTH_MATCH, source, (type(value), outcome))
+        ctx.guards.add(GuardKind.TRUTH_MATCH, source, (type(value), outcome))
         return outcome
     refuse_opaque(value, ('__bool__', '__len__'), 'the truth value of')
     return bool(value)
@@ -235,9 +235,9 @@ def size_of(callee, value):
     if type(value) is list and ctx.top_graph is not None:
         length = guards.LenSource(source)
         if ctx.plan.is_dynamic_scalar(length):   # relaxed: one graph for every length
-            ctx.add_guard(GuardKind.TYPE_MATCH, source, list)
+            ctx.guards.add(GuardKind.TYPE_MATCH, source, list)
             return scalars.read_relaxed(ctx, length, len(value))
-    ctx.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+    ctx.guards.add(GuardKind.LEN_MATCH, source, (type(value), len(value)))
     return len(value)
 
 
@@ -399,7 +399,7 @@ def _contains(ctx, container, key):
         return key in _now(ctx, container)   # every item guarded by contents
     if pytypes.is_constant(key) and not _holds_nan(key):
         found = key in container
-        ctx.add_guard(GuardKind.CONTAINS_MATCH, source, (type(container), key, found))
+        ctx.guards.add(GuardKind.CONTAINS_MATCH, source, (type(container), key, found))
         return found
     if not pytypes.has_items(container):
         raise Unsupported(Reason.OUTSIDE_VALUE,

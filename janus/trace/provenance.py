@@ -18,7 +18,7 @@ from janus import guards
 from janus.errors import InvariantError, Unsupported
 from janus.reasons import Reason
 from janus.library import whitelist
-from janus.values import scalars
+from janus.values import arrays, scalars
 
 # Immutable values whose identity no write can reach: builtin ones, and NumPy's
 # scalars (``tf.get_static_value(t) == 2`` gives an ``np.bool_``).
@@ -29,6 +29,17 @@ _HEAP_TYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a ``class`` stateme
 def _is_value(value):
     return type(value) in _VALUE_TYPES or (isinstance(value, np.generic)
                                            and not isinstance(value, np.void))
+
+
+def is_numpy_scalar(value):
+    """A NumPy number or bool: immutable, compared by value like a Python constant."""
+    return isinstance(value, (np.number, np.bool_))
+
+
+def bound_to_object(method):
+    """A builtin method bound to an object (``lst.append``), not a module's function."""
+    owner = getattr(method, '__self__', None)
+    return owner is not None and not isinstance(owner, types.ModuleType)
 
 
 def _found(table, value):
@@ -42,6 +53,7 @@ def _found(table, value):
 class Provenance:
     """Sources of outside objects, the objects the call made, and the trace's stand-ins
     for outside ones (copies, rebuilt argument containers, arrays, NumPy scalars)."""
+    call_arguments: dict   # the real call's (the trace sees rebuilt containers)
     # code objects the trace converted (the context's ``code_objects``, shared): functions
     # and generators of that code are the call's own
     code_objects: set
@@ -59,6 +71,61 @@ class Provenance:
     arrays: dict = dataclasses.field(default_factory=dict)   # id(outside ndarray) -> (it, ArrayStandIn)
     # id(a NumPy scalar argument) -> (it, its ArgSource...)
     numpy_scalars: dict = dataclasses.field(default_factory=dict)
+    opaque_arguments: frozenset = frozenset()   # list arguments passed as themselves
+
+    # -- arguments -------------------------------------------------------
+    def register_arguments(self, arguments, tensors, opaque=frozenset()):
+        """Gives the objects the trace sees as arguments (containers rebuilt around
+        placeholders, other objects themselves) their ``ArgSource``, their tensors to
+        ``tensors`` (the trace's ``TensorIdentity``); an ``opaque`` list is the caller's
+        own list: its items are read through its source, at run time, like an
+        attribute's list."""
+        self.opaque_arguments = frozenset(opaque)
+        for name, value in arguments.items():
+            if name in opaque:
+                self.remember(guards.ArgSource(name), value)
+            else:
+                self._register_argument(guards.ArgSource(name), value, tensors, set())
+
+    def _register_argument(self, source, value, tensors, visiting):
+        if isinstance(value, tf.Tensor):
+            tensors.register(source, value)
+            return
+        if type(value) in guards.PRIMITIVES or type(value) is scalars.DynamicScalar:
+            return
+        if is_numpy_scalar(value):   # a constant (VALUE_MATCH), returned as the caller's own
+            self.numpy_scalars.setdefault(id(value), (value, source))
+            return
+        self.remember(source, value)
+        if arrays.is_stand_in(value):   # the same ndarray read elsewhere is this stand-in
+            self.note_array(source.value(self.call_arguments, {}), value)
+            return
+        if type(value) in (list, dict) or isinstance(value, tuple):
+            self._note_stand_in(source, value)
+        if isinstance(value, types.MethodType) or (type(value) is types.BuiltinMethodType
+                                                   and bound_to_object(value)):
+            # obj.method / lst.append passed: obj is outside too
+            self._register_argument(guards.AttrSource(source, '__self__'), value.__self__,
+                                    tensors, visiting)
+            return
+        if id(value) in visiting:
+            return   # a cyclic argument: its items were registered on the way in
+        visiting.add(id(value))
+        if type(value) is list or isinstance(value, tuple):
+            for i, item in enumerate(value):
+                self._register_argument(guards.ItemSource(source, i), item, tensors, visiting)
+        elif type(value) is dict:
+            for key, item in value.items():
+                self._register_argument(guards.ItemSource(source, key), item, tensors,
+                                        visiting)
+
+    def _note_stand_in(self, source, value):
+        """The rebuilt argument container ``value`` stands for the caller's own object:
+        the same object read through an attribute (``f(x, m.items)``) is that one
+        object in the trace too (``TraceContext.guard_value``), as eagerly."""
+        real = source.value(self.call_arguments, {})
+        if real is not value:
+            self.stand_ins.setdefault(id(real), (real, value))
 
     # -- sources ---------------------------------------------------------
     def source_of(self, value):
@@ -97,11 +164,6 @@ class Provenance:
         return guards.AliasGuard(sources, guards.AliasGuard.partition(sources, arguments))
 
     # -- stand-ins for outside objects -----------------------------------
-    def note_stand_in(self, real, value):
-        """The rebuilt argument container ``value`` stands for the caller's ``real`` one."""
-        if real is not value:
-            self.stand_ins.setdefault(id(real), (real, value))
-
     def stand_in_for(self, real):
         """The rebuilt argument container standing for the caller's ``real`` one, or None."""
         found = _found(self.stand_ins, real)
@@ -116,9 +178,6 @@ class Provenance:
         """The stand-in of the outside ndarray ``real``, or None."""
         found = _found(self.arrays, real)
         return found[1] if found is not None else None
-
-    def note_numpy_scalar(self, value, source):
-        self.numpy_scalars.setdefault(id(value), (value, source))
 
     def numpy_scalar_source(self, value):
         """Where a NumPy scalar argument came from (eager returns that very object), or
@@ -258,7 +317,6 @@ class TensorIdentity:
     tensors, a tf.cond's merges (one of two sides), a tf.while_loop's tensors (whichever
     the last iteration left).  ``is`` and writes to outside state ask it."""
     provenance: Provenance   # an ``is`` between two inputs joins the ALIAS_MATCH partition
-    call_arguments: dict     # the real call's (the trace sees rebuilt containers)
     passed_through: dict = dataclasses.field(default_factory=dict)   # id(input) -> (source, it)
     inputs: dict = dataclasses.field(default_factory=dict)   # the same for every graph input
     # id(a tensor two sides of a tf.cond gave) -> (it, pred, t, f)
@@ -406,5 +464,5 @@ class TensorIdentity:
         sources = [self.inputs[id(tensor)][0] for tensor in (left, right)]
         for source in sources:
             self.provenance.alias(source, None)
-        first, second = (source.value(self.call_arguments, {}) for source in sources)
+        first, second = (source.value(self.provenance.call_arguments, {}) for source in sources)
         return first is second

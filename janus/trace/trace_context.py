@@ -13,7 +13,6 @@ import enum
 import time
 import types
 
-import numpy as np
 import tensorflow as tf
 
 from janus import guards, pytypes
@@ -65,6 +64,52 @@ class RecursionState:
 
 
 @dataclasses.dataclass
+class GuardSet:
+    """The guards one trace takes, each once, in order (the graph's ``source_guards``),
+    and the numbers the call rewrites (``evolving``)."""
+    taken: list = dataclasses.field(default_factory=list)
+    keys: set = dataclasses.field(default_factory=set)   # what each SourceGuard taken looks at
+    number_writes: dict = dataclasses.field(default_factory=dict)   # uid -> name, rewritten numbers
+
+    def add(self, kind, source, expected):
+        """Takes a ``SourceGuard`` (once per kind and source, and per key or attribute name
+        looked up)."""
+        observation = _OBSERVATIONS.get(kind)
+        if observation is not None:   # default-deny by the type table (DESIGN.md)
+            model = pytypes.model_of_type(expected[0])
+            if (model is None or observation not in model.observes) \
+                    and not _class_namespace(kind, source, expected):
+                raise InvariantError('internal: a %s guard on a %s, whose %s janus does not '
+                                     'model' % (kind.value, expected[0].__name__, observation))
+        key = (kind, source.uid())
+        if kind is GuardKind.CONTAINS_MATCH:
+            key += (type(expected[1]), expected[1])   # one guard per key looked up
+        elif kind is GuardKind.HASATTR_MATCH:
+            key += (expected[0],)                     # one guard per attribute name
+        if key not in self.keys:
+            self.keys.add(key)
+            self.taken.append(guards.SourceGuard(kind, source, expected))
+
+    def take(self, guard):
+        """Takes a guard of another kind (aliasing, a structure, library settings) as is."""
+        self.taken.append(guard)
+
+    def note_number_write(self, source, value):
+        """A write of a number to ``source``.  If the trace also read a Python number
+        there as a constant (VALUE_MATCH, before or after the write), the function
+        evolves it (``self.step += 1``), so the next call would miss; the janus
+        function makes it dynamic before caching the graph (``evolving``)."""
+        if type(value) in (int, float) or type(value) is scalars.DynamicScalar:
+            self.number_writes.setdefault(source.uid(), repr(source))
+
+    @property
+    def evolving(self):
+        """(uid, name) of the numbers the trace read as constants and the call rewrites."""
+        return {(uid, name) for uid, name in self.number_writes.items()
+                if (GuardKind.VALUE_MATCH, uid) in self.keys}
+
+
+@dataclasses.dataclass
 class HostState:
     """What the host program of the trace's graph reads (``graphgen/hostcheck.py``): None
     while the trace collects none (a context of no graph, as in tests), then a dict."""
@@ -107,14 +152,13 @@ class TraceContext:
         self.library_preimages = {}   # lists Keras changed at trace time -> contents before
         self.has_mutations = False     # the graph changes state (tracer.defer_state_updates)
         self.safe_error_ops = None     # ops that run before any state change (tracer.py)
-        self.guards = []
-        self._guard_keys = set()
+        self.guards = GuardSet()
         self.assumptions = []
         self.assert_ops = []
         self.converted = {}    # code object -> Converted, for to_code/explain
         self.code_objects = set()
-        self.provenance = provenance.Provenance(self.code_objects)
-        self.tensors = provenance.TensorIdentity(self.provenance, arguments)
+        self.provenance = provenance.Provenance(arguments, self.code_objects)
+        self.tensors = provenance.TensorIdentity(self.provenance)
         self.stack = []
         self.needs_value = frozenset()   # (uid, name) of dynamic scalars a use needed the value of
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
@@ -123,67 +167,14 @@ class TraceContext:
         # back; access.py); templated only in its own write (tracer._write_templates)
         self.tracked_copies = {}
         self.tracked_templating = frozenset()   # of those, the ids the write templated now
-        self._number_writes = {}   # uid -> name: number locations the call rewrites
         self.try_regions = []   # control/exceptions.TryRegion of every try body traced
         self.recursion = RecursionState()   # the recursion feature's own (recursion/recursion.py)
-        self.opaque_arguments = frozenset()   # list arguments passed as themselves
         # list arguments a recursion's roots are in, rebuilt by the signature: passed
         # whole in the next trace (``retrace.PassWhole``)
         self.whole_arguments = set()
         self.written_objects = {}   # id -> outside object whose attribute the call wrote
 
     # -- sources ---------------------------------------------------------
-    def register_arguments(self, arguments, opaque=frozenset()):
-        """Gives the objects the trace sees as arguments (containers rebuilt around
-        placeholders, other objects themselves) their ``ArgSource``; an ``opaque``
-        list is the caller's own list: its items are read through its source, at run
-        time, like an attribute's list."""
-        self.opaque_arguments = frozenset(opaque)
-        for name, value in arguments.items():
-            if name in opaque:
-                self.provenance.remember(guards.ArgSource(name), value)
-            else:
-                self._register_argument(guards.ArgSource(name), value, set())
-
-    def _register_argument(self, source, value, visiting):
-        if isinstance(value, tf.Tensor):
-            self.tensors.register(source, value)
-            return
-        if type(value) in guards.PRIMITIVES or type(value) is scalars.DynamicScalar:
-            return
-        if is_numpy_scalar(value):   # a constant (VALUE_MATCH), returned as the caller's own
-            self.provenance.note_numpy_scalar(value, source)
-            return
-        self.provenance.remember(source, value)
-        if arrays.is_stand_in(value):   # the same ndarray read elsewhere is this stand-in
-            real = source.value(self.call_arguments, {})
-            self.provenance.note_array(real, value)
-            return
-        if type(value) in (list, dict) or isinstance(value, tuple):
-            self._stand_in(source, value)
-        if isinstance(value, types.MethodType) or (type(value) is types.BuiltinMethodType
-                                                   and _bound_to_object(value)):
-            # obj.method / lst.append passed: obj is outside too
-            self._register_argument(guards.AttrSource(source, '__self__'), value.__self__,
-                                    visiting)
-            return
-        if id(value) in visiting:
-            return   # a cyclic argument: its items were registered on the way in
-        visiting.add(id(value))
-        if type(value) is list or isinstance(value, tuple):
-            for i, item in enumerate(value):
-                self._register_argument(guards.ItemSource(source, i), item, visiting)
-        elif type(value) is dict:
-            for key, item in value.items():
-                self._register_argument(guards.ItemSource(source, key), item, visiting)
-
-    def _stand_in(self, source, value):
-        """The rebuilt argument container ``value`` stands for the caller's own object:
-        the same object read through an attribute (``f(x, m.items)``) is that one
-        object in the trace too (``guard_value``), as eagerly."""
-        real = source.value(self.call_arguments, {})
-        self.provenance.note_stand_in(real, value)
-
     def register_default(self, fn, name, value):
         """A callee's default argument: an outside object, written through the heap."""
         if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
@@ -197,37 +188,6 @@ class TraceContext:
             raise TraceBudgetExceeded('tracing took more than %g s (janus.config.'
                                       'trace_seconds_limit)' % config.trace_seconds_limit)
 
-    def add_guard(self, kind, source, expected):
-        observation = _OBSERVATIONS.get(kind)
-        if observation is not None:   # default-deny by the type table (DESIGN.md)
-            model = pytypes.model_of_type(expected[0])
-            if (model is None or observation not in model.observes) \
-                    and not _class_namespace(kind, source, expected):
-                raise InvariantError('internal: a %s guard on a %s, whose %s janus does not '
-                                     'model' % (kind.value, expected[0].__name__, observation))
-        key = (kind, source.uid())
-        if kind is GuardKind.CONTAINS_MATCH:
-            key += (type(expected[1]), expected[1])   # one guard per key looked up
-        elif kind is GuardKind.HASATTR_MATCH:
-            key += (expected[0],)                     # one guard per attribute name
-        if key not in self._guard_keys:
-            self._guard_keys.add(key)
-            self.guards.append(guards.SourceGuard(kind, source, expected))
-
-    def note_number_write(self, source, value):
-        """A write of a number to ``source``.  If the trace also read a Python number
-        there as a constant (VALUE_MATCH, before or after the write), the function
-        evolves it (``self.step += 1``), so the next call would miss; the janus
-        function makes it dynamic before caching the graph (``evolving``)."""
-        if type(value) in (int, float) or type(value) is scalars.DynamicScalar:
-            self._number_writes.setdefault(source.uid(), repr(source))
-
-    @property
-    def evolving(self):
-        """(uid, name) of the numbers the trace read as constants and the call rewrites."""
-        return {(uid, name) for uid, name in self._number_writes.items()
-                if (GuardKind.VALUE_MATCH, uid) in self._guard_keys}
-
     def guard_value(self, source, value, hoist=True):
         """Guards a value read from ``source``, remembers where it lives, and returns
         what the trace should use: the value, or for a tensor a hoisted graph input."""
@@ -237,7 +197,7 @@ class TraceContext:
                 dynamic = scalars.read_relaxed(self, source, value)
                 if dynamic is not None:
                     return dynamic
-            self.add_guard(GuardKind.VALUE_MATCH, source, value)
+            self.guards.add(GuardKind.VALUE_MATCH, source, value)
             return value
         if kind is guards.EagerTensor and hoist and self.top_graph is not None:
             return shadow_heap.hoist_tensor(self, source, value)
@@ -247,18 +207,18 @@ class TraceContext:
             # relaxed number of a container argument (its signature node guards it).
             return value
         if isinstance(value, enum.Enum):
-            self.add_guard(GuardKind.ID_MATCH, source, value)   # Mode.EVAL is not Mode.TRAIN
+            self.guards.add(GuardKind.ID_MATCH, source, value)   # Mode.EVAL is not Mode.TRAIN
             return value
         if whitelist.is_numpy_callable(value):   # ``np.sqrt``: a call of it decides (calls.py)
-            self.add_guard(GuardKind.ID_MATCH, source, value)
+            self.guards.add(GuardKind.ID_MATCH, source, value)
             self.provenance.remember(source, value)
             return value
         if arrays.is_stand_in(value):
             return value   # an argument's, or read before: its guards are taken
         if arrays.is_numeric_array(value) and hoist and self.top_graph is not None:
             return self._array(source, value)
-        if is_numpy_scalar(value):   # ``self.scale = np.float32(2)``: a constant, by value
-            self.add_guard(GuardKind.VALUE_MATCH, source, value)
+        if provenance.is_numpy_scalar(value):   # ``self.scale = np.float32(2)``: a constant, by value
+            self.guards.add(GuardKind.VALUE_MATCH, source, value)
             return value
         if type(value).__module__ == 'numpy':
             raise Unsupported(Reason.NUMPY_GLOBAL,
@@ -266,11 +226,11 @@ class TraceContext:
                               'the call (it would be frozen into the graph); keep it in a '
                               'tf.Variable or pass a tensor' % (source,))
         if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
-            self.add_guard(GuardKind.METHOD_MATCH, source, value.__func__)
+            self.guards.add(GuardKind.METHOD_MATCH, source, value.__func__)
             self._guard_owner(source, value)
             return value
         if kind in (list, dict) or isinstance(value, tuple):
-            self.add_guard(GuardKind.TYPE_MATCH, source, kind)   # contents: guard_deep, lazily
+            self.guards.add(GuardKind.TYPE_MATCH, source, kind)   # contents: guard_deep, lazily
             stand_in = self.provenance.stand_in_for(value)
             if stand_in is not None:
                 # The caller's container the trace also has as a (rebuilt) argument: one
@@ -278,11 +238,11 @@ class TraceContext:
                 self.provenance.alias(source, stand_in)
                 return stand_in
         elif whitelist.captured_by_identity(value):
-            self.add_guard(GuardKind.ID_MATCH, source, value)
+            self.guards.add(GuardKind.ID_MATCH, source, value)
         else:
-            self.add_guard(GuardKind.TYPE_MATCH, source, kind)
+            self.guards.add(GuardKind.TYPE_MATCH, source, kind)
         self.provenance.remember(source, value)
-        if kind is types.BuiltinMethodType and _bound_to_object(value):
+        if kind is types.BuiltinMethodType and provenance.bound_to_object(value):
             self._guard_owner(source, value)   # ``self.record = self.history.append``
         return value
 
@@ -292,7 +252,7 @@ class TraceContext:
         often or wherever it is read (ALIAS_MATCH keeps the sources one array)."""
         stand_in = self.provenance.array_stand_in(value)
         if stand_in is not None:
-            self.add_guard(GuardKind.ARRAY_MATCH, source, (value.dtype, stand_in.shape))
+            self.guards.add(GuardKind.ARRAY_MATCH, source, (value.dtype, stand_in.shape))
         else:
             hoisted, shape = shadow_heap.hoist_array(self, source, value)
             stand_in = arrays.ArrayStandIn(hoisted, value.dtype, shape)
@@ -315,7 +275,7 @@ class TraceContext:
             # does not get an attribute of that name (``self.helper = other.helper``).
             own = getattr(owner, '__dict__', None)
             if own is not None:
-                self.add_guard(GuardKind.CONTAINS_MATCH, guards.AttrSource(source.base,
+                self.guards.add(GuardKind.CONTAINS_MATCH, guards.AttrSource(source.base,
                                                                            '__dict__'),
                                (type(own), source.name, False))
         else:
@@ -342,10 +302,10 @@ class TraceContext:
         if self._guard_flat_constants(source, value):
             return
         if model.kind is pytypes.Kind.DICT:
-            self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
+            self.guards.add(GuardKind.KEYS_MATCH, source, list(value))
             items = value.items()
         else:
-            self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+            self.guards.add(GuardKind.LEN_MATCH, source, (type(value), len(value)))
             items = enumerate(value)
         for key, item in items:
             if self.heap.read(value, Slot.item(key)) is not MISSING:
@@ -360,7 +320,7 @@ class TraceContext:
             raise Unsupported(Reason.OUTSIDE_VALUE,
                               'janus converts observing a %s from outside the call only when '
                               'its items are Python constants (not NaN)' % type(value).__name__)
-        self.add_guard(GuardKind.SET_MATCH, source, type(value)(value))
+        self.guards.add(GuardKind.SET_MATCH, source, type(value)(value))
 
     def set_contents(self, value):
         """An outside set or frozenset as this point of the call sees it (guarded whole,
@@ -428,10 +388,10 @@ class TraceContext:
             copy = list(value) if type(value) is list else (
                 dict(value) if type(value) is dict else value)
         elif model.kind is pytypes.Kind.DICT:
-            self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
+            self.guards.add(GuardKind.KEYS_MATCH, source, list(value))
             copy = {k: self._item_now(value, source, k, v) for k, v in value.items()}
         else:
-            self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+            self.guards.add(GuardKind.LEN_MATCH, source, (type(value), len(value)))
             items = [self._item_now(value, source, i, v) for i, v in enumerate(value)]
             if type(value) is tuple or not isinstance(value, tuple):
                 copy = tuple(items) if type(value) is tuple else items
@@ -446,14 +406,14 @@ class TraceContext:
             return type(value)(value) if type(value) in (list, tuple, dict) else list(value)
         kind = pytypes.model_of(value).kind
         if kind is pytypes.Kind.DICT:
-            self.add_guard(GuardKind.KEYS_MATCH, source, list(value))
+            self.guards.add(GuardKind.KEYS_MATCH, source, list(value))
             return {k: self.contents(self._item_now(value, source, k, v), depth + 1)
                     for k, v in value.items()}
-        self.add_guard(GuardKind.LEN_MATCH, source, (type(value), len(value)))
+        self.guards.add(GuardKind.LEN_MATCH, source, (type(value), len(value)))
         items = [self.contents(self._item_now(value, source, i, v), depth + 1)
                  for i, v in enumerate(value)]
         if kind is pytypes.Kind.DEQUE:   # appends to the copy drop what the real one drops
-            self.add_guard(GuardKind.VALUE_MATCH, guards.AttrSource(source, 'maxlen'),
+            self.guards.add(GuardKind.VALUE_MATCH, guards.AttrSource(source, 'maxlen'),
                            value.maxlen)
             return collections.deque(items, value.maxlen)
         if type(value) is tuple or not isinstance(value, tuple):
@@ -473,7 +433,7 @@ class TraceContext:
                for k in (value if type(value) is dict else range(len(value)))):
             return False
         snapshot = type(value)(value)
-        self.add_guard(GuardKind.EQUALS_MATCH, source, (snapshot, tuple(map(type, snapshot))))
+        self.guards.add(GuardKind.EQUALS_MATCH, source, (snapshot, tuple(map(type, snapshot))))
         return True
 
     def _item_now(self, container, source, key, value):
@@ -487,7 +447,7 @@ class TraceContext:
     def guard_function(self, fn):
         """An inlined function's body and defaults as traced (both can be rebound in
         place: ``helper.__defaults__ = (2.0,)``)."""
-        self.add_guard(GuardKind.FUNCTION_MATCH, guards.ObjectSource(fn),
+        self.guards.add(GuardKind.FUNCTION_MATCH, guards.ObjectSource(fn),
                        (fn.__code__, fn.__defaults__, fn.__kwdefaults__))
 
     def register_converted(self, code, converted):
@@ -541,13 +501,3 @@ class TraceContext:
             self.assert_ops.append(op)
         return gated
 
-
-def is_numpy_scalar(value):
-    """A NumPy number or bool: immutable, compared by value like a Python constant."""
-    return isinstance(value, (np.number, np.bool_))
-
-
-def _bound_to_object(method):
-    """A builtin method bound to an object (``lst.append``), not a module's function."""
-    owner = getattr(method, '__self__', None)
-    return owner is not None and not isinstance(owner, types.ModuleType)
