@@ -142,7 +142,8 @@ def caught(line: int) -> None:
         raise Unsupported(Reason.TRY_STATEMENT,
                           'line %d catches %s %s; janus cannot tell that eager raises it '
                           'there on every call' % (line, type(error).__name__, why))
-    ctx.provenance.made(error)   # raised in this call (an outside one keeps its source): `e.args`, `str(e)`
+    # raised in this call (an outside one keeps its source): `e.args`, `str(e)`
+    ctx.provenance.made(error)
 
 
 def exception_types(types: Any) -> Any:

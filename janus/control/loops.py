@@ -247,8 +247,8 @@ class _WhileLoop:
             if isinstance(self.init[i], TensorList):
                 value = TensorList(value, self.where)
             elif i in self.structures:
-                value = self.ctx.provenance.made_result(tf.nest.pack_sequence_as(self.init[i], list(value)),
-                                             deep=True)   # rebuilt around the loop's values
+                value = self.ctx.provenance.made_result(   # rebuilt around the loop's values
+                    tf.nest.pack_sequence_as(self.init[i], list(value)), deep=True)
                 self.passed[i] = (value, list(tf.nest.flatten(value)))
             elif i in self.dynamic:
                 value = _with_lineage(scalars.rewrap(self.dynamic[i], value), self.lineage)
@@ -397,7 +397,7 @@ def _check_loop_identity(ctx: TraceContext, values: Sequence[Any], given: Sequen
     as one (``a, b = b, a``): eagerly the variable then *is* that tensor, and ``is``
     after the call finds it, but the loop gives a new tensor.  An outside location
     (``self.a``, written back) is refused here; a local's indices are returned, and
-    its result may not be written to outside state (``provenance.TensorIdentity.note_looped``).
+    its result may not be written to outside state (``TensorIdentity.note_looped``).
     ``given``: the body's loop variables; ``first``: their values as the loop starts."""
     outside = {id(value): k for k, value in enumerate(given)
                if is_tensor(value) and k < len(first) and is_tensor(first[k])
@@ -515,7 +515,8 @@ def _dry_run_appends(init: Sequence[Any], lists: Sequence[int], body_fn: Callabl
     checkpoint = heap.checkpoint()
     probes = list(init)
     for i in lists:
-        probes[i] = current().provenance.made(list(init[i]))   # a scratch copy of the call's own list
+        # a scratch copy of the call's own list
+        probes[i] = current().provenance.made(list(init[i]))
     grown = {}
     with func_graph.FuncGraph('janus_dry_run').as_default():
         set_state(tuple(probes))

@@ -135,7 +135,7 @@ def merge(ns: FunctionNamespace, site: int, seen: Mapping[bool, Sequence[Any]],
 
 def noted(pred: tf.Tensor, t: Any, f: Any, value: Any) -> Any:
     """``value``, the merge of two tensors ``t`` and ``f`` by ``pred``: recorded, so
-    ``is`` and returns know it is one of them (``provenance.TensorIdentity.note_merged``)."""
+    ``is`` and returns know it is one of them (``TensorIdentity.note_merged``)."""
     if is_tensor(value) and is_tensor(t) and is_tensor(f) and t is not f:
         current().tensors.note_merged(value, pred, t, f)
     elif _merged_tuple(value) and value is not t and value is not f:

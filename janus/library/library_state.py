@@ -155,7 +155,8 @@ def _record(ctx: trace_context.TraceContext, layer: object, record: _Traced, met
         _refuse(ctx, e.reason, e.context)
     # janus's own record of the call (the arguments list and the losses list in it).
     args = [ctx.provenance.made(list(arg)) if type(arg) is list else arg for arg in args]
-    ctx.heap.writes.append(Write(WriteKind.CALL, record.target, method, ctx.provenance.made(args), None))
+    ctx.heap.writes.append(Write(WriteKind.CALL, record.target, method,
+                                 ctx.provenance.made(args), None))
 
 
 def _refuse(ctx: trace_context.TraceContext, reason: Reason, context: str) -> NoReturn:

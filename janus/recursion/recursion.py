@@ -934,7 +934,8 @@ class RecursionBuild:
         else:
             outputs = self._dispatch(recurse, flat, position, values[position])
         for slot, value in zip(self.state, self.state_values(outputs)):
-            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.provenance.source_of(slot.obj),
+            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR,
+                                                     ctx.provenance.source_of(slot.obj),
                                                      slot.name, value, None))
         return self.rebuild(outputs)
 
@@ -969,7 +970,8 @@ class RecursionBuild:
         else:
             outputs = self._dispatch(self.function, flat, position, values[position])
         for slot, value in zip(self.state, self.state_values(outputs)):
-            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.provenance.source_of(slot.obj),
+            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR,
+                                                     ctx.provenance.source_of(slot.obj),
                                                      slot.name, value, None))
         self.mark(ctx)
         return self.rebuild(outputs)

@@ -182,7 +182,7 @@ def _guard_found_without_getattr(ctx, obj, source, name):
     own = getattr(obj, '__dict__', None)
     if own is not None:
         ctx.guards.add(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
-                      (type(own), name, name in own))
+                       (type(own), name, name in own))
 
 
 def _refuse_write(kind, name, why):
@@ -476,7 +476,7 @@ def setattr_(obj, name, value):
         kept = _as_keras_keeps(ctx, value) if _keras_tracks(obj) else None
         if kept is None:   # another library's tracking (tf.Module): not read back
             kept = ctx.provenance.made(list(value) if type(value) is list else
-                            dict(value) if type(value) is dict else tuple(list(value)))
+                                       dict(value) if type(value) is dict else tuple(list(value)))
             ctx.tracked_copies[id(kept)] = None
         value = kept
     if _via_heap_op(value):
@@ -560,7 +560,7 @@ def _set_learning_rate(ctx, obj, source, value):
     order (an ``apply_gradients`` later in the step must see the new rate).  Guarded:
     the optimizer keeps that variable (a schedule set later is another program)."""
     ctx.guards.add(guards.GuardKind.ID_MATCH, guards.AttrSource(source, '_learning_rate'),
-                  obj._learning_rate)
+                   obj._learning_rate)
     obj.learning_rate = value
 
 

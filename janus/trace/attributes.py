@@ -103,7 +103,7 @@ def _user_code(obj: Any, name: str,
     if not _is_user_function(function) or getattr(obj, '__dict__', None) is None:
         return None
     ctx.guards.add(GuardKind.CONTAINS_MATCH, guards.AttrSource(source, '__dict__'),
-                  (dict, name, False))
+                   (dict, name, False))
     _guard_class_entry(ctx, klass, '__getattr__', function)
     if not ctx.heap.writes and _is_pure_lookup(function, obj):
         # Nothing written yet in the call: the real object is what the lookup would see.

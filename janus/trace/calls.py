@@ -62,7 +62,7 @@ def call(__callee, /, *args, **kwargs):
         refuse_unmerged(*args, *kwargs.values())
     if any(callee is c for c in (sum, max, min)) and len(args) == 1 and not kwargs:
         if type(args[0]) is types.GeneratorType:
-            args = (ctx.provenance.made_result(list(args[0])),)   # taken whole by it anyway, in order
+            args = (ctx.provenance.made_result(list(args[0])),)   # taken whole anyway, in order
         if type(args[0]) in (list, tuple) and ctx.provenance.source_of(args[0]) is None:
             folded = _fold_numbers(callee, args[0])   # ``sum(f(c) for c in t)``
             if folded is not _NOT_HANDLED:
@@ -744,7 +744,8 @@ def _call_builtin_method(ctx, callee, args, kwargs):
             # Numbers from outside, tried out on extreme values (observe.checked_text);
             # a tensor's value could make the format raise after the run: refused.
             plain = (ctx.provenance.made([observe.plain_deep(ctx, v) for v in args]),
-                     ctx.provenance.made({k: observe.plain_deep(ctx, v) for k, v in kwargs.items()}))
+                     ctx.provenance.made({k: observe.plain_deep(ctx, v)
+                                          for k, v in kwargs.items()}))
             return observe.checked_text(observe.LazyText([(plain, 'format', owner)]))
         raise Unsupported(Reason.FORMATTING,
                           'janus does not convert str.%s() of a graph value; use an f-string'
@@ -790,7 +791,8 @@ def _call_builtin_method(ctx, callee, args, kwargs):
     ctx = _writable_context('a %s (%s)' % (type(owner).__name__, name))
     _try_replay(model, owner, name, args)
     ctx.heap.change(owner, name, args)
-    ctx.heap.writes.append(Write(WriteKind.CALL, source, name, ctx.provenance.made(list(args)), None))
+    ctx.heap.writes.append(Write(WriteKind.CALL, source, name, ctx.provenance.made(list(args)),
+                                 None))
     return None
 
 

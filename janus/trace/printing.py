@@ -44,7 +44,8 @@ def _deferred_print(ctx: TraceContext, args: Sequence[Any], kwargs: Mapping[str,
     # An outside set (a Counter...) is printed as it is when the write-back reaches
     # this print: its order is Python's own, and the writes before it are applied.
     args = [_printable(ctx.contents(v) if pytypes.has_items(v) else v) for v in args]
-    record = (ctx.provenance.made(list(args)), ctx.provenance.made(dict(kwargs)))   # janus's own record of the call
+    # janus's own record of the call
+    record = (ctx.provenance.made(list(args)), ctx.provenance.made(dict(kwargs)))
     ctx.heap.writes.append(Write(WriteKind.PRINT, None, 'print', record, None))
     return None
 
@@ -150,7 +151,8 @@ def _printable(value: Any, depth: int = 0) -> Any:
         if all(a is b for a, b in zip(items, value)):
             return value
     if type(value) is list:
-        return current().provenance.made(items)   # a copy with the variables' values, the call's own
+        # a copy with the variables' values, the call's own
+        return current().provenance.made(items)
     if type(value) is tuple:
         return tuple(items)
     if whitelist.is_namedtuple_class(type(value)):

@@ -68,7 +68,8 @@ class Provenance:
     alias_uids: set = dataclasses.field(default_factory=set)
     # id(a real argument container) -> (it, the trace's rebuilt one)
     stand_ins: dict = dataclasses.field(default_factory=dict)
-    arrays: dict = dataclasses.field(default_factory=dict)   # id(outside ndarray) -> (it, ArrayStandIn)
+    # id(an outside ndarray) -> (it, its arrays.ArrayStandIn)
+    arrays: dict = dataclasses.field(default_factory=dict)
     # id(a NumPy scalar argument) -> (it, its ArgSource...)
     numpy_scalars: dict = dataclasses.field(default_factory=dict)
     opaque_arguments: frozenset = frozenset()   # list arguments passed as themselves

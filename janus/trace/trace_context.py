@@ -174,19 +174,19 @@ class TraceContext:
         self.whole_arguments = set()
         self.written_objects = {}   # id -> outside object whose attribute the call wrote
 
-    # -- sources ---------------------------------------------------------
-    def register_default(self, fn, name, value):
-        """A callee's default argument: an outside object, written through the heap."""
-        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
-            return value
-        return self.guard_value(guards.DefaultSource(fn, name), value, hoist=False)
-
     def check_deadline(self):
         """Raises TraceBudgetExceeded once the trace ran past ``config.trace_seconds_limit``
         (checked at each tensor test: where nested loops and branches make traces long)."""
         if self.deadline is not None and time.perf_counter() > self.deadline:
             raise TraceBudgetExceeded('tracing took more than %g s (janus.config.'
                                       'trace_seconds_limit)' % config.trace_seconds_limit)
+
+    # -- outside values: guarded, and given their sources -----------------
+    def register_default(self, fn, name, value):
+        """A callee's default argument: an outside object, written through the heap."""
+        if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor):
+            return value
+        return self.guard_value(guards.DefaultSource(fn, name), value, hoist=False)
 
     def guard_value(self, source, value, hoist=True):
         """Guards a value read from ``source``, remembers where it lives, and returns
@@ -217,7 +217,7 @@ class TraceContext:
             return value   # an argument's, or read before: its guards are taken
         if arrays.is_numeric_array(value) and hoist and self.top_graph is not None:
             return self._array(source, value)
-        if provenance.is_numpy_scalar(value):   # ``self.scale = np.float32(2)``: a constant, by value
+        if provenance.is_numpy_scalar(value):   # ``self.scale = np.float32(2)``: by value
             self.guards.add(GuardKind.VALUE_MATCH, source, value)
             return value
         if type(value).__module__ == 'numpy':
@@ -275,11 +275,12 @@ class TraceContext:
             # does not get an attribute of that name (``self.helper = other.helper``).
             own = getattr(owner, '__dict__', None)
             if own is not None:
-                self.guards.add(GuardKind.CONTAINS_MATCH, guards.AttrSource(source.base,
-                                                                           '__dict__'),
-                               (type(own), source.name, False))
+                self.guards.add(GuardKind.CONTAINS_MATCH,
+                                guards.AttrSource(source.base, '__dict__'),
+                                (type(own), source.name, False))
         else:
-            self.provenance.remember(where, owner)   # the ALIAS_MATCH guard says which object it is
+            # the ALIAS_MATCH guard says which object it is
+            self.provenance.remember(where, owner)
 
     def guard_deep(self, value, depth=0):
         """Guards the length and every item of an outside container code will read
@@ -414,7 +415,7 @@ class TraceContext:
                  for i, v in enumerate(value)]
         if kind is pytypes.Kind.DEQUE:   # appends to the copy drop what the real one drops
             self.guards.add(GuardKind.VALUE_MATCH, guards.AttrSource(source, 'maxlen'),
-                           value.maxlen)
+                            value.maxlen)
             return collections.deque(items, value.maxlen)
         if type(value) is tuple or not isinstance(value, tuple):
             return tuple(items) if type(value) is tuple else items   # a list subclass: a list
@@ -448,7 +449,7 @@ class TraceContext:
         """An inlined function's body and defaults as traced (both can be rebound in
         place: ``helper.__defaults__ = (2.0,)``)."""
         self.guards.add(GuardKind.FUNCTION_MATCH, guards.ObjectSource(fn),
-                       (fn.__code__, fn.__defaults__, fn.__kwdefaults__))
+                        (fn.__code__, fn.__defaults__, fn.__kwdefaults__))
 
     def register_converted(self, code, converted):
         """A function the trace runs converted.  Its site ids name the nodes the
