@@ -21,7 +21,7 @@ from janus.values import scalars
 from janus.control.common import OLD, TensorList, kind_of, refuse_values
 from janus.control.values import chosen_between, noted, select
 from janus.graph.graph_analysis import graph_of
-from janus.trace.observe import LazyText
+from janus.trace.lazy_text import LazyText
 from janus.heap.shadow_heap import Deferred, MISSING, WriteKind
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import current

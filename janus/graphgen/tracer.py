@@ -39,7 +39,7 @@ from janus.graph.ops import INVOKE_OP
 from janus import control
 from janus.graph import fallible, graph_analysis, ops
 from janus.library import library_config, library_state
-from janus.trace import calls, observe, trace_context, trace_output, tracing
+from janus.trace import calls, lazy_text, trace_context, trace_output, tracing
 from janus.values import arrays, scalars
 
 
@@ -72,7 +72,7 @@ def _template(value, outputs, ctx, memo):
     if type(value) is scalars.DynamicScalar:
         outputs.append(value.tensor)
         return templates.Scalar(len(outputs) - 1, value.type)
-    if isinstance(value, observe.LazyText):
+    if isinstance(value, lazy_text.LazyText):
         return templates.Text(value, [_template(v, outputs, ctx, memo) for v in value.values()])
     source = ctx.provenance.source_of(value)
     if source is not None:

@@ -28,7 +28,7 @@ from janus import control
 from janus.graph import effects, fallible
 from janus.library import layers, whitelist
 from janus.recursion import recursion, structures
-from janus.trace import access, host_draws, observe
+from janus.trace import access, host_draws, lazy_text, observe
 from janus.values import arrays, number_lists, scalar_ops, scalars
 from janus.trace.namespace import FunctionNamespace
 from janus.trace.printing import _deferred_print
@@ -508,7 +508,7 @@ def _guard_library_args(ctx, callee, args, kwargs):
     what = 'an argument of %s' % (_name(callee) if callee is not None else 'a builtin')
 
     def prepare(value, depth=0):
-        if isinstance(value, observe.LazyText):
+        if isinstance(value, lazy_text.LazyText):
             value.refuse()
         if arrays.is_stand_in(value):
             return value   # TF converts it (arrays.conversion), as it converts an ndarray
@@ -619,8 +619,8 @@ def _call_builtin(ctx, callee, args, kwargs):
         return callee(args[0], observe.plain_deep(ctx, args[1]))
     if callee in (str, repr, format) and args and not kwargs:
         value = observe.plain_deep(ctx, args[0])
-        if observe._needs_run_values(value):
-            return observe.text_of(callee, value, *args[1:])   # formatted after the run
+        if lazy_text.needs_run_values(value):
+            return lazy_text.text_of(callee, value, *args[1:])   # formatted after the run
     observe.refuse_user_dunders(callee, list(args) + list(kwargs.values()))
     if callee is len and len(args) == 1 and not kwargs and _static_length(args[0]) is not None:
         return _static_length(args[0])
@@ -713,7 +713,7 @@ def _items_of(ctx, callee, value):
             and control.outside_iterators.is_sequence_iterator(value):
         # ``enumerate(self.it)``: pulled item by item, as eagerly (a break stops it).
         return control.outside_iterators.outside_items(ctx, value, source)
-    if source is None and not isinstance(value, observe.LazyText):
+    if source is None and not isinstance(value, lazy_text.LazyText):
         ctx.provenance.of(value, 'an argument of %s' % _name(callee))
         viewed = ctx.provenance.viewed_container(value)
         if viewed is not None and callee in (zip, enumerate):   # ``enumerate(d.items())``
@@ -738,15 +738,15 @@ _HANDING_OUT = frozenset(('get', 'items', 'keys', 'values', 'copy', '__getitem__
 def _call_builtin_method(ctx, callee, args, kwargs):
     owner = callee.__self__
     source = ctx.provenance.source_of(owner)
-    if isinstance(owner, (str, bytes)) and any(observe._needs_run_values(v)
+    if isinstance(owner, (str, bytes)) and any(lazy_text.needs_run_values(v)
                                                for v in list(args) + list(kwargs.values())):
-        if _is_str_format(callee) and not observe._holds_tensor(list(args) + list(kwargs.values())):
-            # Numbers from outside, tried out on extreme values (observe.checked_text);
+        if _is_str_format(callee) and not lazy_text.holds_tensor(list(args) + list(kwargs.values())):
+            # Numbers from outside, tried out on extreme values (lazy_text.checked_text);
             # a tensor's value could make the format raise after the run: refused.
             plain = (ctx.provenance.made([observe.plain_deep(ctx, v) for v in args]),
                      ctx.provenance.made({k: observe.plain_deep(ctx, v)
                                           for k, v in kwargs.items()}))
-            return observe.checked_text(observe.LazyText([(plain, 'format', owner)]))
+            return lazy_text.checked_text(lazy_text.LazyText([(plain, 'format', owner)]))
         raise Unsupported(Reason.FORMATTING,
                           'janus does not convert str.%s() of a graph value; use an f-string'
                           % callee.__name__)
