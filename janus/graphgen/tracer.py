@@ -3,7 +3,8 @@
 Needs ``generator.convert`` to have produced the converted function and a
 ``call_signature.Signature`` for the call.  The result, a ``GraphEntry``, holds the
 graph, its guards (argument signature + guards on outside values), its
-in-graph assumptions, and how to rebuild the Python return value.
+in-graph assumptions, and how to rebuild the Python return value
+(``templating.py``).
 
 The deferred-update rule lives here: before the trace closes, every op that
 changes state outside the graph (by its op definition, ``effects.py``:
@@ -23,224 +24,23 @@ import os
 import sys
 import time
 
-import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import auto_control_deps_utils as acd_utils
 
 from janus.reasons import Reason
-from janus import call_signature, errors, guards
+from janus import call_signature, errors
 from janus.config import config
 from janus.errors import ConversionError
-from janus.graphgen import effects, generator, hostcheck, nested, retrace, rollback
+from janus.graphgen import (effects, generator, hostcheck, nested, retrace, rollback,
+                            templating)
 from janus.graph.effects import PULL_CHECKS, PULLS_OUTSIDE, pulls_outside
-from janus.replay import templates
 from janus.replay.entry import GraphEntry
 from janus.graph.ops import INVOKE_OP
 from janus import control
 from janus.graph import fallible, graph_analysis, ops
 from janus.library import library_config, library_state
-from janus.trace import calls, lazy_text, trace_context, trace_output, tracing
-from janus.values import arrays, scalars
-
-
-# False: replays check guards one by one and evaluate call-time inputs through TF's
-# own re-checks, as before both fast paths (benchmarks/vs_tf_function.py compares).
-
-
-def _template(value, outputs, ctx, memo):
-    """How to rebuild ``value`` from the graph's outputs after a run.
-
-    Outside objects (those with a source) come back as themselves, re-read
-    from their source; containers the call made are rebuilt once per run,
-    however often they are returned or written (``t.a = lst; t.b = lst``), and
-    a tensor the call computed is one graph output (``self.last_y = y; return y``
-    gives one eager tensor).
-    """
-    if isinstance(value, tf.Tensor):
-        source = ctx.tensors.source(value)
-        if source is not None:
-            return templates.FromSource(source)   # passed through: eager returns that very tensor
-        if id(value) not in memo:   # returned and stored: one eager tensor, as eagerly
-            outputs.append(value)
-            memo[id(value)] = _chosen_tensor(value, templates.Out(len(outputs) - 1), outputs, ctx,
-                                             memo)
-        return memo[id(value)]
-    if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
-        return templates.Const(value)
-    if arrays.is_stand_in(value):
-        return _array_template(value, outputs, ctx, memo)
-    if type(value) is scalars.DynamicScalar:
-        outputs.append(value.tensor)
-        return templates.Scalar(len(outputs) - 1, value.type)
-    if isinstance(value, lazy_text.LazyText):
-        return templates.Text(value, [_template(v, outputs, ctx, memo) for v in value.values()])
-    source = ctx.provenance.source_of(value)
-    if source is not None:
-        return templates.FromSource(source)
-    if isinstance(value, tf.Variable):
-        raise errors.Unsupported(Reason.RETURN_VALUE,
-                                 'janus cannot return a tf.Variable made inside the call')
-    if isinstance(value, (tf.SparseTensor, tf.RaggedTensor)):   # one object per run
-        if id(value) not in memo:
-            components = [_template(c, outputs, ctx, memo)
-                          for c in tf.nest.flatten(value, expand_composites=True)]
-            memo[id(value)] = templates.Shared(templates.Composite(
-                tf.type_spec_from_value(value), components))
-        return memo[id(value)]
-    if isinstance(value, (np.number, np.bool_)):   # np.sqrt(self.d): immutable, by value
-        source = ctx.provenance.numpy_scalar_source(value)   # an argument: the caller's very object
-        return templates.FromSource(source) if source is not None else templates.Const(value)
-    if _is_own_array(value, ctx):   # np.zeros(3) of constants: a new array every run
-        if id(value) not in memo:
-            memo[id(value)] = templates.Shared(templates.Copied(value))
-        return memo[id(value)]
-    if isinstance(value, tf.TensorShape):
-        if not value.is_fully_defined():
-            raise errors.Unsupported(Reason.UNKNOWN_SHAPE,
-                                     'janus cannot return or print a shape that is only '
-                                     'known at run time (%s)' % value)
-        return templates.Const(tf.TensorShape(value.as_list()))
-    if ctx.tracked_copies.get(id(value)) is value:
-        return _keras_kept_template(value, outputs, ctx, memo)
-    if type(value) in (list, dict) or isinstance(value, tuple):
-        if type(value) in (list, dict) and not ctx.provenance.is_snapshot(value):
-            ctx.provenance.of(value, 'a returned or stored %s' % type(value).__name__)
-        if id(value) in memo:
-            return memo[id(value)]
-        shared = memo[id(value)] = templates.Shared(None)
-        shared.template = _container_template(value, outputs, ctx, memo)
-        memo[id(value)] = _chosen_tuple(value, shared, outputs, ctx, memo)
-        return memo[id(value)]
-    # A local a tensor-dependent if left two values: refused for its own reason.
-    tracing.refuse_unmerged(value)
-    raise errors.Unsupported(Reason.RETURN_VALUE,
-                             'janus cannot return a %s created inside the call from a graph'
-                             % type(value).__name__)
-
-
-def _array_template(value, outputs, ctx, memo):
-    """An outside NumPy array comes back as that very array (re-read from its source);
-    a view of one made by basic indexing as the same index of it, one view per run
-    however often it is returned or stored (``v = obs[None]; self.v = v; return v``)."""
-    if value.base is None:
-        source = ctx.provenance.source_of(value)
-        if source is None:
-            raise errors.InvariantError('internal: a NumPy array stand-in without a source')
-        return templates.FromSource(source)
-    if id(value) not in memo:
-        memo[id(value)] = templates.Shared(templates.Indexed(
-            _template(value.base, outputs, ctx, memo), value.key))
-    return memo[id(value)]
-
-
-def _is_own_array(value, ctx):
-    """A NumPy array of numbers the call made at trace time that is no view of another
-    (a view would share memory with it, which copies per run cannot keep)."""
-    if type(value) is not np.ndarray or value.base is not None or value.dtype.kind not in 'biufc':
-        return False
-    ctx.provenance.of(value, 'a returned or stored NumPy array')
-    return True
-
-
-def _chosen_tensor(value, out, outputs, ctx, memo):
-    """A tensor a tensor-dependent ``if`` chose between an input and another tensor
-    (``keep = x`` on one side): the run's side, so an input comes back as that very
-    eager tensor; else ``out``, the graph's output for it."""
-    sides = ctx.tensors.merged_sides(value)
-    if sides is None or sides[0].graph is not ctx.top_graph:
-        return out
-    pred, true_value, false_value = sides
-    choices = [_template(side, outputs, ctx, memo) if side.graph is ctx.top_graph else out
-               for side in (true_value, false_value)]
-    if all(choice is out for choice in choices):
-        return out
-    return templates.Choice(_template(pred, outputs, ctx, memo), *choices)
-
-
-def _chosen_tuple(value, own, outputs, ctx, memo):
-    """A tuple a tensor-dependent ``if`` merged (``t = u`` on one side, ``u`` made
-    before it): the run's side where that side is an object from before the ``if``, so
-    ``t is u`` holds after the run as eagerly (a graph-break segment returning both);
-    else ``own``, the merged tuple rebuilt."""
-    sides = ctx.tensors.merged_tuple_sides(value)
-    if sides is None or sides[0].graph is not ctx.top_graph:
-        return own
-    pred, true_value, false_value = sides
-    choices = [_template(side, outputs, ctx, memo) if _made_outside_branches(side, ctx)
-               else own for side in (true_value, false_value)]
-    if all(choice is own for choice in choices):
-        return own
-    return templates.Choice(_template(pred, outputs, ctx, memo), *choices)
-
-
-def _made_outside_branches(value, ctx, depth=0):
-    """Whether every tensor in ``value`` (tuples, lists, dicts walked) is of the top
-    graph, not of a tf.cond branch: an object the graph can give back."""
-    if isinstance(value, tf.Tensor):
-        return value.graph is ctx.top_graph
-    if type(value) in (list, tuple, dict) or isinstance(value, tuple):
-        if depth > 8:
-            return False
-        items = value.values() if type(value) is dict else value
-        return all(_made_outside_branches(item, ctx, depth + 1) for item in items)
-    return True
-
-
-def _keras_kept_template(value, outputs, ctx, memo):
-    """A ``TrackedList``/``TrackedDict`` Keras keeps for an attribute the call wrote
-    (``access._as_keras_keeps``), in that write: rebuilt as a plain list or dict, which
-    Keras's ``__setattr__`` wraps again when the write replays (eager's kind of
-    object).  Returned or stored anywhere else it would not be the layer's own one:
-    refused."""
-    if id(value) not in ctx.tracked_templating:
-        raise errors.Unsupported(Reason.CUSTOM_ATTRIBUTE,
-                                 'janus does not convert returning (or storing elsewhere) a '
-                                 '%s a Keras layer keeps for an attribute set in the call '
-                                 '(eagerly it is the layer\'s own)' % type(value).__name__)
-    if id(value) not in memo:
-        shared = memo[id(value)] = templates.Shared(None)
-        shared.template = (('dict', {k: _template(v, outputs, ctx, memo)
-                                     for k, v in value.items()})
-                           if isinstance(value, dict) else
-                           ('list', [_template(v, outputs, ctx, memo) for v in value]))
-    return memo[id(value)]
-
-
-def _kept_within(ctx, value, depth=0):
-    """The ids of the Keras-kept containers ``value`` is or holds."""
-    if depth > 4 or ctx.tracked_copies.get(id(value)) is not value:
-        return set()
-    items = value.values() if isinstance(value, dict) else value
-    return {id(value)}.union(*[_kept_within(ctx, v, depth + 1) for v in items])
-
-
-def _write_templates(writes, outputs, ctx, memo):
-    """(write, template) per shadow-heap write, in program order; a conditional
-    write's template is a ``templates.Conditional`` (each condition tensor output once)."""
-    conditions, found = {}, []
-    for write in writes:
-        ctx.tensors.check_written(write.value, ctx.top_graph)
-        ctx.tracked_templating = _kept_within(ctx, write.value)
-        try:
-            template = _template(write.value, outputs, ctx, memo)
-        finally:
-            ctx.tracked_templating = frozenset()
-        if write.condition is not None:
-            key = id(write.condition)
-            if key not in conditions:
-                conditions[key] = (write.condition, _template(write.condition, outputs, ctx,
-                                                              memo))
-            template = templates.Conditional(conditions[key][1], template)
-        found.append((write, template))
-    return found
-
-
-def _container_template(value, outputs, ctx, memo):
-    if type(value) is list:
-        return ('list', [_template(v, outputs, ctx, memo) for v in value])
-    if type(value) is dict:
-        return ('dict', {k: _template(v, outputs, ctx, memo) for k, v in value.items()})
-    return (type(value), [_template(v, outputs, ctx, memo) for v in value])
+from janus.trace import calls, trace_context, trace_output, tracing
+from janus.values import scalars
 
 
 # -- deferred state updates -------------------------------------------------
@@ -693,9 +493,7 @@ class ClosedGraph:
 
 
 def _close_graph(ctx, result, flat_inputs):
-    outputs, memo = [], {}
-    template = _template(result, outputs, ctx, memo)
-    writes = _write_templates(ctx.heap.writes, outputs, ctx, memo)
+    outputs, template, writes = templating.templates_of(result, ctx.heap.writes, ctx)
     graph = tf.compat.v1.get_default_graph()
     host, checked, unneeded = hostcheck.build(ctx, graph, flat_inputs, outputs)
     if ctx.host.draws and (host is None or len(host.draws) != len(ctx.host.draws)):

@@ -1,9 +1,9 @@
 """Output templates: how a run's outputs become the call's Python values again.
 
-Needs nothing run before it.  The tracer (``graphgen/tracer.py``, ``_template``)
-describes every returned or written value as a template when it closes a
-graph; ``rebuild`` turns one back into Python values after each run: graph
-outputs, constants, outside objects re-read from their sources, containers the
+Needs nothing run before it.  The tracer describes every returned or written
+value as a template when it closes a graph (``graphgen/templating.py``);
+``rebuild`` turns one back into Python values after each run: graph outputs,
+constants, outside objects re-read from their sources, containers the
 call made (one object per run however often it is returned or written),
 numbers, formatted text, the side a tensor-dependent ``if`` took, copies of
 NumPy arrays the call made at trace time, views of outside NumPy arrays, and

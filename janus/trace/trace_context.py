@@ -164,7 +164,7 @@ class TraceContext:
         self.attributes_used = {}   # id(outside object) -> attribute names read/written via janus
         self.zero_signs = {}   # (graph, tensor, dtype) -> eager's sign for its zero (scalars.py)
         # id -> a container written to a Keras object, as Keras keeps it (None: not read
-        # back; access.py); templated only in its own write (tracer._write_templates)
+        # back; access.py); templated only in its own write (templating._write_templates)
         self.tracked_copies = {}
         self.tracked_templating = frozenset()   # of those, the ids the write templated now
         self.try_regions = []   # control/exceptions.TryRegion of every try body traced
