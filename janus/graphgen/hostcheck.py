@@ -269,20 +269,15 @@ def _region(ctx, graph, flat_inputs, leaves):
                 constants.append((slot_of(op.outputs[0]), value))
                 region.add(op)
             continue
-        inputs = [slots.get(t.name) for t in op.inputs]
-        if op.type == 'Reshape':
-            inputs = inputs[:1]   # the shape operand is read from the graph, not computed
+        inputs = _operand_slots(op, slots)
         if (not inputs and op not in draws) or None in inputs:
             continue
         if op.type == 'Janus>Assert':
-            if op.control_inputs:
-                continue
-            assumption = assumptions.get(op.get_attr('assumption_id'))
-            if assumption is None:
-                continue
-            steps.append(HostStep(None, None, (inputs[0],), assumption=assumption))
-            checks.append(op)
-            region.add(op)
+            assumption = _checked_assumption(op, assumptions)
+            if assumption is not None:
+                steps.append(HostStep(None, None, (inputs[0],), assumption=assumption))
+                checks.append(op)
+                region.add(op)
             continue
         found = _step(op, functions)
         if found is None:
@@ -302,6 +297,22 @@ def _region(ctx, graph, flat_inputs, leaves):
         return None
     return HostRegion(ops, region, slots, dynamic, constants, leaf_readers, steps, checks,
                       calls)
+
+
+def _operand_slots(op, slots):
+    """The slots of ``op``'s operands, None for one outside the region so far."""
+    inputs = [slots.get(t.name) for t in op.inputs]
+    if op.type == 'Reshape':
+        return inputs[:1]   # the shape operand is read from the graph, not computed
+    return inputs
+
+
+def _checked_assumption(op, assumptions):
+    """The assumption a ``Janus>Assert`` checks, when the host may check it: one that
+    waits for something (control inputs) stays in the graph."""
+    if op.control_inputs:
+        return None
+    return assumptions.get(op.get_attr('assumption_id'))
 
 
 def _sliced(constants, leaves, steps, fed, dynamic):
