@@ -512,43 +512,23 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
     seen = {} if seen is None else seen
     kind = type(value)
     if kind is list or isinstance(value, tuple) or kind is dict:
-        first = seen.get(id(value), False)
-        if first is None:
-            raise UnsupportedArgument(Reason.SELF_CONTAINING_ARGUMENT,
-                                      '%s: a container that contains itself' % path)
-        seen[id(value)] = None   # in progress
-        node = _container_node(value, path, shapes, seen, dynamic)
-        if first:
-            node.same_as = first
-        seen[id(value)] = first or node
-        return node
+        return _shared_container_node(value, path, shapes, seen, dynamic)
     if isinstance(value, enum.Enum):
         return IdentityNode(path, value)   # Mode.TRAIN and Mode.EVAL are different graphs
     if kind is EagerTensor:
-        shape = value.shape
-        if shapes is not None and path in shapes:
-            shape = widen_shape(shapes[path], shape)
-        return TensorNode(path, value.dtype, specialized(shape))
+        return TensorNode(path, value.dtype, _relaxed_shape(value, path, shapes))
     if kind in PRIMITIVES:
         if kind in (float, int, bool) and scalar_ok(value) and scalar_path_key(path) in dynamic:
             return ScalarNode(path, kind)
         return ConstNode(path, value)
     if kind in (tf.RaggedTensor, tf.SparseTensor) and _eager_composite(value):
-        shape = value.shape
-        if shapes is not None and path in shapes:
-            shape = widen_shape(shapes[path], shape)
-        return CompositeNode(path, value, specialized(shape))
+        return CompositeNode(path, value, _relaxed_shape(value, path, shapes))
     if isinstance(value, tf.Tensor):
         raise UnsupportedArgument(Reason.SYMBOLIC_ARGUMENT,
                                   '%s: a symbolic tensor (janus function called inside a graph)'
                                   % path)
     if arrays.is_numeric_array(value):
-        first = seen.get(id(value))
-        if first is not None:
-            return SameArrayNode(path, first)
-        shape = None if shapes is None else shapes.get(array_shape_key(path, value))
-        node = seen[id(value)] = ArrayNode(path, value, shape)
-        return node
+        return _array_node(value, path, shapes, seen)
     if kind is range:
         return ConstNode(path, value)   # immutable: guarded by start, stop and step
     if isinstance(value, (np.number, np.bool_)) and not isinstance(value, np.complexfloating):
@@ -570,6 +550,40 @@ def node_for(value, path, shapes=None, seen=None, dynamic=frozenset()):
     if _is_identity_object(value):
         return IdentityNode(path, value)
     return ObjectNode(path, value)
+
+
+def _shared_container_node(value, path, shapes, seen, dynamic):
+    """A list, tuple or dict argument's node; one passed again is marked the same
+    object as its first (``same_as``), one that contains itself is refused."""
+    first = seen.get(id(value), False)
+    if first is None:
+        raise UnsupportedArgument(Reason.SELF_CONTAINING_ARGUMENT,
+                                  '%s: a container that contains itself' % path)
+    seen[id(value)] = None   # in progress
+    node = _container_node(value, path, shapes, seen, dynamic)
+    if first:
+        node.same_as = first
+    seen[id(value)] = first or node
+    return node
+
+
+def _relaxed_shape(value, path, shapes):
+    """The spec's shape of a tensor argument: its shape widened by those seen so far at
+    ``path`` (a dimension that varied is unknown), through ``specialized``."""
+    shape = value.shape
+    if shapes is not None and path in shapes:
+        shape = widen_shape(shapes[path], shape)
+    return specialized(shape)
+
+
+def _array_node(value, path, shapes, seen):
+    """A NumPy array argument's node; one passed again is ``SameArrayNode`` of its first."""
+    first = seen.get(id(value))
+    if first is not None:
+        return SameArrayNode(path, first)
+    shape = None if shapes is None else shapes.get(array_shape_key(path, value))
+    node = seen[id(value)] = ArrayNode(path, value, shape)
+    return node
 
 
 def _eager_composite(value):
