@@ -578,8 +578,6 @@ def unpack(value, shape=None):
                           % type(value).__name__)
     if shape is None or type(value) not in (list, tuple) or not any(shape):
         return value
-    if shape is None or type(value) not in (list, tuple) or not any(shape):
-        return value
     return _unpack_nested(value, shape)
 
 
