@@ -10,7 +10,8 @@
 
 JANUS_REQUIREMENTS=(tensorflow-cpu==2.21.0 gast astunparse numpy bytecode==0.16.1 pytest
                     'setuptools>=64' wheel gymnasium   # gymnasium: CartPole for examples/a3c.py
-                    ruff==0.17.6)                      # the linter .ci/run runs (pyproject.toml)
+                    ruff==0.17.6                       # the linter .ci/run runs: pyproject.toml [tool.ruff]
+                    mypy==1.20.2)                      # the type checker .ci/run runs: [tool.mypy]
 VENV_DIR="${VENV_DIR:-.venv}"
 VENV_PYTHON="$VENV_DIR/bin/python"
 export VENV_PYTHON

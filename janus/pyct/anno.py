@@ -1,5 +1,8 @@
 """Annotation keys attached to gast nodes (as an enum, like AutoGraph's anno)."""
+from __future__ import annotations
 import enum
+import typing
+import gast
 
 
 class Key(enum.Enum):
@@ -10,7 +13,8 @@ class Key(enum.Enum):
     NEVER_SUPPRESSES = 'never_suppresses'   # bool: a ``with`` whose managers never end its body early
 
 
-def set(node, key, value):  # noqa: A001 - mirrors getattr/setattr naming
+def set(node: gast.AST, key: Key,  # noqa: A001 - mirrors getattr/setattr naming
+        value: object) -> None:
     annotations = getattr(node, '_janus_anno', None)
     if annotations is None:
         annotations = {}
@@ -18,5 +22,5 @@ def set(node, key, value):  # noqa: A001 - mirrors getattr/setattr naming
     annotations[key] = value
 
 
-def get(node, key, default=None):
+def get(node: gast.AST, key: Key, default: typing.Any = None) -> typing.Any:
     return getattr(node, '_janus_anno', {}).get(key, default)

@@ -9,10 +9,12 @@ construction.  The tree is shared and read-only: the generator converts a
 deep copy of it.  Caches here and in the generator are keyed by a code
 object's identity (``ByCode``), never by its value.
 """
+from __future__ import annotations
 import dataclasses
 import threading
 import typing
 import weakref
+import types
 
 import gast
 
@@ -39,25 +41,25 @@ class ByCode:
     object lives: an entry goes when its code object is freed (the weakref's
     callback), before the id can name another code object."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._entries = {}   # id(code) -> (weakref to code, value)
 
-    def get(self, code):
+    def get(self, code: types.CodeType) -> typing.Any:
         entry = self._entries.get(id(code))
         if entry is None or entry[0]() is not code:   # an id alone is never trusted
             return None
         return entry[1]
 
-    def put(self, code, value):
+    def put(self, code: types.CodeType, value: object) -> None:
         key = id(code)
         entries = self._entries
 
-        def forget(ref):
+        def forget(ref: weakref.ref) -> None:
             if entries.get(key, (None,))[0] is ref:
                 del entries[key]
         entries[key] = (weakref.ref(code, forget), value)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._entries)
 
 
@@ -65,7 +67,7 @@ _parsed = ByCode()   # code object -> FrontEnd
 _lock = threading.Lock()
 
 
-def front_end(fn):
+def front_end(fn: types.FunctionType) -> FrontEnd:
     """``fn``'s ``FrontEnd`` (parsed once per code object); raises
     ``parser.NoSource`` or ``SyntaxError`` when its source cannot be had (not
     remembered: the file may be fixed)."""
@@ -85,7 +87,7 @@ def front_end(fn):
     return found
 
 
-def register(code, parsed):
+def register(code: types.CodeType, parsed: FrontEnd) -> None:
     """``parsed`` is the front end of ``code``: janus compiled ``code`` from its tree
     (a graph break's segment, ``graphgen/segments.py``), so there is no file to read."""
     with _lock:

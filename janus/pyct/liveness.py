@@ -18,6 +18,7 @@ a cut comes from here:
   analysed binds only *maybe*.  ``tests/test_liveness.py`` checks this against
   what a traced run of generated functions finds bound.
 """
+from __future__ import annotations
 import dataclasses
 import typing
 
@@ -26,7 +27,7 @@ import gast
 from janus.pyct import anno, scopes
 
 
-def reads(nodes):
+def reads(nodes: typing.Sequence[gast.AST]) -> set[str]:
     """Names the statements ``nodes`` read (loads, the targets of ``x += 1``, and the
     names nested scopes take from the function)."""
     found = set()
@@ -40,7 +41,7 @@ def reads(nodes):
     return found
 
 
-def binds(nodes):
+def binds(nodes: typing.Sequence[gast.AST]) -> set[str]:
     """Names the statements ``nodes`` store or delete in the function's scope."""
     found = set()
     for node in scopes.walk_scope(nodes):
@@ -48,7 +49,7 @@ def binds(nodes):
     return found
 
 
-def deletes(nodes):
+def deletes(nodes: typing.Sequence[gast.AST]) -> set[str]:
     """Names the statements ``nodes`` may unbind: ``del``, and ``except ... as e``
     (Python deletes ``e`` when its handler ends)."""
     found = set()
@@ -60,7 +61,7 @@ def deletes(nodes):
     return found
 
 
-def _surely_by(node):
+def _surely_by(node: gast.AST) -> set[str]:
     """Names an expression or simple statement binds on every path that completes it
     (parts that may not run are left out: all but the first operand of ``and``/``or``,
     a conditional expression's branches, a comprehension past its first iterable, a
@@ -89,17 +90,17 @@ class Bound:
     surely: frozenset
     maybe: frozenset
 
-    def after(self, stmt):
+    def after(self, stmt: gast.AST) -> Bound:
         """What is bound after ``stmt`` runs (and falls through) from this point."""
         return self.after_all([stmt])
 
-    def after_all(self, stmts):
+    def after_all(self, stmts: typing.Sequence[gast.AST]) -> Bound:
         state = self
         for stmt in stmts:
             state = state._after_one(stmt)
         return state
 
-    def _after_one(self, stmt):
+    def _after_one(self, stmt: gast.AST) -> Bound:
         maybe = frozenset(self.maybe | binds([stmt]))
         gone = deletes([stmt])
         if isinstance(stmt, gast.If):
@@ -122,12 +123,12 @@ class Bound:
             return Bound(self.surely - gone, maybe)
         return Bound(frozenset((self.surely | _surely_by(stmt)) - gone), maybe)
 
-    def after_expr(self, expr):
+    def after_expr(self, expr: gast.AST) -> Bound:
         """What is bound once ``expr`` (a statement's header) has been evaluated."""
         return Bound(frozenset(self.surely | _surely_by(expr)),
                      frozenset(self.maybe | binds([expr])))
 
-    def entering(self, with_stmt):
+    def entering(self, with_stmt: gast.With) -> Bound:
         """What is bound when a ``with`` statement's body starts."""
         state = self
         for item in with_stmt.items:
@@ -137,7 +138,7 @@ class Bound:
                 state = Bound(state.surely | targets, state.maybe | targets)
         return state
 
-    def without(self, names):
+    def without(self, names: typing.AbstractSet[str]) -> Bound:
         """This point with ``names`` no longer surely bound (a ``del`` may have run)."""
         return Bound(frozenset(self.surely - names), self.maybe)
 
@@ -145,13 +146,13 @@ class Bound:
 _HEADERS = {gast.While: 'test', gast.For: 'iter', gast.AsyncFor: 'iter', gast.Match: 'subject'}
 
 
-def at_entry(fn_node):
+def at_entry(fn_node: gast.AST) -> Bound:
     """What is bound when ``fn_node`` (a gast FunctionDef) starts: its parameters."""
     params = scopes.bound_names(gast.FunctionDef('_', fn_node.args, [], [], None, None, []))
     return Bound(frozenset(params), frozenset(params))
 
 
-def exposed_reads(stmts) -> typing.Set[str]:
+def exposed_reads(stmts: typing.Sequence[gast.AST]) -> typing.Set[str]:
     """Names ``stmts`` may read before they surely bound them themselves (a read and
     a bind in one statement count as the read first: ``x = x + 1``)."""
     exposed, bound = set(), Bound(frozenset(), frozenset())

@@ -8,10 +8,14 @@ of a parse), outside the class body, so without this pass
 eager code does not.  ``mangle`` applies the compiler's rule to a parsed
 function, with the class taken from the code object's qualified name.
 """
+from __future__ import annotations
+import types
+import typing
+
 import gast
 
 
-def owner_class(fn):
+def owner_class(fn: types.FunctionType) -> str | None:
     """The name of the class whose body ``fn`` was compiled in, or None.
 
     ``co_qualname`` is fixed at compile time (``functools.wraps`` does not
@@ -20,7 +24,7 @@ def owner_class(fn):
     """
     code = getattr(fn, '__code__', None)
     qualname = getattr(code, 'co_qualname', None) or getattr(fn, '__qualname__', '')
-    parts = qualname.split('.')[:-1]
+    parts = qualname.split('.')[:-1]   # type: ignore[union-attr]
     for index in range(len(parts) - 1, -1, -1):
         name = parts[index]
         if name == '<locals>':
@@ -31,7 +35,7 @@ def owner_class(fn):
     return None
 
 
-def mangled(class_name, name):
+def mangled(class_name: str | None, name: str) -> str:
     """The compiler's rule (``_Py_Mangle``): ``__x`` in class ``_C`` is ``_C__x``; janus's
     own names in the code it generates (``__jr``, ``__janus_segments``) stay as they are,
     so a tree mangled once (a graph-break segment's, converted again) keeps them."""
@@ -44,7 +48,7 @@ def mangled(class_name, name):
     return '_%s%s' % (stripped, name)
 
 
-def mangle(tree, class_name):
+def mangle(tree: gast.AST, class_name: str | None) -> gast.AST:
     """Mangles private names in ``tree`` (a gast function) as its class body would."""
     if not class_name:
         return tree
@@ -61,33 +65,33 @@ class _Mangler(gast.NodeTransformer):
     every reference to them, so the objects keep their ``__name__``.
     """
 
-    def __init__(self, class_name, keep):
+    def __init__(self, class_name: str | None, keep: typing.AbstractSet[str]) -> None:
         self.class_name = class_name
         self.keep = keep
 
-    def _name(self, name):
+    def _name(self, name: str) -> str:
         return name if name in self.keep else mangled(self.class_name, name)
 
-    def visit_Name(self, node):
+    def visit_Name(self, node: gast.Name) -> gast.AST:
         node.id = self._name(node.id)
         return self.generic_visit(node)
 
-    def visit_Attribute(self, node):
+    def visit_Attribute(self, node: gast.Attribute) -> gast.AST:
         node.attr = mangled(self.class_name, node.attr)
         return self.generic_visit(node)
 
-    def visit_Global(self, node):
+    def visit_Global(self, node: gast.AST) -> gast.AST:
         node.names = [self._name(n) for n in node.names]
         return node
 
     visit_Nonlocal = visit_Global
 
-    def visit_alias(self, node):
+    def visit_alias(self, node: gast.alias) -> gast.alias:
         if node.asname:
             node.asname = self._name(node.asname)
         return node
 
-    def visit_ClassDef(self, node):
+    def visit_ClassDef(self, node: gast.ClassDef) -> gast.ClassDef:
         # Bases and decorators belong to the enclosing class; the body to this one.
         node.bases = [self.visit(b) for b in node.bases]
         node.keywords = [self.visit(k) for k in node.keywords]

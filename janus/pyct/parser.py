@@ -22,11 +22,13 @@ code objects carry the column span of every instruction
 a, lambda: b)``, two ``sorted(key=lambda ...)``) the one whose body holds the
 code's instructions is the lambda that made ``fn``.
 """
+from __future__ import annotations
 import ast
 import dataclasses
 import inspect
 import textwrap
 import types
+import typing
 
 import gast
 
@@ -38,7 +40,7 @@ class NoSource(Exception):
     """The function has no retrievable source (builtin, exec, interactive), or the
     source its file holds now is not the code Python runs (``reason``)."""
 
-    def __init__(self, message, reason=Reason.NO_SOURCE):
+    def __init__(self, message: str, reason: Reason = Reason.NO_SOURCE) -> None:
         self.reason = reason
         super().__init__(message)
 
@@ -52,7 +54,7 @@ class _ParsedFile:
     imported: frozenset
 
 
-def function_source(fn):
+def function_source(fn: types.FunctionType) -> tuple[str, str, int]:
     """Returns (source, filename, first_lineno) of ``fn``'s definition: the block at its
     code's first line, dedented (``inspect.getsourcelines`` without following
     ``__wrapped__``)."""
@@ -64,7 +66,7 @@ def function_source(fn):
     return textwrap.dedent(''.join(inspect.getblock(lines[start:]))), filename, start + 1
 
 
-def parse_function(fn):
+def parse_function(fn: types.FunctionType) -> tuple[gast.AST, str, list[str]]:
     """Returns (gast FunctionDef or Lambda, filename, source_lines).
 
     The node's line numbers are those of the user's file, and
@@ -78,7 +80,7 @@ def parse_function(fn):
         candidates, imported = found
     problem = 'it is not at line %d' % fn.__code__.co_firstlineno
     for tree, filename, source_lines in candidates:
-        problem = recompile.mismatch(tree, fn, imported)
+        problem = recompile.mismatch(tree, fn, imported)   # type: ignore[assignment]
         if problem is None:
             return tree, filename, source_lines
     raise NoSource('the source of %s in its file is not the code Python runs (%s): the file '
@@ -91,7 +93,7 @@ def parse_function(fn):
 _files = {}
 
 
-def _parsed_file(filename, lines):
+def _parsed_file(filename: str, lines: typing.Sequence[str]) -> _ParsedFile | None:
     """The cached parse of ``lines`` (the text of ``filename``), or None if it does not parse."""
     text = ''.join(lines)
     cached = _files.get(filename)
@@ -107,7 +109,7 @@ def _parsed_file(filename, lines):
     return parsed
 
 
-def _imported_names(module):
+def _imported_names(module: ast.Module) -> frozenset[str]:
     """Names bound by import statements in module scope (not in a def or class body)."""
     names, pending = set(), list(module.body)
     while pending:
@@ -117,12 +119,13 @@ def _imported_names(module):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update(alias.asname or alias.name.split('.')[0]
                          for alias in node.names if alias.name != '*')
-        pending.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)
+        pending.extend(child for child in ast.iter_child_nodes(node)  # type: ignore[misc]
+                       if isinstance(child, ast.stmt)
                        or isinstance(child, (ast.excepthandler, ast.match_case)))
     return frozenset(names)
 
 
-def _in_file(fn):
+def _in_file(fn: types.FunctionType) -> tuple[list[tuple], frozenset] | None:
     """([(tree, filename, source_lines)] of the definitions in ``fn``'s whole file that
     may be ``fn``'s, the names the file's imports bind), or None when the file cannot
     be read or parsed as a whole.  A whole-file parse also finds a lambda that starts
@@ -139,7 +142,7 @@ def _in_file(fn):
     if code.co_name == '<lambda>':
         nodes = [_pick_lambda(ast.walk(parsed.module), code, 0, 0)]
     else:
-        nodes = [node for node in ast.walk(parsed.module)
+        nodes = [node for node in ast.walk(parsed.module)   # type: ignore[misc]
                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                  and node.name == code.co_name and _first_line(node) == code.co_firstlineno]
     # new trees: the cached module stays as parsed
@@ -148,12 +151,12 @@ def _in_file(fn):
             for node in nodes], parsed.imported
 
 
-def _first_line(node):
+def _first_line(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     """A def's code object's first line: its first decorator's, else the def's."""
     return min([d.lineno for d in node.decorator_list] + [node.lineno])
 
 
-def _in_block(fn):
+def _in_block(fn: types.FunctionType) -> tuple[gast.AST, str, list[str]]:
     """(tree, filename, source_lines) of ``fn`` parsed from its definition's block alone."""
     source, filename, first_lineno = function_source(fn)
     try:
@@ -167,7 +170,8 @@ def _in_block(fn):
     return tree, filename, source.splitlines()[node.lineno - first_lineno:]
 
 
-def _find_definition(module, fn, source, first_lineno):
+def _find_definition(module: ast.Module, fn: types.FunctionType, source: str,
+                     first_lineno: int) -> typing.Any:
     code = fn.__code__
     if code.co_name == '<lambda>':
         # ``source`` was dedented: its columns are the file's less the common indent.
@@ -180,7 +184,7 @@ def _find_definition(module, fn, source, first_lineno):
     raise NoSource('source of %s does not start with its def' % fn.__qualname__)
 
 
-def _indent_of(fn, lineno):
+def _indent_of(fn: types.FunctionType, lineno: int) -> int:
     """The indent, in characters, of line ``lineno`` of ``fn``'s file (0 if unknown)."""
     try:
         lines, _ = inspect.findsource(fn)
@@ -190,7 +194,8 @@ def _indent_of(fn, lineno):
     return len(line) - len(line.lstrip())
 
 
-def _pick_lambda(nodes, code, line_offset, col_offset):
+def _pick_lambda(nodes: typing.Iterable[ast.AST], code: types.CodeType, line_offset: int,
+                 col_offset: int) -> ast.Lambda:
     """The ``ast.Lambda`` among ``nodes`` that compiled to ``code``.
 
     ``line_offset``/``col_offset``: what to add to a node's positions to get the
@@ -207,11 +212,11 @@ def _pick_lambda(nodes, code, line_offset, col_offset):
         return candidates[0]
     positions = _positions(code)
     if positions:
-        def span(node):
+        def span(node: typing.Any) -> tuple[tuple[int, int], tuple[int, int]]:
             return ((node.lineno + line_offset, node.col_offset + col_offset),
                     (node.end_lineno + line_offset, node.end_col_offset + col_offset))
 
-        def holds(node):
+        def holds(node: ast.Lambda) -> bool:
             (start, end) = span(node.body)
             return all(start <= first and last <= end for first, last in positions)
         inside = [n for n in candidates if holds(n)]
@@ -223,7 +228,7 @@ def _pick_lambda(nodes, code, line_offset, col_offset):
                    % (code.co_firstlineno, code.co_qualname))
 
 
-def _positions(code):
+def _positions(code: types.CodeType) -> list[tuple[tuple, tuple]]:
     """((line, col), (end_line, end_col)) of every instruction that has a full position."""
     out = []
     for line, end_line, col, end_col in code.co_positions():
@@ -232,12 +237,13 @@ def _positions(code):
     return out
 
 
-def source_line(source_lines, first_lineno, lineno):
+def source_line(source_lines: typing.Sequence[str], first_lineno: int,
+                lineno: int) -> str | None:
     index = lineno - first_lineno
     if 0 <= index < len(source_lines):
         return source_lines[index]
     return None
 
 
-def is_plain_function(fn):
+def is_plain_function(fn: object) -> bool:
     return isinstance(fn, types.FunctionType)

@@ -45,9 +45,11 @@ calling convention ``[callable, arg] PRECALL 0; CALL 0``, which calls
 ``callable(arg)``); every truth test is taken once, by the builtin ``bool``
 called from the user's frame, and the jump then tests that ``bool``.
 """
+from __future__ import annotations
 import dataclasses
 import sys
 import typing
+import types
 
 import bytecode as bc
 import gast
@@ -91,7 +93,7 @@ class Hooks:
     returned: typing.Callable   # (site) -> f(result) -> result
 
 
-def instrument_code(code, tree, hooks):
+def instrument_code(code: types.CodeType, tree: gast.AST, hooks: Hooks) -> types.CodeType:
     """``code`` (compiled from ``tree``, its sites numbered) with probes; raises Unmapped."""
     if sys.version_info[:2] != (3, 11):
         raise Unmapped('the probes are written for CPython 3.11 bytecode, not %d.%d'
@@ -107,7 +109,8 @@ def instrument_code(code, tree, hooks):
     return made
 
 
-def _instrument(code, index, hooks, found):
+def _instrument(code: types.CodeType, index: _SiteIndex, hooks: Hooks,
+                found: set) -> types.CodeType:
     nested = {}
     for const in code.co_consts:
         if isinstance(const, type(code)):
@@ -122,15 +125,15 @@ def _instrument(code, index, hooks, found):
     return program.to_code()
 
 
-def _span(node):
+def _span(node: gast.AST) -> tuple[int, int, int, int]:
     return (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset)
 
 
-def _end(node):
+def _end(node: gast.AST) -> tuple[int, int]:
     return (node.end_lineno, node.end_col_offset)
 
 
-def _last_end(node):
+def _last_end(node: gast.AST) -> tuple[int, int]:
     """Where the last instruction evaluating ``node`` ends: a ``(name := value)``
     ends by storing ``name``, located at the name."""
     if isinstance(node, gast.NamedExpr):
@@ -138,14 +141,14 @@ def _last_end(node):
     return _end(node)
 
 
-def _starts_inside(location, node):
+def _starts_inside(location: bc.instr.InstrLocation, node: gast.AST) -> bool:
     return (node.lineno, node.col_offset) <= (location.lineno, location.col_offset)
 
 
 class _SiteIndex:
     """The tree's sites, indexed by what their instructions' positions show."""
 
-    def __init__(self, tree):
+    def __init__(self, tree: gast.AST) -> None:
         self.leaves = {}        # leaf end -> (leaf, (records if False, records if True))
         self.none_leaves = {}   # end of x in `x is None` -> (leaf, records, is_none_test)
         self.loops = {}         # span -> For
@@ -163,7 +166,7 @@ class _SiteIndex:
             if isinstance(node, gast.BoolOp) and node not in self._parents:
                 self._add_test(node, None, value_context=True)
 
-    def _add(self, node):
+    def _add(self, node: gast.AST) -> None:
         if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
             self.decorators.update(d for d in node.decorator_list if isinstance(d, gast.Call))
         for test, owner in _jump_context_tests(node):
@@ -180,7 +183,8 @@ class _SiteIndex:
             self.marks.append(node)
             self.required.add(node)
 
-    def _add_test(self, test, owner, value_context=False):
+    def _add_test(self, test: gast.AST, owner: gast.AST | None,
+                  value_context: bool = False) -> None:
         """Indexes the leaves of ``test`` (compiled as jumps) whose truth decides something."""
         leaves = []
         self._descend(test, owner, 'root', leaves, value_context)
@@ -199,7 +203,7 @@ class _SiteIndex:
         for leaf, records in observed:
             self._add_leaf(leaf, records)
 
-    def _add_leaf(self, leaf, records):
+    def _add_leaf(self, leaf: gast.AST, records: tuple) -> None:
         self.required.add(leaf)
         none_test = _none_test(leaf)
         if none_test is not None:
@@ -208,7 +212,8 @@ class _SiteIndex:
             raise Unmapped('two test operands end at line %d' % leaf.end_lineno)
         self.leaves[_last_end(leaf)] = (leaf, records)
 
-    def _descend(self, node, parent, role, leaves, value_context):
+    def _descend(self, node: gast.AST, parent: gast.AST, role: str, leaves: list,
+                 value_context: bool) -> None:
         """Walks a test's ``and``/``or`` (and, in jump context, ``not`` and conditional
         expressions: CPython compiles them as jumps too) down to its leaves."""
         self._parents[node] = (parent, role)
@@ -225,7 +230,7 @@ class _SiteIndex:
         else:
             leaves.append(node)
 
-    def _records(self, leaf, truth):
+    def _records(self, leaf: gast.AST, truth: bool) -> tuple[Record, ...]:
         """What deciding ``leaf`` as ``truth`` decides, up to the test's owner."""
         records, node, own_value = [], leaf, True
         while True:
@@ -245,7 +250,7 @@ class _SiteIndex:
             node = parent
 
 
-def _jump_context_tests(node):
+def _jump_context_tests(node: gast.AST) -> typing.Iterator[tuple[gast.AST, gast.AST | None]]:
     """(test, owner site node or None) of the tests CPython compiles as jumps."""
     if isinstance(node, (gast.If, gast.While, gast.IfExp)):
         yield node.test, node
@@ -254,15 +259,16 @@ def _jump_context_tests(node):
     elif isinstance(node, gast.comprehension):
         for test in node.ifs:
             yield test, None
-    elif isinstance(node, getattr(gast, 'match_case', ())) and node.guard is not None:
-        yield node.guard, None
+    elif (isinstance(node, getattr(gast, 'match_case', ()))
+          and node.guard is not None):   # type: ignore[union-attr]
+        yield node.guard, None   # type: ignore[union-attr]
 
 
-def _chained(node):
+def _chained(node: gast.AST) -> bool:
     return isinstance(node, gast.Compare) and len(node.ops) > 1
 
 
-def _none_test(leaf):
+def _none_test(leaf: gast.AST) -> bool | None:
     """True for ``x is None``, False for ``x is not None``, else None."""
     if (isinstance(leaf, gast.Compare) and len(leaf.ops) == 1
             and isinstance(leaf.ops[0], (gast.Is, gast.IsNot))
@@ -272,7 +278,7 @@ def _none_test(leaf):
     return None
 
 
-def _outside_the_code(tree):
+def _outside_the_code(tree: gast.AST) -> set[gast.AST]:
     """Nodes of ``tree`` its code object does not run: the definition's own
     decorators, defaults and annotations, and every annotation."""
     roots = []
@@ -291,14 +297,16 @@ def _outside_the_code(tree):
     return {n for root in roots if root is not None for n in gast.walk(root)}
 
 
-def _instr(name, arg=bc.UNSET, location=None):
+def _instr(name: str, arg: object = bc.UNSET,
+           location: bc.instr.InstrLocation | None = None) -> bc.Instr:
     return bc.Instr(name, arg, location=location)
 
 
 class _Rewriter:
     """One code object's instructions with the probes of the sites it holds."""
 
-    def __init__(self, program, index, hooks, found, holds_statements):
+    def __init__(self, program: bc.Bytecode, index: _SiteIndex, hooks: Hooks, found: set,
+                 holds_statements: bool) -> None:
         self.program, self.index, self.hooks, self.found = list(program), index, hooks, found
         self.holds_statements = holds_statements
         self.before = {}      # position in program -> instructions inserted before it
@@ -306,7 +314,7 @@ class _Rewriter:
         self.replaced = {}    # position in program -> its replacement instructions
         self.occurrences = {}  # node -> instructions seen so far that belong to it
 
-    def rewritten(self):
+    def rewritten(self) -> list:
         self._plan()
         out = []
         for i, item in enumerate(self.program):
@@ -315,11 +323,11 @@ class _Rewriter:
             out += self.after.get(i, [])
         return out
 
-    def _found(self, node):
+    def _found(self, node: gast.AST) -> int:
         self.found.add(node)
         return anno.get(node, anno.Key.SITE)
 
-    def _plan(self):
+    def _plan(self) -> None:
         previous = None            # index of the previous instruction (labels break it)
         for i, item in enumerate(self.program):
             if isinstance(item, bc.Label):
@@ -332,7 +340,7 @@ class _Rewriter:
         if self.holds_statements:
             self._plan_marks()
 
-    def _plan_instruction(self, i, instr, previous):
+    def _plan_instruction(self, i: int, instr: bc.Instr, previous: int | None) -> None:
         location = instr.location
         if location is None or location.lineno is None or location.col_offset is None:
             return
@@ -354,7 +362,7 @@ class _Rewriter:
                                 _instr('PUSH_NULL', location=location),
                                 _instr('SWAP', 2, location)]
 
-    def _plan_jump(self, i, instr, previous):
+    def _plan_jump(self, i: int, instr: bc.Instr, previous: int | None) -> None:
         """A conditional jump right after a test leaf's last instruction gets its probe."""
         name, location = instr.name, instr.location
         before = self.program[previous].location if previous is not None else None
@@ -375,7 +383,7 @@ class _Rewriter:
             self.replaced[i] = [_instr(_OR_POP_JUMPS[name], instr.arg, location),
                                 _instr('POP_TOP', location=location)]
 
-    def _chain_step(self, leaf):
+    def _chain_step(self, leaf: tuple) -> tuple:
         """The records of this jump of a leaf.  A chained comparison ``a < b < c`` as a
         test compiles to one jump per comparison, in order (each copy of the test: a
         ``while`` test is compiled twice); all but the last only jump when false."""
@@ -387,7 +395,7 @@ class _Rewriter:
             return (records[0], ())
         return records
 
-    def _plan_call(self, i, instr):
+    def _plan_call(self, i: int, instr: bc.Instr) -> None:
         location = instr.location
         call = self.index.calls.get(_location_end(location))
         if call is None or (location.lineno, location.col_offset) not in _call_starts(call):
@@ -412,7 +420,7 @@ class _Rewriter:
             _callee_probe(self.hooks.callee(site), depth, location)
         self.after[i] = _call_on_top(self.hooks.returned(site), location)
 
-    def _call_start(self, i, instr, call, starred):
+    def _call_start(self, i: int, instr: bc.Instr, call: gast.Call, starred: bool) -> int:
         """Where the probe of ``call``'s callee goes: before its KW_NAMES / PRECALL."""
         precall = self.program[i - 1] if i > 0 else None
         if (starred or not isinstance(precall, bc.Instr) or precall.name != 'PRECALL'
@@ -424,7 +432,7 @@ class _Rewriter:
             first = i - 2
         return first
 
-    def _plan_marks(self):
+    def _plan_marks(self) -> None:
         """A probe before the first instruction of each run inside a break / continue /
         return statement's span (a copy of it in a ``finally`` is a run of its own)."""
         for node in self.index.marks:
@@ -439,7 +447,7 @@ class _Rewriter:
                 inside_before = inside
 
 
-def _call_starts(call):
+def _call_starts(call: gast.Call) -> list[tuple[int, int]]:
     """Where a call's CALL starts: at the call, or for a method call whose attribute
     spans lines, at the method's name (CPython 3.11 locates it there)."""
     starts = [(call.lineno, call.col_offset)]
@@ -449,15 +457,15 @@ def _call_starts(call):
     return starts
 
 
-def _location_span(location):
+def _location_span(location: bc.instr.InstrLocation) -> tuple[int, int, int, int]:
     return (location.lineno, location.end_lineno, location.col_offset, location.end_col_offset)
 
 
-def _location_end(location):
+def _location_end(location: bc.instr.InstrLocation) -> tuple[int, int]:
     return (location.end_lineno, location.end_col_offset)
 
 
-def _location_inside(location, node):
+def _location_inside(location: bc.instr.InstrLocation | None, node: gast.AST) -> bool:
     if location is None or location.lineno is None or location.end_lineno is None \
             or location.col_offset is None:
         return False
@@ -467,13 +475,13 @@ def _location_inside(location, node):
 
 # -- the probe sequences (stack comments: the top is on the right) ------------
 
-def _call_on_top(hook, location):
+def _call_on_top(hook: typing.Callable, location: bc.instr.InstrLocation) -> list[bc.Instr]:
     """[v] -> [hook(v)]."""
     return [_instr('LOAD_CONST', hook, location), _instr('SWAP', 2, location),
             _instr('PRECALL', 0, location), _instr('CALL', 0, location)]
 
 
-def _truth_probe(hook, location):
+def _truth_probe(hook: typing.Callable, location: bc.instr.InstrLocation) -> list[bc.Instr]:
     """[v] -> [hook(v, bool(v))]: the truth taken once, by ``bool`` in the user's frame."""
     return [_instr('LOAD_CONST', hook, location), _instr('SWAP', 2, location),
             _instr('COPY', 1, location),
@@ -482,7 +490,7 @@ def _truth_probe(hook, location):
             _instr('PRECALL', 1, location), _instr('CALL', 1, location)]
 
 
-def _loop_probe(hook, location):
+def _loop_probe(hook: typing.Callable, location: bc.instr.InstrLocation) -> list[bc.Instr]:
     """[it] -> [map(hook(it), it)]: ``map`` made in the user's frame counts the items."""
     return [_instr('LOAD_CONST', map, location), _instr('SWAP', 2, location),
             _instr('LOAD_CONST', hook, location), _instr('COPY', 2, location),
@@ -491,13 +499,14 @@ def _loop_probe(hook, location):
             _instr('PRECALL', 1, location), _instr('CALL', 1, location)]
 
 
-def _callee_probe(hook, depth, location):
+def _callee_probe(hook: typing.Callable, depth: int,
+                  location: bc.instr.InstrLocation) -> list[bc.Instr]:
     """[NULL, f, args...] -> [NULL, hook(f), args...] (``f`` is ``depth`` deep)."""
     swap = [_instr('SWAP', depth, location)] if depth > 1 else []
     return swap + _call_on_top(hook, location) + swap
 
 
-def _mark_probe(hook, location):
+def _mark_probe(hook: typing.Callable, location: bc.instr.InstrLocation) -> list[bc.Instr]:
     return [_instr('PUSH_NULL', location=location), _instr('LOAD_CONST', hook, location),
             _instr('PRECALL', 0, location), _instr('CALL', 0, location),
             _instr('POP_TOP', location=location)]

@@ -16,11 +16,13 @@ constants (nested code objects alike).  Only positions and qualified names
 may differ (the copy is compiled inside a factory), so an in-line class
 body's ``__qualname__`` constant is compared as the qualified name it is.
 """
+from __future__ import annotations
 import __future__
 import ast
 import copy
 import inspect
 import types
+import typing
 
 import gast
 
@@ -41,12 +43,13 @@ _KIND_FLAGS = (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATO
 _DEFS = (gast.FunctionDef, gast.AsyncFunctionDef)
 
 
-def future_flags(code):
+def future_flags(code: types.CodeType) -> int:
     """``compile`` flags for recompiling ``code``'s source: its ``__future__`` features."""
     return code.co_flags & _FUTURE_FLAGS
 
 
-def mismatch(tree, fn, imported=None):
+def mismatch(tree: gast.AST, fn: types.FunctionType,
+             imported: typing.Collection[str] | None = None) -> str | None:
     """None when ``tree`` (a gast FunctionDef or Lambda, as parsed, with the file's line
     numbers) compiles to ``fn``'s code; else what differs, as text.  ``imported``: the
     names the file's module-level imports bind (None: unknown, taken as none)."""
@@ -58,7 +61,8 @@ def mismatch(tree, fn, imported=None):
     return _first_difference(_fingerprint(code), _fingerprint(copied))
 
 
-def _compile_alone(tree, fn, imported):
+def _compile_alone(tree: gast.AST, fn: types.FunctionType,
+                   imported: typing.Collection[str]) -> types.CodeType:
     """The code object of ``tree`` compiled inside a factory whose parameters are
     ``fn``'s free variables (so they stay free variables, as in ``fn``), in a module
     whose imports bind ``imported``.  A ``def`` binds its name as a global of the
@@ -85,7 +89,7 @@ def _compile_alone(tree, fn, imported):
                 if isinstance(c, types.CodeType) and c.co_name == code.co_name)
 
 
-def _strip_enclosing_parts(node):
+def _strip_enclosing_parts(node: gast.AST) -> None:
     """Drops what the enclosing code evaluates (decorators, defaults, annotations):
     none of it is in the function's own code object."""
     if isinstance(node, _DEFS):
@@ -98,7 +102,7 @@ def _strip_enclosing_parts(node):
             arg.annotation = None
 
 
-def _fingerprint(code):
+def _fingerprint(code: types.CodeType) -> tuple:
     """What of a code object its source determines, positions and qualified name aside."""
     return (('name', code.co_name),
             ('arguments', (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
@@ -111,7 +115,7 @@ def _fingerprint(code):
             ('bytecode', code.co_code))
 
 
-def _constant(value, owner):
+def _constant(value: typing.Any, owner: types.CodeType) -> tuple:
     """A constant as compared: by type and value (``1``, ``1.0`` and ``True`` differ,
     so do ``0.0`` and ``-0.0``); a nested code object by its fingerprint."""
     if isinstance(value, types.CodeType):
@@ -125,11 +129,11 @@ def _constant(value, owner):
     return (type(value), value)
 
 
-def _is_class_body(code):
+def _is_class_body(code: types.CodeType) -> bool:
     return not code.co_flags & inspect.CO_NEWLOCALS
 
 
-def _first_difference(original, recompiled):
+def _first_difference(original: tuple, recompiled: tuple) -> str | None:
     for (what, want), (_, got) in zip(original, recompiled):
         if want != got:
             if what == 'constants':
@@ -138,7 +142,7 @@ def _first_difference(original, recompiled):
     return None
 
 
-def _nested_difference(want, got):
+def _nested_difference(want: tuple, got: tuple) -> str | None:
     """The difference inside the first nested code object that differs, if any."""
     for a, b in zip(want, got):
         if a != b and a[0] == 'code' and b[0] == 'code':

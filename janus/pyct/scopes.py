@@ -18,8 +18,10 @@ every function here follows them:
 ``symtable`` on a function, so a case this module misses is found, not
 silently wrong (``graphgen/segments.py`` checks every function it cuts).
 """
+from __future__ import annotations
 import ast
 import symtable
+import typing
 
 import gast
 
@@ -29,7 +31,7 @@ COMPREHENSIONS = (gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp)
 _FUNCTIONS = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda)
 
 
-def jumps_out(node, loops=0):
+def jumps_out(node: gast.AST, loops: int = 0) -> bool:
     """Whether ``node`` may leave the statements around it: a ``return``, or a
     ``break``/``continue`` of a loop outside it (``loops``: the loops entered below
     the statement; nested functions and classes aside)."""
@@ -47,12 +49,12 @@ def jumps_out(node, loops=0):
 
 # -- which parts of a nested scope run where ---------------------------------------
 
-def _all_args(args):
+def _all_args(args: gast.arguments) -> list[gast.AST]:
     return (list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs)
             + [a for a in (args.vararg, args.kwarg) if a is not None])
 
 
-def enclosing_parts(node):
+def enclosing_parts(node: gast.AST) -> list[gast.AST]:
     """The expressions of a nested scope ``node`` that run in the scope around it."""
     if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef)):
         annotations = [a.annotation for a in _all_args(node.args)] + [node.returns]
@@ -68,7 +70,7 @@ def enclosing_parts(node):
     raise TypeError('not a scope: %r' % (node,))
 
 
-def inner_parts(node):
+def inner_parts(node: gast.AST) -> list[gast.AST]:
     """The parts of a nested scope ``node`` that run in its own scope."""
     if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
         return list(node.body)
@@ -81,7 +83,7 @@ def inner_parts(node):
     raise TypeError('not a scope: %r' % (node,))
 
 
-def walk_scope(nodes):
+def walk_scope(nodes: typing.Sequence[gast.AST]) -> typing.Iterator[gast.AST]:
     """Every node under ``nodes`` that runs in their scope.  A nested scope's node is
     yielded, its ``enclosing_parts`` walked, its ``inner_parts`` not."""
     stack = list(reversed(nodes))
@@ -96,7 +98,7 @@ def walk_scope(nodes):
 
 # -- what one node binds --------------------------------------------------------------
 
-def pattern_names(node):
+def pattern_names(node: gast.AST) -> set[str]:
     """Names a ``match`` pattern node binds itself (capture, star, mapping rest)."""
     if isinstance(node, (gast.MatchAs, gast.MatchStar)) and node.name is not None:
         return {node.name}
@@ -105,7 +107,7 @@ def pattern_names(node):
     return set()
 
 
-def names_bound_by(node):
+def names_bound_by(node: gast.AST) -> set[str]:
     """Names ``node`` itself binds in the scope it runs in (not counting its children)."""
     if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)):
         return {node.id}
@@ -118,7 +120,7 @@ def names_bound_by(node):
     return pattern_names(node)
 
 
-def comprehension_walrus_targets(comprehension):
+def comprehension_walrus_targets(comprehension: gast.AST) -> set[str]:
     """``(y := ...)`` in a comprehension (or one nested in it) binds ``y`` in the
     enclosing function."""
     found = set()
@@ -130,7 +132,7 @@ def comprehension_walrus_targets(comprehension):
     return found
 
 
-def declared(scope_nodes):
+def declared(scope_nodes: typing.Sequence[gast.AST]) -> tuple[set[str], set[str]]:
     """Names declared ``global`` and ``nonlocal`` among ``scope_nodes`` (one scope)."""
     glob, nonloc = set(), set()
     for node in walk_scope(scope_nodes):
@@ -141,7 +143,7 @@ def declared(scope_nodes):
     return glob, nonloc
 
 
-def parameters(scope):
+def parameters(scope: gast.AST) -> set[str]:
     if isinstance(scope, _FUNCTIONS):
         return {a.id for a in _all_args(scope.args)}
     return set()
@@ -149,7 +151,7 @@ def parameters(scope):
 
 # -- a scope's locals and free names ------------------------------------------------
 
-def bound_names(scope):
+def bound_names(scope: gast.AST) -> set[str]:
     """The names ``scope`` binds: its locals, and the names it declares ``global`` or
     ``nonlocal`` and assigns (callers that need locals only subtract ``declared``)."""
     names = parameters(scope)
@@ -162,13 +164,13 @@ def bound_names(scope):
     return names
 
 
-def local_names(scope):
+def local_names(scope: gast.AST) -> set[str]:
     """The scope's locals as Python's compiler decides them."""
     glob, nonloc = declared(inner_parts(scope))
     return bound_names(scope) - glob - nonloc
 
 
-def free_names(scope):
+def free_names(scope: gast.AST) -> set[str]:
     """The names a nested ``scope`` refers to that are neither its locals nor declared
     ``global`` in it: they come from the enclosing scopes (or, where no enclosing
     function binds them, the module)."""
@@ -188,13 +190,13 @@ def free_names(scope):
     return (refs | passed) - own - glob
 
 
-def loaded_names(nodes):
+def loaded_names(nodes: typing.Sequence[gast.AST]) -> set[str]:
     """Names loaded in the scope of ``nodes`` itself (not in nested scopes)."""
     return {n.id for n in walk_scope(nodes)
             if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
 
 
-def nested_scopes(nodes):
+def nested_scopes(nodes: typing.Sequence[gast.AST]) -> list[gast.AST]:
     """The nested scopes directly under ``nodes`` (not those inside them)."""
     return [n for n in walk_scope(nodes) if isinstance(n, SCOPE_NODES)]
 
@@ -205,12 +207,12 @@ _SYMTABLE_NAME = {gast.Lambda: 'lambda', gast.ListComp: 'listcomp', gast.SetComp
                   gast.DictComp: 'dictcomp', gast.GeneratorExp: 'genexpr'}
 
 
-def _scope_key(node):
+def _scope_key(node: gast.AST) -> tuple[str, int]:
     name = _SYMTABLE_NAME.get(type(node)) or node.name
     return name, node.lineno
 
 
-def symtable_disagreement(fn_node):
+def symtable_disagreement(fn_node: gast.AST) -> str | None:
     """None when janus's answers for the gast function ``fn_node`` equal Python's
     ``symtable`` (its locals, the names it loads itself, and each nested scope's names
     taken from it); else a sentence naming the first difference.
@@ -229,14 +231,14 @@ def symtable_disagreement(fn_node):
     fn_node = gast.parse(source).body[0].body[0]
     table = symtable.symtable(source, '<janus>', 'exec').get_children()[0].get_children()[0]
     ours = local_names(fn_node)
-    theirs = set(table.get_locals())
+    theirs = set(table.get_locals())   # type: ignore[attr-defined]
     if ours != theirs:
         return 'locals: janus %s, Python %s' % (sorted(ours), sorted(theirs))
     ours = loaded_names(inner_parts(fn_node))
     theirs = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
     if ours != theirs:
         return 'names read: janus %s, Python %s' % (sorted(ours), sorted(theirs))
-    fn_locals = set(table.get_locals())
+    fn_locals = set(table.get_locals())   # type: ignore[attr-defined]
     janus_free, python_free = {}, {}
     for node in nested_scopes(inner_parts(fn_node)):
         janus_free.setdefault(_scope_key(node), set()).update(free_names(node) & fn_locals)

@@ -4,6 +4,7 @@ Runs right after parsing.  A site is a node whose run-time behaviour the
 profiler records (calls; branches and loops when those are profiled) and
 whose id an assumption carries, so a failure maps back to a source line.
 """
+from __future__ import annotations
 import types
 import typing
 
@@ -25,17 +26,19 @@ class SiteKey(typing.NamedTuple):
 class Site:
     __slots__ = ('id', 'kind', 'lineno', 'text', 'position')
 
-    def __init__(self, site_id, kind, lineno, text, position=None):
+    def __init__(self, site_id: int, kind: str, lineno: int | None, text: str | None,
+                 position: tuple | None = None) -> None:
         self.id, self.kind, self.lineno, self.text = site_id, kind, lineno, text
         # (kind, lineno, col, end lineno, end col): the same node in another parse of
         # the same source (a graph-break segment's copy of its owner's statements)
         self.position = position
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return 'site %d (%s, line %s)' % (self.id, self.kind, self.lineno)
 
 
-def number_sites(tree, source_lines, first_lineno):
+def number_sites(tree: gast.AST, source_lines: typing.Sequence[str],
+                 first_lineno: int) -> dict[int, Site]:
     """Annotates every site node with an id; returns {id: Site}."""
     sites = {}
     for node in gast.walk(tree):
