@@ -5,6 +5,7 @@ Each knob ``name`` can be overridden from the environment as ``JANUS_NAME``
 """
 import contextlib
 import os
+import typing
 
 
 def _env(name, default):
@@ -63,6 +64,9 @@ class _Config:
         floor_warmup_graphs=2,    # the first this many graphs of each janus function (or segment) are warm-up for the floor; later ones (retraces) are steady cost
         log_recompiles=True,      # log (logger 'janus') which guard failed on every cache miss
     )
+
+    if typing.TYPE_CHECKING:   # the knobs are set from _DEFAULTS: the checker reads any name
+        def __getattr__(self, name: str) -> typing.Any: ...
 
     def __init__(self):
         for name, default in self._DEFAULTS.items():

@@ -8,7 +8,9 @@ Python writes (``replay/templates.py``) and applies the writes in program
 order.  ``replay/executor.py`` wraps a run with the rollback and turns TF's
 errors into janus's outcomes.
 """
+from __future__ import annotations
 import inspect
+import typing
 
 import tensorflow as tf
 
@@ -36,18 +38,25 @@ _REGIONS = frozenset(('While', 'StatelessWhile', 'If', 'StatelessIf', 'Case', 'S
 class GraphEntry:
     """One generated graph and the assumptions it was generated under."""
 
-    def __init__(self, *, signature, bound_template, concrete, call_time_readers,
-                 output_template, writes, host, source_guards, assumptions, inlined,
-                 assumed_sites, assumed_instead, has_mutations, safe_error_ops, uses_heap_ops,
-                 op_writes, rollback, not_undoable, number, trace_seconds,
-                 recursive=(), xla_blockers=lambda: (None, None)):
+    def __init__(
+            self, *, signature: typing.Any, bound_template: inspect.BoundArguments,
+            concrete: typing.Any, call_time_readers: typing.Mapping[typing.Any, typing.Callable],
+            output_template: object, writes: typing.Sequence[tuple[typing.Any, object]],
+            host: host_module.HostProgram | None, source_guards: typing.Sequence,
+            assumptions: typing.Mapping[int, typing.Any], inlined: typing.Sequence,
+            assumed_sites: typing.Mapping, assumed_instead: typing.Mapping, has_mutations: bool,
+            safe_error_ops: typing.AbstractSet[str], uses_heap_ops: bool, op_writes: list[str],
+            rollback: typing.Any, not_undoable: str | None, number: int, trace_seconds: float,
+            recursive: typing.Iterable = (),
+            xla_blockers: typing.Callable[[], tuple] = lambda: (None, None)) -> None:
         self.signature = signature               # call_signature.Signature: the argument guards
         self.bound_template = bound_template     # inspect.BoundArguments of the traced call
         self.concrete = concrete                 # the ConcreteFunction
+        self._call_graph: typing.Callable[[list], typing.Any]
         self._call_graph = self._plain_call = _graph_caller(
             concrete, call_time_readers if config.fast_replay else None)
         self.xla_blockers = xla_blockers         # () -> (why no XLA, why not by janus's choice)
-        self.xla = None                          # xla.XlaCaller once jit is set
+        self.xla: xla.XlaCaller | None = None    # xla.XlaCaller once jit is set
         self.output_template = output_template   # templates: the return value
         self.writes = writes                     # (write, template): Python writes, in order
         self.host = host                         # host.HostProgram or None: run before the graph
@@ -72,7 +81,7 @@ class GraphEntry:
         self.recursive = list(recursive)         # recursive graph functions it calls (explain)
         self.runs = 0
 
-    def check(self, arguments):
+    def check(self, arguments: typing.Mapping[str, typing.Any]) -> guards.Miss | None:
         """The first failing guard (a ``guards.Miss``), or None when all hold."""
         miss = self.signature.check(arguments)
         if miss:
@@ -82,9 +91,10 @@ class GraphEntry:
             check = self._check_sources = self._compile_checks()
         return check(arguments)
 
-    _check_sources = None
+    _check_sources: typing.Callable | None = None
 
-    def _compile_checks(self):
+    def _compile_checks(
+            self) -> typing.Callable[[typing.Mapping[str, typing.Any]], guards.Miss | None]:
         """The source guards as one generated function (``guards.compile_checks``)."""
         found = list(self.source_guards)
         try:
@@ -95,7 +105,7 @@ class GraphEntry:
         check = guards.checked_in_order(found)
         return lambda arguments: check(arguments, {})
 
-    def run(self, arguments):
+    def run(self, arguments: typing.Mapping[str, typing.Any]) -> typing.Any:
         """Runs the graph; once it finished (every assertion passed), writes the
         shadow heap back to the Python objects, in program order."""
         run_id = heap.begin_run() if self.uses_heap_ops else None
@@ -147,7 +157,7 @@ class GraphEntry:
             raise WriteBackFailed(e, self.has_mutations or written, written) from e
         return result
 
-    def set_jit(self, mode):
+    def set_jit(self, mode: str) -> None:
         """Runs the graph as ``mode`` says ('off', 'on', 'auto': ``replay/xla.py``)."""
         if mode == 'off':
             self.xla, self._call_graph = None, self._plain_call
@@ -157,7 +167,7 @@ class GraphEntry:
                                  hard or (soft if mode == 'auto' else None))
         self._call_graph = self.xla
 
-    def work_ops(self, limit):
+    def work_ops(self, limit: int) -> int:
         """How many ops the graph computes with, up to ``limit``: ops besides reading
         its inputs and variables, passing values on and janus's own checks; a loop,
         a branch or a function call counts as ``limit`` (its work is inside)."""
@@ -170,14 +180,14 @@ class GraphEntry:
                 return limit
         return count
 
-    def describe_guards(self):
+    def describe_guards(self) -> list[str]:
         return self.signature.describe() + [repr(g) for g in self.source_guards]
 
-    def describe_writes(self):
+    def describe_writes(self) -> list[str]:
         return [w.describe() for w, _ in self.writes] + getattr(self, 'op_writes', [])
 
 
-def _heavy(op):
+def _heavy(op: tf.Operation) -> bool:
     """A convolution, matrix product or normalization of a size whose eager run costs
     more than a janus call (one Conv2D of a small image takes a millisecond eagerly:
     run plainly, a segment holding only it would be slower than its graph)."""
@@ -187,7 +197,9 @@ def _heavy(op):
     return elements is None or elements >= _HEAVY_ELEMENTS
 
 
-def _graph_caller(concrete, readers=None):
+def _graph_caller(concrete: typing.Any,
+                  readers: typing.Mapping[typing.Any, typing.Callable] | None = None
+                  ) -> typing.Callable[[list], typing.Any]:
     """How a run feeds the graph its flat inputs.
 
     ``ConcreteFunction.__call__`` re-binds and re-casts every input against its
@@ -203,16 +215,17 @@ def _graph_caller(concrete, readers=None):
     call_flat = concrete._call_flat   # TF's own entry after its input re-check
     captured = _captured_reader(concrete, readers or {})
     if captured is None:
-        def call(flat):
+        def call(flat: list) -> typing.Any:
             return call_flat(flat, concrete.captured_inputs)
     else:
-        def call(flat):
+        def call(flat: list) -> typing.Any:
             return call_flat(flat, captured())
-    call.captured_inputs = captured   # None: TF's own path
+    call.captured_inputs = captured   # type: ignore[attr-defined]  # None: TF's own path
     return call
 
 
-def _captured_reader(concrete, readers):
+def _captured_reader(concrete: typing.Any,
+        readers: typing.Mapping[typing.Any, typing.Callable]) -> typing.Callable[[], list] | None:
     """A faster ``concrete.captured_inputs``, or None where it cannot be had.
 
     TF wraps each call-time capture's closure to re-check its result against the
@@ -242,7 +255,7 @@ def _captured_reader(concrete, readers):
     if not calls:
         return lambda: static
 
-    def read():
+    def read() -> list:
         values = list(static)
         for index, reader in calls:
             values[index] = reader()
@@ -250,7 +263,7 @@ def _captured_reader(concrete, readers):
     return read
 
 
-def _flat_call_parameters():
+def _flat_call_parameters() -> tuple[str, ...]:
     from tensorflow.python.eager.polymorphic_function import concrete_function
     method = getattr(concrete_function.ConcreteFunction, '_call_flat', None)
     if method is None:

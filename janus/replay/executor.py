@@ -23,7 +23,9 @@ Needs a ``GraphEntry`` whose guards held for this call.  Outcomes:
   the graph's updates when no Python write was applied yet); an earlier
   failure of janus's own (flattening the arguments) raises before the graph ran.
 """
+from __future__ import annotations
 import re
+import typing
 
 import tensorflow as tf
 
@@ -34,7 +36,7 @@ from janus.graph import ops
 _NODE = re.compile(r'\{\{node ([^}]+)\}\}')
 
 
-def apply_thread_config():
+def apply_thread_config() -> None:
     """Sizes TF's inter-op thread pool from ``config.inter_op_threads`` (0: TF's
     default).  TF fixes the pool when its runtime starts, so this runs when janus
     is imported; later changes of the knob have no effect (a warning says so)."""
@@ -52,7 +54,7 @@ def apply_thread_config():
 class AssertionBroke(Exception):
     """A Janus>Assert of the graph failed; carries the assumption."""
 
-    def __init__(self, assumption):
+    def __init__(self, assumption: typing.Any) -> None:
         super().__init__(repr(assumption))
         self.assumption = assumption
 
@@ -61,7 +63,7 @@ class GraphError(Exception):
     """The graph raised a TF error that eager execution should reproduce.
     ``restored``: how many variables the graph had updated were assigned back."""
 
-    def __init__(self, error, restored=0):
+    def __init__(self, error: BaseException, restored: int = 0) -> None:
         super().__init__(str(error))
         self.error = error
         self.restored = restored
@@ -73,7 +75,8 @@ class WriteBackFailed(Exception):
     changed state (then the call must not be re-run: it would change it twice);
     ``written``: whether a Python write was applied (no rollback undoes that)."""
 
-    def __init__(self, error, state_changed, written=None):
+    def __init__(self, error: BaseException, state_changed: bool,
+                 written: bool | None = None) -> None:
         super().__init__('%s: %s' % (type(error).__name__, error))
         self.error = error
         self.state_changed = state_changed
@@ -84,7 +87,7 @@ class GraphInvalid(Exception):
     """TF could not instantiate janus's graph (a cycle janus's control dependencies
     made): a janus bug, and nothing ran, so the call runs as plain Python."""
 
-    def __init__(self, error):
+    def __init__(self, error: BaseException) -> None:
         super().__init__('%s: %s' % (type(error).__name__, str(error).strip()[:300]))
         self.error = error
 
@@ -93,7 +96,7 @@ class GraphInvalid(Exception):
 _NOT_INSTANTIATED = ('nodes in a cycle', 'Graph has cycle')
 
 
-def run_graph(entry, arguments):
+def run_graph(entry: typing.Any, arguments: typing.Mapping[str, typing.Any]) -> typing.Any:
     """Runs ``entry``; raises AssertionBroke or GraphError for the caller to fall back.
     Whenever the call is to be re-run (every exception but the graph's own error after
     a state change, or a failed write-back that changed state), the Python generators
@@ -125,12 +128,13 @@ def run_graph(entry, arguments):
         raise
 
 
-def _put_back(host, drawn):
+def _put_back(host: typing.Any, drawn: list | None) -> None:
     if drawn is not None:
         host.restore(drawn)
 
 
-def _classify(entry, error, saved=None):
+def _classify(entry: typing.Any, error: tf.errors.OpError,
+              saved: list | None = None) -> BaseException:
     """What a graph's TF ``error`` means for the call (the exception to raise);
     ``saved``: the values ``entry.rollback`` kept before the run, if any."""
     try:
@@ -150,7 +154,7 @@ def _classify(entry, error, saved=None):
     return GraphError(error) if safe else error
 
 
-def _restored(rollback, saved):
+def _restored(rollback: typing.Any, saved: list) -> bool:
     """Assigns the kept values back (the variables as they were before the run);
     False when that failed (then state may have changed: no re-run)."""
     try:
@@ -160,7 +164,7 @@ def _restored(rollback, saved):
     return True
 
 
-def _in_safe_op(node, safe_ops):
+def _in_safe_op(node: str | None, safe_ops: typing.AbstractSet[str]) -> bool:
     """Whether the failing node is one of the graph's ops that run before any state
     change, or a node inside one of those that run other graphs (``map/while/...``
     runs in the body of ``map/while``; a name scope is no such op: the gradient of
@@ -174,7 +178,7 @@ def _in_safe_op(node, safe_ops):
     return any('/'.join(parts[:n]) in calls for n in range(len(parts) - 1, 0, -1))
 
 
-def _failing_node(error):
+def _failing_node(error: BaseException) -> str | None:
     """The name of the graph node a TF error names (``[[{{node NAME}}]]``), or None."""
     match = _NODE.search(getattr(error, 'message', '') or str(error))
     return match.group(1) if match else None

@@ -8,6 +8,7 @@ rounding), raises ``AssertionBroke`` for a failed check or ``GraphError`` for a
 raising Python call (nothing ran yet), and leaves the values the graph is fed
 (``fed_value``) in this thread until ``clear``.
 """
+from __future__ import annotations
 import dataclasses
 import math
 import random
@@ -31,45 +32,45 @@ class HostRaised(Exception):
     division by zero): the graph would have failed there, before any state change."""
 
 
-def wrap(v):
+def wrap(v: int) -> int:
     """An int64 result as TF's kernels leave it (two's complement wrap)."""
     if INT64_MIN <= v <= _INT64_MAX:
         return v
     return (v - INT64_MIN) % _TWO64 + INT64_MIN
 
 
-def ftz(v):
+def ftz(v: float) -> float:
     """A float64 result as TF's CPU kernels leave it: below the normal range, zero."""
     if -NORMAL < v < NORMAL and v != 0.0:
         return math.copysign(0.0, v)
     return v
 
 
-def int_floordiv(a, b):
+def int_floordiv(a: int, b: int) -> int:
     if b == 0:
         raise HostRaised('Integer division by zero')
     return wrap(a // b)
 
 
-def int_floormod(a, b):
+def int_floormod(a: int, b: int) -> int:
     if b == 0:
         raise HostRaised('Integer division by zero')
     return wrap(a % b)
 
 
-def div_no_nan(a, b):
+def div_no_nan(a: float, b: float) -> float:
     return 0.0 if b == 0.0 else ftz(a / b)
 
 
-def reciprocal(a):
+def reciprocal(a: float) -> float:
     if a == 0.0:
         return math.copysign(math.inf, a)
     return ftz(1.0 / a)
 
 
-def integral(fn):
+def integral(fn: typing.Callable[[float], float]) -> typing.Callable[[float], float]:
     """``Floor``/``Round`` of a float64: the sign of a zero result is the operand's."""
-    def apply(a):
+    def apply(a: float) -> float:
         if math.isinf(a) or math.isnan(a):
             return a
         r = float(fn(a))
@@ -77,7 +78,7 @@ def integral(fn):
     return apply
 
 
-def float_to_int(a):
+def float_to_int(a: float) -> int:
     """``Cast`` float64 -> int64: truncation; NaN and out of range give INT64_MIN (x86)."""
     if math.isfinite(a) and -9.223372036854775808e18 <= a < 9.223372036854775808e18:
         return int(a)
@@ -97,7 +98,7 @@ class HostStep:
     assumption: typing.Any = None     # tracing.Assumption of a check
 
     @property
-    def is_check(self):
+    def is_check(self) -> bool:
         return self.assumption is not None
 
 
@@ -105,12 +106,14 @@ class HostProgram:
     """The host region of one graph: per call, its values, checks and Python calls,
     compiled to one Python function (``source``)."""
 
-    def __init__(self, constants, leaves, steps, fed):
+    def __init__(self, constants: typing.Iterable[tuple[int, object]],
+                 leaves: typing.Iterable[tuple[int, typing.Callable]],
+                 steps: typing.Sequence, fed: typing.Sequence[int]) -> None:
         self.draws = []   # the generators its draws advance (trace/host_draws.py)
         self.checks = sum(1 for step in steps if step.is_check)
         self.checked = frozenset(step.assumption.id for step in steps if step.is_check)
         self.calls = len(fed)
-        namespace = {'_wrap': wrap, '_ftz': ftz, '_Broke': AssertionBroke}
+        namespace: dict[str, typing.Any] = {'_wrap': wrap, '_ftz': ftz, '_Broke': AssertionBroke}
         names = {}
         for slot, value in constants:
             names[slot] = 'K%d' % slot
@@ -141,14 +144,14 @@ class HostProgram:
         exec(compile(self.source, '<janus host checks>', 'exec'), namespace)  # noqa: S102
         self._run = namespace['run']
 
-    def run(self, arguments, flat):
+    def run(self, arguments: typing.Mapping[str, typing.Any], flat: typing.Sequence) -> None:
         """Computes the region; raises AssertionBroke / GraphError (nothing ran yet)."""
         try:
             _local.values = self._run(arguments, flat)
         except HostRaised as e:
             raise GraphError(e) from None
 
-    def saved_states(self):
+    def saved_states(self) -> list[tuple[typing.Any, object]] | None:
         """The states of the generators its draws advance, before it runs (None when
         it draws nothing)."""
         if not self.draws:
@@ -156,13 +159,13 @@ class HostProgram:
         return [(generator, save_state(generator)) for generator in self.draws]
 
     @staticmethod
-    def restore(saved):
+    def restore(saved: typing.Iterable[tuple[typing.Any, object]] | None) -> None:
         """Puts the generators back as ``saved_states`` found them: a call that did not
         complete re-runs imperatively and draws the same numbers, once."""
         for generator, state in saved or ():
             restore_state(generator, state)
 
-    def describe(self):
+    def describe(self) -> str:
         text = '%d checks, %d Python calls before the run' % (self.checks, self.calls)
         if self.draws:
             text += ' (%d draw%s from Python random generators)' % (
@@ -170,7 +173,7 @@ class HostProgram:
         return text
 
 
-def save_state(generator):
+def save_state(generator: typing.Any) -> typing.Any:
     """A random generator's whole state (``random.Random``, NumPy ``RandomState`` or
     ``Generator``: what ``trace/host_draws.py`` draws from), for ``restore_state``."""
     if isinstance(generator, random.Random):
@@ -180,7 +183,8 @@ def save_state(generator):
     return generator.bit_generator.state
 
 
-def restore_state(generator, state):
+def restore_state(generator: typing.Any,
+                  state: typing.Any) -> None:
     if isinstance(generator, random.Random):
         generator.setstate(state)
     elif type(generator) is np.random.RandomState:
@@ -189,12 +193,12 @@ def restore_state(generator, state):
         generator.bit_generator.state = state
 
 
-def clear():
+def clear() -> None:
     _local.values = None
 
 
-def fed_value(position, numpy_type):
-    def read_now():
+def fed_value(position: int, numpy_type: type) -> typing.Callable[[], tf.Tensor]:
+    def read_now() -> tf.Tensor:
         values = getattr(_local, 'values', None)
         if values is None:
             raise RuntimeError('janus: this graph takes values its host program computes; '

@@ -13,6 +13,8 @@ for its own function calls only: the thread's function-call options are
 swapped around each run (about a microsecond), so the user's own
 ``tf.function``s are optimized as before.
 """
+from __future__ import annotations
+import typing
 from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 from tensorflow.python.eager import context
 
@@ -21,7 +23,7 @@ from janus.config import config
 _safe = {}   # the caller's options' serialized config -> the options janus runs with
 
 
-def _safe_options(current):
+def _safe_options(current: context.FunctionCallOptions) -> context.FunctionCallOptions:
     key = (current.executor_type, current.config_proto_serialized)
     options = _safe.get(key)
     if options is None:
@@ -36,7 +38,7 @@ def _safe_options(current):
     return options
 
 
-def call_with_janus_rewrites(fn, *args):
+def call_with_janus_rewrites(fn: typing.Callable, *args: object) -> typing.Any:
     """``fn(*args)`` (a graph call) with the unsound rewrites off, when configured;
     a plain function rather than a context manager: it runs on every replay."""
     if not config.safe_rewrites:

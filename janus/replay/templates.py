@@ -9,21 +9,24 @@ numbers, formatted text, the side a tensor-dependent ``if`` took, copies of
 NumPy arrays the call made at trace time, views of outside NumPy arrays, and
 sparse and ragged tensors the call made (from their component tensors).
 """
+from __future__ import annotations
+import typing
 import tensorflow as tf
+import numpy as np
 
 
 class Out:
-    def __init__(self, index):
+    def __init__(self, index: int) -> None:
         self.index = index
 
 
 class Const:
-    def __init__(self, value):
+    def __init__(self, value: object) -> None:
         self.value = value
 
 
 class FromSource:
-    def __init__(self, source):
+    def __init__(self, source: typing.Any) -> None:
         self.source = source
 
 
@@ -31,7 +34,7 @@ class Copied:
     """A NumPy array the call made of constants at trace time: a copy per run (eager
     makes a new one on every call)."""
 
-    def __init__(self, value):
+    def __init__(self, value: np.ndarray) -> None:
         self.value = value
 
 
@@ -40,21 +43,21 @@ class Indexed:
     (``obs[None]``): the same index of the array as it is after the run (eager makes
     a new view of it on every call too)."""
 
-    def __init__(self, base, key):
+    def __init__(self, base: object, key: object) -> None:
         self.base, self.key = base, key
 
 
 class Shared:
     """A container the call made and returns or writes more than once: one object."""
 
-    def __init__(self, template):
+    def __init__(self, template: object) -> None:
         self.template = template
 
 
 class Scalar:
     """A dynamic scalar: its graph output as the plain Python int/float/bool eager has."""
 
-    def __init__(self, index, kind):
+    def __init__(self, index: int, kind: type) -> None:
         self.index, self.kind = index, kind
 
 
@@ -62,7 +65,7 @@ class Conditional:
     """A write made in a tensor-dependent branch (or loop): replayed only when its
     condition, a bool the graph returns, is true after the run."""
 
-    def __init__(self, condition, value):
+    def __init__(self, condition: object, value: object) -> None:
         self.condition, self.value = condition, value
 
 
@@ -73,7 +76,7 @@ class Choice:
     """A tensor a tensor-dependent ``if`` chose: the side the run took (``pred``, a
     bool the graph returns), an input rebuilt as itself."""
 
-    def __init__(self, pred, when_true, when_false):
+    def __init__(self, pred: object, when_true: object, when_false: object) -> None:
         self.pred, self.when_true, self.when_false = pred, when_true, when_false
 
 
@@ -81,18 +84,20 @@ class Composite:
     """A SparseTensor or RaggedTensor the call made: rebuilt from its component
     tensors (graph outputs) by its type spec."""
 
-    def __init__(self, spec, components):
+    def __init__(self, spec: tf.TypeSpec, components: typing.Sequence[object]) -> None:
         self.spec, self.components = spec, components
 
 
 class Text:
     """A string that needs the run's values (``f"loss {loss}"``), formatted after it."""
 
-    def __init__(self, text, values):
+    def __init__(self, text: typing.Any, values: typing.Sequence[object]) -> None:
         self.text, self.values = text, values
 
 
-def rebuild(template, outputs, arguments, memo=None):
+def rebuild(template: typing.Any, outputs: typing.Sequence[tf.Tensor],
+            arguments: typing.Mapping[str, typing.Any],
+            memo: dict[int, typing.Any] | None = None) -> typing.Any:
     memo = {} if memo is None else memo
     if isinstance(template, Out):
         return outputs[template.index]

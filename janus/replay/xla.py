@@ -22,8 +22,10 @@ is clamped and an integer division by zero gives a number where TF raises.
 errors XLA drops (``graphgen/effects.xla_blockers``); last-bit float
 differences remain XLA's.
 """
+from __future__ import annotations
 import statistics
 import time
+import typing
 
 import tensorflow as tf
 
@@ -31,7 +33,7 @@ SETTINGS = ('off', 'on', 'auto')
 AUTO_RUNS = 5   # timed runs each way before 'auto' chooses
 
 
-def setting(value):
+def setting(value: bool | str) -> str:
     """A jit_compile setting, from a bool or one of ``SETTINGS``."""
     if value is True:
         return 'on'
@@ -46,15 +48,16 @@ def setting(value):
 class XlaCaller:
     """Calls one graph plainly or compiled, as ``mode`` decides (see the module)."""
 
-    def __init__(self, concrete, plain, mode, blocker):
+    def __init__(self, concrete: typing.Any, plain: typing.Callable[[list], typing.Any], mode: str,
+                 blocker: str | None) -> None:
         self.concrete, self.plain, self.mode = concrete, plain, mode
         self.reason = blocker   # why not XLA (graphgen/effects.xla_blockers), or None
         self.use_xla = self.reason is None and mode == 'on'
         self.decided = self.reason is not None or mode == 'on'
         self.times = {True: [], False: []}
-        self._compiled = None
+        self._compiled: typing.Any = None   # the XLA function, compiled on first use
 
-    def __call__(self, flat):
+    def __call__(self, flat: list) -> typing.Any:
         if self.decided:
             return self._compiled_call(flat) if self.use_xla else self.plain(flat)
         compiled = len(self.times[True]) <= len(self.times[False])
@@ -65,7 +68,7 @@ class XlaCaller:
             self._choose()
         return outputs
 
-    def _compiled_call(self, flat):
+    def _compiled_call(self, flat: list) -> typing.Any:
         first = self._compiled is None
         if first:
             self._compiled = _compile(self.concrete)
@@ -81,7 +84,7 @@ class XlaCaller:
             self.use_xla, self.decided = False, True
             return self.plain(flat)   # nothing ran: XLA compiles before it runs
 
-    def _choose(self):
+    def _choose(self) -> None:
         # One untimed run each way first (tracing, compiling, warming caches).
         runs = {k: v[1:] for k, v in self.times.items()}
         if min(len(runs[True]), len(runs[False])) < AUTO_RUNS:
@@ -89,7 +92,7 @@ class XlaCaller:
         self.use_xla = statistics.median(runs[True]) < statistics.median(runs[False])
         self.decided = True
 
-    def describe(self):
+    def describe(self) -> str | None:
         """The note ``explain`` gives the graph (None when XLA is off)."""
         if self.mode == 'off':
             return None
@@ -104,14 +107,14 @@ class XlaCaller:
                 % ('XLA' if self.use_xla else 'no XLA', medians[0], medians[1]))
 
 
-def _compile(concrete):
+def _compile(concrete: typing.Any) -> typing.Callable:
     n_inputs = len(concrete.graph.inputs) - len(concrete.captured_inputs)
 
-    def whole(*tensors):
+    def whole(*tensors: tf.Tensor) -> typing.Any:
         return concrete._call_flat(list(tensors[:n_inputs]), list(tensors[n_inputs:]))
     return tf.function(whole, jit_compile=True, autograph=False, reduce_retracing=True)
 
 
-def _is_compile_error(error):
+def _is_compile_error(error: BaseException) -> bool:
     text = str(error)
     return any(word in text for word in ('XLA', 'xla', 'compil', 'OpKernel'))
