@@ -34,8 +34,10 @@ NumPy on it (arithmetic with anything but a tensor, NumPy functions, methods,
 truth, iteration of a 1-d array (its items are NumPy scalars), item writes, in-place
 operators) refuses.
 """
+from __future__ import annotations
 import inspect
 import math
+import typing
 
 import numpy as np
 import tensorflow as tf
@@ -48,31 +50,31 @@ _NUMERIC = 'biuf'
 NDARRAY = np.ndarray
 
 
-def is_numeric_array(value):
+def is_numeric_array(value: typing.Any) -> bool:
     """An ndarray janus feeds to a graph: exactly ``np.ndarray``, of numbers or bools
     in native byte order."""
     return (type(value) is np.ndarray and value.dtype.kind in _NUMERIC
             and value.dtype.isnative)
 
 
-def is_stand_in(value):
+def is_stand_in(value: typing.Any) -> bool:
     return type(value) is ArrayStandIn
 
 
-def feed(array):
+def feed(array: np.ndarray) -> tf.Tensor:
     """The eager tensor a run feeds for ``array``: a copy of its values now (TF's
     conversion copies, as eager's ``tf.constant(array)`` does)."""
     return tf.constant(array)
 
 
-def refuse_use(what):
+def refuse_use(what: str) -> typing.NoReturn:
     """Refuses ``what`` on a stand-in (NUMPY_ARRAY): the statement runs in Python."""
     raise Unsupported(Reason.NUMPY_ARRAY,
                       'janus does not convert %s a NumPy array from outside the call (NumPy '
                       'would need its values, which only the run has)' % what)
 
 
-def refuse_unknown(value, what):
+def refuse_unknown(value: ArrayStandIn, what: str) -> typing.NoReturn:
     """Refuses reading ``what`` of a stand-in whose shape has a relaxed dimension
     (UNKNOWN_SHAPE: the build traces again with the call's exact shapes); recorded on
     the trace too, in case library code swallows the exception."""
@@ -85,7 +87,7 @@ def refuse_unknown(value, what):
     raise Unsupported(Reason.UNKNOWN_SHAPE, reason)
 
 
-def known(shape):
+def known(shape: typing.Sequence[int | None]) -> bool:
     return None not in shape
 
 
@@ -98,24 +100,25 @@ class ArrayStandIn:
 
     __slots__ = ('tensor', 'dtype', 'shape', 'base', 'key')
 
-    def __init__(self, tensor, dtype, shape, base=None, key=None):
+    def __init__(self, tensor: tf.Tensor, dtype: np.dtype, shape: tuple,
+                 base: ArrayStandIn | None = None, key: typing.Any = None) -> None:
         self.tensor, self.dtype, self.shape = tensor, dtype, tuple(shape)
         self.base, self.key = base, key
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return len(self.shape)
 
     @property
-    def size(self):
+    def size(self) -> int | None:
         return math.prod(self.shape) if known(self.shape) else None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return '<janus stand-in for a NumPy array %s%s>' % (self.dtype, list(self.shape))
 
     # Backstops for code that reaches the object without janus's observations
     # (library code, NumPy's coercion): NumPy would need the run's values.
-    def _refused(self, *args, **kwargs):
+    def _refused(self, *args: typing.Any, **kwargs: typing.Any) -> typing.NoReturn:
         what = 'using (in NumPy or plain Python)'
         ctx = current_or_none()
         if ctx is not None and ctx.refusals is not None:   # library code may swallow it
@@ -136,7 +139,8 @@ _SAME_CASTS = {'b': _INTEGERS + (tf.bool, tf.float32, tf.float64),
                'f': (tf.float32, tf.float64)}
 
 
-def conversion(value, dtype=None, name=None, as_ref=False):
+def conversion(value: ArrayStandIn, dtype: tf.DType | None = None, name: str | None = None,
+               as_ref: bool = False) -> tf.Tensor:
     """TF's conversion of a stand-in (registered below): a new tensor of the array's
     dtype, or of ``dtype`` where the cast is one TF and NumPy do alike."""
     del name, as_ref
@@ -156,7 +160,7 @@ def conversion(value, dtype=None, name=None, as_ref=False):
 tf.register_tensor_conversion_function(ArrayStandIn, conversion)
 
 
-def attribute(value, name):
+def attribute(value: ArrayStandIn, name: str) -> typing.Any:
     """``a.shape``, ``a.dtype``...: what the guards fix; anything else refuses.  What
     depends on a relaxed dimension refuses (UNKNOWN_SHAPE)."""
     if name in ('shape', 'size', 'nbytes') and not known(value.shape):
@@ -166,11 +170,11 @@ def attribute(value, name):
     if name == 'itemsize':
         return value.dtype.itemsize
     if name == 'nbytes':
-        return value.size * value.dtype.itemsize
+        return value.size * value.dtype.itemsize   # type: ignore[operator]  # known above
     refuse_use('reading .%s of' % name)
 
 
-def length(value):
+def length(value: ArrayStandIn) -> int:
     """``len(a)``: the first dimension; a 0-d array raises eagerly (refused here)."""
     if not value.shape:
         refuse_use('len() of a 0-d')
@@ -179,7 +183,7 @@ def length(value):
     return value.shape[0]
 
 
-def rows(value, what):
+def rows(value: ArrayStandIn, what: str) -> tuple[ArrayStandIn, ...]:
     """The rows an iteration of ``value`` gives eagerly, ``what`` naming the iteration:
     views ``a[0]``, ``a[1]``... of an array of two or more dimensions, each a stand-in
     (the count is its first dimension, fixed by the guards).  A 1-d array's items are
@@ -194,7 +198,7 @@ def rows(value, what):
     return tuple(index(value, i) for i in range(value.shape[0]))
 
 
-def _basic_key(key):
+def _basic_key(key: typing.Any) -> bool:
     """Whether ``key`` is NumPy basic indexing janus models: ints, slices of ints,
     ``None`` and ``...``, alone or in a tuple (no bools, arrays or lists)."""
     items = key if type(key) is tuple else (key,)
@@ -208,7 +212,7 @@ def _basic_key(key):
     return True
 
 
-def index(value, key):
+def index(value: ArrayStandIn, key: typing.Any) -> ArrayStandIn:
     """``a[key]`` for basic indexing: a view of the array, itself a stand-in (eager gives
     a new view of it each call; NumPy scalars, out-of-range and other indexing refuse).
     Along a relaxed dimension a slice gives a relaxed one; an int refuses
@@ -231,7 +235,7 @@ def index(value, key):
     return ArrayStandIn(tensor, value.dtype, shape, value, key)
 
 
-def _refuse_ints_on_relaxed(value, key):
+def _refuse_ints_on_relaxed(value: ArrayStandIn, key: typing.Any) -> None:
     """Refuses (UNKNOWN_SHAPE) an int index along a relaxed dimension of ``value``."""
     items = key if type(key) is tuple else (key,)
     if sum(item is Ellipsis for item in items) > 1:
@@ -251,7 +255,8 @@ _REFLECTED = {'__lt__': '__gt__', '__le__': '__ge__', '__gt__': '__lt__', '__ge_
               '__eq__': '__eq__', '__ne__': '__ne__'}
 
 
-def operate(left, right, forward, reflected, symbol):
+def operate(left: typing.Any, right: typing.Any, forward: str, reflected: str,
+            symbol: str) -> typing.Any:
     """``left <op> right`` where one side is a stand-in: with a tensor or variable on
     the other side, NumPy defers to it (its ``__array_priority__``), so the result is
     the tensor's own operator (reflected where the array is on the left), which
@@ -269,12 +274,12 @@ def operate(left, right, forward, reflected, symbol):
     return result
 
 
-def compare(left, right, dunder, symbol):
+def compare(left: typing.Any, right: typing.Any, dunder: str, symbol: str) -> typing.Any:
     """``left < right`` (``==``...) where one side is a stand-in, as ``operate``."""
     return operate(left, right, dunder, _REFLECTED[dunder], symbol)
 
 
-def holds_stand_in(values, depth=0):
+def holds_stand_in(values: typing.Any, depth: int = 0) -> bool:
     """Whether ``values`` (a list, tuple or dict, walked) holds a stand-in."""
     if depth > 8:
         return False
@@ -287,7 +292,7 @@ def holds_stand_in(values, depth=0):
     return False
 
 
-def _all_alike(items):
+def _all_alike(items: typing.Any) -> bool:
     """Whether ``items`` is a non-empty list or tuple of stand-ins of one dtype and shape
     (NumPy's conversion of it is stacking them).  Several arrays with a relaxed
     dimension refuse (UNKNOWN_SHAPE): whether they are alike depends on the sizes."""
@@ -300,7 +305,7 @@ def _all_alike(items):
     return len({(v.dtype, v.shape) for v in items}) == 1
 
 
-def stack(args, kwargs):
+def stack(args: typing.Sequence, kwargs: typing.Mapping[str, typing.Any]) -> tf.Tensor | None:
     """``tf.stack(values, axis)`` of a list holding stand-ins, as eagerly: with
     ``axis=0`` TF converts the list first, which NumPy does for arrays alone (a stacking
     for arrays of one dtype and shape) and TF's autopacking for arrays among tensors
@@ -308,6 +313,7 @@ def stack(args, kwargs):
     of the graph values does what it does eagerly (another axis: each array converted
     on its own; no stand-in)."""
     bound = inspect.signature(tf.stack).bind(*args, **kwargs)
+    values: typing.Any
     values, axis = bound.arguments.get('values'), bound.arguments.get('axis', 0)
     if type(values) not in (list, tuple) or not any(map(is_stand_in, values)):
         return None
@@ -323,12 +329,14 @@ def stack(args, kwargs):
     return tf.stack([conversion(v, dtype) if is_stand_in(v) else v for v in values])
 
 
-def constant(callee, args, kwargs):
+def constant(callee: typing.Callable, args: typing.Sequence,
+             kwargs: typing.Mapping[str, typing.Any]) -> tf.Tensor | None:
     """``tf.constant(a, dtype=None, shape=None)`` / ``tf.convert_to_tensor(a, dtype=None,
     dtype_hint=None)`` of a stand-in, or of a list or tuple of stand-ins of one dtype
     and shape (NumPy stacks them), as eagerly."""
     bound = inspect.signature(callee).bind(*args, **kwargs)
     bound.apply_defaults()
+    value: typing.Any
     value, dtype = bound.arguments.get('value'), bound.arguments.get('dtype')
     if bound.arguments.get('shape') is not None:
         refuse_use('tf.constant(shape=...) of')

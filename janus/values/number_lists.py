@@ -9,6 +9,8 @@ dtype)`` is fed with that dtype, as TF converts the Python numbers straight to
 it.  Only functions of TF's op modules, which take a list of numbers as data,
 get the feed; a failing call pins the list to constants (``calls.py``).
 """
+from __future__ import annotations
+import typing
 import tensorflow as tf
 
 from janus import guards
@@ -24,7 +26,7 @@ _CONVERTING_MODULES = frozenset('tensorflow.python.ops.' + m for m in (
     'sort_ops', 'linalg_ops', 'bitwise_ops', 'check_ops'))
 
 
-def converts_lists(callee):
+def converts_lists(callee: typing.Any) -> bool:
     """Whether ``callee`` is a TF op function that converts a list argument to one
     tensor.  ``tf.concat`` is not: given one value where it wants a list of tensors,
     it takes it as a list of one (a list of numbers makes it raise eagerly)."""
@@ -33,11 +35,12 @@ def converts_lists(callee):
                                                           'meshgrid', 'identity_n'))
 
 
-def fed(ctx, args, kwargs, noted):
+def fed(ctx: typing.Any, args: typing.Sequence, kwargs: typing.Mapping[str, typing.Any],
+        noted: list) -> tuple[list, dict[str, typing.Any]]:
     """``args``/``kwargs`` with each relaxed outside list of numbers (``relaxation.py``)
     replaced by its graph input, fed per run (``shadow_heap.hoist_numbers``); the
     (key, name) of each go in ``noted``."""
-    def feed(value):
+    def feed(value: typing.Any) -> typing.Any:
         source = relaxed_source(ctx, value)
         if source is None:
             return value
@@ -46,7 +49,7 @@ def fed(ctx, args, kwargs, noted):
     return [feed(a) for a in args], {k: feed(v) for k, v in kwargs.items()}
 
 
-def relaxed_source(ctx, value):
+def relaxed_source(ctx: typing.Any, value: typing.Any) -> typing.Any:
     """The source of ``value`` when it is an outside list of numbers relaxed to a graph
     input, else None.  A list the call changed keeps its contents."""
     if type(value) not in (list, tuple) or ctx.heap.differs(value):
@@ -61,7 +64,8 @@ _CONSTANT_DTYPES = {tf.bool: (tf.bool,), tf.int32: (tf.int32, tf.int64),
                     tf.int64: (tf.int64,), tf.float32: (tf.float32, tf.float64)}
 
 
-def constant(ctx, args, kwargs):
+def constant(ctx: typing.Any, args: typing.Sequence,
+             kwargs: typing.Mapping[str, typing.Any]) -> tf.Tensor | None:
     """``tf.constant(actions)`` / ``tf.convert_to_tensor(actions, tf.float32)`` of a
     relaxed list of numbers: its graph input, fed with the dtype asked for (TF
     converts the Python numbers straight to it, so the feed does too), or None."""
@@ -78,7 +82,8 @@ def constant(ctx, args, kwargs):
     return tf.identity(hoisted)   # a tensor of its own, as each eager call makes
 
 
-def _constant_arguments(args, kwargs):
+def _constant_arguments(args: typing.Sequence,
+        kwargs: typing.Mapping[str, typing.Any]) -> tuple[object, typing.Any] | None:
     """(value, dtype or None) of a ``tf.constant``-like call with only those, else None."""
     if len(args) > 2 or set(kwargs) - {'value', 'dtype'} or not (args or 'value' in kwargs):
         return None

@@ -7,8 +7,10 @@ types, with a ``Janus>Assert`` for every domain Python guards (``scalars.py``'s
 docstring has the rules); an operation janus cannot model exactly needs the
 numbers' values (``tracing.need``).
 """
+from __future__ import annotations
 import math
 import operator
+import typing
 
 import tensorflow as tf
 
@@ -27,18 +29,19 @@ from janus.trace.tracing import need
 class _Operand:
     """A number operand: its Python type, its tensor (None: a Python constant)."""
 
-    def __init__(self, value):
+    def __init__(self, value: typing.Any) -> None:
+        self.value: typing.Any
         if type(value) is DynamicScalar:
             self.type, self.tensor, self.value = value.type, value.tensor, None
         else:
             self.type, self.tensor, self.value = type(value), None, value
 
-    def as_int(self):
+    def as_int(self) -> tf.Tensor:
         if self.tensor is None:
             return tf.constant(int(self.value), tf.int64)
         return tf.cast(self.tensor, tf.int64) if self.type is bool else self.tensor
 
-    def as_float(self):
+    def as_float(self) -> tf.Tensor:
         if self.tensor is None:
             if type(self.value) is int and abs(self.value) > EXACT_FLOAT_INT:
                 raise Unsupported(Reason.BIG_INT,
@@ -51,13 +54,13 @@ class _Operand:
             return tf.cast(self.tensor, tf.float64)
         return exact_float(self.tensor)
 
-    def as_bool(self):
+    def as_bool(self) -> tf.Tensor:
         if self.tensor is None:
             return tf.constant(bool(self.value))
         return self.tensor
 
 
-def _constant_ok(value):
+def _constant_ok(value: typing.Any) -> bool:
     """A Python constant that can meet a dynamic scalar in the graph."""
     kind = type(value)
     if kind is float:
@@ -65,7 +68,7 @@ def _constant_ok(value):
     return kind in NUMBER and (kind is not int or -INT_BOUND < value < INT_BOUND)
 
 
-def _result_kind(op, left, right):
+def _result_kind(op: str, left: _Operand, right: _Operand) -> type:
     """Python's result type of ``left op right`` for int/float/bool operands."""
     kinds = {left.type, right.type}
     if op in ('BitAnd', 'BitOr', 'BitXor') and kinds == {bool}:
@@ -77,13 +80,15 @@ def _result_kind(op, left, right):
 
 # -- binary operators ----------------------------------------------------------------
 
-def binop(op, left, right, lineage):
+def binop(op: str, left: typing.Any, right: typing.Any,
+          lineage: typing.AbstractSet[tuple]) -> typing.Any:
     """``left op right`` with at least one dynamic scalar; the other a number or tensor."""
     with Building(lineage):
         return _binop(op, left, right, lineage)
 
 
-def _binop(op, left, right, lineage):
+def _binop(op: str, left: typing.Any, right: typing.Any,
+           lineage: typing.AbstractSet[tuple]) -> typing.Any:
     for value in (left, right):
         if not (type(value) is DynamicScalar or _constant_ok(value)):
             if isinstance(value, (tf.Tensor, tf.Variable)):
@@ -97,40 +102,40 @@ def _binop(op, left, right, lineage):
         build = _BOOL_OPS.get(op)
     if build is None:
         need(lineage, 'the operator %s on a number from outside the call' % op)
-    return DynamicScalar(build(a, b), kind, lineage)
+    return DynamicScalar(build(a, b), kind, lineage)   # type: ignore[misc]  # need() raised on None
 
 
-def _int_add(a, b):
+def _int_add(a: _Operand, b: _Operand) -> tf.Tensor:
     return checked_int(a.as_int() + b.as_int(), 'an int sum')
 
 
-def _int_sub(a, b):
+def _int_sub(a: _Operand, b: _Operand) -> tf.Tensor:
     return checked_int(a.as_int() - b.as_int(), 'an int difference')
 
 
-def _int_mul(a, b):
+def _int_mul(a: _Operand, b: _Operand) -> tf.Tensor:
     x, y = a.as_int(), b.as_int()
     estimate = tf.abs(tf.cast(x, tf.float64) * tf.cast(y, tf.float64))
     assume(estimate < float(INT_BOUND) / 2, 'an int product stays within +-2**61')
     return x * y
 
 
-def _safe_divisor(y):
+def _safe_divisor(y: tf.Tensor) -> tf.Tensor:
     """``y`` asserted nonzero, and 1 where it is zero: TF's integer division raises on a
     zero divisor, racing the assertion (which decides: the call re-runs imperatively)."""
     nonzero(y, 'the divisor')
     return tf.where(tf.equal(y, 0), tf.ones_like(y), y)
 
 
-def _int_floordiv(a, b):
+def _int_floordiv(a: _Operand, b: _Operand) -> tf.Tensor:
     return tf.math.floordiv(a.as_int(), _safe_divisor(b.as_int()))   # floors, as Python's //
 
 
-def _int_mod(a, b):
+def _int_mod(a: _Operand, b: _Operand) -> tf.Tensor:
     return tf.math.floormod(a.as_int(), _safe_divisor(b.as_int()))   # the divisor's sign
 
 
-def _int_pow(a, b):
+def _int_pow(a: _Operand, b: _Operand) -> tf.Tensor:
     x, y = a.as_int(), b.as_int()
     assume(y >= 0, 'an int exponent is not negative (Python gives a float)')
     y = tf.maximum(y, tf.zeros([], tf.int64))   # TF raises on a negative one: the check says
@@ -139,7 +144,7 @@ def _int_pow(a, b):
     return tf.pow(x, y)
 
 
-def _divide(x, y):
+def _divide(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
     """``x / y`` of float64s, correctly rounded.  Not ``RealDiv``: grappler's constant
     folding turns a division by a constant into a multiplication by its reciprocal
     (5 / 3 gives 1.6666666666666665); it leaves ``DivNoNan`` alone, and the divisor
@@ -147,13 +152,13 @@ def _divide(x, y):
     return tf.math.divide_no_nan(x, y)
 
 
-def _float_div(a, b):
+def _float_div(a: _Operand, b: _Operand) -> tf.Tensor:
     x, y = a.as_float(), b.as_float()
     nonzero(y, 'the divisor')
     return _no_underflow(_divide(x, y), tf.equal(x, 0.0))
 
 
-def _python_float_divmod(x, y):
+def _python_float_divmod(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """Python's float ``divmod`` (Objects/floatobject.c), op for op: ``//`` and ``%``
     of floats differ from floor(x / y) (``1 // 0.1`` is 9.0)."""
     zero = tf.zeros([], tf.float64)
@@ -169,13 +174,13 @@ def _python_float_divmod(x, y):
     return floor, mod
 
 
-def _copysign(magnitude, sign):
+def _copysign(magnitude: tf.Tensor, sign: tf.Tensor) -> tf.Tensor:
     negative = tf.logical_or(sign < 0, tf.logical_and(tf.equal(sign, 0.0),
                                                       tf.math.reciprocal(sign) < 0))
     return tf.where(negative, -tf.abs(magnitude), tf.abs(magnitude))
 
 
-def _float_floordiv(a, b):
+def _float_floordiv(a: _Operand, b: _Operand) -> tf.Tensor:
     y = b.as_float()
     nonzero(y, 'the divisor')
     assume(tf.abs(y) >= 2.0 ** -900, 'a float divisor of // or % is not tiny (no '
@@ -183,7 +188,7 @@ def _float_floordiv(a, b):
     return _python_float_divmod(a.as_float(), y)[0]
 
 
-def _float_mod(a, b):
+def _float_mod(a: _Operand, b: _Operand) -> tf.Tensor:
     y = b.as_float()
     nonzero(y, 'the divisor')
     assume(tf.abs(y) >= 2.0 ** -900, 'a float divisor of // or % is not tiny (no '
@@ -191,7 +196,7 @@ def _float_mod(a, b):
     return _python_float_divmod(a.as_float(), y)[1]
 
 
-def _float_pow(a, b):
+def _float_pow(a: _Operand, b: _Operand) -> tf.Tensor:
     x, y = a.as_float(), b.as_float()
     assume(x > 0, 'a float power has a positive base (Python raises or gives a complex '
                    'otherwise)')
@@ -203,7 +208,7 @@ def _float_pow(a, b):
 
 _INT_OPS = {'Add': _int_add, 'Sub': _int_sub, 'Mult': _int_mul, 'FloorDiv': _int_floordiv,
             'Mod': _int_mod, 'Pow': _int_pow}
-def _no_underflow(result, exact_zero):
+def _no_underflow(result: tf.Tensor, exact_zero: tf.Tensor) -> tf.Tensor:
     """TF's CPU kernels flush subnormal results to zero (FTZ), Python keeps them: a
     result is kept only if it is not below the normal range, or it is a zero the
     operands make exact (``exact_zero``, a bool tensor)."""
@@ -221,17 +226,17 @@ def _no_underflow(result, exact_zero):
     return result
 
 
-def _float_add(a, b):
+def _float_add(a: _Operand, b: _Operand) -> tf.Tensor:
     x, y = a.as_float(), b.as_float()
     return _no_underflow(x + y, tf.equal(x, -y))
 
 
-def _float_sub(a, b):
+def _float_sub(a: _Operand, b: _Operand) -> tf.Tensor:
     x, y = a.as_float(), b.as_float()
     return _no_underflow(x - y, tf.equal(x, y))
 
 
-def _float_mul(a, b):
+def _float_mul(a: _Operand, b: _Operand) -> tf.Tensor:
     x, y = a.as_float(), b.as_float()
     return _no_underflow(x * y, tf.logical_or(tf.equal(x, 0.0), tf.equal(y, 0.0)))
 
@@ -252,13 +257,15 @@ _COMPARE = {'Eq': tf.equal, 'NotEq': tf.not_equal, 'Lt': tf.less, 'LtE': tf.less
             'Gt': tf.greater, 'GtE': tf.greater_equal}
 
 
-def compare(op, left, right, lineage):
+def compare(op: str, left: typing.Any, right: typing.Any,
+            lineage: typing.AbstractSet[tuple]) -> typing.Any:
     """``left op right`` of numbers, at least one dynamic: a dynamic bool."""
     with Building(lineage):
         return _compare(op, left, right, lineage)
 
 
-def _compare(op, left, right, lineage):
+def _compare(op: str, left: typing.Any, right: typing.Any,
+             lineage: typing.AbstractSet[tuple]) -> typing.Any:
     if op not in _COMPARE:
         need(lineage, 'the comparison %s on a number from outside the call' % op)
     for value in (left, right):
@@ -274,7 +281,7 @@ def _compare(op, left, right, lineage):
     return DynamicScalar(_COMPARE[op](x, y), bool, lineage)
 
 
-def unary(op, value):
+def unary(op: str, value: DynamicScalar) -> DynamicScalar:   # type: ignore[return]  # need()
     a = _Operand(value)
     if op == 'UAdd':
         return value if value.type is not bool else DynamicScalar(a.as_int(), int, value.lineage)
@@ -289,14 +296,16 @@ def unary(op, value):
     value.specialize('the operator %s on a number from outside the call' % op)
 
 
-def builtin(callee, args, lineage):
+def builtin(callee: typing.Callable, args: typing.Sequence,
+            lineage: typing.AbstractSet[tuple]) -> typing.Any:
     """``callee(*args)`` for a builtin or ``math`` function of numbers, at least one
     dynamic; ``NotImplemented`` when janus does not model it (the caller specializes)."""
     with Building(lineage):
         return _builtin(callee, args, lineage)
 
 
-def _builtin(callee, args, lineage):
+def _builtin(callee: typing.Callable, args: typing.Sequence,
+             lineage: typing.AbstractSet[tuple]) -> typing.Any:
     if not all(type(a) is DynamicScalar or _constant_ok(a) for a in args):
         return NotImplemented
     operands = [_Operand(a) for a in args]
@@ -348,7 +357,7 @@ def _builtin(callee, args, lineage):
     return NotImplemented
 
 
-def _to_int(value, lineage):
+def _to_int(value: typing.Any, lineage: typing.AbstractSet[tuple]) -> DynamicScalar:
     if value.type is not float:
         return DynamicScalar(_Operand(value).as_int(), int, lineage)
     x = value.tensor
@@ -357,14 +366,15 @@ def _to_int(value, lineage):
     return DynamicScalar(tf.cast(x, tf.int64), int, lineage)   # truncates, as int() does
 
 
-def _checked_round(value, lineage):
+def _checked_round(value: DynamicScalar, lineage: typing.AbstractSet[tuple]) -> DynamicScalar:
     x = value.tensor
     assume(tf.logical_and(tf.math.is_finite(x), tf.abs(x) < float(INT_BOUND) / 2),
             'round() of a finite float within +-2**61')
     return DynamicScalar(tf.cast(tf.math.round(x), tf.int64), int, lineage)   # half to even
 
 
-def _extreme(callee, args, lineage):
+def _extreme(callee: typing.Callable, args: typing.Sequence,
+             lineage: typing.AbstractSet[tuple]) -> DynamicScalar:
     """``max``/``min`` as Python computes them: the first extreme operand, by ``>``/``<``
     (NaN never wins a comparison), and that operand's type."""
     kinds = {type(a) if type(a) is not DynamicScalar else a.type for a in args}
@@ -384,7 +394,8 @@ def _extreme(callee, args, lineage):
     return DynamicScalar(best, kind, lineage)
 
 
-def contains(key, items, lineage):
+def contains(key: DynamicScalar, items: typing.Iterable,
+             lineage: typing.AbstractSet[tuple]) -> DynamicScalar:
     """``key in items`` for a dynamic number and a container of numbers: Python's
     ``any(key is e or key == e)``, as an OR of equalities (a NaN key, equal to nothing
     but possibly identical to an item, falls back)."""

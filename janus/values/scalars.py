@@ -30,9 +30,12 @@ the value itself: ``specialize`` raises ``NeedsValue`` naming the sources the
 scalar came from, and the janus function redoes the trace with those sources
 specialized by value again (default-deny: never a silent constant).
 """
+from __future__ import annotations
 import math
 import operator
 import sys
+import types
+import typing
 
 import numpy as np
 import tensorflow as tf
@@ -62,7 +65,8 @@ class DynamicScalar:
 
     __slots__ = ('tensor', 'type', 'lineage', 'origin')
 
-    def __init__(self, tensor, kind, lineage=frozenset(), origin=None):
+    def __init__(self, tensor: tf.Tensor, kind: type, lineage: typing.Iterable[tuple] = frozenset(),
+                 origin: typing.Any = None) -> None:
         assert kind in DTYPES and tensor.dtype == DTYPES[kind], (kind, tensor.dtype)
         self.tensor, self.type, self.lineage = tensor, kind, frozenset(lineage)
         # The Source it was read from as it is (a relaxed location or argument), whose
@@ -70,11 +74,11 @@ class DynamicScalar:
         # None for a number the call computed.
         self.origin = origin
 
-    def specialize(self, what):
+    def specialize(self, what: str) -> None:
         """Refuses a use that needs the value: the trace is redone with it constant."""
         need(self.lineage, what)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return '<janus dynamic %s>' % self.type.__name__
 
     # Python protocols reaching a dynamic scalar directly come from code janus does
@@ -91,11 +95,11 @@ class DynamicScalar:
         __rpow__ = __neg__ = __pos__ = __abs__ = _needs_value
 
 
-def is_dynamic(value):
+def is_dynamic(value: typing.Any) -> bool:
     return type(value) is DynamicScalar
 
 
-def lineage_of(*values):
+def lineage_of(*values: typing.Any) -> frozenset:
     out = frozenset()
     for value in values:
         if type(value) is DynamicScalar:
@@ -103,7 +107,7 @@ def lineage_of(*values):
     return out
 
 
-def lift(value):
+def lift(value: int | float | bool) -> DynamicScalar:
     """A Python number as a DynamicScalar (a constant one): for merging a Python
     constant with a dynamic scalar of the same type (``wait = 0`` in one branch)."""
     kind = type(value)
@@ -114,12 +118,12 @@ def lift(value):
     return DynamicScalar(tf.constant(value, DTYPES[kind]), kind)
 
 
-def rewrap(like, tensor):
+def rewrap(like: DynamicScalar, tensor: tf.Tensor) -> DynamicScalar:
     """``tensor`` (the same dtype) as a dynamic scalar like ``like``: after tf.cond/while."""
     return DynamicScalar(as_scalar(tensor), like.type, like.lineage)
 
 
-def as_scalar(tensor):
+def as_scalar(tensor: tf.Tensor) -> tf.Tensor:
     """``tensor``, one element janus itself made (a number's graph value carried
     through a tf.cond, a loop or a numpy_function), reshaped to a scalar.  Its
     shape may be unknown statically, but the reshape cannot fail: it is
@@ -130,7 +134,7 @@ def as_scalar(tensor):
     return out
 
 
-def condition(value):
+def condition(value: DynamicScalar) -> tf.Tensor:
     """``bool(value)`` of a dynamic scalar, as a scalar bool tensor (NaN is true)."""
     if value.type is bool:
         return value.tensor
@@ -139,12 +143,12 @@ def condition(value):
 
 # -- reading -----------------------------------------------------------------------
 
-def in_range(value):
+def in_range(value: typing.Any) -> bool:
     """Whether a Python value can be a dynamic scalar's value (the type guard's test)."""
     return type(value) in NUMBER and guards.scalar_ok(value)
 
 
-def read_relaxed(ctx, source, value):
+def read_relaxed(ctx: typing.Any, source: typing.Any, value: typing.Any) -> DynamicScalar | None:
     """The dynamic scalar for a relaxed ``source`` whose value now is ``value``, or
     None when that value cannot be one (a bool, a str, an int beyond +-2**62)."""
     if not in_range(value):
@@ -153,10 +157,10 @@ def read_relaxed(ctx, source, value):
     return DynamicScalar(tensor, type(value), {(source.uid(), repr(source))}, source)
 
 
-def from_inputs(arguments):
+def from_inputs(arguments: typing.Mapping[str, typing.Any]) -> dict[str, typing.Any]:
     """The traced arguments with every ``call_signature.ScalarInput`` (a relaxed number
     argument's graph input) made a DynamicScalar, in containers too."""
-    def convert(value, source, depth=0):
+    def convert(value: typing.Any, source: typing.Any, depth: int = 0) -> typing.Any:
         if type(value) is call_signature.ScalarInput:
             return DynamicScalar(as_scalar(value.tensor), value.type,
                                  {(call_signature.scalar_path_key(value.path), value.path)}, source)
@@ -175,7 +179,7 @@ def from_inputs(arguments):
     return {name: convert(value, guards.ArgSource(name)) for name, value in arguments.items()}
 
 
-def _holds_scalar_input(value, depth=0):
+def _holds_scalar_input(value: typing.Any, depth: int = 0) -> bool:
     if type(value) is call_signature.ScalarInput:
         return True
     if depth < 16 and (type(value) in (list, dict) or isinstance(value, tuple)):
@@ -188,7 +192,7 @@ _NUMERIC_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int8, tf.
                    tf.int32, tf.int64, tf.uint8, tf.uint16, tf.uint32, tf.bool)
 
 
-def from_tensor(callee, tensor):
+def from_tensor(callee: type, tensor: tf.Tensor) -> DynamicScalar:
     """``float(t)`` / ``int(t)`` / ``bool(t)`` of a one-element graph tensor: the Python
     number eager code gets from the eager tensor, as a dynamic scalar
     (``best = float(loss)``).  It comes from no outside location, so a use that
@@ -227,7 +231,7 @@ _BITS = {tf.float16: (tf.int16, 0x7C00, 0x03FF), tf.bfloat16: (tf.int16, 0x7F80,
          tf.float64: (tf.int64, 0x7FF0000000000000, 0x000FFFFFFFFFFFFF)}
 
 
-def _subnormal(value):
+def _subnormal(value: tf.Tensor) -> tf.Tensor:
     """Whether a float scalar is subnormal, read from its bits (integer ops: a
     flush-to-zero CPU mode cannot hide it)."""
     itype, exponent, mantissa = _BITS[value.dtype.base_dtype]
@@ -238,7 +242,7 @@ def _subnormal(value):
 
 # -- the checks Python makes -------------------------------------------------------
 
-def assume(condition_tensor, description):
+def assume(condition_tensor: tf.Tensor, description: str) -> None:
     """A SCALAR assertion, carrying the lineage of the operation being built: when it
     breaks, those numbers are specialized by value again (``JanusFunction._relax``),
     so a domain left for good (a negative exponent) does not fail every call."""
@@ -253,21 +257,21 @@ def assume(condition_tensor, description):
 class Building:
     """Names the lineage of the operation being built, for its assertions."""
 
-    def __init__(self, lineage):
+    def __init__(self, lineage: typing.AbstractSet[tuple]) -> None:
         self.lineage = frozenset(lineage)
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         ctx = current()
         self.saved = getattr(ctx, 'scalar_lineage', frozenset())
         ctx.scalar_lineage = self.saved | self.lineage
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: typing.Any) -> None:
         current().scalar_lineage = self.saved
 
 
-def _user_line(ctx):
+def _user_line(ctx: typing.Any) -> int | None:
     """The line of user code being traced (the innermost converted frame)."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code in ctx.code_objects:
             return frame.f_lineno
@@ -275,7 +279,7 @@ def _user_line(ctx):
     return None
 
 
-def checked_int(tensor, what):
+def checked_int(tensor: tf.Tensor, what: str) -> tf.Tensor:
     """An int64 result kept within +-INT_BOUND (Python ints do not wrap)."""
     bound = tf.constant(INT_BOUND, tf.int64)
     assume(tf.logical_and(tensor < bound, tensor > -bound),
@@ -283,7 +287,7 @@ def checked_int(tensor, what):
     return tensor
 
 
-def exact_float(tensor):
+def exact_float(tensor: tf.Tensor) -> tf.Tensor:
     """|int| <= 2**53: its float64 is exact (Python compares and divides ints exactly)."""
     bound = tf.constant(EXACT_FLOAT_INT, tf.int64)
     assume(tf.logical_and(tensor <= bound, tensor >= -bound),
@@ -291,7 +295,7 @@ def exact_float(tensor):
     return tf.cast(tensor, tf.float64)
 
 
-def nonzero(tensor, what):
+def nonzero(tensor: tf.Tensor, what: str) -> None:
     assume(tf.not_equal(tensor, tf.zeros([], tensor.dtype)),
             '%s is not zero (Python raises ZeroDivisionError)' % what)
 
@@ -305,13 +309,13 @@ _EXACT_CASTS = {(int, tf.int32), (int, tf.int64), (int, tf.float32), (int, tf.fl
                 (float, tf.float32), (float, tf.float64), (bool, tf.bool)}
 
 
-def to_tensor(value, dtype=None):
+def to_tensor(value: typing.Any, dtype: tf.DType | None = None) -> tf.Tensor:
     """The tensor eager's ``convert_to_tensor(value, dtype)`` gives for this number."""
     with Building(value.lineage):
         return _to_tensor(value, dtype)
 
 
-def _to_tensor(value, dtype):
+def _to_tensor(value: typing.Any, dtype: tf.DType | None) -> tf.Tensor:
     # What eager's conversion is asked for: part of its cache's key.
     key_dtype = None if dtype is None else tf.as_dtype(dtype).base_dtype
     constant = tf.get_static_value(value.tensor)
@@ -346,7 +350,8 @@ def _to_tensor(value, dtype):
     return tf.cast(value.tensor, dtype)
 
 
-def _converted_float(value, key_dtype, dtype):
+def _converted_float(value: DynamicScalar, key_dtype: tf.DType | None,
+                     dtype: tf.DType) -> tf.Tensor:
     """A dynamic float as eager's conversion gives it.  Eager converts a Python number
     through a process-wide cache keyed by (type, value, requested dtype, device), and
     ``0.0 == -0.0``: a float zero converts to the sign of the first float zero ever
@@ -380,18 +385,18 @@ class _ZeroSign:
     """Python's part of converting a computed float: for a zero, the sign eager's
     conversion gives it (and teaches the cache, as eager would); else unused."""
 
-    def __init__(self, key_dtype):
+    def __init__(self, key_dtype: tf.DType | None) -> None:
         self.key_dtype = key_dtype
         self.__name__ = 'the conversion of a float to a tensor'
 
-    def __call__(self, number):
+    def __call__(self, number: float) -> float:
         if number != 0.0:
             return 0.0
         converted = tf.convert_to_tensor(number, dtype=self.key_dtype)
         return math.copysign(0.0, float(converted.numpy()))
 
 
-def _eager_constant(number, key_dtype):
+def _eager_constant(number: float, key_dtype: tf.DType | None) -> tf.Tensor:
     """A Python float constant converted as eager converts it (its rounding, its
     exceptions, its cache's sign of zero), baked in: the cache's entry for a zero,
     once made, stays."""
@@ -400,11 +405,13 @@ def _eager_constant(number, key_dtype):
     return tf.constant(converted.numpy(), dtype=converted.dtype)
 
 
-def eager_zeros(callee, args, kwargs):
+def eager_zeros(
+        callee: typing.Callable, args: typing.Sequence,
+        kwargs: typing.Mapping[str, typing.Any]) -> tuple[typing.Sequence, typing.Mapping]:
     """``tf.maximum(x, 0.0)``: a Python float zero given to one of TF's elementwise
     functions converts through eager's cache, which decides its sign; passed as a
     constant DynamicScalar, TF converts it through ``to_tensor``, as eagerly."""
-    def lifted(v):
+    def lifted(v: typing.Any) -> typing.Any:
         return lift(v) if type(v) is float and v == 0.0 else v
     new_args, new_kwargs = [lifted(v) for v in args], {k: lifted(v) for k, v in kwargs.items()}
     if all(a is b for a, b in zip(new_args, args)) and all(
@@ -415,7 +422,7 @@ def eager_zeros(callee, args, kwargs):
     return new_args, new_kwargs
 
 
-def _in_device_scope():
+def _in_device_scope() -> bool:
     """Whether the trace is inside a ``with tf.device(...)`` of the call's code: eager
     code converts there under another device name (another cache entry)."""
     return bool(tf.compat.v1.get_default_graph()._device_functions_outer_to_inner)
@@ -430,20 +437,21 @@ _TENSOR_COMPARE = {'Eq': operator.eq, 'NotEq': operator.ne, 'Lt': operator.lt,
                    'LtE': operator.le, 'Gt': operator.gt, 'GtE': operator.ge}
 
 
-def with_tensor(op, left, right, lineage, compare=False):
+def with_tensor(op: str, left: typing.Any, right: typing.Any, lineage: typing.AbstractSet[tuple],
+                compare: bool = False) -> typing.Any:
     """``tensor op number`` / ``number op tensor``: the number takes the tensor's dtype,
     as the tensor's own operator converts a Python number eagerly."""
     tensor = left if isinstance(left, (tf.Tensor, tf.Variable)) else right
     dtype = tensor.dtype.base_dtype
 
-    def convert(value):
+    def convert(value: typing.Any) -> typing.Any:
         if type(value) is DynamicScalar:
             return to_tensor(value, dtype)
         return value
     fn = _TENSOR_COMPARE.get(op) if compare else _TENSOR_BINARY.get(op)
     if fn is None:
         need(lineage, 'the operator %s between a number and a tensor' % op)
-    return fn(convert(left), convert(right))
+    return fn(convert(left), convert(right))   # type: ignore[misc]  # need() raised on None
 
 
 # Library functions that may receive a dynamic scalar itself: TF converts it as it
@@ -470,7 +478,8 @@ _VARIABLE_METHODS = ('assign', 'assign_add', 'assign_sub')
 _SHAPE_BOUND = 2 ** 31   # a packed dimension this large or more: the call runs imperatively
 
 
-def library_call_allows(callee, args, kwargs):
+def library_call_allows(callee: typing.Callable, args: typing.Sequence,
+                        kwargs: typing.Mapping[typing.Any, typing.Any]) -> bool:
     """Whether ``callee`` may get the dynamic scalars in ``args``/``kwargs`` as they are
     (each a top-level argument, never inside a list: a list of numbers is a shape)."""
     self_object = getattr(callee, '__self__', None)
@@ -492,7 +501,7 @@ def library_call_allows(callee, args, kwargs):
     return not nested
 
 
-def _shape_position(callee):
+def _shape_position(callee: typing.Any) -> tuple[int, str] | None:
     """(index, keyword) of the shape argument of ``callee`` (``_SHAPE_FUNCTIONS``), or None."""
     try:
         return _SHAPE_FUNCTIONS.get(callee)
@@ -500,7 +509,8 @@ def _shape_position(callee):
         return None
 
 
-def shape_argument(callee, args, kwargs):
+def shape_argument(callee: typing.Callable, args: typing.Sequence,
+                   kwargs: typing.Mapping[str, typing.Any]) -> typing.Any:
     """The shape ``callee`` (a ``_SHAPE_FUNCTIONS`` one) is called with, or None."""
     where = _shape_position(callee)
     if where is None:
@@ -509,7 +519,8 @@ def shape_argument(callee, args, kwargs):
     return args[index] if len(args) > index else kwargs.get(keyword)
 
 
-def refuse_lenient_shape(callee, args, kwargs):
+def refuse_lenient_shape(callee: typing.Callable, args: typing.Sequence,
+                         kwargs: typing.Mapping[str, typing.Any]) -> None:
     """Refuses a shape of Python numbers holding a float or a bool (``tf.zeros((2.0,
     3))``: eager raises, a graph builds it as the int) or a dimension of 2**31 or more
     (a graph wraps a size past 2**63 elements to zero).  The statement runs in Python,
@@ -528,7 +539,9 @@ def refuse_lenient_shape(callee, args, kwargs):
                               'eagerly TF raises)')
 
 
-def packed_shape_call(callee, args, kwargs):
+def packed_shape_call(
+        callee: typing.Callable, args: typing.Sequence,
+        kwargs: typing.Mapping[str, typing.Any]) -> tuple[typing.Sequence, typing.Mapping] | None:
     """(args, kwargs) of ``callee`` (a ``_SHAPE_FUNCTIONS`` one) with its shape, a list
     or tuple of ints some of them dynamic, as one int64 tensor: ``tf.reshape(h, (rows,
     -1))`` with ``rows`` a graph input.  TF computes the same values from a shape
@@ -567,7 +580,7 @@ def packed_shape_call(callee, args, kwargs):
     return args, kwargs
 
 
-def holds_dynamic(value, depth=0):
+def holds_dynamic(value: typing.Any, depth: int = 0) -> bool:
     if type(value) is DynamicScalar:
         return True
     if depth < 8 and (type(value) in (list, dict) or isinstance(value, tuple)):
@@ -576,7 +589,7 @@ def holds_dynamic(value, depth=0):
     return False
 
 
-def lineage_deep(values, depth=0):
+def lineage_deep(values: typing.Any, depth: int = 0) -> frozenset:
     """The lineage of every dynamic scalar in ``values`` (containers walked)."""
     out = frozenset()
     for value in values:
@@ -588,7 +601,8 @@ def lineage_deep(values, depth=0):
     return out
 
 
-def _convert_for_tf(value, dtype=None, name=None, as_ref=False):
+def _convert_for_tf(value: DynamicScalar, dtype: tf.DType | None = None, name: str | None = None,
+                    as_ref: bool = False) -> tf.Tensor:
     return to_tensor(value, dtype)
 
 
@@ -603,10 +617,10 @@ _UNDERFLOWING = frozenset({math.exp, math.pow, math.ldexp, operator.pow, math.er
                           | ({math.exp2} if hasattr(math, 'exp2') else set()))
 
 
-def python_call(fn, tensors, kind):
+def python_call(fn: typing.Callable, tensors: typing.Sequence[tf.Tensor], kind: type) -> tf.Tensor:
     """``fn(*values)`` run by Python itself when the graph runs: eager's exact numbers
     (TF's own transcendental kernels may differ in the last bit)."""
-    def run(*values):
+    def run(*values: np.ndarray) -> np.ndarray:
         result = fn(*(v.item() for v in values))
         if kind is float and (0.0 < abs(result) < TINY
                               or result == 0.0 and fn in _UNDERFLOWING):

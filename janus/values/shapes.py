@@ -4,6 +4,8 @@ Needs a ``TraceContext`` (``tracing.current_or_none``).  Reading an
 unknown dimension of a graph tensor (a relaxed batch size) is refused, so
 janus builds an exact-shape graph instead.
 """
+from __future__ import annotations
+import typing
 import tensorflow as tf
 
 from janus.reasons import Reason
@@ -27,15 +29,15 @@ class CheckedShape(tf.TensorShape):
     _OPEN = frozenset(('rank', 'ndims', '_plain', '_refuse', '__class__', '__getitem__',
                        '__len__', '__bool__'))
 
-    def __init__(self, shape):   # no TensorShape.__init__: no _dims to read behind our back
+    def __init__(self, shape: tf.TensorShape) -> None:   # no TensorShape.__init__: no _dims to read behind our back
         object.__setattr__(self, '_plain', tf.TensorShape(shape))
 
-    def __getattribute__(self, name):
+    def __getattribute__(self, name: str) -> typing.Any:
         if name in CheckedShape._OPEN:
             return object.__getattribute__(self, name)
         return object.__getattribute__(self, '_refuse')(name)
 
-    def _refuse(self, *args, **kwargs):
+    def _refuse(self, *args: typing.Any, **kwargs: typing.Any) -> typing.NoReturn:
         reason = ('the code observes the dimensions of %s, which are only known at run time '
                   'in a graph with relaxed shapes' % self._plain)
         ctx = current_or_none()
@@ -47,18 +49,18 @@ class CheckedShape(tf.TensorShape):
         raise Unsupported(Reason.UNKNOWN_SHAPE, reason)
 
     @property
-    def rank(self):
+    def rank(self) -> int | None:
         return self._plain.rank
 
     ndims = rank
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._plain)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return bool(self._plain)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: int | slice) -> typing.Any:
         value = self._plain[key]
         if isinstance(value, tf.TensorShape):
             return value if value.is_fully_defined() else CheckedShape(value)
@@ -72,7 +74,7 @@ class CheckedShape(tf.TensorShape):
     __reduce__ = __reduce_ex__ = __add__ = __radd__ = __concat__ = _refuse
 
 
-def _checked_shape_in(values, depth=0):
+def _checked_shape_in(values: typing.Any, depth: int = 0) -> CheckedShape | None:
     """The first CheckedShape in ``values`` (lists, tuples, dicts searched), or None."""
     for value in values:
         if isinstance(value, CheckedShape):
@@ -85,7 +87,7 @@ def _checked_shape_in(values, depth=0):
     return None
 
 
-def _static_shape(tensor, name):
+def _static_shape(tensor: tf.Tensor, name: str) -> typing.Any:
     shape = tensor.shape
     if shape.rank is None or not shape.is_fully_defined():
         shape = CheckedShape(shape) if shape.rank is not None else None

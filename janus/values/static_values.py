@@ -13,6 +13,8 @@ so the value is exactly the kernel's.  Anything else (an op reading a placeholde
 values, a variable, a random op, a stateful op, a relaxed dimension) is unknown:
 ``None``, and the read stays a refusal.
 """
+from __future__ import annotations
+import typing
 import numpy as np
 import tensorflow as tf
 
@@ -25,7 +27,7 @@ _DTYPES = (tf.int32, tf.int64, tf.float32, tf.float64, tf.bool)
 _DEPTH = 24   # ops followed back from the tensor read (shape arithmetic is shallow)
 
 
-def value_of(tensor):
+def value_of(tensor: tf.Tensor) -> np.ndarray | None:
     """The NumPy value every run of the graph gives ``tensor``, or None."""
     if tensor.dtype not in _DTYPES:
         return None
@@ -35,7 +37,7 @@ def value_of(tensor):
         return None
 
 
-def from_shapes(tensor):
+def from_shapes(tensor: tf.Tensor) -> bool:
     """Whether ``tensor`` is computed from shapes and constants alone (``_FOLDED`` ops
     back to ``Shape``/``Size``/``Rank``): unknown only because a dimension is relaxed,
     it has one value per call shape (a trace with exact shapes knows it)."""
@@ -45,7 +47,7 @@ def from_shapes(tensor):
         return False
 
 
-def _from_shapes(tensor, depth):
+def _from_shapes(tensor: tf.Tensor, depth: int) -> bool:
     op = tensor.op
     if op.type in ('Shape', 'Size', 'Rank', 'Const'):
         return True
@@ -54,7 +56,7 @@ def _from_shapes(tensor, depth):
     return all(_from_shapes(t, depth - 1) for t in op.inputs)
 
 
-def _value(tensor, depth, memo):
+def _value(tensor: tf.Tensor, depth: int, memo: dict) -> np.ndarray | None:
     if tensor.name in memo:
         return memo[tensor.name]
     value = tf.get_static_value(tensor, partial=False)
@@ -64,7 +66,7 @@ def _value(tensor, depth, memo):
     return value
 
 
-def _folded(tensor, depth, memo):
+def _folded(tensor: tf.Tensor, depth: int, memo: dict) -> np.ndarray | None:
     op = tensor.op
     if op.type not in _FOLDED or op.control_inputs or op._is_stateful:
         return None
@@ -81,7 +83,7 @@ def _folded(tensor, depth, memo):
     return np.asarray(outputs[tensor.value_index])
 
 
-def _run_eagerly(op, values):
+def _run_eagerly(op: tf.Operation, values: typing.Sequence) -> typing.Sequence:
     """``op`` run eagerly on ``values`` with its attributes (the op's raw function)."""
     definition = op.op_def
     inferred = set()
