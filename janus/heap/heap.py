@@ -29,12 +29,14 @@ bytecodes), so the registry and the shadow table each have their own lock.
 Needs the op library (``janus.graph.ops.load_ops``), loaded on the first
 op wrapper call.  Importing this module registers the ops' gradients.
 """
+from __future__ import annotations
 
 import collections
 import contextlib
 import functools
 import threading
 import weakref
+import typing
 
 import numpy as np
 import tensorflow as tf
@@ -93,14 +95,14 @@ class _Entry:
 
     __slots__ = ('ref', 'strong', 'obj_id', 'pins', 'owners')
 
-    def __init__(self, obj):
+    def __init__(self, obj: typing.Any) -> None:
         self.obj_id = id(obj)
-        self.ref = None       # weakref.ref, when obj supports weak references
+        self.ref: weakref.ref | None = None   # when obj supports weak references
         self.strong = None    # obj itself, when it does not
         self.pins = 0         # explicit pins plus one per owner
         self.owners = set()   # ids of the owners holding a pin
 
-    def get(self):
+    def get(self) -> typing.Any:
         return self.strong if self.ref is None else self.ref()
 
 
@@ -121,7 +123,7 @@ class HandleRegistry:
     DeadObjectError, never reach another object.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         # Not reentrant on purpose: see _try_purge.
         self._lock = threading.Lock()
         self._entries = {}          # handle -> _Entry
@@ -135,7 +137,7 @@ class HandleRegistry:
         self._dead = collections.deque()           # handles
         self._owner_died = collections.deque()     # (owner id, handle)
 
-    def pin(self, obj, owner=None) -> int:
+    def pin(self, obj: typing.Any, owner: typing.Any = None) -> int:
         """``obj``'s handle, pinned once more (by ``owner`` if given)."""
         with self._lock:
             self._purge()
@@ -151,19 +153,19 @@ class HandleRegistry:
                 finalizer = weakref.finalize(
                     owner, _queue_and_purge, weakref.ref(self),
                     '_owner_died', (id(owner), handle))
-                finalizer.atexit = False  # nothing to release at exit
+                finalizer.atexit = False  # type: ignore[misc]  # nothing to release at exit
                 self._owner_pins[(id(owner), handle)] = finalizer
-            return handle
+            return handle   # type: ignore[return-value]  # registered above when missing
 
     handle_of = pin
 
-    def release(self, handle: int):
+    def release(self, handle: int) -> None:
         """Removes one explicit pin; unknown or gone handles are ignored."""
         with self._lock:
             self._purge()
             self._unpin(handle)
 
-    def resolve(self, handle: int):
+    def resolve(self, handle: int) -> typing.Any:
         """The live object behind ``handle``; DeadObjectError if it is gone."""
         with self._lock:
             self._purge()
@@ -179,12 +181,12 @@ class HandleRegistry:
             'garbage-collected, or released by the graph that pinned it)'
             % (DEAD_OBJECT_MARK, handle))
 
-    def __len__(self):
+    def __len__(self) -> int:
         with self._lock:
             self._purge()
             return len(self._entries)
 
-    def _register(self, obj):
+    def _register(self, obj: typing.Any) -> tuple[int, _Entry]:
         handle = self._next_handle
         self._next_handle += 1
         entry = _Entry(obj)
@@ -197,14 +199,14 @@ class HandleRegistry:
         self._handle_by_id[id(obj)] = handle
         return handle, entry
 
-    def _unpin(self, handle):
+    def _unpin(self, handle: int) -> None:
         entry = self._entries.get(handle)
         if entry is not None:
             entry.pins -= 1
             if entry.pins <= 0:
                 self._remove(handle)
 
-    def _remove(self, handle):
+    def _remove(self, handle: int) -> None:
         entry = self._entries.pop(handle, None)
         if entry is None:
             return
@@ -216,7 +218,7 @@ class HandleRegistry:
         for owner_id in entry.owners:
             self._owner_pins.pop((owner_id, handle)).detach()
 
-    def _purge(self):
+    def _purge(self) -> None:
         """Applies queued deaths. Call with the lock held."""
         while self._dead:
             self._remove(self._dead.popleft())
@@ -226,7 +228,7 @@ class HandleRegistry:
                 self._entries[handle].owners.discard(owner_id)
                 self._unpin(handle)
 
-    def _try_purge(self):
+    def _try_purge(self) -> None:
         # A callback on a thread already inside a locked method fails to
         # take the (non-reentrant) lock and leaves its work queued for the
         # next call; otherwise the release happens right away.
@@ -237,7 +239,8 @@ class HandleRegistry:
                 self._lock.release()
 
 
-def _queue_and_purge(registry_ref, queue_name, item, *_weakref):
+def _queue_and_purge(registry_ref: weakref.ref, queue_name: str, item: typing.Any,
+                     *_weakref: object) -> None:
     """Weakref/finalize callback: queue ``item``, then purge if possible."""
     registry = registry_ref()
     if registry is not None:
@@ -261,7 +264,7 @@ class ShadowHeap:
     so a weakly registered object cannot die between a set and the commit.
     """
 
-    def __init__(self, registry):
+    def __init__(self, registry: HandleRegistry) -> None:
         self._registry = registry
         self._lock = threading.Lock()
         self._runs = {}           # run id -> {shadow key: (obj, array, dtype)}
@@ -275,7 +278,7 @@ class ShadowHeap:
             self._runs[run_id] = {}
             return run_id
 
-    def commit(self, run_id: int):
+    def commit(self, run_id: int) -> None:
         """Writes the run's shadows back to the real objects and ends the run.
 
         Each array becomes an EagerTensor, as eager code would have stored.
@@ -293,16 +296,16 @@ class ShadowHeap:
                 else:
                     obj[key] = value
 
-    def discard(self, run_id: int):
+    def discard(self, run_id: int) -> None:
         """Drops the run's shadows; no object changes. Ends the run."""
         self._end(run_id)
 
-    def __len__(self):
+    def __len__(self) -> int:
         """The number of runs in flight (begun, neither committed nor discarded)."""
         with self._lock:
             return len(self._runs)
 
-    def read(self, run_id, handle, kind, key):
+    def read(self, run_id: int, handle: int, kind: str, key: typing.Any) -> typing.Any:
         """The run's shadow of obj.key / obj[key] if it wrote one, else the real value."""
         obj = self._registry.resolve(handle)
         if kind == _ITEM:
@@ -313,7 +316,8 @@ class ShadowHeap:
             return hit[1]
         return getattr(obj, key) if kind == _ATTR else obj[key]
 
-    def write(self, run_id, handle, kind, key, array, dtype):
+    def write(self, run_id: int, handle: int, kind: str, key: typing.Any, array: np.ndarray,
+              dtype: tf.DType) -> None:
         """Records obj.key = array / obj[key] = array in the run's shadow only."""
         obj = self._registry.resolve(handle)
         if kind == _ITEM:
@@ -321,7 +325,7 @@ class ShadowHeap:
         with self._lock:
             self._table(run_id)[(handle, kind, key)] = (obj, array, dtype)
 
-    def _table(self, run_id):
+    def _table(self, run_id: int) -> dict:
         table = self._runs.get(run_id)
         if table is None:
             raise HeapError(
@@ -329,14 +333,14 @@ class ShadowHeap:
                 'commit/discard end it)' % run_id)
         return table
 
-    def _end(self, run_id):
+    def _end(self, run_id: int) -> dict:
         with self._lock:
             table = self._table(run_id)
             del self._runs[run_id]
         return table
 
 
-def _item_key(obj, key, writing):
+def _item_key(obj: typing.Any, key: typing.Any, writing: bool) -> typing.Any:
     """The shadow key of obj[key]: list indices made non-negative.
 
     Lists cannot change length within a run (only whole items are set), so
@@ -359,13 +363,13 @@ def _item_key(obj, key, writing):
 
 
 @functools.lru_cache(maxsize=None)
-def _dtype(dtype_enum):
+def _dtype(dtype_enum: int) -> tf.DType:
     return tf.dtypes.as_dtype(dtype_enum)
 
 
 # Which Python scalar types convert to which dtypes, as tf.constant(value,
 # dtype) would accept them without loss of kind.
-def _scalar_fits(value, dtype):
+def _scalar_fits(value: typing.Any, dtype: tf.DType) -> bool:
     if isinstance(value, bool):
         return dtype.is_bool
     if isinstance(value, int):
@@ -375,7 +379,7 @@ def _scalar_fits(value, dtype):
     return isinstance(value, complex) and dtype.is_complex
 
 
-def _to_array(value, dtype_enum):
+def _to_array(value: typing.Any, dtype_enum: int) -> np.ndarray:
     """``value`` as a C-contiguous array of the op's dtype, or MismatchError.
 
     Accepts what eager code stores in the heap: an EagerTensor or NumPy
@@ -402,12 +406,12 @@ def _to_array(value, dtype_enum):
     raise _mismatch('a %s' % type(value).__name__, dtype)
 
 
-def _mismatch(what, dtype):
+def _mismatch(what: str, dtype: tf.DType) -> MismatchError:
     return MismatchError('%s: the value is %s, the graph was specialized for %s'
                          % (MISMATCH_MARK, what, dtype.name))
 
 
-def _copy_array(dtype_enum, shape, data):
+def _copy_array(dtype_enum: int, shape: typing.Sequence[int], data: memoryview) -> np.ndarray:
     """An array of its own holding the bytes of ``data`` (a tensor's memoryview).
 
     Copied, because the kernel releases the view on return and TF may then
@@ -423,20 +427,22 @@ registry = HandleRegistry()
 shadow = ShadowHeap(registry)
 
 
-def _read_attr(run_id, handle, name, dtype_enum):
+def _read_attr(run_id: int, handle: int, name: str, dtype_enum: int) -> np.ndarray:
     return _to_array(shadow.read(run_id, handle, _ATTR, name), dtype_enum)
 
 
-def _read_item(run_id, handle, key, dtype_enum):
+def _read_item(run_id: int, handle: int, key: typing.Any, dtype_enum: int) -> np.ndarray:
     return _to_array(shadow.read(run_id, handle, _ITEM, key), dtype_enum)
 
 
-def _write_attr(run_id, handle, name, dtype_enum, shape, data):
+def _write_attr(run_id: int, handle: int, name: str, dtype_enum: int, shape: typing.Sequence[int],
+                data: memoryview) -> None:
     shadow.write(run_id, handle, _ATTR, name,
                  _copy_array(dtype_enum, shape, data), _dtype(dtype_enum))
 
 
-def _write_item(run_id, handle, key, dtype_enum, shape, data):
+def _write_item(run_id: int, handle: int, key: typing.Any, dtype_enum: int,
+                shape: typing.Sequence[int], data: memoryview) -> None:
     shadow.write(run_id, handle, _ITEM, key,
                  _copy_array(dtype_enum, shape, data), _dtype(dtype_enum))
 
@@ -457,7 +463,7 @@ discard = shadow.discard
 
 
 @contextlib.contextmanager
-def run_scope():
+def run_scope() -> typing.Iterator[int]:
     """Yields a new run id; commits it if the body returns, discards it if it raises.
 
     A run that is never ended keeps its shadows (and the objects written)
@@ -473,7 +479,8 @@ def run_scope():
 
 
 @_not_converted
-def py_get_attr(run_id, handle, name, dtype, shape=None):
+def py_get_attr(run_id: typing.Any, handle: typing.Any, name: str, dtype: tf.DType,
+                shape: typing.Any = None) -> tf.Tensor:
     """``obj.name`` of the object behind ``handle``, in run ``run_id``.
 
     ``dtype`` and ``shape`` (partially known allowed) are what the graph
@@ -486,7 +493,8 @@ def py_get_attr(run_id, handle, name, dtype, shape=None):
 
 
 @_not_converted
-def py_set_attr(run_id, handle, name, value):
+def py_set_attr(run_id: typing.Any, handle: typing.Any, name: str,
+                value: typing.Any) -> tf.Operation:
     """Sets ``obj.name = value`` in run ``run_id``'s shadow copy only.
 
     Returns the Operation in a graph (order later gets after it with a
@@ -497,7 +505,8 @@ def py_set_attr(run_id, handle, name, value):
 
 
 @_not_converted
-def py_get_subscr(run_id, handle, key, dtype, shape=None):
+def py_get_subscr(run_id: typing.Any, handle: typing.Any, key: typing.Any, dtype: tf.DType,
+                  shape: typing.Any = None) -> tf.Tensor:
     """``obj[key]`` (key: an int or str, or a scalar tensor of one)."""
     return ops.load_ops().janus_py_get_subscr(
         run_id=_int64(run_id), handle=_int64(handle), key=_key(key),
@@ -505,22 +514,23 @@ def py_get_subscr(run_id, handle, key, dtype, shape=None):
 
 
 @_not_converted
-def py_set_subscr(run_id, handle, key, value):
+def py_set_subscr(run_id: typing.Any, handle: typing.Any, key: typing.Any,
+                  value: typing.Any) -> tf.Operation:
     """Sets ``obj[key] = value`` in the run's shadow copy only."""
     return ops.load_ops().janus_py_set_subscr(
         run_id=_int64(run_id), handle=_int64(handle), key=_key(key),
         value=value)
 
 
-def _int64(value):
+def _int64(value: typing.Any) -> tf.Tensor:
     return tf.convert_to_tensor(_no_python_int(value), dtype=tf.int64)
 
 
-def _key(key):
+def _key(key: typing.Any) -> tf.Tensor:
     return tf.convert_to_tensor(_no_python_int(key))
 
 
-def _no_python_int(value):
+def _no_python_int(value: typing.Any) -> typing.Any:
     # Run ids and handles are new ints every call, and TF's eager scalar
     # cache keeps every Python int ever converted to a tensor (with its
     # tensor), so they would leak; NumPy scalars are not cached.

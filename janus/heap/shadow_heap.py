@@ -21,6 +21,7 @@ write attributes, items, globals and closure cells.
   ``Deferred`` value: the two sides merged on first read (or refused then,
   naming the line, when they cannot be merged).
 """
+from __future__ import annotations
 import abc
 import dataclasses
 import enum
@@ -43,7 +44,8 @@ class _RunToken:
     """Owns the handle pins of one graph run; pins are released when it goes."""
 
 
-def set_call_arguments(arguments, run_id=None):
+def set_call_arguments(arguments: typing.Mapping[str, typing.Any] | None,
+                       run_id: int | None = None) -> None:
     """The arguments (and heap run id) of the graph run about to start: hoisted
     reads re-read from them, heap ops name objects by handles pinned for it."""
     _call_time.arguments = arguments
@@ -52,21 +54,21 @@ def set_call_arguments(arguments, run_id=None):
     _call_time.token = _RunToken() if run_id is not None else None
 
 
-def _call_arguments():
+def _call_arguments() -> typing.Mapping[str, typing.Any] | None:
     return getattr(_call_time, 'arguments', None)
 
 
-def call_arguments_now():
+def call_arguments_now() -> typing.Mapping[str, typing.Any] | None:
     """The arguments of the graph run now starting (for call-time readers)."""
     return _call_arguments()
 
 
-def _run_id_now():
+def _run_id_now() -> np.int64:
     import numpy as np
     return np.int64(_call_time.run_id)
 
 
-def _handle_now(source):
+def _handle_now(source: sources.Source) -> np.int64:
     import numpy as np
     return np.int64(heap.pin(source.value(_call_arguments(), {}), owner=_call_time.token))
 
@@ -91,18 +93,19 @@ class Slot(typing.NamedTuple):
     key: typing.Any    # the name (a str) or the item's key
 
     @classmethod
-    def name(cls, name):
+    def name(cls, name: str) -> Slot:
         return cls(False, name)
 
     @classmethod
-    def item(cls, key):
+    def item(cls, key: typing.Any) -> Slot:
         return cls(True, key)
 
 
 class Write:
     """One write to the Python heap, replayed after a successful run."""
 
-    def __init__(self, kind, source, name, value, where, condition=None):
+    def __init__(self, kind: WriteKind, source: sources.Source | None, name: typing.Any,
+                 value: typing.Any, where: typing.Any, condition: typing.Any = None) -> None:
         assert isinstance(kind, WriteKind), kind
         self.kind = kind
         self.source = source      # where the written object lives (a guards.Source)
@@ -114,16 +117,16 @@ class Write:
         self.condition = condition
 
     @property
-    def partial(self):
+    def partial(self) -> bool:
         """Whether a failing replay may have applied part of itself (printed some
         arguments, extended by some items)."""
         return self.kind in (WriteKind.PRINT, WriteKind.CALL)
 
-    def changed(self, value, condition):
+    def changed(self, value: typing.Any, condition: typing.Any) -> Write:
         """The same write with another value and condition (out of a branch)."""
         return Write(self.kind, self.source, self.name, value, self.where, condition)
 
-    def target(self, arguments, memo):
+    def target(self, arguments: typing.Mapping[str, typing.Any], memo: dict) -> typing.Any:
         """The object this write changes: the one the statement saw when it ran.
 
         A source names an object as it was when the call started (guards and
@@ -138,9 +141,9 @@ class Write:
             return self.where
         # An object's, or a cell found through its source (a closure passed in: the
         # current call's cell, not the one the trace saw).
-        return self.source.value(arguments, memo)
+        return self.source.value(arguments, memo)   # type: ignore[union-attr]  # (kinds with one)
 
-    def apply(self, value, target):
+    def apply(self, value: typing.Any, target: typing.Any) -> None:
         """Replays the write on ``target`` (``self.target(...)``, resolved before
         the run's first write)."""
         if self.kind is WriteKind.PRINT:
@@ -159,11 +162,11 @@ class Write:
         else:
             getattr(target, self.name)(*value)
 
-    def describe(self):
+    def describe(self) -> str:
         return '%s %s%s' % (self.kind, repr(self.source) + '.' if self.source else '', self.name)
 
 
-def _advance(iterator, position):
+def _advance(iterator: typing.Any, position: int) -> None:
     """Moves an iterator (as the trace saw it at the call's start) to ``position``;
     to its end as a ``for`` loop leaves it: pulled once past the last item, so a
     list or tuple iterator releases its sequence as eagerly."""
@@ -178,16 +181,16 @@ class _Pending(dict):
     """id -> [(method name, args)]; a container changed on one path of a
     tensor-dependent branch has no contents a later read could see (``poisoned``)."""
 
-    def __init__(self, items=(), poisoned=None):
+    def __init__(self, items: typing.Any = (), poisoned: typing.Any = None) -> None:
         super().__init__(items)
         self.poisoned = dict(poisoned or {})   # id -> (Reason, why) its contents are unknown
 
-    def get(self, key, default=None):
+    def get(self, key: typing.Any, default: typing.Any = None) -> typing.Any:
         if key in self.poisoned:
             raise Unsupported(*self.poisoned[key])
         return super().get(key, default)
 
-    def copy(self):
+    def copy(self) -> _Pending:
         return _Pending({k: list(v) for k, v in self.items()}, self.poisoned)
 
 
@@ -209,14 +212,14 @@ class Region:
     ``keys``: (id(obj), slot) -> the ``Rebinding`` of every location the region
     rebinds."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.keys = {}
 
 
 class Checkpoint:
     """The heap's state at one point of the trace, to trace a branch from it again."""
 
-    def __init__(self, heap):
+    def __init__(self, heap: TraceHeap) -> None:
         self.overlay = dict(heap.overlay)
         self.writes = list(heap.writes)
         self.changed = set(heap.changed)
@@ -229,7 +232,7 @@ class Deferred(abc.ABC):
     of a tensor-dependent branch's two sides, or a refusal that names the line."""
 
     @abc.abstractmethod
-    def resolve(self):
+    def resolve(self) -> typing.Any:
         """The value the read sees (or raises the refusal)."""
 
 
@@ -239,18 +242,18 @@ class WriteLog(list):
     the trace starts): ops up to it come before every Python write in program order.
     A checkpoint restored may drop that write; the mark stays (earlier: conservative)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.graph = None
-        self.first_mark = None
+        self.first_mark: int | None = None
 
-    def append(self, write):
+    def append(self, write: Write) -> None:
         if self.first_mark is None:
             ops = self.graph.get_operations() if self.graph is not None else ()
             self.first_mark = ops[-1]._id if ops else 0
         super().append(write)
 
-    def holds_prints(self):
+    def holds_prints(self) -> bool:
         """Whether a ``print`` held back until the run's end was logged so far."""
         return any(write.kind is WriteKind.PRINT for write in self)
 
@@ -258,7 +261,7 @@ class WriteLog(list):
 class TraceHeap:
     """Per trace: overlaid values, the write log, and containers changed in place."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.overlay = {}      # (id(obj), Slot) -> value written earlier in this trace
         self.writes = WriteLog()
         self.changed = set()   # ids of outside containers whose structure changed in place
@@ -272,7 +275,7 @@ class TraceHeap:
         self.regions = []      # open write regions (control/), innermost last
         self.scanned = {}      # id(graph) -> (graph, ops scanned, first state change id)
 
-    def change(self, obj, method, args):
+    def change(self, obj: typing.Any, method: str, args: typing.Sequence) -> None:
         """``obj.append(x)`` and friends on an outside container: later reads in the
         same call see the container as changed (``TraceContext.contents``)."""
         if method == '__setitem__' and type(obj) is list and id(obj) in self.pending.poisoned:
@@ -283,13 +286,13 @@ class TraceHeap:
         dict.setdefault(self.pending, id(obj), []).append((method, tuple(args)))
         self._keep.append(obj)
 
-    def read(self, obj, slot):
+    def read(self, obj: typing.Any, slot: Slot) -> typing.Any:
         value = self.overlay.get((id(obj), slot), _MISSING)
         if isinstance(value, Deferred):
             return value.resolve()
         return value
 
-    def write(self, obj, slot, write):
+    def write(self, obj: typing.Any, slot: Slot, write: Write) -> None:
         self.overlay[(id(obj), slot)] = write.value
         if slot.is_item:
             self.items_written.add(id(obj))
@@ -297,7 +300,7 @@ class TraceHeap:
         self.writes.append(write)
         self.note(obj, slot, write, None)
 
-    def note(self, obj, slot, write, condition):
+    def note(self, obj: typing.Any, slot: Slot, write: Write, condition: typing.Any) -> None:
         """Records in the innermost open region that ``obj``'s ``slot`` was rebound:
         under ``condition``, or also under the conditions it was rebound before in
         the region (a loop body's second conditional write must not hide the first)."""
@@ -311,31 +314,31 @@ class TraceHeap:
         keys[(id(obj), slot)] = Rebinding(obj, slot, write, condition)
 
     # -- regions (control/) ---------------------------------------
-    def checkpoint(self):
+    def checkpoint(self) -> Checkpoint:
         return Checkpoint(self)
 
-    def restore(self, checkpoint):
+    def restore(self, checkpoint: Checkpoint) -> None:
         self.overlay = dict(checkpoint.overlay)
         self.writes[:] = checkpoint.writes
         self.changed = set(checkpoint.changed)
         self.pending = checkpoint.pending.copy()
         self.items_written = set(checkpoint.items_written)
 
-    def open_region(self):
+    def open_region(self) -> Region:
         region = Region()
         self.regions.append(region)
         return region
 
-    def close_region(self, region):
+    def close_region(self, region: Region) -> None:
         assert self.regions and self.regions[-1] is region
         self.regions.pop()
 
-    def poison(self, container_id, reason, context):
+    def poison(self, container_id: int, reason: typing.Any, context: str) -> None:
         """A container changed on one path only: later reads of it are refused
         (``reason``, a ``Reason``; ``context``, the message)."""
         self.pending.poisoned[container_id] = (reason, context)
 
-    def differs(self, obj):
+    def differs(self, obj: typing.Any) -> bool:
         """Whether the call changed this container's items or structure: observations
         of it must look at its contents as changed, not at the real object."""
         return id(obj) in self.changed or id(obj) in self.items_written
@@ -345,7 +348,7 @@ _MISSING = object()
 MISSING = _MISSING
 
 
-def hoist_tensor(ctx, source, value):
+def hoist_tensor(ctx: typing.Any, source: sources.Source, value: tf.Tensor) -> tf.Tensor:
     """A call-time graph input that re-reads ``source``; guarded by dtype and shape.
 
     With ``config.heap_ops``, attribute and item reads are Janus>PyGetAttr /
@@ -363,7 +366,7 @@ def hoist_tensor(ctx, source, value):
     spec = tf.TensorSpec(shape, value.dtype)
     ctx.guards.add(guards.GuardKind.TENSOR_MATCH, source, (value.dtype, shape))
 
-    def read_now():
+    def read_now() -> typing.Any:
         return source.value(_call_arguments(), {})
     hoisted = ctx.top_graph.capture_call_time_value(read_now, spec, key=('janus', key))
     _register_reader(ctx, ('janus', key), read_now)
@@ -373,7 +376,8 @@ def hoist_tensor(ctx, source, value):
     return hoisted
 
 
-def hoist_array(ctx, source, value):
+def hoist_array(ctx: typing.Any, source: sources.Source,
+                value: np.ndarray) -> tuple[tf.Tensor, tuple]:
     """A call-time graph input fed with the NumPy array at ``source`` as it is when the
     graph runs (a copy of its values then: an in-place write between calls is seen);
     guarded by type, dtype and shape (ARRAY_MATCH; with relaxed shapes, a dimension
@@ -387,7 +391,7 @@ def hoist_array(ctx, source, value):
     shape = tuple(call_signature.specialized(shape).as_list())
     ctx.guards.add(guards.GuardKind.ARRAY_MATCH, source, (value.dtype, shape))
 
-    def read_now():
+    def read_now() -> tf.Tensor:
         return arrays.feed(source.value(_call_arguments(), {}))
     key = ('janus', 'array') + source.uid()
     spec = tf.TensorSpec(shape, tf.as_dtype(value.dtype))
@@ -396,7 +400,8 @@ def hoist_array(ctx, source, value):
     return hoisted, shape
 
 
-def hoist_numbers(ctx, source, value, natural, dtype=None):
+def hoist_numbers(ctx: typing.Any, source: sources.Source, value: typing.Sequence,
+                  natural: tf.DType, dtype: tf.DType | None = None) -> tf.Tensor:
     """A call-time graph input fed with the list of numbers at ``source`` as it is when
     the graph runs (``tf.constant`` of it, as TF converts it eagerly), any length;
     guarded by the container type and ``natural``, the dtype TF converts its items
@@ -406,7 +411,7 @@ def hoist_numbers(ctx, source, value, natural, dtype=None):
     dtype = natural if dtype is None else dtype
     ctx.guards.add(guards.GuardKind.NUMBERS_MATCH, source, (type(value), natural))
 
-    def read_now():
+    def read_now() -> tf.Tensor:
         return tf.constant(source.value(_call_arguments(), {}), dtype)
     key = ('janus', 'numbers', dtype.name) + source.uid()
     hoisted = ctx.top_graph.capture_call_time_value(read_now, tf.TensorSpec([None], dtype),
@@ -415,7 +420,7 @@ def hoist_numbers(ctx, source, value, natural, dtype=None):
     return hoisted
 
 
-def hoist_scalar(ctx, source, kind):
+def hoist_scalar(ctx: typing.Any, source: sources.Source, kind: type) -> tf.Tensor:
     """A call-time graph input that re-reads the relaxed Python number at ``source``
     (``self.step``): a scalar int64/float64, guarded by type and range only."""
     dtype = {int: tf.int64, float: tf.float64, bool: tf.bool}[kind]
@@ -423,7 +428,7 @@ def hoist_scalar(ctx, source, kind):
 
     tensors = call_signature.ScalarTensors(kind)
 
-    def read_now():
+    def read_now() -> tf.Tensor:
         return tensors.tensor(source.value(_call_arguments(), {}))
     key = ('janus', 'scalar') + source.uid()
     placeholder = ctx.top_graph.capture_call_time_value(read_now, tf.TensorSpec([], dtype),
@@ -435,7 +440,8 @@ def hoist_scalar(ctx, source, kind):
     return placeholder
 
 
-def hoist_eager_zero(ctx, source, key_dtype, dtype):
+def hoist_eager_zero(ctx: typing.Any, source: sources.Source, key_dtype: tf.DType | None,
+                     dtype: tf.DType) -> tf.Tensor:
     """A call-time graph input: when the relaxed float at ``source`` is a zero, eager's
     own conversion of it (``tf.convert_to_tensor(value, key_dtype)``: its scalar cache
     decides the sign, and learns it as eager code would teach it); a zero of ``dtype``
@@ -443,7 +449,7 @@ def hoist_eager_zero(ctx, source, key_dtype, dtype):
     with tf.init_scope():
         unused = tf.constant(np.zeros((), dtype.as_numpy_dtype))   # NumPy: never cached
 
-    def read_now():
+    def read_now() -> tf.Tensor:
         value = source.value(_call_arguments(), {})
         if type(value) is float and value == 0.0:
             return tf.convert_to_tensor(value, dtype=key_dtype)
@@ -455,7 +461,8 @@ def hoist_eager_zero(ctx, source, key_dtype, dtype):
     return placeholder
 
 
-def _register_reader(ctx, key, read_now):
+def _register_reader(ctx: typing.Any, key: typing.Any,
+                     read_now: typing.Callable[[], typing.Any]) -> None:
     """``read_now`` gives a value its guard checks (an eager tensor of the capture's dtype
     and a compatible shape): a run may call it without TF's re-check of the result
     (``tracer._captured_reader``).  The first closure of a key is the one TF keeps."""
@@ -466,14 +473,14 @@ def _register_reader(ctx, key, read_now):
 
 # -- the in-graph path (config.heap_ops): Janus>Py* ops on handles -------------
 
-def run_id_input(ctx):
+def run_id_input(ctx: typing.Any) -> tf.Tensor:
     if ctx.heap.run_id is None:
         ctx.heap.run_id = ctx.top_graph.capture_call_time_value(
             _run_id_now, tf.TensorSpec([], tf.int64), key=('janus', 'run_id'))
     return ctx.heap.run_id
 
 
-def handle_input(ctx, source):
+def handle_input(ctx: typing.Any, source: sources.Source) -> tf.Tensor:
     """A call-time input: the handle of the object ``source`` names in this call."""
     key = source.uid()
     if key not in ctx.heap.handles:
@@ -483,7 +490,8 @@ def handle_input(ctx, source):
     return ctx.heap.handles[key]
 
 
-def read_op(ctx, source, value):
+def read_op(ctx: typing.Any, source: sources.AttrSource | sources.ItemSource,
+            value: tf.Tensor) -> tf.Tensor:
     """``obj.name`` / ``obj[key]`` of a tensor, read in the graph by a Janus>Py* op."""
     shape = value.shape
     ctx.guards.add(guards.GuardKind.TENSOR_MATCH, source, (value.dtype, shape))
@@ -493,7 +501,8 @@ def read_op(ctx, source, value):
     return heap.py_get_subscr(run_id_input(ctx), base, source.key, value.dtype, shape)
 
 
-def write_op(ctx, obj, source, slot, value):
+def write_op(ctx: typing.Any, obj: typing.Any, source: sources.Source, slot: Slot,
+             value: tf.Tensor) -> tf.Operation:
     """``obj.name = t`` / ``obj[key] = t`` of a tensor, into the run's shadow copy."""
     kind = WriteKind.ITEM if slot.is_item else WriteKind.ATTR
     if ctx.region_depth:

@@ -224,7 +224,8 @@ def _graph_caller(concrete: typing.Any,
     return call
 
 
-def _captured_reader(concrete: typing.Any,
+def _captured_reader(
+        concrete: typing.Any,
         readers: typing.Mapping[typing.Any, typing.Callable]) -> typing.Callable[[], list] | None:
     """A faster ``concrete.captured_inputs``, or None where it cannot be had.
 

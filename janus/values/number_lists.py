@@ -82,8 +82,9 @@ def constant(ctx: typing.Any, args: typing.Sequence,
     return tf.identity(hoisted)   # a tensor of its own, as each eager call makes
 
 
-def _constant_arguments(args: typing.Sequence,
-        kwargs: typing.Mapping[str, typing.Any]) -> tuple[object, typing.Any] | None:
+def _constant_arguments(
+        args: typing.Sequence,
+        kwargs: typing.Mapping[str, typing.Any]) -> tuple[typing.Any, typing.Any] | None:
     """(value, dtype or None) of a ``tf.constant``-like call with only those, else None."""
     if len(args) > 2 or set(kwargs) - {'value', 'dtype'} or not (args or 'value' in kwargs):
         return None
