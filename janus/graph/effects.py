@@ -18,8 +18,10 @@ assertions).  Shared by the tracer (``graphgen/effects.py`` re-exports it) and
 the runtime, which makes a test that depends on a state change made earlier
 in the same call real control flow (``control/``).
 """
+from __future__ import annotations
 import enum
 import weakref
+import typing
 
 import tensorflow as tf
 from tensorflow.python.data.ops import options as options_lib
@@ -82,7 +84,7 @@ _UNREPRODUCIBLE_RANDOM = frozenset((
 CALL_OPS = frozenset(('StatefulPartitionedCall', 'PartitionedCall'))
 
 
-def effect(op):
+def effect(op: tf.Operation) -> Effect:
     """The ``Effect`` of one op (not of the graphs it calls)."""
     if op.type in _UNREPRODUCIBLE_RANDOM:
         return Effect.UNREPRODUCIBLE
@@ -106,7 +108,7 @@ _RUN_LOCAL_RESOURCES = frozenset(('AnonymousIterator', 'AnonymousIteratorV2',
                                   'DummySeedGenerator', 'AnonymousRandomSeedGenerator'))
 
 
-def is_run_local(resource):
+def is_run_local(resource: tf.Tensor) -> bool:
     """Whether the resource tensor ``resource`` is made by its own graph for one run
     (seen through ``Identity``, and from a loop body or branch to the tensor it
     captured; a function's input is not: it comes from outside)."""
@@ -128,7 +130,7 @@ def is_run_local(resource):
 PULL_CHECKS = '_janus_pull_checks'
 
 
-def record_pull_check(check_op, pull_op):
+def record_pull_check(check_op: tf.Operation, pull_op: tf.Operation) -> None:
     """Marks ``check_op`` as the test that the outside pull ``pull_op`` found an element."""
     graph = check_op.graph
     checks = getattr(graph, PULL_CHECKS, None)
@@ -145,7 +147,7 @@ def record_pull_check(check_op, pull_op):
 CLEAN_PULLS = '_janus_clean_pulls'
 
 
-def record_clean_pull(pull_op):
+def record_clean_pull(pull_op: tf.Operation) -> None:
     names = getattr(pull_op.graph, CLEAN_PULLS, None)
     if names is None:
         names = set()
@@ -163,7 +165,7 @@ _PULL_OPS = frozenset(('IteratorGetNext', 'IteratorGetNextAsOptional', 'Iterator
                        'MultiDeviceIteratorGetNextFromShard'))
 
 
-def pulls_outside(graph, depth=0):
+def pulls_outside(graph: tf.Graph, depth: int = 0) -> bool:
     """Whether ``graph`` (or a graph it runs) pulls from an iterator that is not its
     run's own: one passed in or held by an object, however many handles reach it."""
     for op in graph.get_operations():
@@ -174,12 +176,12 @@ def pulls_outside(graph, depth=0):
     return False
 
 
-def outside_iterator(iterator):
+def outside_iterator(iterator: typing.Any) -> bool:
     """Whether pulling from the tf.data ``iterator`` changes state outside its graph."""
     return not is_run_local(iterator._iterator_resource)
 
 
-def outside_pull(optional_variant):
+def outside_pull(optional_variant: tf.Tensor) -> tf.Operation | None:
     """The ``IteratorGetNextAsOptional`` op that made ``optional_variant``, when it
     pulls from an iterator not made by its own graph for this run; else None."""
     op = optional_variant.op
@@ -188,7 +190,7 @@ def outside_pull(optional_variant):
     return op
 
 
-def _captured(placeholder):
+def _captured(placeholder: tf.Tensor) -> tf.Tensor | None:
     """The outer tensor a function graph's input captured, or None (an argument)."""
     captures = getattr(placeholder.graph, 'captures', None)
     if not captures:
@@ -199,7 +201,7 @@ def _captured(placeholder):
     return None
 
 
-def unreproducible_reason(op):
+def unreproducible_reason(op: tf.Operation) -> str:
     return ('the function draws random numbers with %s (tf.random.uniform/normal/shuffle/'
             'categorical..., seeded by the global and op seed): a graph keeps its own stream '
             'for that op and would draw other numbers than eager execution' % op.type)
@@ -214,7 +216,7 @@ _FUNCTION_ATTRS = ('then_branch', 'else_branch', 'cond', 'body', 'f', 'branches'
 _FUNCTION_ATTRS_OF = {}
 
 
-def called_graphs(op):
+def called_graphs(op: tf.Operation) -> list[tf.Graph]:
     """The function bodies an op runs (tf.cond branches, tf.while_loop cond/body, calls)."""
     attrs = _FUNCTION_ATTRS_OF.get(op.type)
     if attrs is None:
@@ -246,7 +248,7 @@ def called_graphs(op):
 _RUNS_A_CHANGE = weakref.WeakKeyDictionary()
 
 
-def changes_state(op, memo=None):
+def changes_state(op: tf.Operation, memo: dict | None = None) -> bool:
     """Whether ``op``, or a graph it runs, changes state (``Effect.CHANGE``).
 
     A random op eager does not share (``UNREPRODUCIBLE``) is not a change here;
@@ -278,7 +280,7 @@ _STATE_ATTRS = ('reshuffle_each_iteration', 'rerandomize_each_iteration')
 _keeps_state = weakref.WeakKeyDictionary()
 
 
-def dataset_keeps_state(dataset):
+def dataset_keeps_state(dataset: tf.data.Dataset) -> bool:
     """Whether iterating the eager ``dataset`` changes state outside it: a function
     in it changes a variable or draws random numbers, a shuffle reshuffles per
     iterator, or a cache fills."""
@@ -294,7 +296,7 @@ def dataset_keeps_state(dataset):
     return found
 
 
-def variant_keeps_state(variant):
+def variant_keeps_state(variant: tf.Tensor) -> bool:
     """``dataset_keeps_state`` of the dataset an eager variant tensor holds."""
     try:
         with tf.init_scope():   # eagerly, also while a graph is being traced

@@ -7,7 +7,9 @@ plans, ``graphgen/rollback.py``), ``control/`` (the bodies of the
 tf.cond / tf.while_loop it builds) and callbacks TF traces keep the unused
 ones that may fail running.  Needs a graph being built (any TF graph).
 """
+from __future__ import annotations
 import contextlib
+import typing
 
 import numpy as np
 import tensorflow as tf
@@ -22,7 +24,7 @@ USER_OPS = '_janus_user_ops'   # on a graph being traced: [start, end) spans of 
 JANUS_OPS = '_janus_own_ops'   # spans inside those that are not the user's (not_the_users)
 
 
-def made_by_the_user():
+def made_by_the_user() -> typing.ContextManager[None]:
     """Around a library call the user's code makes (``tf.gather(x, i)``, ``x[i]``):
     the ops it adds to the graph being built are the user's, ones eager would
     run.  Only those are kept running when unused (``keep_unused``); janus's
@@ -32,7 +34,7 @@ def made_by_the_user():
     return _marking(USER_OPS)
 
 
-def not_the_users():
+def not_the_users() -> typing.ContextManager[None]:
     """Around ops made inside a user's call that eager would not run: janus's own
     (a Python number's value computed for ``v.assign(self.lr)``), and what a
     callback traces where eager runs it in a graph that prunes it
@@ -41,7 +43,7 @@ def not_the_users():
 
 
 @contextlib.contextmanager
-def _marking(name):
+def _marking(name: str) -> typing.Iterator[None]:
     graph = tf.compat.v1.get_default_graph()
     start = graph.version
     try:
@@ -51,7 +53,7 @@ def _marking(name):
             _spans(graph, name).append((start, graph.version))
 
 
-def _spans(graph, name):
+def _spans(graph: tf.Graph, name: str) -> list:
     spans = getattr(graph, name, None)
     if spans is None:
         spans = []
@@ -59,7 +61,7 @@ def _spans(graph, name):
     return spans
 
 
-def _users(graph, ops):
+def _users(graph: tf.Graph, ops: typing.Sequence[tf.Operation]) -> set[tf.Operation]:
     """The ops of ``ops`` (``graph.get_operations()``) the user asked for: those
     made in a user's call, and control flow whose bodies hold such ops (a
     tf.cond janus built for ``if t: peek = x[k]``, the loop of a ``tf.map_fn``)."""
@@ -75,7 +77,7 @@ def _users(graph, ops):
     return found
 
 
-def _holds_users_ops(graph, memo, depth=0):
+def _holds_users_ops(graph: tf.Graph, memo: dict[int, bool], depth: int = 0) -> bool:
     """Whether ``graph`` or a body it runs holds ops the user asked for (``memo``:
     id(graph) -> answer, so nested bodies are scanned once per call)."""
     if id(graph) not in memo:
@@ -85,7 +87,8 @@ def _holds_users_ops(graph, memo, depth=0):
     return memo[id(graph)]
 
 
-def keep_unused(graph, outputs, skip=frozenset()):
+def keep_unused(graph: tf.Graph, outputs: typing.Sequence[tf.Tensor],
+                skip: typing.AbstractSet[tf.Operation] = frozenset()) -> int:
     """Makes every op of ``graph`` the user asked for (``made_by_the_user``) that may
     fail and that nothing the graph gives needs one of its control outputs, and
     returns how many.  Eagerly such an op runs and raises (``acc + tf.gather(x,
@@ -115,7 +118,7 @@ def keep_unused(graph, outputs, skip=frozenset()):
 KEPT = '_janus_kept_fallible'   # on a graph: keep_unused kept some of its ops
 
 
-def _run_unlowered(ops):
+def _run_unlowered(ops: typing.Iterable[tf.Operation]) -> None:
     """Marks tf.cond / tf.while_loop ops to run as function calls.  TF lowers them
     to switch/merge and then keeps only what their data outputs need: the body's
     control outputs, and the whole op when nothing uses its outputs, would be
@@ -168,7 +171,7 @@ _DENSE_APPLY_PREFIX = 'ResourceApply'
 KNOWN_TO_SUCCEED = '_janus_known_to_succeed'   # on a graph: names of ops cannot_fail marked
 
 
-def cannot_fail(op):
+def cannot_fail(op: tf.Operation) -> None:
     """Records that janus made ``op`` so that it cannot fail whatever its static
     shapes say (a reshape of one element to a scalar)."""
     names = getattr(op.graph, KNOWN_TO_SUCCEED, None)
@@ -178,7 +181,7 @@ def cannot_fail(op):
     names.add(op.name)
 
 
-def infallible(op, depth=0):
+def infallible(op: tf.Operation, depth: int = 0) -> bool:
     """Whether ``op`` cannot raise at run time (conservative: False when unsure)."""
     called = effects.called_graphs(op)
     if called:
@@ -205,7 +208,7 @@ def infallible(op, depth=0):
     return _shapes_known(op) or _shapes_suffice(op)
 
 
-def _prints(op):
+def _prints(op: tf.Operation) -> bool:
     """``tf.print``'s ops: its message's formatting (the template's placeholders were
     counted when it was made) and the print to a standard stream or the log (one to
     a file may fail to open it)."""
@@ -217,7 +220,7 @@ def _prints(op):
     return not (stream.decode() if isinstance(stream, bytes) else stream).startswith('file://')
 
 
-def _by_nonzero_constant(op):
+def _by_nonzero_constant(op: tf.Operation) -> bool:
     """An integer ``step % 10`` or ``n // 4``: a division by a constant other than zero
     (of a scalar constant: any shape broadcasts against it)."""
     if op.type not in ('FloorMod', 'FloorDiv', 'TruncateMod', 'TruncateDiv') \
@@ -236,7 +239,7 @@ _UNARY = frozenset(('Cast', 'Neg', 'Square', 'Sqrt', 'Rsqrt', 'Exp', 'Log', 'Log
 _REDUCTIONS = frozenset(('Sum', 'Max', 'Min', 'Prod', 'All', 'Any', 'Mean'))
 
 
-def _shapes_suffice(op):
+def _shapes_suffice(op: tf.Operation) -> bool:
     """Shapes partly unknown (a relaxed batch dimension), but every dimension the
     op needs to agree is known: a unary op, a binary one with a scalar operand, a
     reduction over constant axes, a MatMul or BiasAdd whose inner sizes match."""
@@ -271,7 +274,7 @@ _BROADCASTING = frozenset((
     'LogicalAnd', 'LogicalOr', 'BitwiseAnd', 'BitwiseOr', 'BitwiseXor')) | _FLOAT_ONLY - _REDUCTIONS
 
 
-def _shapes_known(op):
+def _shapes_known(op: tf.Operation) -> bool:
     """Every input and output shape fully known, variables' own shapes included."""
     for tensor in list(op.inputs) + list(op.outputs):
         if tensor.dtype == tf.resource:

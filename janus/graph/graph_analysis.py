@@ -7,12 +7,15 @@ tracer's ordering of checks and state changes (``graphgen/tracer.py``) and
 dynamic scalars (``values/scalars.py``), which cannot assume an outcome whose
 check would have to run before a change it depends on.
 """
+from __future__ import annotations
+import typing
+import tensorflow as tf
 from janus.graph import effects
 from janus.graph.ops import CHECK_OPS
 from janus.trace.tracing import current
 
 
-def first_state_change(graph):
+def first_state_change(graph: tf.Graph) -> int | None:
     """The id of the first op of ``graph`` that changes state (by its definition,
     ``effects.py``; tf.cond/while/calls by what they run), or None.  Scanned
     incrementally: ops are only ever added."""
@@ -30,7 +33,7 @@ def first_state_change(graph):
     return first
 
 
-def depends_on_state_change(tensor):
+def depends_on_state_change(tensor: tf.Tensor) -> tf.Operation | None:
     """The op through which ``tensor`` depends on a state change made earlier in the
     trace (the change itself, or a stateful op created after it: TF's automatic
     control dependencies order every such op after the change, a variable read),
@@ -54,14 +57,14 @@ def depends_on_state_change(tensor):
     return None
 
 
-def graph_of(tensor):
+def graph_of(tensor: typing.Any) -> tf.Graph | None:
     try:
         return tensor.graph
     except AttributeError:   # an eager tensor
         return None
 
 
-def has_checks(graph, depth=0):
+def has_checks(graph: tf.Graph, depth: int = 0) -> bool:
     for op in graph.get_operations():
         if op.type in CHECK_OPS:
             return True
@@ -70,7 +73,7 @@ def has_checks(graph, depth=0):
     return False
 
 
-def ancestors(ops):
+def ancestors(ops: typing.Iterable[tf.Operation]) -> set[tf.Operation]:
     """``ops`` and every op they need, through data and control inputs."""
     seen, stack = set(), list(ops)
     while stack:

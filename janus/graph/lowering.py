@@ -24,6 +24,8 @@ The transformation, per ``If``/``StatelessIf`` with a bool condition:
   nodes), as the ``If`` itself would.
 Branches that contain ``If`` ops are lowered the same way once inlined.
 """
+from __future__ import annotations
+import typing
 from tensorflow.core.framework import attr_value_pb2, function_pb2, types_pb2
 from tensorflow.python.framework import op_def_registry
 
@@ -35,7 +37,9 @@ class LoweringError(Exception):
     """The function could not be lowered (it is used as traced)."""
 
 
-def lower_ifs(fdef, find_function):
+def lower_ifs(
+        fdef: function_pb2.FunctionDef,
+        find_function: typing.Callable[[str], typing.Any]) -> function_pb2.FunctionDef:
     """A copy of ``fdef`` with every ``If`` lowered, or ``fdef`` itself when it has
     none.  ``find_function(name)``: the FunctionDef of a branch."""
     if not any(_lowerable(node) for node in fdef.node_def):
@@ -51,11 +55,13 @@ def lower_ifs(fdef, find_function):
     raise LoweringError('%s: too many If ops to lower' % fdef.signature.name)
 
 
-def _lowerable(node):
+def _lowerable(node: typing.Any) -> bool:
     return node.op in _IF_OPS and node.attr['Tcond'].type == types_pb2.DT_BOOL
 
 
-def _lower_one(fdef, node, find_function, names):
+def _lower_one(fdef: function_pb2.FunctionDef, node: typing.Any,
+               find_function: typing.Callable[[str], typing.Any],
+               names: set[str]) -> None:
     name = node.name
     data = [i for i in node.input if not i.startswith('^')]
     controls = [i for i in node.input if i.startswith('^')]
@@ -102,14 +108,15 @@ def _lower_one(fdef, node, find_function, names):
     _replace_node(fdef, node, new, outputs, executed)
 
 
-def _inline(branch, prefix, inputs, pivot, new, names):
+def _inline(branch: function_pb2.FunctionDef, prefix: str, inputs: typing.Sequence[str], pivot: str,
+            new: list, names: set[str]) -> tuple[list[str], list[str]]:
     """Copies ``branch``'s nodes in: (its results as references, its stateful nodes)."""
     params = {arg.name: ref for arg, ref in zip(branch.signature.input_arg, inputs)}
     renamed = {}
     for node in branch.node_def:
         renamed[node.name] = _fresh('%s/%s' % (prefix, node.name), names)
 
-    def remap(ref):
+    def remap(ref: str) -> str:
         if ref.startswith('^'):
             target = ref[1:]
             if target in params:   # (the switch itself is live on both sides: the pivot)
@@ -138,13 +145,14 @@ def _inline(branch, prefix, inputs, pivot, new, names):
     return results, stateful
 
 
-def _replace_node(fdef, node, new, outputs, executed):
+def _replace_node(fdef: function_pb2.FunctionDef, node: typing.Any, new: list,
+                  outputs: typing.Mapping[str, str], executed: str) -> None:
     """``node`` out, ``new`` in; references to its outputs and to it as a control
     input now read the merges and the completion merge."""
     name = node.name
     kept = [_copy(n) for n in fdef.node_def if n.name != name]
 
-    def remap(ref):
+    def remap(ref: str) -> str:
         if ref == '^' + name:
             return '^' + executed
         return outputs.get(ref, ref)
@@ -166,7 +174,8 @@ def _replace_node(fdef, node, new, outputs, executed):
             raise LoweringError('%s: an output reference was left' % name)
 
 
-def _node(new, names, name, op, inputs, **attrs):
+def _node(new: list, names: set[str], name: str, op: str, inputs: typing.Sequence[str],
+          **attrs: typing.Any) -> str:
     node = function_pb2.FunctionDef().node_def.add()
     node.name = _fresh(name, names)
     node.op = op
@@ -180,13 +189,13 @@ def _node(new, names, name, op, inputs, **attrs):
     return node.name
 
 
-def _copy(node):
+def _copy(node: typing.Any) -> typing.Any:
     copy = function_pb2.FunctionDef().node_def.add()
     copy.CopyFrom(node)
     return copy
 
 
-def _fresh(name, names):
+def _fresh(name: str, names: set[str]) -> str:
     candidate, k = name, 0
     while candidate in names:
         k += 1
@@ -195,7 +204,7 @@ def _fresh(name, names):
     return candidate
 
 
-def _is_stateful(op):
+def _is_stateful(op: str) -> bool:
     """Stateful ops (and ops that are not registered: function calls) must finish
     before whatever waits on the If."""
     op_def = op_def_registry.get(op)

@@ -12,11 +12,13 @@ against the TensorFlow imported here, by installing the project in this
 environment (``pip install --no-build-isolation -e .``).  The library is loaded
 lazily, on the first ``janus_assert`` call (or ``load_ops()``), once per process.
 """
+from __future__ import annotations
 
 import os
 import re
 import threading
 from typing import Optional
+import typing
 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
@@ -52,7 +54,7 @@ _lock = threading.Lock()
 _module = None
 
 
-def load_ops():
+def load_ops() -> typing.Any:
     """Returns the loaded op module, loading the library on first use.
 
     Raises JanusOpsError, saying how to rebuild, if the library is missing,
@@ -65,7 +67,8 @@ def load_ops():
     return _module
 
 
-def janus_assert(condition, assumption_id: int, message: str, name=None):
+def janus_assert(condition: tf.Tensor, assumption_id: int, message: str,
+                 name: str | None = None) -> tf.Operation:
     """Adds a check that ``condition`` (a scalar bool) holds.
 
     When it does not, running the op raises tf.errors.FailedPreconditionError
@@ -78,7 +81,8 @@ def janus_assert(condition, assumption_id: int, message: str, name=None):
         message=str(message), name=name)
 
 
-def janus_checked_identity(condition, value, assumption_id: int, message: str, name=None):
+def janus_checked_identity(condition: tf.Tensor, value: tf.Tensor, assumption_id: int, message: str,
+                           name: str | None = None) -> tf.Tensor:
     """``value``, passed on only once ``condition`` holds (else fails like janus_assert).
 
     A data dependency on the check, which graph optimizations keep, where a
@@ -91,7 +95,7 @@ def janus_checked_identity(condition, value, assumption_id: int, message: str, n
 
 # Gradient: the identity's, for the value; none for the condition (a bool).
 @tf.RegisterGradient('Janus>CheckedIdentity')
-def _checked_identity_grad(op, grad):
+def _checked_identity_grad(op: tf.Operation, grad: tf.Tensor) -> list:
     return [None, grad]
 
 
@@ -101,8 +105,11 @@ INVOKE_OP = 'Janus>Invoke'
 SCRATCH_ATTR = '_janus_scratch'
 
 
-def janus_invoke(function_name, args, output_types, output_shapes=(), grad_function='',
-                 grad_inputs=(), grad_types=(), name=None):
+def janus_invoke(function_name: str, args: typing.Sequence[tf.Tensor],
+                 output_types: typing.Sequence[tf.DType], output_shapes: typing.Sequence = (),
+                 grad_function: str = '', grad_inputs: typing.Sequence[int] = (),
+                 grad_types: typing.Sequence[tf.DType] = (),
+                 name: str | None = None) -> list[tf.Tensor]:
     """Runs the library function ``function_name`` on ``args`` (janus_ops/invoke_op.cc),
     also from inside that function's own body: a recursive call in a graph.
 
@@ -117,14 +124,15 @@ def janus_invoke(function_name, args, output_types, output_shapes=(), grad_funct
         output_shapes=[tf.TensorShape(s) for s in output_shapes], name=name)
 
 
-def differentiable(dtype):
+def differentiable(dtype: tf.DType) -> bool:
     """Whether an input of ``dtype`` gets a gradient: floats, complex, and a
     variable's handle (its gradient is the read value's)."""
     dtype = tf.as_dtype(dtype)
     return dtype.is_floating or dtype.is_complex or dtype == tf.resource
 
 
-def invoke_gradient_inputs(outputs, grads):
+def invoke_gradient_inputs(outputs: typing.Sequence[tf.Tensor],
+                           grads: typing.Sequence[tf.Tensor | None]) -> list[tf.Tensor]:
     """The upstream gradients a gradient function of ``Janus>Invoke`` takes: one per
     floating output (zeros where nothing flows back), in order."""
     return [grad if grad is not None else tf.zeros_like(out)
@@ -137,7 +145,7 @@ def invoke_gradient_inputs(outputs, grads):
 # way).  No ``grad_f``: no gradient, an error that says so, never zeros.
 # Gradient functions are not differentiated again (no second order).
 @tf.RegisterGradient(INVOKE_OP)
-def _invoke_grad(op, *grads):
+def _invoke_grad(op: tf.Operation, *grads: tf.Tensor | None) -> list:
     grad_function = _function_name(op.get_attr('grad_f'))
     if not grad_function:
         raise LookupError('janus: %s (%s) has no gradient function'
@@ -150,7 +158,9 @@ def _invoke_grad(op, *grads):
 _KEPT_GRADIENT = 'JanusKeptOutputs'
 
 
-def kept_outputs(values, inputs, grad_function, grad_inputs, grad_types):
+def kept_outputs(values: typing.Sequence[tf.Tensor], inputs: typing.Sequence[tf.Tensor],
+                 grad_function: str, grad_inputs: typing.Sequence[int],
+                 grad_types: typing.Sequence[tf.DType]) -> list[tf.Tensor]:
     """``values`` (a recursive call's outputs read back from where the forward kept
     them) passed through an ``IdentityN`` that also takes the call's ``inputs``: its
     gradient is the call's (the gradient function ``grad_function`` run through
@@ -171,7 +181,7 @@ def kept_outputs(values, inputs, grad_function, grad_inputs, grad_types):
 
 
 @tf.RegisterGradient(_KEPT_GRADIENT)
-def _kept_outputs_grad(op, *grads):
+def _kept_outputs_grad(op: tf.Operation, *grads: tf.Tensor | None) -> list:
     count = op.get_attr('_janus_kept')
     grad_function = op.get_attr('_janus_grad_f').decode()
     inputs = [_reachable_handle(x) if x.dtype == tf.resource else x
@@ -182,7 +192,9 @@ def _kept_outputs_grad(op, *grads):
     return [None] * count + out
 
 
-def _gradients_by(grad_function, inputs, outputs, grads, types, grad_inputs):
+def _gradients_by(grad_function: str, inputs: list[tf.Tensor],
+                  outputs: typing.Sequence[tf.Tensor], grads: typing.Sequence[tf.Tensor | None],
+                  types: typing.Sequence[tf.DType], grad_inputs: typing.Sequence[int]) -> list:
     """The gradients of ``inputs`` (None where not in ``grad_inputs``) from the
     gradient function, given the upstream gradients of ``outputs``."""
     layout = _GRADIENT_LAYOUTS.get(grad_function) or [None] * len(types)
@@ -205,15 +217,15 @@ def _gradients_by(grad_function, inputs, outputs, grads, types, grad_inputs):
 _GRADIENT_LAYOUTS = {}
 
 
-def register_gradient_layout(grad_function, layout):
+def register_gradient_layout(grad_function: str, layout: typing.Any) -> None:
     _GRADIENT_LAYOUTS[grad_function] = list(layout)
 
 
-def forget_gradient_layout(grad_function):
+def forget_gradient_layout(grad_function: str) -> None:
     _GRADIENT_LAYOUTS.pop(grad_function, None)
 
 
-def _reachable_handle(handle):
+def _reachable_handle(handle: tf.Tensor) -> tf.Tensor:
     """A variable handle the op took inside a branch, as the graph the gradient is
     built in can reach it: the capture it came from, outward (cond_v2's gradient
     cannot map a branch's captured handle passed on to an op in the branch), then
@@ -245,13 +257,13 @@ def _reachable_handle(handle):
     return handle
 
 
-def _function_name(attr):
+def _function_name(attr: typing.Any) -> str:
     """A func attribute's name: a NameAttrList in a graph, bytes on the eager tape."""
     name = getattr(attr, 'name', attr)
     return name.decode() if isinstance(name, bytes) else name
 
 
-def parse_assumption_failure(error) -> Optional[int]:
+def parse_assumption_failure(error: BaseException | str) -> Optional[int]:
     """Returns the assumption id named in a TF error (or string), else None."""
     text = getattr(error, 'message', None)
     if not isinstance(text, str):
@@ -260,7 +272,7 @@ def parse_assumption_failure(error) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
-def _library_dir():
+def _library_dir() -> str:
     # Imported here, not at module top, so a missing package is reported
     # as a JanusOpsError with the rebuild hint, like a missing library.
     try:
@@ -272,7 +284,7 @@ def _library_dir():
     return os.path.dirname(os.path.abspath(janus_ops.__file__))
 
 
-def _load_library(directory):
+def _load_library(directory: str) -> typing.Any:
     path = os.path.join(directory, LIBRARY_NAME)
     if not os.path.isfile(path):
         raise JanusOpsError(
@@ -286,7 +298,7 @@ def _load_library(directory):
             % (path, e, _REBUILD_HINT)) from e
 
 
-def _check_build_info(directory):
+def _check_build_info(directory: str) -> None:
     # A library built against another TF often loads and then crashes (C++
     # ABI), so the version it was built against is compared before loading.
     built_for = _read_build_info(directory).get('tensorflow_version')
@@ -298,7 +310,7 @@ def _check_build_info(directory):
                _REBUILD_HINT))
 
 
-def _read_build_info(directory):
+def _read_build_info(directory: str) -> dict[str, str]:
     """Parses the ``key=value`` lines setup.py writes next to the library."""
     try:
         with open(os.path.join(directory, BUILD_INFO_NAME)) as f:

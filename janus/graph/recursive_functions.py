@@ -28,9 +28,11 @@ the function's own body each recursive call is another.
   the context by name when a function object is collected, and this object keeps
   the functions it registered (and the branches they call) alive.
 """
+from __future__ import annotations
 import contextlib
 import itertools
 import weakref
+import typing
 
 import tensorflow as tf
 from tensorflow.core.framework import function_pb2
@@ -58,7 +60,7 @@ _GRAPHS = weakref.WeakValueDictionary()
 _KEPT = weakref.WeakSet()   # every live ``_Kept`` (their tables are no variables)
 
 
-def graph_of(name):
+def graph_of(name: str) -> func_graph_module.FuncGraph | None:
     """The FuncGraph of the recursive (or gradient) function ``name``, or None."""
     return _GRAPHS.get(name)
 
@@ -70,8 +72,11 @@ class RecursionBuildError(Exception):
 class RecursiveFunction:
     """``body`` as one library function calling itself; ``self(*args)`` calls it."""
 
-    def __init__(self, label, body, arg_specs, output_specs, memo_key=None,
-                 gradient_scope=contextlib.nullcontext, gradient_optional=False):
+    def __init__(
+            self, label: str, body: typing.Callable, arg_specs: typing.Sequence[tf.TensorSpec],
+            output_specs: typing.Sequence[tf.TensorSpec], memo_key: int | None = None,
+            gradient_scope: typing.Callable[[], typing.ContextManager] = contextlib.nullcontext,
+            gradient_optional: bool = False) -> None:
         number = next(_ids)
         self.name = 'janus_rec_%s_%d' % (label, number)
         self.grad_name = self.name + '_grad'
@@ -80,7 +85,7 @@ class RecursiveFunction:
         # the gradient reads a recursive call's outputs back instead of recomputing
         # its subtree (``_Kept``).
         self.memo_key = memo_key
-        self._kept = None
+        self._kept: _Kept | None = None
         self._tracing_gradient = False
         # () -> a context manager held while the gradient function is traced
         self._gradient_scope = gradient_scope
@@ -94,25 +99,26 @@ class RecursiveFunction:
         self._registered = []      # names of the lowered definitions added to the context
         self.traces = 0            # body traces, forward and gradient
         self.variables = ()        # the variables the body reads
-        self._outer_grad_types = None   # the gradients' dtypes (from the traced inputs)
+        # the gradients' dtypes (from the traced inputs)
+        self._outer_grad_types: list | None = None
 
-    def build(self):
+    def build(self) -> None:
         """Traces the function and its gradient now (else at the first call)."""
         if not self._functions:
             self._build()
 
-    def graphs(self):
+    def graphs(self) -> list:
         """The FuncGraphs built: the function's and its gradient's."""
         return list(getattr(self, '_graphs', ()))
 
-    def __call__(self, *args):
+    def __call__(self, *args: tf.Tensor) -> list[tf.Tensor]:
         self.build()
         for variable in self.variables:   # as a read would: tapes watch what the call reads
             tape_module.variable_accessed(variable)
         return self._invoke(list(args), self.captures, self._outer_grad_types)
 
     # -- building ------------------------------------------------------------
-    def _build(self):
+    def _build(self) -> None:
         if self.memo_key is not None and all(s.shape.is_fully_defined()
                                              for s in self.output_specs):
             self._kept = _Kept(self.output_specs)
@@ -138,7 +144,7 @@ class RecursiveFunction:
         self._functions, self._graphs = functions, graphs
         _GRAPHS[self.name] = graph
 
-    def _register(self, name, graph):
+    def _register(self, name: str, graph: func_graph_module.FuncGraph) -> list:
         """Registers ``graph`` as the library function ``name`` (its tf.conds lowered,
         ``lowering.py``, unless ``config.recursion_lowers_conds`` is off); returns
         what must stay alive for it to stay registered."""
@@ -158,15 +164,15 @@ class RecursiveFunction:
         return [traced]
 
     @property
-    def keeps_outputs(self):
+    def keeps_outputs(self) -> bool:
         """Whether the forward keeps each call's outputs for the gradient."""
         return self._kept is not None
 
-    def is_scratch(self, op):
+    def is_scratch(self, op: tf.Operation) -> bool:
         """Whether ``op`` writes only the kept outputs (no state of the user's)."""
         return self._kept is not None and self._kept.writes(op)
 
-    def _trace_forward(self):
+    def _trace_forward(self) -> func_graph_module.FuncGraph:
         for _ in range(_MAX_TRACES):
             graph, args, outputs = self._trace_body(self.name)
             found = list(graph.external_captures)
@@ -179,7 +185,9 @@ class RecursiveFunction:
         raise RecursionBuildError('%s: the captures of the recursive function did not settle'
                                   % self.name)
 
-    def _trace_body(self, name):
+    def _trace_body(
+            self,
+            name: str) -> tuple[func_graph_module.FuncGraph, list[tf.Tensor], list[tf.Tensor]]:
         """A FuncGraph of the body, its argument placeholders and its outputs; the
         known captures captured first, in order."""
         graph = func_graph_module.FuncGraph(name)
@@ -194,12 +202,13 @@ class RecursiveFunction:
         self.traces += 1
         return graph, args, outputs
 
-    def _run_body(self, graph, args, inner_captures):
+    def _run_body(self, graph: func_graph_module.FuncGraph, args: typing.Sequence[tf.Tensor],
+                  inner_captures: typing.Sequence[tf.Tensor]) -> list[tf.Tensor]:
         # In the gradient's trace a recursive call reads its kept outputs back (its
         # gradient is still the gradient function's): no subtree is computed again.
         kept = self._kept is not None and self._tracing_gradient
 
-        def self_call(*call_args):
+        def self_call(*call_args: tf.Tensor) -> list[tf.Tensor]:
             if kept:
                 return self._kept_outputs(list(call_args), inner_captures)
             return self._invoke(list(call_args), inner_captures)
@@ -216,10 +225,10 @@ class RecursiveFunction:
                                           % (self.name, value, spec))
             outputs.append(tf.identity(value))
         if self._kept is not None and not self._tracing_gradient:
-            outputs = self._kept.keep(args[self.memo_key], outputs)
+            outputs = self._kept.keep(args[self.memo_key], outputs)   # type: ignore[index]
         return outputs
 
-    def _trace_sparse_settled(self):
+    def _trace_sparse_settled(self) -> func_graph_module.FuncGraph:
         """The gradient function, each gradient as sparse as eager's would be: a
         variable only gathered from (an embedding) gets an IndexedSlices.  Which ones
         are is guessed (sparse for every variable), traced, and traced again with
@@ -243,12 +252,12 @@ class RecursiveFunction:
                 guess = found
         raise RecursionBuildError('%s: the gradients\' sparsity did not settle' % self.name)
 
-    def _grad_input_dtypes(self):
+    def _grad_input_dtypes(self) -> list[tf.DType]:
         inputs = [s.dtype for s in self.arg_specs] + [c.dtype for c in self.captures]
         return [inputs[i] for i in self._grad_inputs(
             [tf.TensorSpec([], dtype) for dtype in inputs])]
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             ops.forget_gradient_layout(self.grad_name)
             ctx = context.context()
@@ -257,7 +266,7 @@ class RecursiveFunction:
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
-    def _trace_gradient(self):
+    def _trace_gradient(self) -> tuple[func_graph_module.FuncGraph, list]:
         """(graph, layout).  Inputs: the function's inputs, then one upstream gradient
         per floating output; outputs: the gradients of the differentiable inputs
         (``grad_inputs``), an IndexedSlices one as three (``layout``: its dtypes)."""
@@ -282,28 +291,30 @@ class RecursiveFunction:
                 else:
                     outputs.append(_zeros_for(sources[i]) if grad is None
                                    else tf.convert_to_tensor(grad))
-                    layout.append(None)
+                    layout.append(None)   # type: ignore[arg-type]  # a dense gradient
         graph.inputs = args + inner + upstream
         graph.outputs = outputs
         return graph, layout
 
     # -- calling ---------------------------------------------------------------
-    def _grad_inputs(self, inputs):
+    def _grad_inputs(self, inputs: typing.Sequence) -> list[int]:
         scratch = self._scratch_positions()
         return [i for i, x in enumerate(inputs)
                 if ops.differentiable(x.dtype) and i not in scratch]
 
-    def _scratch_positions(self):
+    def _scratch_positions(self) -> set[int]:
         """Input positions of kept outputs' tables (resources, but no variables): this
         function's, and those of a recursive helper it calls."""
         handles = {id(t.resource_handle) for kept in list(_KEPT) for t in kept.tables}
         return {len(self.arg_specs) + i for i, c in enumerate(self.captures)
                 if id(c) in handles}
 
-    def _grad_types(self, inputs):
+    def _grad_types(self, inputs: typing.Sequence[tf.Tensor]) -> list[tf.DType]:
         return [_gradient_dtype(inputs[i]) for i in self._grad_inputs(inputs)]
 
-    def _invoke(self, args, captures, grad_types=None, function=None):
+    def _invoke(self, args: list[tf.Tensor], captures: typing.Sequence[tf.Tensor],
+                grad_types: typing.Sequence[tf.DType] | None = None,
+                function: str | None = None) -> list[tf.Tensor]:
         if len(args) != len(self.arg_specs):
             raise RecursionBuildError('%s takes %d arguments, got %d'
                                       % (self.name, len(self.arg_specs), len(args)))
@@ -317,14 +328,16 @@ class RecursiveFunction:
         return results
 
 
-    def _kept_outputs(self, args, captures):
+    def _kept_outputs(self, args: list[tf.Tensor],
+                      captures: typing.Sequence[tf.Tensor]) -> list[tf.Tensor]:
         """A recursive call in the gradient's trace: its outputs read back from the
         kept tables in place (no function run), passed through an ``IdentityN`` with
         the call's inputs whose gradient is the gradient function's
         (``ops.kept_outputs``), as the call's own would be."""
         args = [tf.convert_to_tensor(a, dtype=s.dtype) for a, s in zip(args, self.arg_specs)]
         inputs = args + list(captures)
-        values = self._kept.read(args[self.memo_key], self.captures, captures)
+        values = self._kept.read(args[self.memo_key],   # type: ignore[union-attr, index]
+                                 self.captures, captures)
         return ops.kept_outputs(values, inputs, self.grad_name, self._grad_inputs(inputs),
                                 self._grad_types(inputs))
 
@@ -341,7 +354,7 @@ class _Kept:
     are scratch space: their writes change no state of the user's
     (``effects.effect``: ops marked ``SCRATCH_ATTR``)."""
 
-    def __init__(self, specs):
+    def __init__(self, specs: typing.Sequence[tf.TensorSpec]) -> None:
         # Values are kept flat: a table's value is a vector.
         self.shapes = [spec.shape for spec in specs]
         with tf.init_scope():
@@ -351,7 +364,7 @@ class _Kept:
         self._inserts = set()
         _KEPT.add(self)
 
-    def keep(self, key, outputs):
+    def keep(self, key: tf.Tensor, outputs: typing.Sequence[tf.Tensor]) -> list[tf.Tensor]:
         keys = tf.reshape(tf.cast(key, tf.int64), [1])
         inserts = []
         for table, value in zip(self.tables, outputs):
@@ -362,10 +375,11 @@ class _Kept:
         with tf.control_dependencies(inserts):
             return [tf.identity(value) for value in outputs]
 
-    def writes(self, op):
+    def writes(self, op: tf.Operation) -> bool:
         return op in self._inserts
 
-    def read(self, key, outer_captures, captures):
+    def read(self, key: tf.Tensor, outer_captures: typing.Sequence[tf.Tensor],
+             captures: typing.Sequence[tf.Tensor]) -> list[tf.Tensor]:
         """The kept outputs under ``key``, read through ``captures`` (the graph's
         copies of ``outer_captures``, among them the tables' handles)."""
         handles = {id(c): h for c, h in zip(outer_captures, captures)}
@@ -382,7 +396,7 @@ class _Kept:
         return outputs
 
 
-def _function_def(name):
+def _function_def(name: str) -> function_pb2.FunctionDef | None:
     """The FunctionDef the eager context holds under ``name``, or None."""
     try:
         return context.context().get_function_def(name)
@@ -390,7 +404,7 @@ def _function_def(name):
         return None
 
 
-def _without_zero_rows(grad):
+def _without_zero_rows(grad: tf.IndexedSlices) -> tf.IndexedSlices:
     """An IndexedSlices gradient without its all-zero rows.  tf.cond makes every
     captured variable an input once per branch, and the gradient of the copy one
     side does not use is zeros, converted to one row per row of the variable: kept,
@@ -404,22 +418,22 @@ def _without_zero_rows(grad):
                             grad.dense_shape)
 
 
-def _same_tensors(a, b):
+def _same_tensors(a: typing.Sequence, b: typing.Sequence) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
-def _floating(dtype):
+def _floating(dtype: tf.DType) -> bool:
     return dtype.is_floating or dtype.is_complex
 
 
-def _gradient_dtype(tensor):
+def _gradient_dtype(tensor: tf.Tensor) -> tf.DType:
     """A gradient's dtype: the tensor's, or for a variable's handle its value's."""
     if tensor.dtype != tf.resource:
         return tensor.dtype
     return _handle_dtype(tensor)
 
 
-def _handle_data(handle):
+def _handle_data(handle: tf.Tensor) -> typing.Any:
     """A variable handle's dtype and shape record (an eager handle carries it; a
     graph tensor's is the graph's)."""
     data = getattr(handle, '_handle_data', None)
@@ -430,11 +444,11 @@ def _handle_data(handle):
     return data.shape_and_type[0]
 
 
-def _handle_dtype(handle):
+def _handle_dtype(handle: tf.Tensor) -> tf.DType:
     return tf.as_dtype(_handle_data(handle).dtype)
 
 
-def _zeros_for(tensor):
+def _zeros_for(tensor: tf.Tensor) -> tf.Tensor:
     """The gradient of an input nothing differentiable depends on."""
     if tensor.dtype != tf.resource:
         return tf.zeros_like(tensor)

@@ -18,6 +18,8 @@ This module also teaches ``pfor`` janus's check ops (a batch's conditions all
 hold), ``ResourceGather`` (``tf.nn.embedding_lookup`` of a variable at a batch
 of ids), ``Bitcast`` and a stateless ``tf.numpy_function`` (called per item).
 """
+from __future__ import annotations
+import typing
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops, script_ops
@@ -34,7 +36,7 @@ class NotVectorized(Exception):
     """The per-item graph cannot run for a batch with the same meaning."""
 
 
-def _stacked_check(pfor_input):
+def _stacked_check(pfor_input: typing.Any) -> tf.Tensor:
     """A check's condition over the batch: it holds for every item (for none, when a
     partition of the batch is empty: a branch no item takes)."""
     condition, stacked, _ = pfor_input.input(0)
@@ -43,12 +45,12 @@ def _stacked_check(pfor_input):
     return tf.logical_or(condition, tf.equal(pfor_input.pfor.loop_len_vector[0], 0))
 
 
-def _convert_assert(pfor_input):
+def _convert_assert(pfor_input: typing.Any) -> tf.Operation:
     return ops.janus_assert(_stacked_check(pfor_input), pfor_input.get_attr('assumption_id'),
                             pfor_input.get_attr('message'))
 
 
-def _convert_checked_identity(pfor_input):
+def _convert_checked_identity(pfor_input: typing.Any) -> typing.Any:
     value, stacked, _ = pfor_input.input(1)
     checked = ops.janus_checked_identity(
         _stacked_check(pfor_input), value, pfor_input.get_attr('assumption_id'),
@@ -56,7 +58,7 @@ def _convert_checked_identity(pfor_input):
     return pfor_lib.wrap(checked, stacked)
 
 
-def _convert_resource_gather(pfor_input):
+def _convert_resource_gather(pfor_input: typing.Any) -> typing.Any:
     """A variable's rows at a batch of index tensors: one gather at all of them."""
     indices, stacked, _ = pfor_input.input(1)
     handle = pfor_input.unstacked_input(0)
@@ -69,14 +71,14 @@ def _convert_resource_gather(pfor_input):
     return pfor_lib.wrap(tf.reshape(rows, shape), stacked)
 
 
-def _convert_bitcast(pfor_input):
+def _convert_bitcast(pfor_input: typing.Any) -> typing.Any:
     """A reinterpretation of bits changes only the last axes: the batch's first stays.
     (janus's structure tables hold floats as their int64 bits.)"""
     value, stacked, _ = pfor_input.input(0)
     return pfor_lib.wrap(tf.bitcast(value, pfor_input.get_attr('type')), stacked)
 
 
-def _convert_numpy_function(pfor_input):
+def _convert_numpy_function(pfor_input: typing.Any) -> list:
     """A stateless ``tf.numpy_function`` (janus's Python-exact numbers,
     ``scalars.python_call``): one op that calls the function for each item."""
     token = pfor_input.get_attr('token')
@@ -89,7 +91,7 @@ def _convert_numpy_function(pfor_input):
     dtypes = [tf.as_dtype(t) for t in pfor_input.get_attr('Tout')]
     shapes = [out.shape for out in pfor_input.op.outputs]
 
-    def each(*arrays):
+    def each(*arrays: np.ndarray) -> list[np.ndarray]:
         count = next(len(a) for a, flag in zip(arrays, stacked) if flag)
         rows = []
         for i in range(count):
@@ -104,7 +106,7 @@ def _convert_numpy_function(pfor_input):
     return [pfor_lib.wrap(t, True) for t in out]
 
 
-def _register():
+def _register() -> None:
     registry = pfor_lib._pfor_converter_registry   # noqa: SLF001 - TF has no public one
     for op_type, converter in (('Janus>Assert', _convert_assert),
                                ('Janus>CheckedIdentity', _convert_checked_identity),
@@ -118,7 +120,7 @@ def _register():
 _register()
 
 
-def _must_run(graph):
+def _must_run(graph: tf.Graph) -> list[tf.Operation]:
     """The ops of ``graph`` that run whether or not an output needs them: stateful
     ops (checks, control flow holding them) and the graph's kept control outputs."""
     found = [op for op in graph.get_operations()
@@ -127,7 +129,7 @@ def _must_run(graph):
     return found
 
 
-def gated(graph, outputs):
+def gated(graph: tf.Graph, outputs: list) -> list:
     """``outputs`` (a flat list), each made to depend on the ops of ``graph`` that must
     run but that no output needs (so a vectorized graph keeps them)."""
     tensors = [t for t in outputs if isinstance(t, tf.Tensor)]
@@ -141,7 +143,7 @@ def gated(graph, outputs):
         return [tf.identity(t) if isinstance(t, tf.Tensor) else t for t in outputs]
 
 
-def unreached(graph, outputs):
+def unreached(graph: tf.Graph, outputs: typing.Sequence) -> str | None:
     """A description of an op ``graph`` (or a function it calls) must run that its
     outputs do not need, or of an op janus cannot vectorize; None when there is none."""
     seen, todo = set(), [(graph, [t.op for t in outputs])]
@@ -162,7 +164,9 @@ def unreached(graph, outputs):
     return None
 
 
-def stacked(graph, items, shared, outputs, count):
+def stacked(graph: tf.Graph, items: typing.Sequence[tuple[tf.Tensor, tf.Tensor]],
+            shared: typing.Sequence[tuple[tf.Tensor, tf.Tensor]],
+            outputs: typing.Sequence[tf.Tensor], count: tf.Tensor | int) -> list:
     """``outputs`` of the per-item ``graph`` computed for ``count`` items at once, in
     the current graph: ``items`` pairs each of ``graph``'s per-item placeholders with
     a tensor of every item's value (stacked on a first axis of ``count``),
@@ -185,7 +189,7 @@ def stacked(graph, items, shared, outputs, count):
         raise NotVectorized(first_line(e)) from e
 
 
-def first_line(error):
+def first_line(error: BaseException) -> str:
     """The line of a (TF-wrapped) error that says what failed."""
     lines = [line.strip() for line in str(error).split('\n') if line.strip()]
     found = [line for line in lines if 'vectorization' in line or 'Error' in line]
