@@ -11,9 +11,11 @@ graph's as one generated function).
 A guard check returns ``None`` when it holds, else a ``Miss`` naming the guard
 kind and the failing path, which the cache logs as the recompile reason.
 """
+from __future__ import annotations
 import collections
 import enum
 import math
+import typing
 
 import numpy as np
 import tensorflow as tf
@@ -62,11 +64,11 @@ SCALAR_INT_BOUND = 2 ** 62   # a dynamic int stays strictly inside +-this (int64
 SCALAR_TINY = 2.0 ** -1000
 
 
-def dynamic_float_ok(value):
+def dynamic_float_ok(value: float) -> bool:
     return not (0.0 < abs(value) < SCALAR_TINY)
 
 
-def scalar_ok(value):
+def scalar_ok(value: int | float | bool) -> bool:
     """Whether a Python int/float/bool can be a relaxed number's value (SCALAR_MATCH
     checks its type apart): every bool, an int within +-2**62, a float clear of the
     subnormals."""
@@ -80,7 +82,7 @@ def scalar_ok(value):
 Miss = collections.namedtuple('Miss', 'kind where expected actual key', defaults=(None,))
 
 
-def describe_value(value):
+def describe_value(value: typing.Any) -> str:
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], np.dtype):
         return 'array %s%s' % (value[0], list(value[1]))
     if type(value) is np.ndarray:
@@ -98,7 +100,7 @@ def describe_value(value):
     return text if len(text) < 60 else text[:57] + '...'
 
 
-def same_constant(a, b):
+def same_constant(a: typing.Any, b: typing.Any) -> bool:
     """Python-constant equality that also says NaN == NaN and 1 != 1.0 != True."""
     if type(a) is not type(b):
         return False
@@ -115,11 +117,11 @@ def same_constant(a, b):
 class SourceGuard:
     """One named check of a value re-read from a ``Source`` before each run."""
 
-    def __init__(self, kind, source, expected):
+    def __init__(self, kind: GuardKind, source: Source, expected: typing.Any) -> None:
         self.kind, self.source, self.expected = kind, source, expected
         self._holds = _PREDICATES[kind](expected)   # built once: replay runs it every call
 
-    def check(self, arguments, memo):
+    def check(self, arguments: typing.Mapping[str, typing.Any], memo: dict) -> Miss | None:
         try:
             value = self.source.value(arguments, memo)
         except Exception as e:  # the attribute/key/name is gone: guard fails
@@ -131,24 +133,25 @@ class SourceGuard:
                     describe_value(value),
                     (self.source.uid(), repr(self.source), self.expected, value))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self.kind is GuardKind.SCALAR_MATCH:
             return '%s(%r: any %s)' % (self.kind.value, self.source, self.expected.__name__)
         return '%s(%r == %s)' % (self.kind.value, self.source, describe_value(self.expected))
 
-    def miss(self, value):
+    def miss(self, value: typing.Any) -> Miss:
         """The Miss ``check`` returns for a value that fails the guard."""
         return Miss(self.kind, repr(self.source), describe_value(self.expected),
                     describe_value(value),
                     (self.source.uid(), repr(self.source), self.expected, value))
 
-    def unreadable(self, error):
+    def unreadable(self, error: BaseException) -> Miss:
         """The Miss ``check`` returns when reading the source raised ``error``."""
         return Miss(self.kind, repr(self.source), describe_value(self.expected),
                     'unreadable (%s)' % type(error).__name__)
 
 
-def compile_checks(guards):
+def compile_checks(
+        guards: typing.Sequence) -> typing.Callable[[typing.Mapping[str, typing.Any]], Miss | None]:
     """``check(arguments)``: the first Miss of ``guards`` checked in order with one
     memo (each ``SourceGuard.check``'s result), or None when all hold.
 
@@ -179,7 +182,7 @@ _CHAINED_SOURCES = (sources.AttrSource, sources.ItemSource, sources.TypeSource,
                     sources.LenSource)
 
 
-def _compilable(source):
+def _compilable(source: typing.Any) -> bool:
     kind = type(source)
     if kind in _CHAINED_SOURCES:
         return _compilable(source.base)
@@ -189,13 +192,13 @@ def _compilable(source):
 class _CheckWriter:
     """The source text of ``compile_checks``'s function, and the names it reads."""
 
-    def __init__(self):
-        self.namespace = {'_Miss': Miss}
+    def __init__(self) -> None:
+        self.namespace: dict[str, typing.Any] = {'_Miss': Miss}
         self.lines = ['def check(arguments):']
         self.names = {}        # id(source) -> local name
         self.memoized = []     # (id(source), local name) of sources the slow path memoizes
 
-    def check(self, index, guard):
+    def check(self, index: int, guard: SourceGuard) -> None:
         """The code checking ``guard`` (the ``index``-th)."""
         namespace, lines = self.namespace, self.lines
         namespace['g%d' % index] = guard
@@ -217,13 +220,13 @@ class _CheckWriter:
         lines.append('    if not (%s):' % test)
         lines.append('        return g%d.miss(%s)' % (index, value))
 
-    def check_the_rest(self, guards):
+    def check_the_rest(self, guards: typing.Sequence) -> None:
         """``guards`` checked as they are, with a memo of what was read so far."""
         self.namespace['rest'] = checked_in_order(guards)
         self.lines.append('    return rest(arguments, {%s})' % ', '.join(
             '%d: %s' % (key, name) for key, name in self.memoized))
 
-    def read(self, source, out):
+    def read(self, source: typing.Any, out: list[str]) -> str:
         """Appends the code reading ``source`` (and its bases) to ``out``; its name."""
         names = self.names
         if id(source) in names and not isinstance(source, _LEAF_SOURCES):
@@ -238,7 +241,7 @@ class _CheckWriter:
             self.memoized.append((id(source), name))
         return name
 
-    def _expression(self, source, base, k):
+    def _expression(self, source: typing.Any, base: str | None, k: int) -> str:
         """The expression reading ``source`` (``base``: its base's local name)."""
         kind, namespace = type(source), self.namespace
         if kind is sources.ArgSource:
@@ -264,8 +267,8 @@ class _CheckWriter:
         return 's%d.get(arguments, None)' % k
 
 
-def checked_in_order(guards):
-    def check(arguments, memo):
+def checked_in_order(guards: typing.Sequence) -> typing.Callable[..., Miss | None]:
+    def check(arguments: typing.Mapping[str, typing.Any], memo: dict) -> Miss | None:
         for guard in guards:
             miss = guard.check(arguments, memo)
             if miss:
@@ -274,14 +277,14 @@ def checked_in_order(guards):
     return check
 
 
-def _read_dims(tensor):
+def _read_dims(tensor: tf.Tensor) -> tuple:
     """An eager tensor's dims: its cached ``TensorShape``'s when ``.shape`` was
     read before (30 ns), else from the handle (250 ns)."""
     shape = tensor._tensor_shape
     return shape._dims if shape is not None else tensor._shape_tuple()
 
 
-def _shape_tuple(tensor):
+def _shape_tuple(tensor: tf.Tensor) -> tuple:
     return tensor._shape_tuple()
 
 
@@ -289,7 +292,7 @@ def _shape_tuple(tensor):
 tensor_dims = _read_dims if hasattr(EagerTensor, '_tensor_shape') else _shape_tuple
 
 
-def dims_compatible(expected, actual):
+def dims_compatible(expected: tuple | None, actual: tuple) -> bool:
     """TensorShape.is_compatible_with on tuples (None: any rank / any size)."""
     if expected is None or expected == actual:
         return True
@@ -297,14 +300,14 @@ def dims_compatible(expected, actual):
         e is None or e == a for e, a in zip(expected, actual))
 
 
-def _tensor_match(expected):
+def _tensor_match(expected: tuple) -> typing.Callable[[typing.Any], bool]:
     dtype_enum = expected[0].as_datatype_enum
     dims = tuple(expected[1].as_list()) if expected[1].rank is not None else None
     return lambda v: (type(v) is EagerTensor and v._datatype_enum() == dtype_enum
                       and dims_compatible(dims, tensor_dims(v)))
 
 
-def _array_match(dtype, shape):
+def _array_match(dtype: np.dtype, shape: tuple) -> typing.Callable[[typing.Any], bool]:
     """A NumPy array of ``dtype``, its shape ``shape`` (None: any size there)."""
     if None not in shape:
         return lambda v: type(v) is np.ndarray and v.shape == shape and v.dtype == dtype
@@ -315,7 +318,7 @@ def _array_match(dtype, shape):
 INT32_BOUND = 2 ** 31
 
 
-def numbers_dtype(value):
+def numbers_dtype(value: typing.Any) -> tf.DType | None:
     """The dtype TF converts ``value`` to, when it is a non-empty flat list or tuple of
     Python numbers of one type (bools, ints, floats), else None: a list of ints is
     int32 where every item fits, int64 otherwise (as ``tf.constant``)."""
@@ -331,18 +334,18 @@ def numbers_dtype(value):
     return tf.bool if kind is bool else tf.float32
 
 
-def numbers_key(source):
+def numbers_key(source: Source) -> tuple:
     """The relaxation key of the list of numbers at ``source`` (``relaxation.py``; a
     graph input once relaxed, ``shadow_heap.hoist_numbers``)."""
     return ('numbers', source.uid())
 
 
-def _numbers_match(container, dtype):
+def _numbers_match(container: type, dtype: tf.DType) -> typing.Callable[[typing.Any], bool]:
     return lambda v: type(v) is container and numbers_dtype(v) == dtype
 
 
 # Per guard kind: expected -> predicate on the re-read value.
-def _same_items(values, expected):
+def _same_items(values: typing.Iterable, expected: typing.Iterable) -> bool:
     """Item by item: the same type, and a float's sign (``==`` holds for 0.0 and -0.0,
     and for 1 and 1.0, which Python tells apart)."""
     return all(type(x) is type(y) and (type(x) is not float or
@@ -350,7 +353,7 @@ def _same_items(values, expected):
                for x, y in zip(values, expected))
 
 
-def _equals_match(snapshot, kinds):
+def _equals_match(snapshot: typing.Any, kinds: tuple) -> typing.Callable[[typing.Any], bool]:
     """A flat container of constants: equal, with the same key order (a dict's
     iteration order is what the trace saw), item types and float signs."""
     if type(snapshot) is dict:
@@ -361,7 +364,7 @@ def _equals_match(snapshot, kinds):
                       and tuple(map(type, v)) == kinds and _same_items(v, snapshot))
 
 
-def _tag(item):
+def _tag(item: typing.Any) -> tuple:
     """A set item with what ``==`` forgets: its type, a float's sign of zero."""
     if type(item) is float:
         return float, item, math.copysign(1.0, item)
@@ -370,7 +373,7 @@ def _tag(item):
     return type(item), item
 
 
-def _set_match(snapshot):
+def _set_match(snapshot: typing.AbstractSet) -> typing.Callable[[typing.Any], bool]:
     """A set or frozenset of constants, compared without looking at its order (janus
     models only order-free observations of sets: pytypes.py)."""
     kind, size, tags = type(snapshot), len(snapshot), frozenset(map(_tag, snapshot))
@@ -412,11 +415,12 @@ class AliasGuard:
 
     kind = GuardKind.ALIAS_MATCH
 
-    def __init__(self, sources, expected):
+    def __init__(self, sources: typing.Sequence[Source], expected: tuple[int, ...]) -> None:
         self.sources, self.expected = sources, expected
 
     @staticmethod
-    def partition(sources, arguments, memo=None):
+    def partition(sources: typing.Sequence[Source], arguments: typing.Mapping[str, typing.Any],
+                  memo: dict | None = None) -> tuple[int, ...]:
         """Per source, the index of the first source naming the same object."""
         memo = {} if memo is None else memo
         first = {}
@@ -425,7 +429,7 @@ class AliasGuard:
             groups.append(first.setdefault(id(source.value(arguments, memo)), index))
         return tuple(groups)
 
-    def check(self, arguments, memo):
+    def check(self, arguments: typing.Mapping[str, typing.Any], memo: dict) -> Miss | None:
         try:
             actual = self.partition(self.sources, arguments, memo)
         except Exception as e:  # an object is gone: the guard fails
@@ -435,10 +439,10 @@ class AliasGuard:
         return Miss(self.kind, 'outside objects', self._describe(self.expected),
                     self._describe(actual))
 
-    def _describe(self, groups):
+    def _describe(self, groups: tuple[int, ...]) -> str:
         shared = ['%r is %r' % (self.sources[g], self.sources[i])
                   for i, g in enumerate(groups) if g != i]
         return ', '.join(shared) if shared else 'all distinct'
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return 'ALIAS_MATCH(%s)' % self._describe(self.expected)

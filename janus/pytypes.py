@@ -36,10 +36,12 @@ and friends, and every other type are opaque.  ``OrderedDict``,
 dict's own: only those are modelled (their items, ``__missing__``, order
 and arithmetic are not).
 """
+from __future__ import annotations
 import collections
 import dataclasses
 import enum
 import sys
+import typing
 
 import tensorflow as tf
 
@@ -65,11 +67,11 @@ class TypeModel:
     item_writes: bool = False
 
     @property
-    def container(self):
+    def container(self) -> bool:
         return self.kind not in (Kind.CONSTANT, Kind.ENUM)
 
     @property
-    def ordered(self):
+    def ordered(self) -> bool:
         """Its contents have an order janus reproduces (iteration, indexing)."""
         return self.kind in (Kind.LIST, Kind.TUPLE, Kind.DICT, Kind.DEQUE)
 
@@ -81,7 +83,7 @@ _SET_READS = frozenset(('issubset', 'issuperset', 'isdisjoint'))
 CONSTANTS = (bool, int, float, complex, str, bytes, type(None))
 
 # The table.  Exact types; subclasses: ``model_of``.
-_TABLE = {kind: TypeModel(Kind.CONSTANT, kind, _ALL) for kind in CONSTANTS}
+_TABLE: dict[type, TypeModel] = {kind: TypeModel(Kind.CONSTANT, kind, _ALL) for kind in CONSTANTS}
 _TABLE.update({
     list: TypeModel(Kind.LIST, list, _ALL, _SEQUENCE_READS | {'copy'},
                     frozenset(('append', 'extend', 'insert')), item_writes=True),
@@ -118,12 +120,12 @@ _ENUM = TypeModel(Kind.ENUM, object, _ALL)
 _derived = {}
 
 
-def model_of(value):
+def model_of(value: typing.Any) -> TypeModel | None:
     """The ``TypeModel`` of ``value``'s type, or None (an opaque type)."""
     return model_of_type(type(value))
 
 
-def model_of_type(kind):
+def model_of_type(kind: type) -> TypeModel | None:
     """The ``TypeModel`` of the type ``kind``, or None (an opaque type)."""
     found = _TABLE.get(kind)
     if found is not None:
@@ -137,7 +139,7 @@ def model_of_type(kind):
         return None
 
 
-def _derive(kind):
+def _derive(kind: type) -> TypeModel | None:
     if issubclass(kind, enum.Enum):
         return _ENUM
     library = _LIBRARY.get('%s.%s' % (kind.__module__, kind.__qualname__))
@@ -151,7 +153,7 @@ def _derive(kind):
     return _TABLE[base]
 
 
-def _redefines_nothing(kind, base):
+def _redefines_nothing(kind: type, base: type) -> bool:
     """Whether the classes between ``kind`` and ``base`` define no name ``base`` has."""
     names = set(dir(base)) - _HARMLESS
     for klass in kind.__mro__:
@@ -162,31 +164,31 @@ def _redefines_nothing(kind, base):
     return False
 
 
-def is_namedtuple_class(kind):
+def is_namedtuple_class(kind: typing.Any) -> bool:
     """collections.namedtuple classes: pure data, their constructor runs no user code."""
     return (isinstance(kind, type) and issubclass(kind, tuple)
             and hasattr(kind, '_fields') and '__init__' not in kind.__dict__
             and getattr(kind.__new__, '__module__', '').startswith('namedtuple_'))
 
 
-def observes(value, what):
+def observes(value: typing.Any, what: str) -> bool:
     """Whether janus guards observation ``what`` of an outside ``value`` exactly."""
     model = model_of(value)
     return model is not None and what in model.observes
 
 
-def has_items(value):
+def has_items(value: typing.Any) -> bool:
     """An ordered container whose contents janus guards (list, tuple, dict, deque...)."""
     model = model_of(value)
     return model is not None and model.ordered and 'items' in model.observes
 
 
-def is_set(value):
+def is_set(value: typing.Any) -> bool:
     model = model_of(value)
     return model is not None and model.kind is Kind.SET
 
 
-def is_own_method(owner, name):
+def is_own_method(owner: typing.Any, name: str) -> bool:
     """Whether ``name`` is one of the methods of a modelled container's base type
     (``append`` of a list, of a ``TrackedList`` or of your ``History(list)``)."""
     model = model_of(owner)
@@ -194,14 +196,14 @@ def is_own_method(owner, name):
             and callable(getattr(model.base, name, None)))
 
 
-def is_constant(value, depth=0):
+def is_constant(value: typing.Any, depth: int = 0) -> bool:
     """A Python constant, or a tuple of them: a set item or key janus can guard."""
     if type(value) in CONSTANTS:
         return True
     return type(value) is tuple and depth < 4 and all(is_constant(v, depth + 1) for v in value)
 
 
-def holds_only_constants(value, depth=0):
+def holds_only_constants(value: typing.Any, depth: int = 0) -> bool:
     """Whether ``value`` is a Python constant, a list/tuple/dict of them, or an
     exception whose arguments and attributes are: text made of it is the same
     on every call (no graph value, no object whose text may change)."""
@@ -220,7 +222,7 @@ def holds_only_constants(value, depth=0):
     return all(holds_only_constants(part, depth + 1) for part in parts)
 
 
-def builtin_values_only(values, depth=0):
+def builtin_values_only(values: typing.Any, depth: int = 0) -> bool:
     """Whether ``values`` (and the lists, tuples, dicts and sets in them) hold only
     objects of Python's builtin types: what a builtin's own C code raises on them,
     it raises on eager's values too (a graph tensor lacks an eager one's
@@ -238,17 +240,17 @@ def builtin_values_only(values, depth=0):
     return True
 
 
-def truth_is_type_level(kind):
+def truth_is_type_level(kind: type) -> bool:
     """Whether every instance of ``kind`` is true (no ``__bool__``/``__len__``)."""
     return getattr(kind, '__bool__', None) is None and getattr(kind, '__len__', None) is None
 
 
-def protocol_is_object(kind, name):
+def protocol_is_object(kind: type, name: str) -> bool:
     """Whether ``kind``'s special method ``name`` is ``object``'s (or absent)."""
     return getattr(kind, name, None) is getattr(object, name, None)
 
 
-def is_variable(value):
+def is_variable(value: typing.Any) -> bool:
     """A ``tf.Variable``, or a Keras 3 ``keras.Variable`` (a layer's ``add_weight``, an
     optimizer's learning rate: it reads and slices as its ``tf.Variable`` does)."""
     if isinstance(value, tf.Variable):
