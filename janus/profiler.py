@@ -33,6 +33,7 @@ and per profiled call it records:
 Per call it also records argument types, dtypes, shapes and Python values.
 ``graphgen.plan`` turns these observations into speculation decisions.
 """
+from __future__ import annotations
 import collections
 import functools
 import sys
@@ -40,6 +41,7 @@ import threading
 import traceback
 import types
 import weakref
+import typing
 
 import tensorflow as tf
 
@@ -51,14 +53,14 @@ from janus.library import layers, whitelist
 class SiteProfile:
     """What one AST site did across the profiled calls."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.callees = collections.Counter()    # qualified callee name -> times
         self.returns = collections.Counter()    # returned type name -> times
         self.sequences = collections.Counter()  # per-call outcome/trip-count tuple -> calls
         self.tensor = False                     # a test/iterable was a tensor at least once
         self.taken = 0                          # break/continue/return: times taken
 
-    def single_sequence(self):
+    def single_sequence(self) -> tuple | None:
         """The one sequence every profiled call showed, or None if they differed."""
         if len(self.sequences) == 1:
             return next(iter(self.sequences))
@@ -68,7 +70,7 @@ class SiteProfile:
 class Profile:
     """Everything observed for one janus function (and the callees it reached)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.calls = 0
         self.arguments = []                      # per call: [(path, description)]
         self.returns = collections.Counter()     # return type name -> times
@@ -79,7 +81,7 @@ class Profile:
         # widened across traces (recursion/structures.py; ('types', code) -> classes)
         self.structures = {}
 
-    def record_arguments(self, arguments):
+    def record_arguments(self, arguments: typing.Mapping[str, typing.Any]) -> None:
         observed = []
         for name, value in arguments.items():
             observed.append((name, _describe_value(value)))
@@ -88,7 +90,7 @@ class Profile:
         del self.arguments[:-16]  # keep the recent ones only
 
 
-def _describe_value(value):
+def _describe_value(value: typing.Any) -> str:
     if isinstance(value, guards.EagerTensor):
         return 'tensor %s%s' % (value.dtype.name, list(value.shape))
     if type(value) in guards.PRIMITIVES:
@@ -98,7 +100,7 @@ def _describe_value(value):
     return type(value).__name__
 
 
-def _callee_name(callee):
+def _callee_name(callee: typing.Any) -> str:
     name = getattr(callee, '__qualname__', None) or getattr(callee, '__name__', None)
     if name is None:
         name = type(callee).__qualname__ + ' instance'
@@ -114,13 +116,13 @@ class _Counter:
 
     __slots__ = ('_seq', '_index', '_recorder')
 
-    def __init__(self, seq, recorder):
+    def __init__(self, seq: list, recorder: Recorder) -> None:
         self._seq = seq
         self._index = len(seq)
         self._recorder = recorder
         seq.append(0)
 
-    def __call__(self, item):
+    def __call__(self, item: typing.Any) -> typing.Any:
         try:
             self._seq[self._index] += 1
         except Exception:  # noqa: BLE001 - never changes what the loop sees
@@ -128,11 +130,11 @@ class _Counter:
         return item
 
 
-def _uncounted(item):
+def _uncounted(item: typing.Any) -> typing.Any:
     return item
 
 
-def _identity(fn):
+def _identity(fn: types.FunctionType) -> tuple:
     """What a probed twin (or the decision to run ``fn`` as it is) was made from: a
     change means a new one."""
     return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.__module__)
@@ -151,9 +153,10 @@ class Recorder:
     then calls), and their parameters are positional-only.
     """
 
-    def __init__(self, profile):
+    def __init__(self, profile: Profile) -> None:
         self.profile = profile
-        self.broken = None                # (text, traceback) of the first internal failure
+        # (text, traceback) of the first internal failure
+        self.broken: tuple[str, str] | None = None
         self._calls = threading.local()   # per thread: this call's sequences, the last call's
         self._copies = weakref.WeakKeyDictionary()      # callee function -> (_identity, copy)
         self._codes = frontend.ByCode()   # code -> its probed code, or why none
@@ -161,7 +164,7 @@ class Recorder:
         self._lock = threading.Lock()     # the profile is shared by every thread's calls
 
     @property
-    def _current(self):
+    def _current(self) -> dict:
         """(code, site) -> this call's sequence, for the calling thread."""
         try:
             return self._calls.current
@@ -170,11 +173,11 @@ class Recorder:
             return current
 
     @property
-    def last_call(self):
+    def last_call(self) -> dict:
         """The calling thread's previous call's sequences."""
         return getattr(self._calls, 'last', {})
 
-    def failed(self):
+    def failed(self) -> None:
         """Called in an ``except`` block of a hook: this call's observations are dropped."""
         self._calls.spoiled = True
         if self.broken is None:
@@ -183,11 +186,11 @@ class Recorder:
                            traceback.format_exc(limit=-6).rstrip())
 
     # -- call boundaries --------------------------------------------------
-    def begin_call(self):
+    def begin_call(self) -> None:
         self._current.clear()
         self._calls.spoiled = False
 
-    def end_call(self):
+    def end_call(self) -> None:
         """Adds this call's sequences to the profile (unless a hook failed in it)."""
         if getattr(self._calls, 'spoiled', False):
             self._calls.last = {}
@@ -200,9 +203,9 @@ class Recorder:
         self._current.clear()
 
     # -- what the probes call (``pyct.probes``; each bound to its site by a partial) --
-    def hooks(self, code):
+    def hooks(self, code: types.CodeType) -> probes.Hooks:
         """The ``probes.Hooks`` of ``code``'s sites (keyed ``(code, site id)``)."""
-        def keyed(records):
+        def keyed(records: typing.Iterable[probes.Record]) -> tuple:
             return tuple((sites.SiteKey(code, r.site), r.outcome, r.own_value) for r in records)
         return probes.Hooks(
             branch=lambda records: functools.partial(self.branch, tuple(map(keyed, records))),
@@ -213,7 +216,7 @@ class Recorder:
             callee=lambda site: functools.partial(self.callee, sites.SiteKey(code, site)),
             returned=lambda site: functools.partial(self.returned, sites.SiteKey(code, site)))
 
-    def branch(self, records, value, truth, /):
+    def branch(self, records: tuple, value: typing.Any, truth: bool, /) -> bool:
         """A test leaf's value and truth (``bool`` taken in the user's frame): records
         what that truth decides (``records[truth]``), returns the truth."""
         try:
@@ -223,7 +226,7 @@ class Recorder:
             self.failed()
         return truth
 
-    def is_none(self, records, is_none_test, value, /):
+    def is_none(self, records: tuple, is_none_test: bool, value: typing.Any, /) -> typing.Any:
         """An ``x is None`` / ``x is not None`` leaf (the jump tests ``x``): returns ``x``."""
         try:
             observed = records[(value is None) == is_none_test]
@@ -233,7 +236,7 @@ class Recorder:
             self.failed()
         return value
 
-    def _observe(self, observed, value):
+    def _observe(self, observed: typing.Iterable[tuple], value: typing.Any) -> None:
         """Appends each (key, outcome, own_value) outcome to this call's sequences; a
         site whose test value is ``value`` itself notes whether it is a tensor."""
         current = self._current
@@ -242,7 +245,8 @@ class Recorder:
                 self.profile.sites[key].tensor = True
             current[key].append(outcome)
 
-    def loop(self, key, iterable, /):
+    def loop(self, key: sites.SiteKey, iterable: typing.Any,
+             /) -> typing.Callable[[typing.Any], typing.Any]:
         """The counter the user's frame maps over the iterable (``_Counter``)."""
         try:
             if isinstance(iterable, tf.Tensor):
@@ -252,13 +256,13 @@ class Recorder:
             self.failed()
             return _uncounted
 
-    def mark(self, key, /):
+    def mark(self, key: sites.SiteKey, /) -> None:
         try:
             self.profile.sites[key].taken += 1
         except Exception:  # noqa: BLE001
             self.failed()
 
-    def callee(self, key, callee, /):
+    def callee(self, key: sites.SiteKey, callee: typing.Any, /) -> typing.Any:
         """What a call site calls instead of ``callee``: its instrumented twin.  The
         call itself runs from the user's frame, so ``locals()``, ``sys._getframe()``,
         ``eval`` and tracebacks see the user's frames only."""
@@ -269,7 +273,7 @@ class Recorder:
             self.failed()
         return target
 
-    def returned(self, key, result, /):
+    def returned(self, key: sites.SiteKey, result: typing.Any, /) -> typing.Any:
         """A call site's result: records its type, returns it."""
         try:
             self.profile.sites[key].returns[type(result).__name__] += 1
@@ -277,16 +281,16 @@ class Recorder:
             self.failed()
         return result
 
-    def _keras_layer(self, layer, user_call):
+    def _keras_layer(self, layer: typing.Any, user_call: types.FunctionType) -> typing.Callable:
         """Runs Keras's __call__ with the probed twin of your call()."""
         instrumented = types.MethodType(self._instrumented(user_call), layer)
 
-        def run(*args, **kwargs):
+        def run(*args: typing.Any, **kwargs: typing.Any) -> typing.Any:
             with layers.calling(layer, instrumented):
                 return layer(*args, **kwargs)
         return run
 
-    def _instrumented(self, callee):
+    def _instrumented(self, callee: typing.Any) -> typing.Any:
         """What to call for ``callee``: its probed twin, or ``callee`` itself."""
         try:
             return self._instrumented_or_raise(callee)
@@ -294,7 +298,7 @@ class Recorder:
             self.failed()
             return callee
 
-    def _instrumented_or_raise(self, callee):
+    def _instrumented_or_raise(self, callee: typing.Any) -> typing.Any:
         """The user's own Python callees run instrumented too, so their sites are profiled."""
         if isinstance(callee, types.BuiltinFunctionType):
             return callee   # C code (``len``, ``list.append``): nothing to probe
@@ -322,18 +326,18 @@ class Recorder:
             return types.MethodType(copy, callee.__self__)
         return copy
 
-    def _runs_as_is(self, fn):
+    def _runs_as_is(self, fn: types.FunctionType) -> bool:
         """Library code, code probed already (a function the probed code made), or a
         generator function (its body runs later, outside this call)."""
         return fn.__code__ in self._made or whitelist.is_library(fn) or callables.runs_later(fn)
 
-    def _copy_of(self, fn):
+    def _copy_of(self, fn: types.FunctionType) -> types.FunctionType:
         try:
             return instrument(fn, self)
         except (parser.NoSource, SyntaxError):
             return fn
 
-    def instrumented_code(self, fn):
+    def instrumented_code(self, fn: types.FunctionType) -> types.CodeType:
         """``fn.__code__`` with probes (made once per code object; raises
         parser.NoSource, of which ``probes.Unmapped`` is one, if it cannot be)."""
         code = fn.__code__
@@ -348,7 +352,7 @@ class Recorder:
             raise made
         return made
 
-    def _probed(self, fn):
+    def _probed(self, fn: types.FunctionType) -> types.CodeType:
         code = fn.__code__
         parsed = frontend.front_end(fn)
         made = probes.instrument_code(code, parsed.tree, self.hooks(code))
@@ -358,7 +362,8 @@ class Recorder:
         return made
 
 
-def carry_over(source, into, from_code, to_code, to_sites):
+def carry_over(source: Profile, into: Profile, from_code: types.CodeType, to_code: types.CodeType,
+               to_sites: typing.Mapping[int, sites.Site]) -> None:
     """Fills ``into``, the empty profile of a graph-break segment, with what ``source``
     (its owner's profile) observed of the statements the segment holds: the sites of
     ``from_code`` (the owner's) by position to those of ``to_code`` (``to_sites``: the
@@ -384,14 +389,14 @@ def carry_over(source, into, from_code, to_code, to_sites):
     into.calls = source.calls
 
 
-def _code_objects(code):
+def _code_objects(code: types.CodeType) -> typing.Iterator[types.CodeType]:
     yield code
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             yield from _code_objects(const)
 
 
-def instrument(fn, recorder):
+def instrument(fn: types.FunctionType, recorder: Recorder) -> types.FunctionType:
     """``fn``'s twin running its probed code (raises parser.NoSource if impossible):
     the same globals, closure cells, defaults, name and attributes."""
     twin = types.FunctionType(recorder.instrumented_code(fn), fn.__globals__, fn.__name__,
