@@ -22,10 +22,12 @@ Generator and coroutine functions get no target (``reason``: a ``(Reason, why)``
 call only creates the generator, whose code runs later, outside the call;
 janus runs such calls as plain Python.
 """
+from __future__ import annotations
 import collections
 import functools
 import inspect
 import types
+import typing
 
 from janus.reasons import Reason
 from janus.library import layers, whitelist
@@ -35,12 +37,13 @@ Target = collections.namedtuple('Target', 'function args kwargs reason')
 _DEFERRED_CODE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
-def call_through(callable_, /, *args, **kwargs):
+def call_through(callable_: typing.Callable, /, *args: typing.Any,
+                 **kwargs: typing.Any) -> typing.Any:
     """The function janus runs for a callable without Python code of its own to convert."""
     return callable_(*args, **kwargs)
 
 
-def runs_later(fn):
+def runs_later(fn: typing.Any) -> bool:
     """A generator or coroutine function: calling it only creates the generator/coroutine."""
     code = getattr(fn, '__code__', None)
     return code is not None and bool(code.co_flags & _DEFERRED_CODE)
@@ -51,18 +54,20 @@ class JanusCallable:
     ``__janus_function__`` is the janus function (the callable itself, or the one
     a bound method calls with its ``__self__`` first)."""
 
+    __janus_function__: typing.Any   # each subclass sets it
 
-def is_janus(value):
+
+def is_janus(value: typing.Any) -> bool:
     """A janus function or a bound janus method (they run janus's own state machine)."""
     return isinstance(value, JanusCallable)
 
 
-def is_janus_function(value):
+def is_janus_function(value: typing.Any) -> bool:
     """A janus function itself (not a bound janus method)."""
     return isinstance(value, JanusCallable) and value.__janus_function__ is value
 
 
-def resolve(fn):
+def resolve(fn: typing.Any) -> Target:
     """The ``Target`` janus profiles and converts for calls of ``fn``."""
     if isinstance(fn, types.FunctionType):
         if runs_later(fn):
@@ -82,7 +87,9 @@ def resolve(fn):
     return Target(call_through, (fn,), {}, None)
 
 
-def through_janus(callee, args, kwargs):
+def through_janus(
+        callee: typing.Any, args: typing.Sequence,
+        kwargs: typing.Mapping[str, typing.Any]) -> tuple[typing.Any, typing.Sequence, typing.Mapping]:
     """(callee, args, kwargs) with a janus function replaced by what it runs.
 
     Converted code calling another janus function inlines that function's
@@ -100,14 +107,15 @@ def through_janus(callee, args, kwargs):
     return target.function, target.args + tuple(args), {**target.kwargs, **kwargs}
 
 
-def _prepend(target, args, kwargs):
+def _prepend(target: Target, args: typing.Sequence,
+             kwargs: typing.Mapping[str, typing.Any]) -> Target:
     """``target`` called with ``args`` before the caller's and ``kwargs`` as overridable
     keywords: ``partial(f, *args, **kwargs)`` / a method's ``self``."""
     return target._replace(args=target.args + tuple(args),
                            kwargs={**target.kwargs, **kwargs})
 
 
-def describe(fn):
+def describe(fn: typing.Any) -> str:
     """A readable name for ``fn`` (explain, logs, errors)."""
     if isinstance(fn, (types.FunctionType, types.MethodType, type)):
         return fn.__qualname__
@@ -117,7 +125,7 @@ def describe(fn):
     return name or '%s object' % type(fn).__qualname__
 
 
-def source_code(fn, target):
+def source_code(fn: typing.Any, target: Target) -> types.CodeType | None:
     """The code object ``explain`` points at: the user's own function where there is one."""
     if target.function is not None and target.function is not call_through:
         return target.function.__code__
@@ -128,7 +136,7 @@ def source_code(fn, target):
     return getattr(getattr(fn, '__func__', fn), '__code__', None)
 
 
-def copy_identity(wrapper, fn):
+def copy_identity(wrapper: typing.Any, fn: typing.Any) -> None:
     """``functools.update_wrapper`` where it is safe: for objects (a Keras model) it
     would copy their ``__dict__`` into the wrapper, so those only get ``__wrapped__``.
     A function's own attributes never replace the wrapper's (``step.state = ...``

@@ -3,12 +3,13 @@
 Each knob ``name`` can be overridden from the environment as ``JANUS_NAME``
 (read once, at import).  Tests change knobs only through ``config.patch``.
 """
+from __future__ import annotations
 import contextlib
 import os
 import typing
 
 
-def _env(name, default):
+def _env(name: str, default: typing.Any) -> typing.Any:
     raw = os.environ.get('JANUS_' + name.upper())
     if raw is None:
         return default
@@ -68,18 +69,18 @@ class _Config:
     if typing.TYPE_CHECKING:   # the knobs are set from _DEFAULTS: the checker reads any name
         def __getattr__(self, name: str) -> typing.Any: ...
 
-    def __init__(self):
+    def __init__(self) -> None:
         for name, default in self._DEFAULTS.items():
             object.__setattr__(self, name, _env(name, default))
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: typing.Any) -> None:
         if name not in self._DEFAULTS:
             raise AttributeError('janus.config has no knob %r; knobs: %s'
                                  % (name, ', '.join(sorted(self._DEFAULTS))))
         object.__setattr__(self, name, value)
 
     @contextlib.contextmanager
-    def patch(self, **knobs):
+    def patch(self, **knobs: typing.Any) -> typing.Iterator[_Config]:
         """Set knobs for the duration of a ``with`` block, then restore them."""
         saved = {name: getattr(self, name) for name in knobs}
         try:
@@ -90,7 +91,7 @@ class _Config:
             for name, value in saved.items():
                 setattr(self, name, value)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return 'janus.config(%s)' % ', '.join(
             '%s=%r' % (n, getattr(self, n)) for n in self._DEFAULTS)
 

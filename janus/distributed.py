@@ -10,13 +10,16 @@ fallbacks) with the same collectives, so ranks on different paths never wait
 for each other.  ``broadcast_variables`` starts every rank from rank 0's
 weights.
 """
+from __future__ import annotations
+import typing
 import tensorflow as tf
 
 from janus.optimizer import Optimizer
 from janus.library.distributed import agree, average_gradients, horovod
 
 
-def _distributed_minimize_step(optimizer, loss_fn, var_list):
+def _distributed_minimize_step(optimizer: typing.Any, loss_fn: typing.Callable[[], tf.Tensor],
+                               var_list: list) -> tf.Tensor:
     with tf.GradientTape() as tape:
         loss = loss_fn()
     grads = tape.gradient(loss, var_list)
@@ -26,7 +29,8 @@ def _distributed_minimize_step(optimizer, loss_fn, var_list):
     return loss
 
 
-def _distributed_apply_step(optimizer, grads, var_list):
+def _distributed_apply_step(optimizer: typing.Any, grads: typing.Sequence,
+                            var_list: typing.Sequence) -> None:
     agreement = agree('janus.agree.apply')
     grads = average_gradients(grads, 'janus.grad', agreement)
     optimizer.apply_gradients(zip(grads, var_list))
@@ -39,12 +43,13 @@ class DistributedOptimizer(Optimizer):
     _apply_step = staticmethod(_distributed_apply_step)
     _distributed = True
 
-    def __init__(self, optimizer, profile_calls=None, strict=None):
+    def __init__(self, optimizer: typing.Any, profile_calls: int | None = None,
+                 strict: bool | None = None) -> None:
         horovod()   # a clear error now if Horovod is missing or not initialized
         super().__init__(optimizer, profile_calls=profile_calls, strict=strict)
 
 
-def broadcast_variables(variables, root_rank=0):
+def broadcast_variables(variables: typing.Iterable, root_rank: int = 0) -> None:
     """Sets every rank's ``variables`` (tf or Keras) to rank ``root_rank``'s values.
 
     One named broadcast per variable, eagerly (hvd.broadcast_variables expects

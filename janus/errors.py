@@ -4,7 +4,9 @@ Every error a user can see is a ``JanusError``; each says what to do next.  A
 refusal (``ConversionError`` and its kinds) names a ``reasons.Reason``: the data
 ``explain`` reads its advice from.
 """
+from __future__ import annotations
 import sys
+import typing
 
 from janus.reasons import Reason
 
@@ -40,9 +42,12 @@ class ConversionError(JanusError):
     statement_line = None
     route = None   # graphgen/nested.py: the Keras layer call a refusal was in
 
-    def __init__(self, reason, context=None, filename=None, lineno=None, source_line=None):
+    def __init__(self, reason: Reason | str, context: str | None = None,
+                 filename: str | None = None, lineno: int | None = None,
+                 source_line: str | None = None) -> None:
         if context is None and isinstance(reason, str):
-            context, reason = reason, getattr(sys.exc_info()[1], 'reason', None)
+            context, reason = reason, getattr(  # type: ignore[assignment]
+                sys.exc_info()[1], 'reason', None)
         assert isinstance(reason, Reason), 'a refusal names a Reason, not %r' % (reason,)
         self.reason = reason
         self.context = context
@@ -51,7 +56,7 @@ class ConversionError(JanusError):
         self.source_line = source_line
         super().__init__(self._render())
 
-    def _render(self):
+    def _render(self) -> str | None:
         if self.lineno is None:
             return self.context
         where = '%s:%s' % (self.filename, self.lineno)
@@ -76,7 +81,9 @@ class ScalarValueNeeded(ConversionError):
     index, library code): the janus function traces again with those numbers
     specialized by value.  ``lineage``: their ``(relaxation key, name)`` pairs."""
 
-    def __init__(self, lineage, reason, context, filename=None, lineno=None, source_line=None):
+    def __init__(self, lineage: typing.Iterable[tuple], reason: Reason, context: str,
+                 filename: str | None = None, lineno: int | None = None,
+                 source_line: str | None = None) -> None:
         self.lineage = frozenset(lineage)
         super().__init__(reason, context, filename, lineno, source_line)
 
@@ -88,7 +95,7 @@ class StrictModeError(JanusError):
 class AssumptionFailed(JanusError):
     """An in-graph assumption (a ``Janus>Assert``) failed; used internally."""
 
-    def __init__(self, assumption_id):
+    def __init__(self, assumption_id: int) -> None:
         self.assumption_id = assumption_id
         super().__init__('assumption %d failed' % assumption_id)
 
@@ -97,7 +104,8 @@ class InvariantError(ConversionError):
     """A janus invariant did not hold while tracing (a janus bug, never the user's):
     the call runs imperatively and ``explain`` shows the reason."""
 
-    def __init__(self, context, filename=None, lineno=None, source_line=None):
+    def __init__(self, context: str, filename: str | None = None, lineno: int | None = None,
+                 source_line: str | None = None) -> None:
         super().__init__(Reason.INTERNAL_ERROR, context, filename, lineno, source_line)
 
 

@@ -38,6 +38,7 @@ bounded number of calls.
 Plain calls are the user's function itself: eager's results, state and
 exceptions by construction.  ``Floor.decisions`` is what ``explain`` shows.
 """
+from __future__ import annotations
 import collections
 import dataclasses
 import enum
@@ -52,7 +53,7 @@ _SAMPLES = 32          # recent times kept per kind
 _FAR_FASTER = 8        # janus this many times faster than the profiled calls: no eager sampling
 
 
-def _steady(window):
+def _steady(window: typing.Sequence[float]) -> float:
     """Janus's time a call over the window: the mean without its one slowest call (a
     pause of the machine's, a graph's first run on a shape, is not steady cost; a
     retrace every other call still is)."""
@@ -77,7 +78,7 @@ class _WarmupWork:
     during which the count moved did warm-up work (itself, a segment, a callee)."""
     count = 0
 
-    def note(self):
+    def note(self) -> None:
         self.count += 1
 
 
@@ -94,7 +95,7 @@ class Decision:
     calls: int              # how many calls until it is measured again
     against: str = 'eager'  # what ``eager_s`` timed: plain calls, or the profiled ones
 
-    def describe(self):
+    def describe(self) -> str:
         ratio = self.eager_s / self.janus_s if self.janus_s > 0 else float('inf')
         return ('call %d: janus %.3g ms a call, %s %.3g ms (%.2fx): %s for %d calls'
                 % (self.call, self.janus_s * 1e3, self.against, self.eager_s * 1e3, ratio,
@@ -116,14 +117,14 @@ class Floor:
     decisions: collections.deque = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=16))
 
-    def plain_now(self):
+    def plain_now(self) -> bool:
         """Whether this call runs plainly (the floor holds, or eager is being timed)."""
         if not config.measured_floor or self.plain_left <= 0:
             return False
         self.plain_left -= 1
         return True
 
-    def note(self, kind, seconds, call_number):
+    def note(self, kind: CallKind, seconds: float, call_number: int) -> Decision | None:
         """A call of ``kind`` took ``seconds``; may decide (a ``Decision``, else None)."""
         if not config.measured_floor:
             return None
@@ -159,13 +160,14 @@ class Floor:
         self.plain_left, self.sampling = config.floor_eager_calls, True
         return None
 
-    def _decide(self, call_number):
+    def _decide(self, call_number: int) -> Decision:
         janus = _steady(self.window)
         eager = statistics.median(self.eager)
         verdict = Verdict.PLAIN if janus > eager * (1 + config.floor_margin) else Verdict.KEEP
         return self._record(call_number, janus, eager, verdict)
 
-    def _record(self, call_number, janus, eager, verdict, against='eager'):
+    def _record(self, call_number: int, janus: float, eager: float, verdict: Verdict,
+                against: str = 'eager') -> Decision:
         self.backoff = min(self.backoff * 2, _MAX_BACKOFF) if verdict is self.last else 1
         self.last = verdict
         calls = config.floor_recheck * self.backoff
@@ -182,7 +184,7 @@ class Floor:
         self.decisions.append(decision)
         return decision
 
-    def describe(self):
+    def describe(self) -> str:
         """Mean times so far by kind, for ``explain``'s first screen."""
         parts = []
         for kind in (CallKind.JANUS, CallKind.EAGER, CallKind.PROFILED, CallKind.WARMUP):

@@ -11,6 +11,8 @@ after every assertion of the step passed (deferred updates).  Everything
 else (``learning_rate``, ``iterations``, slots, schedules) is the wrapped
 optimizer's own.
 """
+from __future__ import annotations
+import typing
 import tensorflow as tf
 
 from janus.explain import caller_line
@@ -18,7 +20,8 @@ from janus.api import JanusFunction
 from janus.errors import JanusUsageError
 
 
-def _minimize_step(optimizer, loss_fn, var_list):
+def _minimize_step(optimizer: typing.Any, loss_fn: typing.Callable[[], tf.Tensor],
+                   var_list: list) -> tf.Tensor:
     with tf.GradientTape() as tape:
         loss = loss_fn()
     grads = tape.gradient(loss, var_list)
@@ -26,7 +29,7 @@ def _minimize_step(optimizer, loss_fn, var_list):
     return loss
 
 
-def _apply_step(optimizer, grads, var_list):
+def _apply_step(optimizer: typing.Any, grads: typing.Sequence, var_list: typing.Sequence) -> None:
     optimizer.apply_gradients(zip(grads, var_list))
 
 
@@ -37,7 +40,8 @@ class Optimizer:
     _apply_step = staticmethod(_apply_step)
     _distributed = False
 
-    def __init__(self, optimizer, profile_calls=None, strict=None):
+    def __init__(self, optimizer: typing.Any, profile_calls: int | None = None,
+                 strict: bool | None = None) -> None:
         if not callable(getattr(optimizer, 'apply_gradients', None)):
             raise JanusUsageError('janus.Optimizer wraps a Keras optimizer (something with '
                                   'apply_gradients); got %r' % (optimizer,))
@@ -49,19 +53,20 @@ class Optimizer:
         made_at = caller_line()
         for jf, method in ((self._minimize, 'minimize'), (self._apply, 'apply_gradients')):
             jf.name = 'janus.%s(%s).%s' % (type(self).__name__, type(optimizer).__name__, method)
-            jf.defined_at = made_at
+            jf.defined_at = made_at   # type: ignore[attr-defined]
 
-    def __janus_functions__(self):
+    def __janus_functions__(self) -> list[JanusFunction]:
         """Its janus functions (``minimize``'s and ``apply_gradients``'s steps), for
         ``janus.explain(opt)`` / ``stats`` / ``to_code`` (also ``opt.minimize``)."""
         return [self._minimize, self._apply]
 
     @property
-    def optimizer(self):
+    def optimizer(self) -> typing.Any:
         """The wrapped Keras optimizer."""
         return self._optimizer
 
-    def minimize(self, loss, var_list, tape=None):
+    def minimize(self, loss: typing.Any, var_list: typing.Any,
+                 tape: tf.GradientTape | None = None) -> typing.Any:
         """One training step: ``loss()`` under a tape, its gradients, the update."""
         if not callable(loss):
             if tape is None:
@@ -74,13 +79,13 @@ class Optimizer:
             var_list = var_list()
         return self._minimize(self._optimizer, loss, list(var_list))
 
-    def apply_gradients(self, grads_and_vars):
+    def apply_gradients(self, grads_and_vars: typing.Iterable[tuple]) -> typing.Any:
         grads_and_vars = list(grads_and_vars)
         grads = [g for g, _ in grads_and_vars]
         variables = [v for _, v in grads_and_vars]
         self._apply(self._optimizer, grads, variables)
         return self._optimizer.iterations
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> typing.Any:
         # learning_rate, iterations, variables, get_config...: the wrapped optimizer's.
         return getattr(self._optimizer, name)

@@ -8,6 +8,7 @@ stopped janus.  ``explain`` picks advice by the reason, never by reading the mes
 ``Reason.advice`` starts with ``fix: `` (something in the user's code to change) or
 ``nothing to change: `` (janus handles it; the user may still read why).
 """
+from __future__ import annotations
 import enum
 
 FIX = 'fix: '
@@ -18,11 +19,12 @@ class Reason(enum.Enum):
     """A kind of refusal; ``advice`` is what to do about it (``fix: ...`` or
     ``nothing to change: ...``)."""
 
-    def __new__(cls, change, text):
+    def __new__(cls, change: bool, text: str) -> Reason:
         member = object.__new__(cls)
         member._value_ = len(cls.__members__) + 1
-        member.change = change          # True: the user has something to change
-        member.advice = (FIX if change else NOTHING) + text
+        # True: the user has something to change
+        member.change = change   # type: ignore[attr-defined]
+        member.advice = (FIX if change else NOTHING) + text   # type: ignore[attr-defined]
         return member
 
     # -- the arguments of a call (call_signature.UnsupportedArgument) -----------------

@@ -20,6 +20,8 @@ Keys are sources' ``uid()`` for outside values (``guards.numbers_key`` for lists
 numbers) and ``call_signature.scalar_path_key`` for arguments; each comes with
 a readable name for ``explain``.
 """
+from __future__ import annotations
+import typing
 from janus import call_signature, guards, sources
 from janus.config import config
 
@@ -29,13 +31,14 @@ _NUMBERS = (int, float, bool)   # a bool flag that flips too: real control flow 
 class ScalarRelaxation:
     """Per janus function: which number locations are dynamic, which are pinned."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.dynamic = set()     # relaxation keys read as dynamic scalars
         self.pinned = {}         # key -> why its value is needed (never relaxed again)
         self.values = {}         # key -> distinct values seen by misses, in order
         self.names = {}          # key -> readable name
 
-    def relax_after_miss(self, entry, arguments):
+    def relax_after_miss(self, entry: typing.Any,
+                         arguments: typing.Mapping[str, typing.Any]) -> list[str]:
         """Relaxes every number location the newest ``entry`` specialized whose value
         changed (type unchanged); returns the descriptions of the ones relaxed."""
         if not config.relax_scalars or entry is None:
@@ -56,7 +59,7 @@ class ScalarRelaxation:
                                'serves every value' % (name, what, len(seen), _values(seen)))
         return relaxed
 
-    def relax_evolving(self, evolving):
+    def relax_evolving(self, evolving: typing.Iterable[tuple]) -> list[str]:
         """Numbers a new graph read as constants and rewrites (``self.step += 1``): the
         next call would miss, so they are dynamic before the graph is cached.  Returns
         the descriptions of the ones relaxed (none: keep the graph)."""
@@ -72,7 +75,7 @@ class ScalarRelaxation:
                            'graph serves every value)' % name)
         return relaxed
 
-    def pin(self, lineage, reason):
+    def pin(self, lineage: typing.Iterable[tuple], reason: str) -> str | None:
         """A trace needed these numbers' values: constants again, for good.  Returns
         the description, or None when nothing new was pinned."""
         fresh = [(key, name) for key, name in lineage if key not in self.pinned]
@@ -85,7 +88,7 @@ class ScalarRelaxation:
         return 'kept %s specialized by value (a graph per value): %s' % (
             ', '.join(sorted(name for _, name in fresh)), reason)
 
-    def describe(self):
+    def describe(self) -> list[str]:
         """One line per relaxed or pinned location, for explain."""
         lines = ['%s: a graph input (one graph serves its values%s)' % (
             self.names.get(k, k), _seen(self.values.get(k, [])))
@@ -95,18 +98,18 @@ class ScalarRelaxation:
         return lines
 
 
-def _seen(values):
+def _seen(values: typing.Sequence) -> str:
     """``, seen: 1, 2`` for the values graph misses saw; nothing when none did (a
     number the function rewrites is relaxed without one)."""
     return ', seen: %s' % _values(values) if values else ''
 
 
-def _values(values, limit=6):
+def _values(values: typing.Sequence, limit: int = 6) -> str:
     shown = ', '.join(_brief(v) for v in values[:limit])
     return shown + (', ...' if len(values) > limit else '')
 
 
-def _brief(value):
+def _brief(value: typing.Any) -> str:
     """A value seen, as explain shows it (a list of numbers cut short)."""
     if type(value) is int and value.bit_length() > 64:
         return 'an int of %d bits' % value.bit_length()   # repr past 4,300 digits raises
@@ -114,7 +117,7 @@ def _brief(value):
     return text if len(text) < 40 else text[:37] + '...'
 
 
-def _changed_numbers(entry, arguments):
+def _changed_numbers(entry: typing.Any, arguments: typing.Mapping[str, typing.Any]) -> list[tuple]:
     """(key, name, old, new) for every VALUE guard of ``entry`` on a number whose
     value now differs with the same type."""
     found = []
@@ -153,5 +156,5 @@ _RELAXABLE = (guards.GuardKind.VALUE_MATCH, guards.GuardKind.LEN_MATCH,
               guards.GuardKind.EQUALS_MATCH)
 
 
-def _same_number_type(old, new):
+def _same_number_type(old: typing.Any, new: typing.Any) -> bool:
     return type(old) is type(new) and type(old) in _NUMBERS

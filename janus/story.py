@@ -5,13 +5,15 @@ eager's as measured, and the one thing to change that would help most.
 Needs nothing run before it; ``explain`` hands it a janus function and, for the last
 line, the ``(where, advice)`` it picks (``explain.top_advice``).
 """
+from __future__ import annotations
 import statistics
+import typing
 
 from janus.floor import CallKind, Verdict
 from janus.reasons import NOTHING
 
 
-def ran(jf):
+def ran(jf: typing.Any) -> str:
     """``ran: 177 calls as one graph; 20 split at line 17 (19 ran graph parts); ...``."""
     s = jf.stats
     parts = []
@@ -32,7 +34,7 @@ def ran(jf):
     return 'ran %d calls: %s' % (s.calls, '; '.join(parts) or 'none yet')
 
 
-def timing(jf):
+def timing(jf: typing.Any) -> str | None:
     """``time a call: janus 0.35 ms against eager 17.1 ms (49x faster); ...``; None
     before any timed janus call."""
     floor = jf.state.floor
@@ -58,7 +60,7 @@ def timing(jf):
     return 'time a call: ' + text
 
 
-def change(where, advice):
+def change(where: str | None, advice: str | None) -> str:
     """``to change: at file:line: fix: ...``, or that nothing needs changing."""
     if advice is None or advice.startswith(NOTHING):
         return 'to change: nothing%s' % ('' if advice is None else
@@ -66,11 +68,11 @@ def change(where, advice):
     return 'to change: at %s: %s' % (where or '?', advice)
 
 
-def _ms(seconds):
+def _ms(seconds: float) -> str:
     return '%.3g ms' % (seconds * 1e3)
 
 
-def _ratio(eager, janus):
+def _ratio(eager: float, janus: float) -> str:
     if janus <= 0:
         return 'faster'
     r = eager / janus
