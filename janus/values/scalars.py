@@ -83,7 +83,7 @@ class DynamicScalar:
 
     # Python protocols reaching a dynamic scalar directly come from code janus does
     # not convert (library code, builtins it does not model): they need the value.
-    def _needs_value(self, *args, **kwargs):
+    def _needs_value(self, *args: typing.Any, **kwargs: typing.Any) -> typing.Any:
         self.specialize('using a number from outside the call this way')
 
     __bool__ = __index__ = __int__ = __float__ = __complex__ = __len__ = __iter__ = \
