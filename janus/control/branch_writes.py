@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import tensorflow as tf
 
@@ -215,18 +215,20 @@ def outside_reader(obj: Any, slot: Slot, write: Write, where: str) -> Callable[[
     def read() -> Any:
         ctx = current()
         source: sources.Source
+        # An attribute, item or iterator write always names the object it writes to.
+        parent = cast(sources.Source, write.source)
         try:
             if write.kind is WriteKind.ATTR:
-                value, source = getattr(obj, key), guards.AttrSource(write.source, key)
+                value, source = getattr(obj, key), guards.AttrSource(parent, key)
             elif write.kind is WriteKind.ITEM:
-                value, source = obj[key], guards.ItemSource(write.source, key)
+                value, source = obj[key], guards.ItemSource(parent, key)
             elif write.kind is WriteKind.GLOBAL:
                 found = obj.get('__builtins__', builtins)
                 value, source = obj[key], guards.GlobalSource(
                     obj, key, found if isinstance(found, dict) else vars(found))
             elif write.kind is WriteKind.ADVANCE:   # an outside iterator's position
                 value = sources.iterator_state(obj)[1]
-                source = guards.IteratorPositionSource(write.source)
+                source = guards.IteratorPositionSource(parent)
             elif write.source is not None:   # a cell of a function passed in: this call's
                 value = obj.cell_contents
                 source = guards.AttrSource(write.source, 'cell_contents')

@@ -122,7 +122,8 @@ def call_builtin(callee: Callable[..., Any], args: Sequence[Any], kwargs: Mappin
     if callee is range:
         bounds = [scalars.from_tensor(int, a) if _index_tensor(a) else a for a in args]
         start, stop = (0, bounds[0]) if len(bounds) == 1 else bounds[:2]
-        return TensorRange(start, stop, bounds[2] if len(bounds) == 3 else 1)
+        # A tensor step arrives as a dynamic int, which compares and adds as an int does.
+        return TensorRange(start, stop, bounds[2] if len(bounds) == 3 else 1)  # type: ignore[arg-type]
     if callee is iter and len(args) == 1 and not kwargs \
             and isinstance(args[0], tf.data.Dataset):
         return iter(args[0])   # inside the graph: an iterator made by the graph

@@ -367,7 +367,8 @@ def loop_iterable(ns: FunctionNamespace, site: int | None, iterable: Any) -> Ite
     model = pytypes.model_of(iterable)
     if type(iterable) is list:   # the body's appends and writes are seen, as eagerly
         return outside_iterators.list_items(ctx, iterable)
-    if pytypes.has_items(iterable) and model.kind is not pytypes.Kind.DICT \
+    # has_items: a modelled type, so ``model`` is not None there.
+    if pytypes.has_items(iterable) and model is not None and model.kind is not pytypes.Kind.DICT \
             or pytypes.is_set(iterable):   # a set refuses (its order); a deque is a copy
         items = ctx.view(iterable)   # the items themselves, guarded
         if model is not None and model.kind is pytypes.Kind.DEQUE:

@@ -81,10 +81,10 @@ class _Failed:
     """A code object that does not convert: the error's parts (not the raised error,
     whose traceback would keep the function and its frames alive)."""
     reason: Reason
-    context: str
-    filename: str
-    lineno: int
-    source_line: str
+    context: str | None
+    filename: str | None
+    lineno: int | None
+    source_line: str | None
 
     def error(self) -> ConversionError:
         return ConversionError(self.reason, self.context, self.filename, self.lineno,

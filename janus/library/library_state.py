@@ -159,7 +159,7 @@ def _record(ctx: trace_context.TraceContext, layer: object, record: _Traced, met
                                  ctx.provenance.made(args), None))
 
 
-def _refuse(ctx: trace_context.TraceContext, reason: Reason, context: str) -> NoReturn:
+def _refuse(ctx: trace_context.TraceContext, reason: Reason, context: str | None) -> NoReturn:
     """Raises Unsupported, remembered on the trace (Keras code may swallow it)."""
     refusals = ctx.refusals
     if refusals is not None:

@@ -44,7 +44,7 @@ class GraphEntry:
             output_template: object, writes: typing.Sequence[tuple[typing.Any, object]],
             host: host_module.HostProgram | None, source_guards: typing.Sequence,
             assumptions: typing.Mapping[int, typing.Any], inlined: typing.Sequence,
-            assumed_sites: typing.Mapping, assumed_instead: typing.Mapping, has_mutations: bool,
+            assumed_sites: typing.Mapping, assumed_instead: frozenset, has_mutations: bool,
             safe_error_ops: typing.AbstractSet[str], uses_heap_ops: bool, op_writes: list[str],
             rollback: typing.Any, not_undoable: str | None, number: int, trace_seconds: float,
             recursive: typing.Iterable = (),
