@@ -15,7 +15,7 @@ the raising branch is assumed not taken, so the base case's value is what the
 dry run returns.
 
 Every call's node arguments are roots of one encoded table
-(``structures.Encoder``), fed per run and proved by a ``STRUCTURE_MATCH``
+(``structure_guard.Encoder``), fed per run and proved by a ``STRUCTURE_MATCH``
 guard (the traced call's own structure is checked at trace time: a new graph
 first runs unguarded); the build keeps its graph functions alive as long as the
 traced graph.  A node parameter every recursive call passes on unchanged (a
@@ -28,7 +28,7 @@ the gradient reads each call's kept outputs back (``recursive_functions._Kept``)
 With one node parameter the body is one branch per node class (``_class_switch``:
 the class known in each, ``NodeRef.static``); None or a number passed where the
 node goes (a nested list's leaf) is that case of the function run in place at the
-call (``_dispatch``).  Nested lists and tuples are nodes too (``structures.class_key``);
+call (``_dispatch``).  Nested lists and tuples are nodes too (``schema.class_key``);
 a recursive helper given a node inside a recursion is a build of its own on the
 same table (``call_within``).
 
@@ -53,11 +53,11 @@ from janus.errors import ConversionError
 from janus.config import config
 from janus.graph import effects, ops
 from janus.heap import shadow_heap
-from janus.recursion import recursion_levels, structures
+from janus.recursion import recursion_levels, schema, structure_guard, structures
 from janus.trace import access
 from janus.values import scalars
 from janus.heap.shadow_heap import Write, WriteKind
-from janus.recursion.structures import Kind
+from janus.recursion.schema import Kind
 from janus.control.common import in_traced_region, kept_running, taping
 from janus.graph.recursive_functions import RecursionBuildError, RecursiveFunction
 from janus.trace.tracing import NeedsValue, current
@@ -133,7 +133,7 @@ def over_objects(fn, args, kwargs, receiver):
     if not may_recurse(fn, args[0] if receiver and args else None):
         return False
     values = list(args[1 if receiver else 0:]) + list(kwargs.values())
-    if any(structures.is_structure_root(v) for v in values):
+    if any(schema.is_structure_root(v) for v in values):
         return True
     # A node of a recursion being traced: a helper of its own, unless it leads back to
     # a function being traced (mutual recursion: inlined, its calls those functions')
@@ -217,7 +217,7 @@ def _arguments(fn, args, kwargs, receiver):
 
 
 def _param(value):
-    if structures.is_node_value(value) or structures.is_node(value):
+    if schema.is_node_value(value) or structures.is_node(value):
         return (_NODE,)
     if isinstance(value, tf.Tensor):
         return (_TENSOR, tf.TensorSpec(value.shape, value.dtype))
@@ -255,7 +255,7 @@ class RecursionBuild:
         self.label = fn.__qualname__
         profile = getattr(ctx.plan, 'profile', None)
         self.within = within is not None   # reads the structure of a node it is given
-        self.schema = within.schema if self.within else structures.Schema(
+        self.schema = within.schema if self.within else schema.Schema(
             [], getattr(profile, 'structures', None), fn.__code__)
         self.root_sources, self._root_positions = [], {}
         self.maybe_none = set()    # node parameters a recursive call passes None or maybe-None
@@ -297,13 +297,13 @@ class RecursionBuild:
                 self._table_now, tf.TensorSpec([None, None], tf.int64), key=key)
         if ctx.host.call_time_readers is not None:
             ctx.host.call_time_readers.setdefault(key, self._table_now)
-        ctx.guards.take(structures.StructureGuard(self.encoder, self.label))
+        ctx.guards.take(structure_guard.StructureGuard(self.encoder, self.label))
 
     def describe(self):
         """One line for explain: the function, its graph, what it reads and threads."""
         function = self.function
         params = ', '.join('node' if p[0] == _NODE else p[0] for p in self.params)
-        columns = ', '.join('%s: %s' % (structures.column_label(c.name),
+        columns = ', '.join('%s: %s' % (schema.column_label(c.name),
                                          '|'.join(sorted(k.name.lower() for k in c.kinds)))
                             for c in sorted(self.schema.columns.values(), key=lambda c: c.row))
         threads = ', '.join('%s.%s' % (type(s.obj).__name__, s.name) for s in self.state)
@@ -321,7 +321,7 @@ class RecursionBuild:
                 % (self.label, params, how,
                    'within another recursion' if self.within
                    else '%d roots' % len(self.root_sources), columns or 'no attribute',
-                   '/'.join(structures.key_name(t) for t in self.schema.types),
+                   '/'.join(schema.key_name(t) for t in self.schema.types),
                    ' (a body per class)' if specialized else '',
                    '; threads ' + threads if threads else '',
                    self._gradient_text()))
@@ -337,10 +337,10 @@ class RecursionBuild:
     def encoder(self):
         if self._encoder is None:   # first asked at the first run: the trace is over
             if self.runs_levels:
-                self._encoder = structures.Encoder(self.schema, self.root_sources,
+                self._encoder = structure_guard.Encoder(self.schema, self.root_sources,
                                                    self._levels.levels, self.call_edges)
             else:
-                self._encoder = structures.Encoder(self.schema, self.root_sources)
+                self._encoder = structure_guard.Encoder(self.schema, self.root_sources)
             self.schema.roots = []   # the traced call's objects are not kept
         return self._encoder
 
@@ -410,7 +410,7 @@ class RecursionBuild:
         """The graph reads the structure as it is when the call starts: a node the call
         wrote before this recursion (``leaf.vec = ...``) would be read stale."""
         written = ctx.written_objects
-        if any(id(obj) in written or (type(obj) in structures.SEQUENCES
+        if any(id(obj) in written or (type(obj) in schema.SEQUENCES
                                       and ctx.heap.differs(obj))
                for obj in self.schema.reachable()):
             structures.refuse('a recursion over objects the call changed before it (janus '
@@ -419,7 +419,7 @@ class RecursionBuild:
     def refuse_unfit_structure(self):
         """The traced call's own structure must pass the guard too: the graph a trace
         builds runs first on the very call it was traced for, unguarded."""
-        encoded = structures.Encoder(self.schema, ()).encode(self.schema.roots)
+        encoded = structure_guard.Encoder(self.schema, ()).encode(self.schema.roots)
         if isinstance(encoded, str):
             structures.refuse('a recursion over this structure: %s' % encoded)
         self._traced_depth = encoded.deepest()
@@ -510,7 +510,7 @@ class RecursionBuild:
         values = list(arguments.values()) if isinstance(arguments, dict) else []
         deepest = max(self._depth_of(self.schema.roots), self._depth_of(
             [item for value in values
-             for item in (value if type(value) in structures.SEQUENCES else [value])]))
+             for item in (value if type(value) in schema.SEQUENCES else [value])]))
         self._traced_depth = max(self._traced_depth, deepest)
         levels = max(self.schema.levels, recursion_levels.bound(deepest))
         if levels > config.recursion_max_levels:
@@ -524,9 +524,9 @@ class RecursionBuild:
         """The depth of the deepest of ``objects`` that are nodes the recursion reads
         (0 where they do not fit its structure: the guard decides those)."""
         types = set(self.schema.types)
-        roots = [obj for obj in objects if structures.is_node_value(obj)
-                 and structures.class_key(obj) in types]
-        encoded = structures.Encoder(self.schema, ()).encode(roots, check_depth=False)
+        roots = [obj for obj in objects if schema.is_node_value(obj)
+                 and schema.class_key(obj) in types]
+        encoded = structure_guard.Encoder(self.schema, ()).encode(roots, check_depth=False)
         return 0 if isinstance(encoded, str) else encoded.deepest()
 
     def _without_levels(self, ctx, why):
@@ -702,7 +702,7 @@ class RecursionBuild:
             value = self._variant_value(variant, node)
             try:
                 return self._run_variant(flat, position, value)
-            except (_NoOutputYet, structures.DeadVariant):
+            except (_NoOutputYet, schema.DeadVariant):
                 continue
             except ConversionError:
                 raise
@@ -728,15 +728,15 @@ class RecursionBuild:
             def run():
                 try:
                     outputs = self._run_variant(flat, position, node.with_class(key))
-                except structures.DeadVariant:   # no node of it gets here: the guard
+                except schema.DeadVariant:   # no node of it gets here: the guard
                     self.dead_classes.add(key)
-                    outputs = self._failed_outputs(flat, 'a %s node' % structures.key_name(key))
+                    outputs = self._failed_outputs(flat, 'a %s node' % schema.key_name(key))
                 except ConversionError:
                     raise
                 except Exception:  # noqa: BLE001 - the user's code raises for every such
                     # node: the run re-runs in Python, which raises it as eagerly
                     self.dead_classes.add(key)
-                    outputs = self._failed_outputs(flat, 'a %s node' % structures.key_name(key))
+                    outputs = self._failed_outputs(flat, 'a %s node' % schema.key_name(key))
                 return kept_running(outputs)
             return run
         if len(variants) == 1:
@@ -1022,7 +1022,7 @@ class RecursionBuild:
         elif failing:
             code = value.code_tensor()
             for kind in failing:   # the function raises for it: the run re-runs in Python
-                structures.check(tf.not_equal(code, structures.code_of_kind(kind)),
+                structures.check(tf.not_equal(code, schema.code_of_kind(kind)),
                                  '%s is not given a %s' % (self.label, kind.name.lower()))
         kinds = [kind for kind in kinds if kind not in failing]
         if not kinds:
@@ -1041,7 +1041,7 @@ class RecursionBuild:
             return tf.cond(code >= 0, case(None), case(kinds[0]))
         branch = tf.zeros([], tf.int32)
         for number, kind in enumerate(kinds, 1):
-            branch += tf.where(tf.equal(code, structures.code_of_kind(kind)), number, 0)
+            branch += tf.where(tf.equal(code, schema.code_of_kind(kind)), number, 0)
         return tf.switch_case(branch, [case(None)] + [case(kind) for kind in kinds])
 
     def _node_call(self, recurse, flat, position):
@@ -1086,7 +1086,7 @@ class RecursionBuild:
         self._inlining += 1
         try:
             return self._run_variant(flat, position, self._variant_value(kind, None, cell))
-        except structures.DeadVariant:
+        except schema.DeadVariant:
             if probe:
                 raise _InlineFailed() from None
             return self._failed_outputs(flat, 'this call with a %s' % kind.name.lower())
@@ -1159,7 +1159,7 @@ def _rebuilt_argument(ctx, source, value):
     """The name of the argument a list or tuple root ``value`` is (an item of), where
     the call signature rebuilt it around its items (their values guarded one by one,
     relaxed numbers replaced), else None."""
-    if type(value) not in structures.SEQUENCES:
+    if type(value) not in schema.SEQUENCES:
         return None   # a node object: the very object, whatever holds it
     while isinstance(source, ItemSource):
         source = source.base
@@ -1181,7 +1181,7 @@ def _cell_of(kind, value):
     if kind is Kind.NONE:
         return tf.constant(-1, tf.int64)
     if not scalars.is_dynamic(value):
-        return tf.constant(structures.float_bits(value) if kind is Kind.FLOAT else int(value),
+        return tf.constant(structure_guard.float_bits(value) if kind is Kind.FLOAT else int(value),
                            tf.int64)
     if kind is Kind.FLOAT:
         return tf.bitcast(tf.cast(value.tensor, tf.float64), tf.int64)

@@ -7,7 +7,7 @@ function's calls decide nothing but its results (no numbers threaded, no
 parameter besides the node that is not passed on unchanged), its value for a
 node depends only on the node, so janus computes it for every node of the
 structure, shallowest first: the encoder gives each node its depth
-(``structures.DEPTH_ROW``: a node's children are shallower), and the graph runs
+(``structure_guard.DEPTH_ROW``: a node's children are shallower), and the graph runs
 the body for all nodes of one depth together (``vectorize.stacked``: TF's
 ``pfor``; a per-class branch or an ``if node.is_leaf`` becomes a partition of
 the level).  A recursive call reads the callee's row of the results computed so
@@ -35,7 +35,7 @@ from tensorflow.python.eager import tape as tape_module
 from tensorflow.python.framework import func_graph as func_graph_module
 
 from janus.graph import vectorize
-from janus.recursion import structures
+from janus.recursion import structure_guard, structures
 from janus.trace.tracing import current
 
 
@@ -115,9 +115,9 @@ class LevelRun:
                           % vectorize.first_line(e), lasting=True) from None
         if not self.levels:   # one count for every set of results: the guard proves it
             self.levels = self.build.level_count(current())
-        classes, depth = table[0], table[structures.DEPTH_ROW]
+        classes, depth = table[0], table[structure_guard.DEPTH_ROW]
         computed = tf.logical_and(
-            tf.logical_and(classes >= 0, tf.equal(table[structures.REACHED_ROW], 1)),
+            tf.logical_and(classes >= 0, tf.equal(table[structure_guard.REACHED_ROW], 1)),
             tf.gather(tf.constant(self._live), tf.maximum(classes, 0)))
         for level in range(1, self.levels + 1):
             nodes = tf.where(tf.logical_and(computed, tf.equal(depth, level)))[:, 0]

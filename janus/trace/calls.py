@@ -27,7 +27,7 @@ from janus.guards import GuardKind
 from janus import control
 from janus.graph import effects, fallible
 from janus.library import layers, whitelist
-from janus.recursion import recursion, structures
+from janus.recursion import recursion, schema, structures
 from janus.trace import access, host_draws, lazy_text, observe
 from janus.values import arrays, number_lists, scalar_ops, scalars
 from janus.trace.namespace import FunctionNamespace
@@ -306,7 +306,7 @@ def _node_builtin(callee, args, kwargs):
     if callee is len and len(args) == 1 and not kwargs:
         return structures.length(args[0])
     if callee is type and len(args) == 1 and not kwargs and args[0].static is not None:
-        return structures.key_type(args[0].static)
+        return schema.key_type(args[0].static)
     if any(callee is builtin for builtin in _ITERATING_BUILTINS):
         ctx = current()
         args = [ctx.provenance.made_result(structures.items(a)) if structures.is_node(a) else a
