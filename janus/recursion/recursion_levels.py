@@ -2,7 +2,8 @@
 of a depth at once.
 
 Needs a ``recursion.RecursionBuild`` that is built (its body traced once per node
-class, what it returns known) and a ``TraceContext``.  Where a recursive
+class, what it returns known) and a ``TraceContext``; ``LevelPlan`` decides, per
+build, whether it runs this way.  Where a recursive
 function's calls decide nothing but its results (no numbers threaded, no
 parameter besides the node that is not passed on unchanged), its value for a
 node depends only on the node, so janus computes it for every node of the
@@ -34,8 +35,9 @@ from tensorflow.python.eager import record
 from tensorflow.python.eager import tape as tape_module
 from tensorflow.python.framework import func_graph as func_graph_module
 
+from janus.config import config
 from janus.graph import vectorize
-from janus.recursion import structure_guard, structures
+from janus.recursion import params, schema, structure_guard, structures
 from janus.trace.tracing import current
 
 
@@ -57,12 +59,110 @@ def bound(deepest):
     return deepest + max(2, deepest // 2)
 
 
+class LevelPlan:
+    """Whether a build runs level by level, and its ``LevelRun`` once it does."""
+
+    def __init__(self, build):
+        self.build = build
+        self.run = None        # the LevelRun, once it runs that way
+        self.refusal = None    # why it does not run level by level ('' when it does)
+        self.traced_depth = 0  # the traced call's structure's depth, so far
+
+    @property
+    def runs(self):
+        return self.run is not None and bool(self.run.levels) and not self.refusal
+
+    def wanted(self):
+        if self.refusal is None:
+            self.refusal = self._eligibility()
+        return not self.refusal
+
+    def _eligibility(self):
+        """'' when each call's results depend on its node alone (one node parameter,
+        the others passed on unchanged, no numbers threaded), else why not."""
+        build = self.build
+        if not config.recursion_runs_levels:
+            return 'config.recursion_runs_levels is off'
+        if build.schema.levels < 0:
+            return build.schema.level_refusal or ('its body met, traced whole, what its '
+                                                  'first trace did not')
+        if build.within:
+            return 'a recursive helper called inside another recursion'
+        if build.state:
+            return 'it threads numbers through its calls'
+        if build.dispatch_position() is None:
+            return 'not one node parameter with at most %d classes' % params.MAX_VARIANTS
+        if any(not spec.shape.is_fully_defined() for spec in build.leaf_specs()):
+            return 'results whose shape varies'
+        if set(build.schema.types) <= build.dead_classes:
+            return 'no node class it runs for'
+        return ''
+
+    def outputs(self, ctx, inputs):
+        """The call's results read from every node's, computed level by level, or None
+        where the function does not run that way (``refusal`` says why; its
+        ``Janus>Invoke`` function is then built)."""
+        build = self.build
+        if not self.wanted():
+            return None
+        if self.run is None:
+            self.run = LevelRun(build, build.leaf_specs())
+        elif self.run.levels and self.traced_depth > self.run.levels:
+            build.schema.levels = bound(self.traced_depth)
+            build.widened(ctx)   # a deeper root: traced again with more levels
+        assumptions = len(ctx.assumptions)
+        at = build.parameters.input_of(build.dispatch_position())
+        try:
+            return self.run.outputs(inputs[at], inputs[:at] + inputs[at + 1:])
+        except Widened:
+            build.schema.levels = -1   # the full body met what the dry run did not
+            build.widened(ctx)
+        except Refused as e:
+            del ctx.assumptions[assumptions:]
+            if e.lasting:   # its body: the next traces do not try again
+                build.schema.levels, build.schema.level_refusal = -1, str(e)
+            return self._without(ctx, str(e))
+
+    def _without(self, ctx, why):
+        self.refusal, self.run, self.build.function = why, None, None
+        self.build.ensure_built(ctx)
+        return None
+
+    def count(self, ctx):
+        """How many levels the graph computes (its body traced: every column it reads
+        known): the deepest structure among the call's arguments, with room to
+        spare, or more if an earlier trace met deeper ones."""
+        node_schema = self.build.schema
+        arguments = ctx.call_arguments
+        values = list(arguments.values()) if isinstance(arguments, dict) else []
+        deepest = max(self._depth_of(node_schema.roots), self._depth_of(
+            [item for value in values
+             for item in (value if type(value) in schema.SEQUENCES else [value])]))
+        self.traced_depth = max(self.traced_depth, deepest)
+        levels = max(node_schema.levels, bound(deepest))
+        if levels > config.recursion_max_levels:
+            raise Refused('structures up to %d nodes deep (config.recursion_max_levels is %d)'
+                          % (levels, config.recursion_max_levels))
+        node_schema.levels = levels
+        return levels
+
+    def _depth_of(self, objects):
+        """The depth of the deepest of ``objects`` that are nodes the recursion reads
+        (0 where they do not fit its structure: the guard decides those)."""
+        node_schema = self.build.schema
+        types = set(node_schema.types)
+        roots = [obj for obj in objects if schema.is_node_value(obj)
+                 and schema.class_key(obj) in types]
+        encoded = structure_guard.Encoder(node_schema, ()).encode(roots, check_depth=False)
+        return 0 if isinstance(encoded, str) else encoded.deepest()
+
+
 class LevelRun:
     """One build's results for every node of the structure, computed once."""
 
     def __init__(self, build, specs):
         self.build, self.specs = build, specs
-        self.levels = 0          # levels unrolled (``RecursionBuild.level_count``)
+        self.levels = 0          # levels unrolled (``LevelPlan.count``)
         self.node_ops = 0        # ops of the body traced for one node (explain)
         # (shared inputs' ids, tape epoch) -> every node's results, the inputs, whether
         # a tape could record them
@@ -114,7 +214,7 @@ class LevelRun:
             raise Refused('TensorFlow could not vectorize its body (%s)'
                           % vectorize.first_line(e), lasting=True) from None
         if not self.levels:   # one count for every set of results: the guard proves it
-            self.levels = self.build.level_count(current())
+            self.levels = self.build.by_levels.count(current())
         classes, depth = table[0], table[structure_guard.DEPTH_ROW]
         computed = tf.logical_and(
             tf.logical_and(classes >= 0, tf.equal(table[structure_guard.REACHED_ROW], 1)),
@@ -184,7 +284,7 @@ class LevelRun:
                 ctx.recursion.vectorizing -= 1
             if len(build.state) != state:
                 raise Widened()   # a number the calls thread: not by levels
-            if not build.call_edges_known:
+            if not build.calls.call_edges_known:
                 raise Refused('a recursive call on a node other than a child of its own '
                               '(only the run would know which nodes calls reach)',
                               lasting=True)
