@@ -112,8 +112,8 @@ class RecursiveCalls:
         if not structures.is_node(value):
             return   # None or a number: no node reached
         origin = value.origin
-        if origin is not None and node is not None and origin[0] is node:
-            self.call_edges.add(origin[1])
+        if origin is not None and node is not None and origin.node is node:
+            self.call_edges.add(origin.column)
         else:
             self.call_edges_known = False   # a grandchild, a node from elsewhere
 

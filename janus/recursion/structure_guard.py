@@ -14,8 +14,10 @@ graph assumes is proved, never assumed).  The run's graph inputs read the guard'
 encoding (``Encoder.now``).
 """
 import dataclasses
+import enum
 import sys
 import types
+import typing
 
 import numpy as np
 import tensorflow as tf
@@ -358,6 +360,25 @@ class _Classifier:
         return kind_of(value)
 
 
+class _How(enum.Enum):
+    """How a node class's column is read (``_Readers``)."""
+    ITEM = 'item'     # an item of a list or tuple: ``obj[name]``
+    FIXED = 'fixed'   # the same cell for every node of the class
+    SLOT = 'slot'     # a ``__slots__`` entry, through its descriptor
+    DICT = 'dict'     # the instance's ``__dict__``, else the class's value or a fixed cell
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """How one column of one node class is read."""
+    how: _How
+    name: typing.Any
+    # FIXED: the cell; DICT: the cell where the instance lacks it (None: the class's value)
+    cell: tuple = None
+    found: typing.Any = None   # SLOT: the descriptor; DICT: the class's value
+    owner: type = None         # SLOT: the class
+
+
 class _Readers:
     """How ``cell`` reads each column of one node class, worked out from the class
     once: ``self.cell(j, obj, own)`` is ``cell(obj, name_j)`` (``own``: obj's
@@ -370,50 +391,47 @@ class _Readers:
         self.classify = classify
         self.plans = [self._plan(key, name) for name, _, _ in columns]
         # columns read from the instance's __dict__ when there (no class data descriptor)
-        self.plain = frozenset(j for j, plan in enumerate(self.plans) if plan[0] == 'dict')
+        self.plain = frozenset(j for j, plan in enumerate(self.plans) if plan.how is _How.DICT)
         self.allowed = [found.get(key, frozenset()) for found in by_class]
         self.methods = [found.get(key) for found in methods]
 
     def _plan(self, key, name):
         if type(key) is tuple:   # a list or tuple of a known length
             if type(name) is int:
-                return ('item', name, None) if name < key[1] else \
-                    ('fixed', (Kind.MISSING, None), name)
-            return ('fixed', (Kind.OTHER, None) if hasattr(key[0], name) else
-                    (Kind.MISSING, None), name)
+                return _Plan(_How.ITEM, name) if name < key[1] else \
+                    _Plan(_How.FIXED, name, (Kind.MISSING, None))
+            return _Plan(_How.FIXED, name, (Kind.OTHER, None) if hasattr(key[0], name) else
+                         (Kind.MISSING, None))
         if type(name) is int:
-            return ('fixed', (Kind.MISSING, None), name)
+            return _Plan(_How.FIXED, name, (Kind.MISSING, None))
         found = class_attribute(key, name)
         if found is not ABSENT and hasattr(type(found), '__set__'):   # a data descriptor
             if type(found).__name__ != 'member_descriptor':
-                return ('fixed', (Kind.OTHER, None), name)
-            return ('slot', found, key)
+                return _Plan(_How.FIXED, name, (Kind.OTHER, None))
+            return _Plan(_How.SLOT, name, found=found, owner=key)
         if found is ABSENT:
-            return ('dict', (Kind.MISSING, None), name)
+            return _Plan(_How.DICT, name, (Kind.MISSING, None))
         if type(found) is types.FunctionType:
-            return ('dict', (Kind.METHOD, found), name)
+            return _Plan(_How.DICT, name, (Kind.METHOD, found))
         if hasattr(type(found), '__get__'):
-            return ('dict', (Kind.OTHER, None), name)   # another descriptor
-        return ('dict', None, (name, found))
+            return _Plan(_How.DICT, name, (Kind.OTHER, None))   # another descriptor
+        return _Plan(_How.DICT, name, found=found)
 
     def cell(self, j, obj, own):
-        how, fallback, detail = self.plans[j]
-        if how == 'item':
-            return self.classify(obj[fallback])
-        if how == 'dict':
-            if fallback is not None:
-                if own is not None and detail in own:
-                    return self.classify(own[detail])
-                return fallback
-            if own is not None and detail[0] in own:
-                return self.classify(own[detail[0]])
-            return self.classify(detail[1])
-        if how == 'slot':
+        plan = self.plans[j]
+        how = plan.how
+        if how is _How.ITEM:
+            return self.classify(obj[plan.name])
+        if how is _How.DICT:
+            if own is not None and plan.name in own:
+                return self.classify(own[plan.name])
+            return plan.cell if plan.cell is not None else self.classify(plan.found)
+        if how is _How.SLOT:
             try:
-                return self.classify(fallback.__get__(obj, detail))
+                return self.classify(plan.found.__get__(obj, plan.owner))
             except AttributeError:
                 return Kind.MISSING, None
-        return fallback
+        return plan.cell
 
 
 def _stack_depth():

@@ -7,7 +7,9 @@ packs): reading ``node.left`` gathers its column (another ``NodeRef``, a
 ``DynamicScalar`` number, or None), ``isinstance(node, Leaf)`` and ``node is None`` are
 tensor tests; any other use of a node refuses (``Reason.RECURSION``).
 """
+import dataclasses
 import types
+import typing
 
 import tensorflow as tf
 
@@ -16,6 +18,13 @@ from janus.reasons import Reason
 from janus.recursion.schema import (NUMBER_KINDS, DeadVariant, Kind, code_of_kind,
                                     column_label, key_name, key_type)
 from janus.values import scalars
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Origin:
+    """Where a node read in the body came from: the node and the column read."""
+    node: 'NodeRef'
+    column: typing.Any   # an attribute's name, or a list's item index
 
 
 class NodeRef:
@@ -35,7 +44,7 @@ class NodeRef:
                  numbers=frozenset(), code=None, tag=None, origin=None):
         self.index, self.schema, self.table, self.maybe_none = index, schema, table, maybe_none
         self.derived = derived   # read from another node (a recursion on it descends)
-        self.origin = origin     # (the NodeRef, column name) it was read from, if read
+        self.origin = origin     # the Origin it was read from, if read
         self.static, self.numbers, self.code = static, frozenset(numbers), code
         self.tag = tag   # the cell's kind (a scalar tensor), where it may hold a number
         # The node's cells of the rows known now, gathered once where the node is made
@@ -159,12 +168,12 @@ def attribute(ref, name):
             _check(tf.not_equal(tag, int(Kind.MISSING)), 'the node has %s' % label)
         if not numbers:
             return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present,
-                           derived=True, origin=(ref, name))
+                           derived=True, origin=Origin(ref, name))
         node = tf.equal(tag, int(Kind.NODE))
         class_id = tf.gather(ref.table[0], tf.where(node, value, tf.zeros_like(value)))
         code = tf.where(node, class_id, -1 - tag)
         return NodeRef(value, schema, ref.table, maybe_none=Kind.NONE in present,
-                       derived=True, numbers=numbers, code=code, tag=tag, origin=(ref, name))
+                       derived=True, numbers=numbers, code=code, tag=tag, origin=Origin(ref, name))
     if present == {Kind.NONE} and Kind.MISSING not in kinds:
         return None
     if len(numbers) != 1 or present - numbers - {Kind.NONE}:

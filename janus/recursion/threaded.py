@@ -16,7 +16,7 @@ from janus.recursion import structures
 from janus.values import scalars
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class StateSlot:
     """A number attribute of an outside object the recursion rewrites, threaded
     through every call as an input and an output."""
