@@ -1,5 +1,5 @@
 """Recursion that Python numbers decide, unrolled into the graph behind guards on
-those numbers (``calls._refuse_recursion``, ``config.max_recursion_unroll``): a
+those numbers (``inlining._refuse_recursion``, ``config.max_recursion_unroll``): a
 matrix power by squaring, mutual recursion, a recursive method writing ``self``
 state, a ``raise`` deep in the recursion; and what stays in Python: recursion
 over objects (a tree of nodes: a graph per structure would not pay), recursion

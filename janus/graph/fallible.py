@@ -38,7 +38,7 @@ def not_the_users() -> typing.ContextManager[None]:
     """Around ops made inside a user's call that eager would not run: janus's own
     (a Python number's value computed for ``v.assign(self.lr)``), and what a
     callback traces where eager runs it in a graph that prunes it
-    (``tf.vectorized_map``'s scaffolding, ``calls._converted_callback``)."""
+    (``tf.vectorized_map``'s scaffolding, ``library_calls._converted_callback``)."""
     return _marking(JANUS_OPS)
 
 

@@ -51,7 +51,7 @@ class TraceTimeOnly(enum.Enum):
 
 # Library functions that ask about the execution mode or the graph being built,
 # by (module, qualified name): Python code taking a path on their answer takes
-# the eager path, as it would eagerly (``calls.py`` answers them).
+# the eager path, as it would eagerly (``library_calls.as_eagerly`` answers them).
 TRACE_TIME_ONLY: dict[tuple[str | None, str | None], TraceTimeOnly] = {
     ('tensorflow.python.eager.context', 'executing_eagerly'): TraceTimeOnly.TRUE,
     ('tensorflow.python.eager.context', 'executing_eagerly_v1'): TraceTimeOnly.TRUE,
@@ -102,7 +102,7 @@ BUILTINS = frozenset(getattr(builtins, name) for name in (
 
 # NumPy functions that compute only on their arguments (besides every ufunc and
 # NumPy's scalar types): on values the trace knows they run at trace time, their
-# result a constant of the graph (``calls.py``).  Not ``empty`` (its contents are
+# result a constant of the graph (``library_calls.py``).  Not ``empty`` (its contents are
 # whatever memory held), nor anything random, reading files or printing.
 NUMPY_FUNCTIONS = frozenset(getattr(np, name) for name in (
     'round', 'around', 'clip', 'mean', 'sum', 'prod', 'max', 'min', 'amax', 'amin', 'argmax',

@@ -202,7 +202,7 @@ def made(value):
 def attr(obj, name):
     ctx = current()
     if type(obj) is Chosen:
-        return obj.method(name)   # its in-place changes are conditional writes (calls.py)
+        return obj.method(name)   # its in-place changes are conditional writes (method_calls.py)
     refuse_unmerged(obj)
     if arrays.is_stand_in(obj):
         return arrays.attribute(obj, name)   # an outside NumPy array: what its guards fix
@@ -248,7 +248,7 @@ def attr(obj, name):
         return value
     if pytypes.is_own_method(obj, name):
         # A modelled container's methods are its type's (its type is guarded); what
-        # they read or change is handled where they are called (calls.py).
+        # they read or change is handled where they are called (method_calls.py).
         return getattr(obj, name)
     if (pytypes.has_items(obj) or pytypes.is_set(obj)) and not whitelist.is_library_object(obj):
         if name not in dir(pytypes.model_of(obj).base):

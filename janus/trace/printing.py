@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from janus.trace.trace_context import TraceContext
 
 
-def _deferred_print(ctx: TraceContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+def deferred_print(ctx: TraceContext, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     """``print``: output is a side effect, so it happens after a successful run,
     with the run's values (printing an eager tensor shows what eager shows).
     A variable is printed as it was at that point of the program: its value is

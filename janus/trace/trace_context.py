@@ -46,7 +46,7 @@ def _class_namespace(kind, source, expected):
 class RecursionState:
     """What one trace knows of recursion (``recursion/recursion.py``,
     ``recursion_levels``, ``vectorize``): one record, not fields of the context."""
-    # code -> region_depth when its outermost active frame began (calls._inline)
+    # code -> region_depth when its outermost active frame began (inlining.inline)
     roots: dict = dataclasses.field(default_factory=dict)
     # Recursive graph functions over Python structures: their builds by call shape, and
     # code -> the build whose body is being traced.

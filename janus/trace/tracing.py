@@ -127,7 +127,7 @@ class Chosen(UnmergedLocal):
     """After a tensor-dependent ``if``, one of two distinct outside containers, chosen
     by the run (``bucket = m.pos`` on one side, ``bucket = m.neg`` on the other):
     never unified, however equal they are.  Changing it in place (``append``,
-    ``extend``, ``insert``, ``update``: ``calls.py``) is a conditional write on
+    ``extend``, ``insert``, ``update``: ``method_calls.py``) is a conditional write on
     each candidate, under its side's condition; every other use refuses, as an
     ``UnmergedLocal``'s does.  ``graph``: where the conditions live."""
 

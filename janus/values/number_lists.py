@@ -1,13 +1,13 @@
 """Outside lists of numbers fed to TF ops as graph inputs, once relaxed.
 
 Needs ``relaxation.py`` to have relaxed the list (its values changed between
-calls: ``guards.numbers_key`` in the plan's dynamic keys) and ``calls.py`` to
+calls: ``guards.numbers_key`` in the plan's dynamic keys) and ``library_calls.py`` to
 route the library call here.  ``tf.one_hot(actions, n)`` of a relaxed list gets
 a graph input fed per run with ``tf.constant`` of the list as it is then
 (``shadow_heap.hoist_numbers``, guarded NUMBERS_MATCH); ``tf.constant(xs,
 dtype)`` is fed with that dtype, as TF converts the Python numbers straight to
 it.  Only functions of TF's op modules, which take a list of numbers as data,
-get the feed; a failing call pins the list to constants (``calls.py``).
+get the feed; a failing call pins the list to constants (``library_calls.py``).
 """
 from __future__ import annotations
 import typing
