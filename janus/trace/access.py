@@ -200,6 +200,8 @@ def made(value):
 
 
 def attr(obj, name):
+    """``obj.name``: janus's stand-ins and graph tensors answer for themselves; a Python
+    object's attribute is read as Python reads it (``_python_attribute``)."""
     ctx = current()
     if type(obj) is Chosen:
         return obj.method(name)   # its in-place changes are conditional writes (method_calls.py)
@@ -227,6 +229,12 @@ def attr(obj, name):
                           'tensor is not the eager one); compare with `is`' % name)
     if isinstance(obj, tf.Tensor) and not isinstance(obj, guards.EagerTensor):
         return _tensor_attribute(obj, name)
+    return _python_attribute(ctx, obj, name)
+
+
+def _python_attribute(ctx, obj, name):
+    """``obj.name`` of a Python object: as the call wrote it, plain Python on the
+    call's own object, else guarded where it came from (``_outside_attribute``)."""
     written = ctx.heap.read(obj, Slot.name(name))
     if written is not MISSING:
         if id(written) in ctx.tracked_copies and ctx.tracked_copies[id(written)] is None:
@@ -246,6 +254,13 @@ def attr(obj, name):
         if whitelist.is_library_object(obj):
             return ctx.provenance.made_result(value, deep=True)   # what library code gives out
         return value
+    return _outside_attribute(ctx, obj, source, name)
+
+
+def _outside_attribute(ctx, obj, source, name):
+    """``obj.name`` of an object from outside the call (``source``): a modelled
+    container's method or data attribute, a library object's (captured by identity)
+    or a plain attribute of yours (checked to run no code, then guarded by value)."""
     if pytypes.is_own_method(obj, name):
         # A modelled container's methods are its type's (its type is guarded); what
         # they read or change is handled where they are called (method_calls.py).
