@@ -28,7 +28,7 @@ from janus.trace import host_draws, observe
 from janus.values import arrays, scalars, static_values
 from janus.control import exceptions
 from janus.heap.shadow_heap import MISSING, Slot, Write, WriteKind
-from janus.values.shapes import CheckedShape, _static_shape  # noqa: F401
+from janus.values.shapes import static_shape
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import (Chosen, refuse_unmerged, current,
                                    writable_context as _writable_context)
@@ -214,7 +214,7 @@ def attr(obj, name):
                                                                  whitelist.LIBRARY_PREFIXES):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)
     if isinstance(obj, tf.Tensor) and name in ('shape', 'get_shape'):
-        return _static_shape(obj, name)
+        return static_shape(obj, name)
     if isinstance(obj, (tf.RaggedTensor, tf.SparseTensor)) and name in ('shape', 'get_shape'):
         return _composite_shape(obj, name)
     if name == '__traceback__' and isinstance(obj, BaseException):

@@ -23,7 +23,7 @@ from janus.graph import effects, fallible
 from janus.library import layers, whitelist
 from janus.trace import callees, lazy_text, observe
 from janus.values import arrays, number_lists, scalars
-from janus.values.shapes import _checked_shape_in
+from janus.values.shapes import checked_shape_in
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import current_or_none
 
@@ -33,7 +33,7 @@ def call_library(ctx, callee, args, kwargs):
     arguments; the ops it makes checked (``_refuse_new_ops``)."""
     layers.refuse_lazy_build(callee)   # a Keras optimizer's first apply builds it: not in a trace
     refuse_relaxed_input(ctx, callee, args, kwargs)
-    shape = _checked_shape_in(list(args) + list(kwargs.values()))
+    shape = checked_shape_in(list(args) + list(kwargs.values()))
     if shape is not None:
         shape._refuse()   # library code would read its unknown dimensions as None
     fed = []

@@ -74,20 +74,22 @@ class CheckedShape(tf.TensorShape):
     __reduce__ = __reduce_ex__ = __add__ = __radd__ = __concat__ = _refuse
 
 
-def _checked_shape_in(values: typing.Any, depth: int = 0) -> CheckedShape | None:
+def checked_shape_in(values: typing.Any, depth: int = 0) -> CheckedShape | None:
     """The first CheckedShape in ``values`` (lists, tuples, dicts searched), or None."""
     for value in values:
         if isinstance(value, CheckedShape):
             return value
         if depth < 8 and isinstance(value, (list, tuple, dict)):
-            found = _checked_shape_in(value.values() if isinstance(value, dict) else value,
+            found = checked_shape_in(value.values() if isinstance(value, dict) else value,
                                       depth + 1)
             if found is not None:
                 return found
     return None
 
 
-def _static_shape(tensor: tf.Tensor, name: str) -> typing.Any:
+def static_shape(tensor: tf.Tensor, name: str) -> typing.Any:
+    """``tensor.shape`` (or, ``name`` ``get_shape``, the method) as converted code reads
+    it: a ``CheckedShape`` where a dimension is unknown; an unknown rank refuses."""
     shape = tensor.shape
     if shape.rank is None or not shape.is_fully_defined():
         shape = CheckedShape(shape) if shape.rank is not None else None
