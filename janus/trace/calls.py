@@ -62,6 +62,11 @@ class Handling:
     handle: types.FunctionType
 
 
+def _callee_is(test):
+    """A kind's test that looks at the callee only."""
+    return lambda ctx, invocation: test(invocation.callee)
+
+
 def _any_callee(ctx, invocation):
     return True
 
@@ -78,10 +83,6 @@ def _chosen_method(ctx, invocation):
 def _refuse_unmerged_callee(ctx, invocation):
     refuse_unmerged(invocation.callee)
     return callees.PASS
-
-
-def _is_janus_function(ctx, invocation):
-    return callables.is_janus(invocation.callee)
 
 
 def _through_janus(ctx, invocation):
@@ -192,10 +193,6 @@ def _as_eagerly(ctx, invocation):
                                                     invocation.kwargs), deep=True)
 
 
-def _is_blocklisted(ctx, invocation):
-    return whitelist.is_blocklisted(invocation.callee)
-
-
 def _refuse_blocklisted(ctx, invocation):
     raise Unsupported(Reason.UNCONVERTED_CALL,
                       'janus does not convert calls to %s: it reads or changes TF\'s '
@@ -233,10 +230,6 @@ def _number_from_tensor(ctx, invocation):
     return scalars.from_tensor(invocation.callee, invocation.args[0])
 
 
-def _reads_traceback(ctx, invocation):
-    return callees.reads_traceback(invocation.callee)
-
-
 def _refuse_traceback_read(ctx, invocation):
     raise Unsupported(Reason.TRACEBACK_READ, 'janus does not convert %s (it reads the '
                       'frames that ran)' % callees.name(invocation.callee))
@@ -264,18 +257,10 @@ def _dataset_builtin(ctx, invocation):
                                                          invocation.kwargs))
 
 
-def _whitelisted_builtin(ctx, invocation):
-    return callees.is_whitelisted_builtin(invocation.callee)
-
-
 def _builtin(ctx, invocation):
     with fallible.made_by_the_user():   # ``sum([a, b])`` of tensors: the user's adds
         return ctx.provenance.made_result(builtin_calls.call_builtin(ctx, invocation.callee,
                                                           invocation.args, invocation.kwargs))
-
-
-def _numpy_function(ctx, invocation):
-    return whitelist.is_numpy_function(invocation.callee)
 
 
 def _numpy(ctx, invocation):
@@ -289,10 +274,6 @@ def _is_print(ctx, invocation):
 
 def _print(ctx, invocation):
     return printing.deferred_print(ctx, invocation.args, invocation.kwargs)
-
-
-def _builtin_method_call(ctx, invocation):
-    return whitelist.is_builtin_method(invocation.callee)
 
 
 def _builtin_method(ctx, invocation):
@@ -345,10 +326,6 @@ def _library(ctx, invocation):
                                                       invocation.kwargs), deep=True)
 
 
-def _keras_layer_call(ctx, invocation):
-    return callees.is_keras_layer(invocation.callee)
-
-
 def _keras_layer(ctx, invocation):
     return ctx.provenance.made_result(inlining.call_keras_layer(ctx, invocation.callee, invocation.args,
                                                      invocation.kwargs), deep=True)
@@ -387,32 +364,33 @@ class CalleeKind(enum.Enum):
     # ``bucket.append(x)``, ``bucket`` one of two containers a tensor-dependent if chose
     CHOSEN_METHOD = Handling(_is_chosen_method, _chosen_method)
     UNMERGED_CALLEE = Handling(_any_callee, _refuse_unmerged_callee)   # check
-    JANUS_FUNCTION = Handling(_is_janus_function, _through_janus)   # rewrite
-    HOST_DRAW = Handling(_any_callee, _host_draw)   # PASS: not a draw made on the host
-    # a node of a recursion's structure in the arguments; PASS: your code takes it
+    JANUS_FUNCTION = Handling(_callee_is(callables.is_janus), _through_janus)   # rewrite
+    HOST_DRAW = Handling(_any_callee, _host_draw)   # or PASS: not a draw made on the host
+    # a node of a recursion's structure in the arguments; or PASS: your code takes it
     STRUCTURE_NODE = Handling(_passes_nodes, _node_call)
     NOT_USER_CODE = Handling(_not_user_code, _refuse_unmerged_arguments)   # check
     GENERATOR_TAKEN_WHOLE = Handling(_takes_a_generator, _take_generator_whole)   # rewrite
-    NUMBERS_FOLDED = Handling(_folds_own_items, _fold_numbers)   # PASS: no dynamic number
-    DYNAMIC_SCALARS = Handling(_given_dynamic_scalars, _dynamic_scalars)   # PASS: as they are
+    NUMBERS_FOLDED = Handling(_folds_own_items, _fold_numbers)   # or PASS: Python folds them
+    # or PASS: the kinds after take the numbers as they are
+    DYNAMIC_SCALARS = Handling(_given_dynamic_scalars, _dynamic_scalars)
     OUTSIDE_TAPE = Handling(_outside_tape_method, _refuse_outside_tape)
     TRACE_TIME_ONLY = Handling(_answered_at_trace_time, _as_eagerly)
-    BLOCKLISTED = Handling(_is_blocklisted, _refuse_blocklisted)
+    BLOCKLISTED = Handling(_callee_is(whitelist.is_blocklisted), _refuse_blocklisted)
     ATTRIBUTE_BUILTIN = Handling(_reads_attribute_by_name, _attribute_builtin)
     TYPE = Handling(_asks_type, _class_of)
     NUMBER_OF_TENSOR = Handling(_number_of_graph_tensor, _number_from_tensor)
-    TRACEBACK_READ = Handling(_reads_traceback, _refuse_traceback_read)
+    TRACEBACK_READ = Handling(_callee_is(callees.reads_traceback), _refuse_traceback_read)
     GENERATOR_NEXT = Handling(_next_of_converted_generator, _next)
     DATASET_BUILTIN = Handling(_dataset_builtin_call, _dataset_builtin)
-    BUILTIN = Handling(_whitelisted_builtin, _builtin)
-    NUMPY = Handling(_numpy_function, _numpy)
+    BUILTIN = Handling(_callee_is(callees.is_whitelisted_builtin), _builtin)
+    NUMPY = Handling(_callee_is(whitelist.is_numpy_function), _numpy)
     PRINT = Handling(_is_print, _print)
-    BUILTIN_METHOD = Handling(_builtin_method_call, _builtin_method)
+    BUILTIN_METHOD = Handling(_callee_is(whitelist.is_builtin_method), _builtin_method)
     USER_METHOD = Handling(_user_method_call, _user_method)
     CONVERTED_FUNCTION = Handling(_defined_in_converted_code, _converted_function)
     USER_FUNCTION = Handling(_user_function_call, _user_function)
     LIBRARY = Handling(_library_call, _library)   # a namedtuple class, a builtin exception too
-    KERAS_LAYER = Handling(_keras_layer_call, _keras_layer)
+    KERAS_LAYER = Handling(_callee_is(callees.is_keras_layer), _keras_layer)
     CALLABLE_OBJECT = Handling(_callable_object_call, _callable_object)
     UNCONVERTED = Handling(_any_callee, _refuse_unconverted)
 
