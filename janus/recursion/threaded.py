@@ -72,8 +72,8 @@ class ThreadedNumbers:
     def write_back(self, ctx, outputs, leaves):
         """A call inside a traced body writes their values it returns to the heap."""
         for slot, value in zip(self.slots, self.values(outputs, leaves)):
-            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, ctx.provenance.source_of(slot.obj),
-                                                     slot.name, value, None))
+            source = ctx.provenance.source_of(slot.obj)
+            ctx.heap.write(slot.obj, slot.key, Write(WriteKind.ATTR, source, slot.name, value, None))
 
     def overlay(self, heap, inputs):
         """The body sees their values from its inputs (``inputs``: an iterator)."""

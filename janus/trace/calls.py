@@ -189,8 +189,8 @@ def _answered_at_trace_time(ctx, invocation):
 
 def _as_eagerly(ctx, invocation):
     answer = whitelist.trace_time_only(invocation.callee)
-    return ctx.provenance.made_result(library_calls.as_eagerly(invocation.callee, answer, invocation.args,
-                                                    invocation.kwargs), deep=True)
+    answer = library_calls.as_eagerly(invocation.callee, answer, invocation.args, invocation.kwargs)
+    return ctx.provenance.made_result(answer, deep=True)
 
 
 def _refuse_blocklisted(ctx, invocation):
@@ -253,19 +253,20 @@ def _dataset_builtin_call(ctx, invocation):
 
 def _dataset_builtin(ctx, invocation):
     """``iter``/``enumerate``/``zip`` of a dataset."""
-    return ctx.provenance.made_result(control.datasets.call_builtin(invocation.callee, invocation.args,
-                                                         invocation.kwargs))
+    answer = control.datasets.call_builtin(invocation.callee, invocation.args, invocation.kwargs)
+    return ctx.provenance.made_result(answer)
 
 
 def _builtin(ctx, invocation):
     with fallible.made_by_the_user():   # ``sum([a, b])`` of tensors: the user's adds
-        return ctx.provenance.made_result(builtin_calls.call_builtin(ctx, invocation.callee,
-                                                          invocation.args, invocation.kwargs))
+        answer = builtin_calls.call_builtin(ctx, invocation.callee, invocation.args,
+                                            invocation.kwargs)
+        return ctx.provenance.made_result(answer)
 
 
 def _numpy(ctx, invocation):
-    return ctx.provenance.made_result(library_calls.call_numpy(ctx, invocation.callee, invocation.args,
-                                                    invocation.kwargs), deep=True)
+    answer = library_calls.call_numpy(ctx, invocation.callee, invocation.args, invocation.kwargs)
+    return ctx.provenance.made_result(answer, deep=True)
 
 
 def _is_print(ctx, invocation):
@@ -277,8 +278,9 @@ def _print(ctx, invocation):
 
 
 def _builtin_method(ctx, invocation):
-    return ctx.provenance.made_result(method_calls.call_builtin_method(ctx, invocation.callee,
-                                                            invocation.args, invocation.kwargs))
+    answer = method_calls.call_builtin_method(ctx, invocation.callee, invocation.args,
+                                              invocation.kwargs)
+    return ctx.provenance.made_result(answer)
 
 
 def _user_method_call(ctx, invocation):
@@ -322,13 +324,13 @@ def _library_call(ctx, invocation):
 
 
 def _library(ctx, invocation):
-    return ctx.provenance.made_result(library_calls.call_library(ctx, invocation.callee, invocation.args,
-                                                      invocation.kwargs), deep=True)
+    answer = library_calls.call_library(ctx, invocation.callee, invocation.args, invocation.kwargs)
+    return ctx.provenance.made_result(answer, deep=True)
 
 
 def _keras_layer(ctx, invocation):
-    return ctx.provenance.made_result(inlining.call_keras_layer(ctx, invocation.callee, invocation.args,
-                                                     invocation.kwargs), deep=True)
+    answer = inlining.call_keras_layer(ctx, invocation.callee, invocation.args, invocation.kwargs)
+    return ctx.provenance.made_result(answer, deep=True)
 
 
 def _callable_object_call(ctx, invocation):
@@ -395,5 +397,7 @@ class CalleeKind(enum.Enum):
     UNCONVERTED = Handling(_any_callee, _refuse_unconverted)
 
 
-# The enum's order, read once: ``call`` runs for every call a trace makes.
+# The enum's order, read once: ``call`` runs for every call a trace makes.  Two kinds with
+# equal handlings would be one member (an enum alias), and one kind would never be asked.
 _IN_ORDER = tuple(kind.value for kind in CalleeKind)
+assert len(_IN_ORDER) == len(CalleeKind.__members__), 'two callee kinds share a handling'

@@ -48,7 +48,8 @@ def call_builtin_method(ctx, callee, args, kwargs):
             # Numbers from outside, tried out on extreme values (lazy_text.checked_text);
             # a tensor's value could make the format raise after the run: refused.
             plain = (ctx.provenance.made([observe.plain_deep(ctx, v) for v in args]),
-                     ctx.provenance.made({k: observe.plain_deep(ctx, v) for k, v in kwargs.items()}))
+                     ctx.provenance.made({k: observe.plain_deep(ctx, v)
+                                          for k, v in kwargs.items()}))
             return lazy_text.checked_text(lazy_text.LazyText([(plain, 'format', owner)]))
         raise Unsupported(Reason.FORMATTING,
                           'janus does not convert str.%s() of a graph value; use an f-string'
@@ -100,7 +101,8 @@ def _outside_method(ctx, owner, source, name, args, kwargs):
     ctx = _writable_context('a %s (%s)' % (type(owner).__name__, name))
     _try_replay(model, owner, name, args)
     ctx.heap.change(owner, name, args)
-    ctx.heap.writes.append(Write(WriteKind.CALL, source, name, ctx.provenance.made(list(args)), None))
+    made = ctx.provenance.made(list(args))
+    ctx.heap.writes.append(Write(WriteKind.CALL, source, name, made, None))
     return None
 
 
