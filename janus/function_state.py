@@ -48,6 +48,24 @@ def same_definition(function, defined_as):
             and function.__kwdefaults__ is kwdefaults)
 
 
+@dataclasses.dataclass(frozen=True)
+class FailedShape:
+    """The negative cache's record: calls ``signature`` matches run imperatively, for
+    ``error``.  (A list scanned oldest first, not a dict keyed by signature: a
+    ``Signature`` is a set of guards, with relaxed dimensions, ``isinstance`` checks and
+    value equality, not a key a call's arguments could be hashed to.)"""
+    signature: typing.Any        # call_signature.Signature
+    error: Exception             # the ConversionError it failed with
+
+
+@dataclasses.dataclass(frozen=True)
+class CutShape:
+    """Calls ``signature`` matches run the function cut as ``split`` (a trace of theirs
+    failed at a statement: graphgen/segments.py)."""
+    signature: typing.Any        # call_signature.Signature
+    split: typing.Any            # segments.Split
+
+
 @dataclasses.dataclass(eq=False)
 class FunctionState:
     """Per-definition state of one janus function (see the module docstring)."""
@@ -62,7 +80,7 @@ class FunctionState:
     cache: GraphCache = dataclasses.field(default_factory=GraphCache)
     graphs_built: int = 0                       # counted against config.recompile_limit
     failed_traces: int = 0                      # counted against config.failed_trace_limit
-    failed_signatures: list = dataclasses.field(default_factory=list)   # (Signature, error)
+    failed_signatures: list = dataclasses.field(default_factory=list)   # FailedShape, oldest first
     speculation: SpeculationState = dataclasses.field(default_factory=SpeculationState)
     scalars: ScalarRelaxation = dataclasses.field(default_factory=ScalarRelaxation)
     opaque_lists: set = dataclasses.field(default_factory=set)   # list args passed as such
@@ -72,7 +90,7 @@ class FunctionState:
     # call shapes that run each cut (a trace of theirs failed at that line); the cut
     # every call runs (the converter refused a statement); lines a cut was refused at.
     splits: dict = dataclasses.field(default_factory=dict)   # frozenset of lines -> Split
-    split_signatures: list = dataclasses.field(default_factory=list)   # (Signature, Split)
+    split_signatures: list = dataclasses.field(default_factory=list)   # CutShape, oldest first
     split_always: typing.Any = None
     unsplittable: set = dataclasses.field(default_factory=set)
     recut: dict = dataclasses.field(default_factory=dict)   # lines -> the wider lines now cut
@@ -91,15 +109,22 @@ class FunctionState:
 
     def note_failed(self, signature, error):
         """A call shape that runs imperatively from now on, and why (bounded)."""
-        self.failed_signatures.append((signature, error))
+        self.failed_signatures.append(FailedShape(signature, error))
         del self.failed_signatures[:-_FAILED_SIGNATURES]
+
+    def refusal_for(self, arguments):
+        """The error of the oldest failed call shape ``arguments`` match, or None."""
+        for failed in self.failed_signatures:
+            if failed.signature.check(arguments) is None:
+                return failed.error
+        return None
 
     def note_split(self, signature, split):
         """Calls ``signature`` matches (None: every call) run ``split`` from now on."""
         if signature is None:
             self.split_always = split
             return
-        self.split_signatures.append((signature, split))
+        self.split_signatures.append(CutShape(signature, split))
         del self.split_signatures[:-_FAILED_SIGNATURES]
 
     def replace_split(self, old, new):
@@ -107,14 +132,14 @@ class FunctionState:
         assert old is not None and new is not None
         if self.split_always is old:
             self.split_always = new
-        self.split_signatures = [(signature, new if split is old else split)
-                                 for signature, split in self.split_signatures]
+        self.split_signatures = [CutShape(shape.signature, new) if shape.split is old else shape
+                                 for shape in self.split_signatures]
 
     def split_for(self, arguments):
         """The cut the call with ``arguments`` runs, or None."""
-        for signature, split in reversed(self.split_signatures):
-            if signature.check(arguments) is None:
-                return split
+        for shape in reversed(self.split_signatures):
+            if shape.signature.check(arguments) is None:
+                return shape.split
         return None
 
     def site_name(self, key):

@@ -91,9 +91,9 @@ def build(fn: Callable[..., Any], state: FunctionState, arguments: Mapping[str, 
         shape_signature = _signature(state, arguments, exact=False)
         if isinstance(shape_signature, Refused):
             return shape_signature
-        for failed_signature, error in state.failed_signatures:
-            if failed_signature.check(arguments) is None:
-                return Refused(error)
+        refusal = state.refusal_for(arguments)   # the negative cache
+        if refusal is not None:
+            return Refused(refusal)
         try:
             converted = converted or convert()
         except ConversionError as e:
