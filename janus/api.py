@@ -38,7 +38,7 @@ from janus import callables, function_state, guards, profiler
 from janus.events import Event, EventKind  # noqa: F401 - janus.api.EventKind, as before
 from janus import floor as floor_module
 from janus.floor import CallKind
-from janus.explain import annotate, reason_text   # where + advice for every reason
+from janus.advising import annotate, reason_text   # where + advice for every reason
 from janus.config import config
 from janus.errors import (ConversionDeferred, ConversionError, JanusError, JanusUsageError,
                           StrictModeError)
@@ -125,7 +125,7 @@ class JanusFunction(callables.JanusCallable):
         self.name = callables.describe(fn)
         self.stats = Stats()               # lifetime counters (janus.stats)
         self.events = collections.deque(maxlen=200)
-        self.logged_reasons = set()   # (kind, detail) explain.note logged already
+        self.logged_reasons = set()   # (kind, detail) advising.note logged already
         # a segment's: (owner JanusFunction, its cut's lines, slot; ('rest of a call',
         # depth): a part of a segment cut for the rest of one call, _cut_for_this_call)
         self.split_owner = None
@@ -846,12 +846,12 @@ class JanusFunction(callables.JanusCallable):
             raise StrictModeError('janus could not convert %s: %s (strict mode is on; unset '
                                   'JANUS_STRICT / janus.config.strict to run it imperatively)'
                                   % (self.name, reason_text(self, error))) from error
-        # explain.note logs each reason once per function.
+        # advising.note logs each reason once per function.
         self._event(EventKind.IMPERATIVE, str(error), error=error)
         return None
 
     def _give_up_on_recompiles(self):
-        # What kept changing, and what to change: explain.storm_advice (logged once).
+        # What kept changing, and what to change: advising.storm_advice (logged once).
         return self._give_up(ConversionError(
             Reason.RECOMPILE_LIMIT, 'recompile limit reached: built %d graphs '
             '(janus.config.recompile_limit); further cache misses run imperatively'
@@ -878,7 +878,7 @@ class JanusFunction(callables.JanusCallable):
                                   % (stage, self.name, type(error).__name__, error)) from error
 
     def _record_internal(self, stage, text, trace):
-        # Logged (once per function and text) by the event: explain.note.
+        # Logged (once per function and text) by the event: advising.note.
         self._event(EventKind.INTERNAL_ERROR, 'janus failed while %s: %s' % (stage, text), trace,
                     reason=Reason.INTERNAL_ERROR)
 

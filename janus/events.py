@@ -39,7 +39,7 @@ class EventKind(enum.StrEnum):
 class Event:
     """One thing ``explain`` lists: ``detail`` is for people; ``explain`` reads the other
     fields.  ``where``: the user's file:line it concerns; ``advice``: what to change
-    (both filled in by ``explain.annotate``).  The payload: ``reason`` (why, a
+    (both filled in by ``advising.annotate``).  The payload: ``reason`` (why, a
     ``Reason``), ``filename``/``lineno`` (the line that stopped a conversion or whose
     assumption broke), ``sites`` (the profile sites it concerns), ``assumption`` (a
     broken assumption's kind) and ``kept`` (its graph stays), ``miss`` (a cache

@@ -15,7 +15,7 @@ from __future__ import annotations
 import typing
 import tensorflow as tf
 
-from janus.explain import caller_line
+from janus.advising import caller_line
 from janus.api import JanusFunction
 from janus.errors import JanusUsageError
 

@@ -169,7 +169,7 @@ def _print_object():
 
 def test_every_event_kind_gets_a_place_and_advice():
     from janus.api import Event, EventKind
-    from janus.explain import advise
+    from janus.advising import advise
     from janus.guards import GuardKind, Miss
     from janus.reasons import Reason
     step = _mixed()

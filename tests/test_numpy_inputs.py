@@ -347,8 +347,8 @@ def test_the_same_array_passed_twice_and_two_arrays_get_different_graphs():
 
 
 def test_the_explain_advice_for_an_array_shape_miss():
-    from janus.explain import _guard_advice
-    assert 'shape' in _guard_advice('ARRAY_MATCH')
+    from janus.advising import guard_advice
+    assert 'shape' in guard_advice('ARRAY_MATCH')
 
 
 def _converting_uses():
