@@ -9,9 +9,9 @@ could not convert (the *breaks*).  ``split(fn, lines)`` returns a ``Split``:
   around them (*structural* statements, whose bodies are cut in turn);
 * the **segments**: every maximal run of other statements becomes a function
   of the locals it reads, returning the locals it binds that are read
-  elsewhere.  The janus function (``api.py``) runs each segment through a
-  janus function of its own, so a segment is profiled, guarded, cached,
-  relaxed and falls back exactly like a whole function.
+  elsewhere.  The janus function runs each segment through a janus function
+  of its own (``cuts.py`` makes them), so a segment is profiled, guarded,
+  cached, relaxed and falls back exactly like a whole function.
 
 Values cross a cut only as real values: a segment's results are the graph's
 outputs, materialized.  A name that may be unbound at a cut crosses as
