@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-from janus import callables
+from janus.trace import callables
 from janus.reasons import FIX, NOTHING, Reason
 
 log = logging.getLogger('janus')

@@ -38,7 +38,8 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from janus import callables, fallback, function_state, generation, profiler
+from janus import fallback, function_state, generation, profiler
+from janus.trace import callables
 from janus.events import Event, EventKind  # noqa: F401 - janus.api.EventKind, as before
 from janus import floor as floor_module
 from janus.floor import CallKind

@@ -12,7 +12,8 @@ import collections
 import types
 from typing import Dict
 
-from janus import advising, callables, story
+from janus import advising, story
+from janus.trace import callables
 from janus.errors import JanusUsageError
 from janus.graphgen import generator
 from janus.reasons import FIX, Reason

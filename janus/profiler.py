@@ -45,7 +45,8 @@ import typing
 
 import tensorflow as tf
 
-from janus import call_signature, callables, guards
+from janus import guards
+from janus.trace import call_signature, callables
 from janus.pyct import frontend, parser, probes, sites
 from janus.library import layers, whitelist
 

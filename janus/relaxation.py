@@ -22,7 +22,8 @@ a readable name for ``explain``.
 """
 from __future__ import annotations
 import typing
-from janus import call_signature, guards, sources
+from janus import guards, sources
+from janus.trace import call_signature
 from janus.config import config
 
 _NUMBERS = (int, float, bool)   # a bool flag that flips too: real control flow on it

@@ -101,10 +101,14 @@ def test_every_module_and_package_is_placed():
     text = (ROOT / 'ARCHITECTURE.md').read_text()
     where = text.split('## 3. Where things live', 1)[1].split('\n## ', 1)[0]
     bullets = {}
+    current = None   # a sub-bullet without a folder of its own belongs to the one above
     for bullet in re.split(r'\n\s*- ', where):
         head = re.match(r'`(janus[\w/]*/|janus/\*\.py)`', bullet)
         if head:
-            bullets[head.group(1)] = bullet
+            current = head.group(1)
+            bullets[current] = bullet
+        elif current is not None:
+            bullets[current] += bullet
     missing = []
     for path in sorted(JANUS.rglob('*.py')):
         if path.stem == '__init__' or '__pycache__' in path.parts:

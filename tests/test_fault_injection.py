@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 import janus
-from janus import call_signature, profiler
+from janus import profiler
+from janus.trace import call_signature
 from janus.graphgen import generator, tracer
 from janus.replay import entry
 from conftest import assert_same, outcome

@@ -269,7 +269,7 @@ def test_fast_call_time_inputs_are_tfs_own():
 
 
 def test_scalar_tensors_are_reused_only_for_the_same_bits():
-    from janus.call_signature import ScalarTensors
+    from janus.trace.call_signature import ScalarTensors
     floats = ScalarTensors(float)
     a = floats.tensor(0.0)
     assert floats.tensor(0.0) is a

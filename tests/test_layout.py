@@ -196,3 +196,50 @@ def test_the_profiler_and_the_generator_share_one_site_numbering():
     recorded = {site_id: site for (site_code, site_id), site in jf.profile.site_info.items()
                 if site_code is code}
     assert recorded and all(converted.sites[i] is site for i, site in recorded.items())
+
+
+# The tiers, lowest first: a module imports only from its own tier and those below it
+# (ARCHITECTURE.md section 3).  Replay and generation share a tier; replay never imports
+# the generator (above).
+FOUNDATION = ('janus.config', 'janus.errors', 'janus.reasons', 'janus.guards', 'janus.sources',
+              'janus.pytypes', 'janus.decisions', 'janus.events', 'janus.pyct')
+# The profiler is the pipeline's first stage (profile -> generate): the generator reads it.
+GENERATION = ('janus.graphgen', 'janus.replay', 'janus.profiler')
+
+
+def _tier(module):
+    for rank, prefixes in enumerate((FOUNDATION, RUNTIME, GENERATION)):
+        if any(module == p or module.startswith(p + '.') for p in prefixes):
+            return rank
+    return 3   # the front door: janus itself, api and the rest of janus/*.py
+
+
+def _type_checking_lines(path):
+    """Lines of the imports under ``if TYPE_CHECKING:``: names for hints only, which
+    run nothing (a hint may name a higher tier's record)."""
+    lines = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.If) and getattr(node.test, 'id', None) == 'TYPE_CHECKING':
+            lines.update(child.lineno for stmt in node.body for child in ast.walk(stmt)
+                         if isinstance(child, (ast.Import, ast.ImportFrom)))
+    return lines
+
+
+def test_each_tier_imports_only_from_its_own_and_those_below():
+    paths, graph = _import_graph()
+    offenders = sorted((name, target) for name, imports in graph.items()
+                       for target, line, _ in imports
+                       if target in graph and _tier(target) > _tier(name)
+                       and line not in _type_checking_lines(paths[name]))
+    assert offenders == []
+
+
+def test_every_module_of_the_top_level_is_in_a_named_tier():
+    """A new module in janus/*.py is the front door unless FOUNDATION names it; the
+    front door's modules are listed so that a new one is placed on purpose."""
+    front_door = {'janus', 'janus.api', 'janus.generation', 'janus.fallback',
+                  'janus.function_state', 'janus.cache', 'janus.floor', 'janus.relaxation',
+                  'janus.explain', 'janus.story', 'janus.advising', 'janus.optimizer',
+                  'janus.distributed'}
+    top = {_module_name(path) for path in JANUS.glob('*.py')}
+    assert top == front_door | {m for m in FOUNDATION if m != 'janus.pyct'} | {'janus.profiler'}

@@ -36,7 +36,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from janus import call_signature
+from janus.trace import call_signature
 from janus.config import config
 from janus.errors import ConversionError
 from janus.events import EventKind

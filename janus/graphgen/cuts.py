@@ -13,7 +13,8 @@ cut itself again (``recut``), a segment with too little tensor work runs as plai
 import dataclasses
 import typing
 
-from janus import callables, profiler
+from janus import profiler
+from janus.trace import callables
 from janus.config import config
 from janus.errors import ConversionError
 from janus.events import EventKind

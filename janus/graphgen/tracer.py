@@ -28,7 +28,8 @@ import tensorflow as tf
 from tensorflow.python.framework import auto_control_deps_utils as acd_utils
 
 from janus.reasons import Reason
-from janus import call_signature, errors
+from janus import errors
+from janus.trace import call_signature
 from janus.config import config
 from janus.errors import ConversionError
 from janus.graphgen import (effects, generator, hostcheck, nested, retrace, rollback,

@@ -31,7 +31,8 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from janus import call_signature, guards, sources
+from janus import guards, sources
+from janus.trace import call_signature
 from janus.config import config
 from janus.errors import Unsupported
 from janus.heap import heap

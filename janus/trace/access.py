@@ -16,7 +16,8 @@ import types
 import numpy as np
 import tensorflow as tf
 
-from janus import callables, guards, pytypes
+from janus import guards, pytypes
+from janus.trace import callables
 from janus.config import config
 from janus.reasons import Reason
 from janus.guards import GuardKind

@@ -20,7 +20,8 @@ import types
 import tensorflow as tf
 
 from janus.reasons import Reason
-from janus import callables, control, guards
+from janus import control, guards
+from janus.trace import callables
 from janus.graph import fallible
 from janus.library import whitelist
 from janus.recursion import structures

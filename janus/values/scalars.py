@@ -40,7 +40,8 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from janus import call_signature, guards, pytypes
+from janus import guards, pytypes
+from janus.trace import call_signature
 from janus.errors import Unsupported
 from janus.reasons import Reason
 from janus.graph import fallible, graph_analysis
