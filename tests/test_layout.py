@@ -243,3 +243,27 @@ def test_every_module_of_the_top_level_is_in_a_named_tier():
                   'janus.distributed'}
     top = {_module_name(path) for path in JANUS.glob('*.py')}
     assert top == front_door | {m for m in FOUNDATION if m != 'janus.pyct'} | {'janus.profiler'}
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    """``from janus.x import _name`` or ``x._name`` on a janus module: a private name is
+    its module's own; what another module needs is public (dunders aside)."""
+    paths, _ = _import_graph()
+    found = []
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text())
+        modules = {}   # local name -> the janus module it binds
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                    and node.module.split('.')[0] == 'janus':
+                for alias in node.names:
+                    full = node.module + '.' + alias.name
+                    if full in paths:
+                        modules[alias.asname or alias.name] = full
+                    elif alias.name.startswith('_') and not alias.name.startswith('__'):
+                        found.append((name, node.module, alias.name))
+        found += [(name, modules[node.value.id], node.attr) for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                  and node.value.id in modules and node.attr.startswith('_')
+                  and not node.attr.startswith('__')]
+    assert sorted(set(found)) == []

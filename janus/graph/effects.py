@@ -70,7 +70,7 @@ _OUTPUT_EFFECTS = frozenset((
 # truncated_normal, shuffle, categorical, gamma, poisson, ...): the kernel
 # keeps its own stream per graph op, so a graph draws other numbers than eager
 # execution does, and a fallback's re-run draws again.
-_UNREPRODUCIBLE_RANDOM = frozenset((
+UNREPRODUCIBLE_RANDOM = frozenset((
     'RandomUniform', 'RandomUniformInt', 'RandomStandardNormal', 'TruncatedNormal',
     'ParameterizedTruncatedNormal', 'RandomShuffle', 'Multinomial', 'RandomGamma',
     'RandomPoisson', 'RandomPoissonV2', 'RandomCrop', 'NonDeterministicInts',
@@ -86,7 +86,7 @@ CALL_OPS = frozenset(('StatefulPartitionedCall', 'PartitionedCall'))
 
 def effect(op: tf.Operation) -> Effect:
     """The ``Effect`` of one op (not of the graphs it calls)."""
-    if op.type in _UNREPRODUCIBLE_RANDOM:
+    if op.type in UNREPRODUCIBLE_RANDOM:
         return Effect.UNREPRODUCIBLE
     if op.type == 'LookupTableInsertV2' and ops.SCRATCH_ATTR in op.node_def.attr:
         return Effect.NONE   # janus's own scratch (a recursion's kept outputs)

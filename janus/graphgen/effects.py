@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from janus.graph.effects import (CALL_OPS, Effect, _OUTPUT_EFFECTS, _PURE_READS,  # noqa: F401
-                                   called_graphs,
-                                   _UNREPRODUCIBLE_RANDOM, effect, unreproducible_reason)
+from janus.graph.effects import (CALL_OPS, UNREPRODUCIBLE_RANDOM, Effect,  # noqa: F401
+                                 called_graphs, effect, unreproducible_reason)
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -62,6 +61,6 @@ def _not_compiled(op: tf.Operation) -> str | None:
     if op.type in _NOT_COMPILABLE or op.type.startswith('Iterator') or 'Dataset' in op.type:
         return 'it holds %s, which XLA does not compile' % op.type
     if 'Random' in op.type or op.type.startswith(('Rng', 'Stateful')) \
-            or op.type in _UNREPRODUCIBLE_RANDOM:
+            or op.type in UNREPRODUCIBLE_RANDOM:
         return 'it draws random numbers (%s): XLA draws another stream' % op.type
     return None
