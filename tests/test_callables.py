@@ -294,6 +294,25 @@ def test_janus_function_calling_a_janus_function_inlines_it(strict):
     assert 'inner_double' in janus.to_code(jf)
 
 
+class Twice(tf.keras.layers.Layer):
+    def call(self, x):
+        return x * 2.0
+
+
+def test_janus_function_calling_a_janus_function_of_a_keras_layer(strict):
+    """``inner = janus.function(layer)`` runs ``call_through(layer, ...)``; called from
+    another janus function, that is inlined as your code is, and the layer runs as a
+    layer (the runtime packages' own helpers are never converted: call_through is not one)."""
+    def make():
+        inner = janus.function(Twice())
+
+        def outer(x):
+            return inner(x) + 1.0
+        return outer, None
+    jf = differential(make, x_calls())
+    assert janus.stats(jf)['graph_calls'] >= 2
+
+
 def pair_class(decorate):
     class Pair:
         def __init__(self):

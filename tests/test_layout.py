@@ -202,7 +202,8 @@ def test_the_profiler_and_the_generator_share_one_site_numbering():
 # (ARCHITECTURE.md section 3).  Replay and generation share a tier; replay never imports
 # the generator (above).
 FOUNDATION = ('janus.config', 'janus.errors', 'janus.reasons', 'janus.guards', 'janus.sources',
-              'janus.pytypes', 'janus.decisions', 'janus.events', 'janus.pyct')
+              'janus.pytypes', 'janus.decisions', 'janus.events', 'janus.call_through',
+              'janus.pyct')
 # The profiler is the pipeline's first stage (profile -> generate): the generator reads it.
 GENERATION = ('janus.graphgen', 'janus.replay', 'janus.profiler')
 

@@ -29,18 +29,13 @@ import inspect
 import types
 import typing
 
+from janus.call_through import call_through
 from janus.reasons import Reason
 from janus.library import layers, whitelist
 
 Target = collections.namedtuple('Target', 'function args kwargs reason')
 
 _DEFERRED_CODE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
-
-
-def call_through(callable_: typing.Callable, /, *args: typing.Any,
-                 **kwargs: typing.Any) -> typing.Any:
-    """The function janus runs for a callable without Python code of its own to convert."""
-    return callable_(*args, **kwargs)
 
 
 def runs_later(fn: typing.Any) -> bool:
