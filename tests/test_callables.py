@@ -313,6 +313,44 @@ def test_janus_function_calling_a_janus_function_of_a_keras_layer(strict):
     assert janus.stats(jf)['graph_calls'] >= 2
 
 
+class Scaler:
+    """A callable object of yours: Python state its ``__call__`` changes."""
+
+    def __init__(self, factor):
+        self.factor = factor
+        self.calls = 0
+
+    def __call__(self, v):
+        self.calls += 1
+        return v * self.factor + 1.0
+
+
+def test_janus_function_calling_a_janus_function_of_a_callable_object(strict):
+    """``inner = janus.function(obj)`` called from a janus function: ``obj`` is read where
+    the inner janus function keeps it, so its counter is written back on every run and a
+    change of its factor from outside is seen, as eagerly (found by the fuzzer's
+    ``janus_callee``: before, janus lost track of ``obj`` and ran every call as Python)."""
+    def program(wrap):
+        obj = Scaler(2.0)
+        inner = wrap(obj)
+
+        def outer(x, n):
+            acc = x * 1.0
+            for _ in range(n):
+                acc = acc + tf.reduce_sum(inner(acc)) * 0.1
+            return acc
+        return obj, outer
+    eager_obj, eager = program(lambda f: f)
+    janus_obj, jf = program(janus.function)
+    jf = janus.function(jf)
+    for step, (args, _) in enumerate(x_calls(8)):
+        if step == 5:
+            eager_obj.factor = janus_obj.factor = 0.5
+        assert_same(eager(args[0], 3), jf(args[0], 3), 'call %d' % step)
+        assert (eager_obj.calls, eager_obj.factor) == (janus_obj.calls, janus_obj.factor)
+    assert janus.stats(jf)['graph_calls'] >= 3
+
+
 def pair_class(decorate):
     class Pair:
         def __init__(self):

@@ -88,9 +88,27 @@ def _refuse_unmerged_callee(ctx, invocation):
 
 def _through_janus(ctx, invocation):
     """Janus calls janus: the function it runs is the callee the kinds after see."""
+    janus_function = invocation.callee
     invocation.callee, invocation.args, invocation.kwargs = callables.through_janus(
-        invocation.callee, invocation.args, invocation.kwargs)
+        janus_function, invocation.args, invocation.kwargs)
+    _source_added_arguments(ctx, janus_function)
     return callees.PASS
+
+
+def _source_added_arguments(ctx, janus_function):
+    """The objects a janus function adds before the caller's arguments (the callable
+    object whose ``__call__`` it runs, a partial's arguments) are read where it keeps
+    them, ``jf.target.args[i]``: a write to one (``self.calls += 1``) is then replayed
+    on that object, as eagerly."""
+    source = ctx.provenance.source_of(janus_function)
+    if source is None:
+        return
+    added = janus_function.__janus_function__.target.args
+    for position, value in enumerate(added):
+        if type(value) not in guards.PRIMITIVES and not isinstance(value, tf.Tensor) \
+                and ctx.provenance.source_of(value) is None:
+            ctx.provenance.remember(guards.ItemSource(guards.AttrSource(
+                guards.AttrSource(source, 'target'), 'args'), position), value)
 
 
 def _host_draw(ctx, invocation):

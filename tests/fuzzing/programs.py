@@ -3942,6 +3942,45 @@ def f_map_body(b):
     b.ncalls = max(b.ncalls, rng.randint(8, 12))
 
 
+# a janus function of a callable, called by the target (appended last: skipping
+# JANUS_CALLEE_FEATURES gives the programs of before)
+
+def f_janus_callee(b):
+    """``inner = jit(callable)`` at module level, called by the target: janus inlines a
+    janus function whose target is a Keras layer of yours (Python state in its ``call``),
+    a Dense layer or a ``functools.partial`` of a TF function (both without Python code of
+    their own: janus runs ``call_through``), or an object with a Python ``__call__``.
+    From outside, the layer's or object's factor changes; eagerly ``jit`` is the identity."""
+    rng = b.rng
+    k = b.counter + 1
+    kind = rng.choice(['layer', 'layer', 'dense', 'partial', 'object'])
+    inner, obj = 'INNERJ%d' % k, 'OBJJ%d' % k
+    if kind in ('layer', 'object'):
+        base = '(tf.keras.layers.Layer)' if kind == 'layer' else ''
+        method = 'call' if kind == 'layer' else '__call__'
+        init = ('    def __init__(self, factor):\n' +
+                # named: Keras's name counter is shared by the sides
+                ("        super().__init__(name='scalej%d')\n" % k if kind == 'layer' else '') +
+                '        self.factor = factor\n        self.calls = 0\n')
+        _module_chunk(b, 'class ScaleJ%d%s:\n%s    def %s(self, v):\n'
+                         '        self.calls += 1\n'
+                         '        return v * self.factor + 1.0\n' % (k, base, init, method))
+        b.glob(obj, 'ScaleJ%d(%s)' % (k, rng.choice(['0.5', '2.0'])))
+        b.glob(inner, 'jit(%s)' % obj)
+        b.outs.append('%s.calls' % obj)
+        b.flip_mutations.append('%s.factor = %s' % (obj, rng.choice(['0.25', '3.0'])))
+    elif kind == 'dense':
+        b.glob(obj, "tf.keras.layers.Dense(1, kernel_initializer='ones', "
+                    "bias_initializer='zeros', name='densej%d')" % k)
+        b.glob(inner, 'jit(%s)' % obj)
+        b.flip_mutations.append('%s.trainable = False' % obj)
+    else:
+        _module_chunk(b, 'import functools')
+        b.glob(inner, 'jit(functools.partial(tf.add, %s))' % rng.choice(['1.0', '0.5']))
+    b.item('yj_ = %s(tf.reshape(tf.cast(acc, tf.float32), [1, -1]))\n'
+           'acc = acc + tf.cast(tf.reduce_sum(yj_), acc.dtype) * 0.1' % inner)
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -4007,6 +4046,9 @@ FEATURES = {
     # graph breaks in a tf.map_fn body (appended last: skipping MAP_BODY_FEATURES gives the
     # programs of before)
     'map_body': f_map_body,
+    # a janus function of a callable, called by the target (appended last: skipping
+    # JANUS_CALLEE_FEATURES gives the programs of before)
+    'janus_callee': f_janus_callee,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -4032,6 +4074,7 @@ NESTED_CALL_FEATURES = ('nested_calls',)
 BREAK_FEATURES += NESTED_CALL_FEATURES
 MAP_BODY_FEATURES = ('map_body',)
 BREAK_FEATURES += MAP_BODY_FEATURES
+JANUS_CALLEE_FEATURES = ('janus_callee',)
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -4054,7 +4097,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'list_iter_arg': 2, 'mutate_loop': 2,
            'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3, 'rec_levels': 3,
            'break_names': 3, 'nested_breaks': 3, 'array_rows': 2,
-           'nested_calls': 3, 'map_body': 2}
+           'nested_calls': 3, 'map_body': 2, 'janus_callee': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------

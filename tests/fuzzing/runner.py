@@ -477,7 +477,8 @@ class Snapshot:
                 continue
             if isinstance(v, (types.FunctionType, JanusFunction)):
                 fn = v.fn if isinstance(v, JanusFunction) else v
-                if fn.__code__.co_filename != self.program_file:
+                code = getattr(fn, '__code__', None)   # a janus function of a layer has none
+                if code is not None and code.co_filename != self.program_file:
                     continue
             roots.append((name, self.take(v)))
         return roots
