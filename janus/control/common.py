@@ -18,6 +18,7 @@ from janus.graph import fallible
 from janus.graph import vectorize
 from janus.trace import observe
 from janus.values import scalars
+from janus.values.protocol import StandIn
 from janus.heap.shadow_heap import Deferred
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import NeedsValue, current
@@ -39,7 +40,7 @@ class Undefined:
 UNDEFINED = Undefined()
 
 
-class TensorList:
+class TensorList(StandIn):
     """A Python list that grows inside a tensor-dependent loop, kept as a TensorArray.
 
     Inside the loop it supports what growing a list needs (``append``,
@@ -175,7 +176,7 @@ def in_traced_region(fn: Callable[..., Any], *args: Any) -> Any:
         ctx.region_depth -= 1
 
 
-class TestValue:
+class TestValue(StandIn):
     """The value of ``a and b`` / ``x if t else y`` whose two sides differ in kind (a
     dynamic bool on one path, a bool tensor on the other): janus knows only its
     truth (a bool tensor), so it may only decide a test (``if``, ``while``,

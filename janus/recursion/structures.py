@@ -18,6 +18,7 @@ from janus.reasons import Reason
 from janus.recursion.schema import (NUMBER_KINDS, DeadVariant, Kind, code_of_kind,
                                     column_label, key_name, key_type)
 from janus.values import scalars
+from janus.values.protocol import StandIn
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -27,7 +28,7 @@ class Origin:
     column: typing.Any   # an attribute's name, or a list's item index
 
 
-class NodeRef:
+class NodeRef(StandIn):
     """A node of the encoded structure inside a traced recursive body: ``index`` a
     scalar int64 tensor (-1: None, when ``maybe_none``).  ``static``: its class key
     when the code is specialized to its class (a recursive function's own node

@@ -17,9 +17,10 @@ from janus.reasons import Reason
 from janus.trace.tracing import refuse_unmerged
 from janus.values import scalars
 from janus.values.scalars import DynamicScalar
+from janus.values.protocol import StandIn
 
 
-class LazyText:
+class LazyText(StandIn):
     """A string that depends on graph values (``f"loss {loss}"``): formatted after
     the run from the run's values, exactly as eager formats them.  It may be
     printed, returned or stored; any other use at trace time is refused."""

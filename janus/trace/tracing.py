@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from janus.errors import Unsupported
 from janus.reasons import Reason
+from janus.values.protocol import StandIn
 
 if TYPE_CHECKING:
     from janus.pyct.sites import SiteKey
@@ -92,7 +93,7 @@ def describe_need(lineage: Iterable[tuple[Any, str]], what: str) -> str:
     return '%s needs the value of %s' % (what, ', '.join(names) or 'a Python number')
 
 
-class UnmergedLocal:
+class UnmergedLocal(StandIn):
     """After a tensor-dependent ``if`` (a tf.cond), a local whose two sides cannot be
     one graph value: bound on one side only (``if step % 10 == 0: acc = ...``;
     eagerly unbound on the other path), or Python values that differ (a list of
@@ -147,7 +148,7 @@ class Chosen(UnmergedLocal):
         return ChosenMethod(self, name)
 
 
-class ChosenMethod:
+class ChosenMethod(StandIn):
     """``chosen.append`` (``Chosen.method``), called through ``calls.call``."""
 
     def __init__(self, chosen: Chosen, name: str) -> None:

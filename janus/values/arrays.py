@@ -45,6 +45,7 @@ import tensorflow as tf
 from janus.errors import Unsupported
 from janus.reasons import Reason
 from janus.trace.tracing import current_or_none
+from janus.values.protocol import StandIn
 
 _NUMERIC = 'biuf'
 NDARRAY = np.ndarray
@@ -91,7 +92,7 @@ def known(shape: typing.Sequence[int | None]) -> bool:
     return None not in shape
 
 
-class ArrayStandIn:
+class ArrayStandIn(StandIn):
     """What converted code holds for an outside ndarray while traced: ``tensor`` (a
     graph tensor of the array's dtype and shape), ``dtype``/``shape`` (NumPy's, the
     guarded ones; ``None`` where a dimension is relaxed, for janus and library code

@@ -47,6 +47,7 @@ from janus.reasons import Reason
 from janus.graph import fallible, graph_analysis
 from janus.heap import shadow_heap
 from janus.trace.tracing import AssumptionKind, current, need
+from janus.values.protocol import StandIn
 
 INT_BOUND = guards.SCALAR_INT_BOUND   # every dynamic int stays strictly within +-this
 EXACT_FLOAT_INT = 2 ** 53  # ints up to this convert to float64 exactly
@@ -55,7 +56,7 @@ DTYPES = {int: tf.int64, float: tf.float64, bool: tf.bool}
 NUMBER = (int, float, bool)
 
 
-class DynamicScalar:
+class DynamicScalar(StandIn):
     """A Python ``int``/``float``/``bool`` whose value is known only when the graph runs.
 
     ``tensor``: a scalar graph tensor (int64, float64 or bool); ``type``: the

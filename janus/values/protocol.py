@@ -1,0 +1,91 @@
+"""The one protocol every trace-time stand-in for a Python value implements.
+
+Needs nothing run before it, and imports nothing of janus: the stand-ins' own
+modules (``values/scalars.py``, ``values/arrays.py``, ``recursion/structures.py``,
+``trace/tracing.py``, ``control/common.py``, ``trace/lazy_text.py``) derive from
+``StandIn``, and the runtime's operators (``trace/access.py``, ``trace/observe.py``)
+dispatch on it once: ``isinstance(value, StandIn)``, then the operation's method.
+
+The contract.  Each method models one operation converted code applies to the
+stand-in, and either answers it (a value), refuses it (raises ``Unsupported``,
+with the stand-in's own reason and message), or gives ``NOT_MODELLED``: the
+stand-in leaves that operation to the operator's generic path, which then runs
+exactly as it does for any Python value.  The defaults give ``NOT_MODELLED``, so a
+stand-in implements only the operations it models.  The methods' names are
+janus's (``trace_*``): a stand-in is never the user's object, and a name the user
+could read as an attribute of a number or an array (``item``, ``call``) would
+shadow the one Python gives.
+
+When two stand-ins meet in one operation (a node indexed by an array), the one
+of higher ``RANK`` answers first; within a rank, the key before the container.
+"""
+import typing
+
+
+class _NotModelled:
+    """The answer of an operation a stand-in leaves to the generic path."""
+
+    def __repr__(self) -> str:
+        return 'NOT_MODELLED'
+
+
+NOT_MODELLED: typing.Any = _NotModelled()
+
+
+class StandIn:
+    """A value janus puts where converted code expects a Python value while a trace
+    runs (a dynamic number, an outside NumPy array, a node of a recursive structure,
+    a local a tensor-dependent ``if`` left unmerged...)."""
+
+    __slots__ = ()
+
+    # Which stand-in answers first where two meet in one operation (higher first).
+    RANK: typing.ClassVar[int] = 0
+
+    def trace_attribute(self, name: str) -> typing.Any:
+        """``self.name``."""
+        return NOT_MODELLED
+
+    def trace_item(self, key: typing.Any) -> typing.Any:
+        """``self[key]``, ``self`` the container."""
+        return NOT_MODELLED
+
+    def trace_key(self, container: typing.Any) -> typing.Any:
+        """``container[self]``, ``self`` the key (before the container answers)."""
+        return NOT_MODELLED
+
+    def trace_call(self, args: tuple, kwargs: dict) -> typing.Any:
+        """``self(*args, **kwargs)``, ``self`` the callee."""
+        return NOT_MODELLED
+
+    def trace_truth(self) -> typing.Any:
+        """``bool(self)`` at a test."""
+        return NOT_MODELLED
+
+    def trace_binary(self, op: str, other: typing.Any, reflected: bool) -> typing.Any:
+        """``self op other`` (``other op self`` when ``reflected``)."""
+        return NOT_MODELLED
+
+    def trace_iterate(self, shape: typing.Any) -> typing.Any:
+        """The items ``a, b = self`` (``shape``: the targets' nesting) or a loop gives."""
+        return NOT_MODELLED
+
+    def materialize(self) -> typing.Any:
+        """The Python value it stands for, where a graph break runs the rest in Python."""
+        return NOT_MODELLED
+
+
+def item(container: typing.Any, key: typing.Any) -> typing.Any:
+    """``container[key]`` where the container or the key is a stand-in: each stand-in
+    is asked in order (higher ``RANK`` first; the key first within a rank) until one
+    answers; ``NOT_MODELLED`` if none does."""
+    asked = []
+    if isinstance(key, StandIn):
+        asked.append((-key.RANK, 0, key.trace_key, container))
+    if isinstance(container, StandIn):
+        asked.append((-container.RANK, 1, container.trace_item, key))
+    for _, _, operation, operand in sorted(asked, key=lambda entry: entry[:2]):
+        answer = operation(operand)
+        if answer is not NOT_MODELLED:
+            return answer
+    return NOT_MODELLED
