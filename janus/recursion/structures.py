@@ -111,6 +111,36 @@ class NodeRef(StandIn):
     def __repr__(self):
         return '<janus node ref>'
 
+    # The protocol (values/protocol.py): what converted code may do with a node.
+    RANK = 2   # where a node meets an array (RANK 1) in one operation, the node answers
+
+    def trace_attribute(self, name):
+        return attribute(self, name)
+
+    def trace_item(self, key):
+        return item(self, key)   # a list node in a recursion
+
+    def trace_key(self, container):
+        refuse('indexing with a node')
+
+    def trace_truth(self):
+        """``if node:`` of a node that cannot be None: True, unless a node class defines
+        its own truth; a list node of known length: whether it has items (a node that
+        may be None: write ``node is not None``)."""
+        if self.static is not None:
+            if type(self.static) is tuple:
+                return self.static[1] > 0
+            kinds = [self.static]
+        else:
+            kinds = self.schema.types_used()
+        for kind in kinds:
+            kind = key_type(kind)
+            if hasattr(kind, '__bool__') or hasattr(kind, '__len__'):
+                refuse('the truth value of a node whose class defines __bool__/__len__')
+        if self.maybe_none or self.numbers:
+            refuse('the truth value of a node that may be None (write `node is not None`)')
+        return True
+
 
 def is_node(value):
     return type(value) is NodeRef
@@ -371,22 +401,3 @@ def is_none_test(ref):
     if ref.numbers:
         return tf.equal(ref.code, code_of_kind(Kind.NONE))
     return tf.less(ref.index, 0)
-
-
-def truth(ref):
-    """``if node:`` of a node that cannot be None: True, unless a node class defines
-    its own truth; a list node of known length: whether it has items (a node that
-    may be None: write ``node is not None``)."""
-    if ref.static is not None:
-        if type(ref.static) is tuple:
-            return ref.static[1] > 0
-        kinds = [ref.static]
-    else:
-        kinds = ref.schema.types_used()
-    for kind in kinds:
-        kind = key_type(kind)
-        if hasattr(kind, '__bool__') or hasattr(kind, '__len__'):
-            refuse('the truth value of a node whose class defines __bool__/__len__')
-    if ref.maybe_none or ref.numbers:
-        refuse('the truth value of a node that may be None (write `node is not None`)')
-    return True

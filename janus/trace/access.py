@@ -26,12 +26,13 @@ from janus.heap import shadow_heap
 from janus.library import whitelist
 from janus.recursion import structures
 from janus.trace import host_draws, observe
-from janus.values import arrays, scalars, static_values
+from janus.values import arrays, protocol, scalars, static_values
+from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.control import exceptions
 from janus.heap.shadow_heap import MISSING, Slot, Write, WriteKind
 from janus.values.shapes import static_shape
 from janus.trace.trace_context import Unsupported
-from janus.trace.tracing import (Chosen, refuse_unmerged, current,
+from janus.trace.tracing import (current,
                                    writable_context as _writable_context)
 
 # ----------------------------------------------------------------------
@@ -201,16 +202,14 @@ def made(value):
 
 
 def attr(obj, name):
-    """``obj.name``: janus's stand-ins and graph tensors answer for themselves; a Python
-    object's attribute is read as Python reads it (``_python_attribute``)."""
+    """``obj.name``: janus's stand-ins (``StandIn.trace_attribute``) and graph tensors
+    answer for themselves; a Python object's attribute is read as Python reads it
+    (``_python_attribute``)."""
     ctx = current()
-    if type(obj) is Chosen:
-        return obj.method(name)   # its in-place changes are conditional writes (method_calls.py)
-    refuse_unmerged(obj)
-    if arrays.is_stand_in(obj):
-        return arrays.attribute(obj, name)   # an outside NumPy array: what its guards fix
-    if structures.is_node(obj):
-        return structures.attribute(obj, name)   # a node in a recursive graph function
+    if isinstance(obj, StandIn):
+        found = obj.trace_attribute(name)
+        if found is not NOT_MODELLED:
+            return found
     if isinstance(obj, types.ModuleType) and whitelist.in_package(obj.__name__,
                                                                  whitelist.LIBRARY_PREFIXES):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)
@@ -593,14 +592,9 @@ def _refuse_user_key(key):
 
 
 def item(obj, key):
-    if structures.is_node(key):
-        structures.refuse('indexing with a node')
-    if structures.is_node(obj):
-        return structures.item(obj, key)   # a list node in a recursion
-    if arrays.is_stand_in(key):
-        arrays.refuse_use('indexing with')
-    if arrays.is_stand_in(obj):
-        return arrays.index(obj, key)   # basic indexing: a view, itself a stand-in
+    found = protocol.item(obj, key)   # a stand-in's own answer (a node's, an array's)
+    if found is not NOT_MODELLED:
+        return found
     if isinstance(obj, tf.Tensor) or pytypes.is_variable(obj):
         with fallible.made_by_the_user():   # x[5] raises eagerly even if unused
             # a slicing op; the object itself is guarded by identity or spec

@@ -28,6 +28,7 @@ from janus.library import whitelist
 from janus.recursion import structures
 from janus.values import arrays, scalar_ops, scalars
 from janus.values.scalars import DynamicScalar
+from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.trace.lazy_text import LazyText, checked_text, holds_tensor, needs_run_values
 from janus.trace.trace_context import Unsupported
 from janus.library.whitelist import refuse_opaque
@@ -203,14 +204,10 @@ def plain_deep(ctx, value, depth=0):
 def truth(value):
     """``bool(value)`` of a Python value at a test: guarded when it came from outside."""
     ctx = current()
-    if isinstance(value, LazyText):
-        value.refuse()
-    if arrays.is_stand_in(value):
-        arrays.refuse_use('the truth value of')   # NumPy's, of the run's values
-    if structures.is_node(value):
-        return structures.truth(value)
-    if type(value) is DynamicScalar:   # tests on it are tensor tests (control/)
-        value.specialize('a Python-level truth test')
+    if isinstance(value, StandIn):   # text, an array, a node, a dynamic number...
+        found = value.trace_truth()
+        if found is not NOT_MODELLED:
+            return found
     _refuse_user_code(value, ('__bool__', '__len__'), 'the truth value')
     source = ctx.provenance.source_of(value)
     if source is None:

@@ -116,6 +116,9 @@ class UnmergedLocal(StandIn):
     def _need(self, message: str) -> NoReturn:
         need(self.lineage, message, self.REASON)
 
+    def trace_attribute(self, name: str) -> NoReturn:
+        self.refuse()
+
     __bool__ = __len__ = __iter__ = __getitem__ = __setitem__ = __contains__ = __str__ = \
         __format__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = \
         __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = __pow__ = __neg__ = \
@@ -140,8 +143,9 @@ class Chosen(UnmergedLocal):
                          % '/'.join(sorted({type(obj).__name__ for obj, _ in candidates})))
         self.candidates, self.graph = candidates, graph   # [(object, condition tensor)]
 
-    def method(self, name: str) -> ChosenMethod:
-        """``chosen.append`` and friends: a ``ChosenMethod``; any other attribute refuses."""
+    def trace_attribute(self, name: str) -> ChosenMethod:
+        """``chosen.append`` and friends: a ``ChosenMethod``, whose calls are conditional
+        writes (``method_calls.py``); any other attribute refuses."""
         if name not in self.METHODS or not all(
                 hasattr(type(obj), name) for obj, _ in self.candidates):
             self.refuse()
@@ -149,7 +153,7 @@ class Chosen(UnmergedLocal):
 
 
 class ChosenMethod(StandIn):
-    """``chosen.append`` (``Chosen.method``), called through ``calls.call``."""
+    """``chosen.append`` (``Chosen.trace_attribute``), called through ``calls.call``."""
 
     def __init__(self, chosen: Chosen, name: str) -> None:
         self.chosen, self.name = chosen, name

@@ -96,8 +96,9 @@ class ArrayStandIn(StandIn):
     """What converted code holds for an outside ndarray while traced: ``tensor`` (a
     graph tensor of the array's dtype and shape), ``dtype``/``shape`` (NumPy's, the
     guarded ones; ``None`` where a dimension is relaxed, for janus and library code
-    only: user code reads them through ``attribute`` and ``length``), and for a view made by basic indexing ``base`` (the stand-in it
-    indexes) and ``key`` (the index)."""
+    only: user code reads them through ``trace_attribute`` and ``length``), and for a
+    view made by basic indexing ``base`` (the stand-in it indexes) and ``key`` (the
+    index)."""
 
     __slots__ = ('tensor', 'dtype', 'shape', 'base', 'key')
 
@@ -116,6 +117,30 @@ class ArrayStandIn(StandIn):
 
     def __repr__(self) -> str:
         return '<janus stand-in for a NumPy array %s%s>' % (self.dtype, list(self.shape))
+
+    # The protocol (values/protocol.py): what converted code may do with it.
+    RANK = 1   # where an array meets a node (RANK 2) in one operation, the node answers
+    def trace_attribute(self, name: str) -> typing.Any:
+        """``a.shape``, ``a.dtype``...: what the guards fix; anything else refuses.  What
+        depends on a relaxed dimension refuses (UNKNOWN_SHAPE)."""
+        if name in ('shape', 'size', 'nbytes') and not known(self.shape):
+            refuse_unknown(self, '.%s' % name)
+        if name in ('shape', 'dtype', 'ndim', 'size'):
+            return getattr(self, name)
+        if name == 'itemsize':
+            return self.dtype.itemsize
+        if name == 'nbytes':
+            return self.size * self.dtype.itemsize   # type: ignore[operator]  # known above
+        refuse_use('reading .%s of' % name)
+
+    def trace_item(self, key: typing.Any) -> ArrayStandIn:
+        return _index(self, key)   # basic indexing: a view, itself a stand-in
+
+    def trace_key(self, container: typing.Any) -> typing.NoReturn:
+        refuse_use('indexing with')
+
+    def trace_truth(self) -> typing.NoReturn:
+        refuse_use('the truth value of')   # NumPy's, of the run's values
 
     # Backstops for code that reaches the object without janus's observations
     # (library code, NumPy's coercion): NumPy would need the run's values.
@@ -161,20 +186,6 @@ def conversion(value: ArrayStandIn, dtype: tf.DType | None = None, name: str | N
 tf.register_tensor_conversion_function(ArrayStandIn, conversion)
 
 
-def attribute(value: ArrayStandIn, name: str) -> typing.Any:
-    """``a.shape``, ``a.dtype``...: what the guards fix; anything else refuses.  What
-    depends on a relaxed dimension refuses (UNKNOWN_SHAPE)."""
-    if name in ('shape', 'size', 'nbytes') and not known(value.shape):
-        refuse_unknown(value, '.%s' % name)
-    if name in ('shape', 'dtype', 'ndim', 'size'):
-        return getattr(value, name)
-    if name == 'itemsize':
-        return value.dtype.itemsize
-    if name == 'nbytes':
-        return value.size * value.dtype.itemsize   # type: ignore[operator]  # known above
-    refuse_use('reading .%s of' % name)
-
-
 def length(value: ArrayStandIn) -> int:
     """``len(a)``: the first dimension; a 0-d array raises eagerly (refused here)."""
     if not value.shape:
@@ -196,7 +207,7 @@ def rows(value: ArrayStandIn, what: str) -> tuple[ArrayStandIn, ...]:
                           'only the run has)' % (what, value.ndim))
     if value.shape[0] is None:
         refuse_unknown(value, 'the rows (%s it)' % what)
-    return tuple(index(value, i) for i in range(value.shape[0]))
+    return tuple(_index(value, i) for i in range(value.shape[0]))
 
 
 def _basic_key(key: typing.Any) -> bool:
@@ -213,7 +224,7 @@ def _basic_key(key: typing.Any) -> bool:
     return True
 
 
-def index(value: ArrayStandIn, key: typing.Any) -> ArrayStandIn:
+def _index(value: ArrayStandIn, key: typing.Any) -> ArrayStandIn:
     """``a[key]`` for basic indexing: a view of the array, itself a stand-in (eager gives
     a new view of it each call; NumPy scalars, out-of-range and other indexing refuse).
     Along a relaxed dimension a slice gives a relaxed one; an int refuses

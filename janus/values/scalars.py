@@ -83,6 +83,9 @@ class DynamicScalar(StandIn):
     def __repr__(self) -> str:
         return '<janus dynamic %s>' % self.type.__name__
 
+    def trace_truth(self) -> typing.NoReturn:
+        self.specialize('a Python-level truth test')   # tests on it are tensor tests (control/)
+
     # Python protocols reaching a dynamic scalar directly come from code janus does
     # not convert (library code, builtins it does not model): they need the value.
     def _needs_value(self, *args: typing.Any, **kwargs: typing.Any) -> typing.Any:
