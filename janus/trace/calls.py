@@ -28,6 +28,7 @@ from janus.recursion import structures
 from janus.trace import (access, builtin_calls, callees, host_draws, inlining, library_calls,
                          method_calls, printing, scalar_calls)
 from janus.values import scalars
+from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import ChosenMethod, current, refuse_unmerged
 
@@ -72,18 +73,25 @@ def _any_callee(ctx, invocation):
     return True
 
 
-def _is_chosen_method(ctx, invocation):
-    return type(invocation.callee) is ChosenMethod
+def _is_stand_in(ctx, invocation):
+    return isinstance(invocation.callee, StandIn)
 
 
-def _chosen_method(ctx, invocation):
-    return method_calls.call_chosen_method(ctx, invocation.callee, invocation.args,
-                                           invocation.kwargs)
+# Stand-ins whose calls a module above theirs answers: ``bucket.append(x)``, ``bucket``
+# one of two containers a tensor-dependent if chose, writes the shadow heap under each
+# side's condition (``method_calls``), which ``tracing`` sits below.
+_CALLED_ABOVE = {ChosenMethod: method_calls.call_chosen_method}
 
 
-def _refuse_unmerged_callee(ctx, invocation):
-    refuse_unmerged(invocation.callee)
-    return callees.PASS
+def _stand_in_callee(ctx, invocation):
+    """A stand-in called: its own answer (an unmerged local refuses), or the handler
+    above it, or PASS to the kinds after (a stand-in that models no call)."""
+    callee, args, kwargs = invocation.callee, invocation.args, invocation.kwargs
+    above = _CALLED_ABOVE.get(type(callee))
+    if above is not None:
+        return above(ctx, callee, args, kwargs)
+    answer = callee.trace_call(args, kwargs)
+    return callees.PASS if answer is NOT_MODELLED else answer
 
 
 def _through_janus(ctx, invocation):
@@ -382,9 +390,9 @@ class CalleeKind(enum.Enum):
     come before the builtins and library calls they would otherwise run as; your
     methods and functions are told apart before library code, and a Keras layer
     of yours before any other callable object."""
-    # ``bucket.append(x)``, ``bucket`` one of two containers a tensor-dependent if chose
-    CHOSEN_METHOD = Handling(_is_chosen_method, _chosen_method)
-    UNMERGED_CALLEE = Handling(_any_callee, _refuse_unmerged_callee)   # check
+    # a stand-in called (``bucket.append(x)`` of a chosen container, an unmerged local);
+    # or PASS: it models no call
+    STAND_IN = Handling(_is_stand_in, _stand_in_callee)
     JANUS_FUNCTION = Handling(_callee_is(callables.is_janus), _through_janus)   # rewrite
     HOST_DRAW = Handling(_any_callee, _host_draw)   # or PASS: not a draw made on the host
     # a node of a recursion's structure in the arguments; or PASS: your code takes it

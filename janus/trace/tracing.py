@@ -116,7 +116,10 @@ class UnmergedLocal(StandIn):
     def _need(self, message: str) -> NoReturn:
         need(self.lineage, message, self.REASON)
 
-    def trace_attribute(self, name: str) -> NoReturn:
+    def trace_attribute(self, name: str) -> Any:
+        self.refuse()
+
+    def trace_call(self, args: tuple, kwargs: dict) -> NoReturn:
         self.refuse()
 
     __bool__ = __len__ = __iter__ = __getitem__ = __setitem__ = __contains__ = __str__ = \

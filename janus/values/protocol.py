@@ -79,7 +79,7 @@ def item(container: typing.Any, key: typing.Any) -> typing.Any:
     """``container[key]`` where the container or the key is a stand-in: each stand-in
     is asked in order (higher ``RANK`` first; the key first within a rank) until one
     answers; ``NOT_MODELLED`` if none does."""
-    asked = []
+    asked: list[tuple[int, int, typing.Callable[[typing.Any], typing.Any], typing.Any]] = []
     if isinstance(key, StandIn):
         asked.append((-key.RANK, 0, key.trace_key, container))
     if isinstance(container, StandIn):

@@ -76,7 +76,7 @@ class DynamicScalar(StandIn):
         # None for a number the call computed.
         self.origin = origin
 
-    def specialize(self, what: str) -> None:
+    def specialize(self, what: str) -> typing.NoReturn:
         """Refuses a use that needs the value: the trace is redone with it constant."""
         need(self.lineage, what)
 
