@@ -26,7 +26,7 @@ from janus.guards import GuardKind
 from janus.graph import fallible
 from janus.library import whitelist
 from janus.recursion import structures
-from janus.values import arrays, scalar_ops, scalars
+from janus.values import arrays, protocol, scalar_ops, scalars
 from janus.values.scalars import DynamicScalar
 from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.trace.lazy_text import LazyText, checked_text, holds_tensor, needs_run_values
@@ -60,6 +60,9 @@ _COMPARE = {
     'Is': (None, operator.is_), 'IsNot': (None, operator.is_not),
     'In': ('__contains__', None), 'NotIn': ('__contains__', None),
 }
+# A comparison's special method tried on the right operand (``a < b``: ``b.__gt__(a)``).
+_REFLECTED = {'__lt__': '__gt__', '__le__': '__ge__', '__gt__': '__lt__', '__ge__': '__le__',
+              '__eq__': '__eq__', '__ne__': '__ne__'}
 
 
 # -- what a value is, for the rules below -------------------------------------
@@ -293,9 +296,11 @@ def compare(op, left, right):
             same = ctx.tensors.same(left, right)   # graph inputs: the eager tensors they stand for
             return same if op == 'Is' else not_value(same)
         return _COMPARE[op][1](left, right)   # identities of outside objects: ALIAS_MATCH
-    if arrays.is_stand_in(left) or arrays.is_stand_in(right):
-        with fallible.made_by_the_user():
-            return arrays.compare(left, right, _COMPARE[op][0], op)
+    if isinstance(left, StandIn) or isinstance(right, StandIn):   # an array's answer
+        dunder = _COMPARE[op][0]
+        found = protocol.binary(left, right, dunder, _REFLECTED[dunder], op)
+        if found is not NOT_MODELLED:
+            return found
     if _is_graph_value(left) or _is_graph_value(right):
         with fallible.made_by_the_user():   # ``x < y`` of mismatched shapes raises unused
             if type(left) is DynamicScalar or type(right) is DynamicScalar:
@@ -420,10 +425,11 @@ def _holds_nan(key):
 
 def binop(op, left, right):
     ctx = current()
-    if arrays.is_stand_in(left) or arrays.is_stand_in(right):
+    if isinstance(left, StandIn) or isinstance(right, StandIn):   # an array's answer
         forward, reflected, _, _, symbol = _BINARY[op]
-        with fallible.made_by_the_user():   # ``t * a`` of mismatched shapes raises unused
-            return arrays.operate(left, right, forward, reflected, symbol)
+        found = protocol.binary(left, right, forward, reflected, symbol)
+        if found is not NOT_MODELLED:
+            return found
     if _is_graph_value(left) or _is_graph_value(right):
         with fallible.made_by_the_user():   # ``a @ b`` of mismatched shapes raises unused
             return _binop(ctx, op, left, right)

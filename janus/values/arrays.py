@@ -22,7 +22,7 @@ Python, a graph break) for everything else:
   the call's exact shapes instead, as for a tensor's unknown static shape;
 * an operator with a tensor on the other side: NumPy defers to the tensor
   (``__array_priority__``), so the tensor's own operator, reflected where the array
-  is on the left (``binop``, ``compare``);
+  is on the left (``ArrayStandIn.trace_binary``);
 * basic indexing (ints, slices, ``None``, ``...``): a view, itself a stand-in;
   returned or stored, the same index of the array re-read after the run;
 * iteration of an array of two or more dimensions (a ``for``, unpacking, ``zip``,
@@ -43,6 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from janus.errors import Unsupported
+from janus.graph import fallible
 from janus.reasons import Reason
 from janus.trace.tracing import current_or_none
 from janus.values.protocol import StandIn
@@ -141,6 +142,25 @@ class ArrayStandIn(StandIn):
 
     def trace_truth(self) -> typing.NoReturn:
         refuse_use('the truth value of')   # NumPy's, of the run's values
+
+    def trace_binary(self, left: typing.Any, right: typing.Any, forward: str, reflected: str,
+                     symbol: str) -> typing.Any:
+        """``left <op> right`` (an operator or a comparison) where one side is a stand-in:
+        with a tensor or variable on the other side, NumPy defers to it (its
+        ``__array_priority__``), so the result is the tensor's own operator (reflected
+        where the array is on the left), which converts the array as TF converts an
+        ndarray.  Anything else refuses (NumPy on NumPy, NumPy on Python numbers)."""
+        array_left = is_stand_in(left)
+        tensor, array = (right, left) if array_left else (left, right)
+        if not is_stand_in(array) or is_stand_in(tensor) \
+                or not isinstance(tensor, (tf.Tensor, tf.Variable)):
+            refuse_use("the operator '%s' on" % symbol)
+        method = getattr(type(tensor), reflected if array_left else forward, None)
+        with fallible.made_by_the_user():   # ``t * a`` of mismatched shapes raises unused
+            result = method(tensor, array) if method is not None else NotImplemented
+        if result is NotImplemented:
+            refuse_use("the operator '%s' (the tensor does not take it) on" % symbol)
+        return result
 
     # Backstops for code that reaches the object without janus's observations
     # (library code, NumPy's coercion): NumPy would need the run's values.
@@ -261,34 +281,6 @@ def _refuse_ints_on_relaxed(value: ArrayStandIn, key: typing.Any) -> None:
             if type(item) is int and axis < value.ndim and value.shape[axis] is None:
                 refuse_unknown(value, 'an item (an int index along a relaxed dimension)')
             axis += 1
-
-
-_REFLECTED = {'__lt__': '__gt__', '__le__': '__ge__', '__gt__': '__lt__', '__ge__': '__le__',
-              '__eq__': '__eq__', '__ne__': '__ne__'}
-
-
-def operate(left: typing.Any, right: typing.Any, forward: str, reflected: str,
-            symbol: str) -> typing.Any:
-    """``left <op> right`` where one side is a stand-in: with a tensor or variable on
-    the other side, NumPy defers to it (its ``__array_priority__``), so the result is
-    the tensor's own operator (reflected where the array is on the left), which
-    converts the array as TF converts an ndarray.  Anything else refuses (NumPy on
-    NumPy, NumPy on Python numbers)."""
-    array_left = is_stand_in(left)
-    tensor, array = (right, left) if array_left else (left, right)
-    if not is_stand_in(array) or is_stand_in(tensor) \
-            or not isinstance(tensor, (tf.Tensor, tf.Variable)):
-        refuse_use("the operator '%s' on" % symbol)
-    method = getattr(type(tensor), reflected if array_left else forward, None)
-    result = method(tensor, array) if method is not None else NotImplemented
-    if result is NotImplemented:
-        refuse_use("the operator '%s' (the tensor does not take it) on" % symbol)
-    return result
-
-
-def compare(left: typing.Any, right: typing.Any, dunder: str, symbol: str) -> typing.Any:
-    """``left < right`` (``==``...) where one side is a stand-in, as ``operate``."""
-    return operate(left, right, dunder, _REFLECTED[dunder], symbol)
 
 
 def holds_stand_in(values: typing.Any, depth: int = 0) -> bool:

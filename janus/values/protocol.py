@@ -62,8 +62,10 @@ class StandIn:
         """``bool(self)`` at a test."""
         return NOT_MODELLED
 
-    def trace_binary(self, op: str, other: typing.Any, reflected: bool) -> typing.Any:
-        """``self op other`` (``other op self`` when ``reflected``)."""
+    def trace_binary(self, left: typing.Any, right: typing.Any, forward: str, reflected: str,
+                     symbol: str) -> typing.Any:
+        """``left symbol right`` (an arithmetic operator or a comparison), ``self`` one of
+        the two; ``forward``/``reflected``: the special methods Python would try."""
         return NOT_MODELLED
 
     def trace_iterate(self, shape: typing.Any) -> typing.Any:
@@ -75,17 +77,31 @@ class StandIn:
         return NOT_MODELLED
 
 
-def item(container: typing.Any, key: typing.Any) -> typing.Any:
-    """``container[key]`` where the container or the key is a stand-in: each stand-in
-    is asked in order (higher ``RANK`` first; the key first within a rank) until one
-    answers; ``NOT_MODELLED`` if none does."""
-    asked: list[tuple[int, int, typing.Callable[[typing.Any], typing.Any], typing.Any]] = []
-    if isinstance(key, StandIn):
-        asked.append((-key.RANK, 0, key.trace_key, container))
-    if isinstance(container, StandIn):
-        asked.append((-container.RANK, 1, container.trace_item, key))
-    for _, _, operation, operand in sorted(asked, key=lambda entry: entry[:2]):
-        answer = operation(operand)
+Operation = typing.Callable[[], typing.Any]
+
+
+def _first_answer(asked: list[tuple[typing.Any, Operation]]) -> typing.Any:
+    """The first answer of the operations ``asked`` of stand-ins (``(value, its
+    operation)``, values that are no stand-in skipped): higher ``RANK`` first, in the
+    order given within a rank; ``NOT_MODELLED`` if none answers."""
+    stand_ins = [(value, operation) for value, operation in asked if isinstance(value, StandIn)]
+    for _, operation in sorted(stand_ins, key=lambda pair: -pair[0].RANK):   # stable
+        answer = operation()
         if answer is not NOT_MODELLED:
             return answer
     return NOT_MODELLED
+
+
+def item(container: typing.Any, key: typing.Any) -> typing.Any:
+    """``container[key]`` where the container or the key may be a stand-in: the key
+    first within a rank."""
+    return _first_answer([(key, lambda: key.trace_key(container)),
+                          (container, lambda: container.trace_item(key))])
+
+
+def binary(left: typing.Any, right: typing.Any, forward: str, reflected: str,
+           symbol: str) -> typing.Any:
+    """``left symbol right`` where either side may be a stand-in: the left first
+    within a rank."""
+    return _first_answer([(value, lambda value=value: value.trace_binary(
+        left, right, forward, reflected, symbol)) for value in (left, right)])
