@@ -103,5 +103,6 @@ def binary(left: typing.Any, right: typing.Any, forward: str, reflected: str,
            symbol: str) -> typing.Any:
     """``left symbol right`` where either side may be a stand-in: the left first
     within a rank."""
-    return _first_answer([(value, lambda value=value: value.trace_binary(
-        left, right, forward, reflected, symbol)) for value in (left, right)])
+    def asking(value: typing.Any) -> Operation:
+        return lambda: value.trace_binary(left, right, forward, reflected, symbol)
+    return _first_answer([(left, asking(left)), (right, asking(right))])
