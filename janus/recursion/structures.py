@@ -117,6 +117,12 @@ class NodeRef(StandIn):
     def trace_attribute(self, name):
         return attribute(self, name)
 
+    def trace_set_attribute(self, name, value):
+        refuse('setting .%s of a node' % name)
+
+    def trace_set_item(self, container, key, value):
+        refuse('writing an item of a node, or indexing with one')
+
     def trace_item(self, key):
         return item(self, key)   # a list node in a recursion
 

@@ -24,9 +24,8 @@ from janus.guards import GuardKind
 from janus.graph import fallible
 from janus.heap import shadow_heap
 from janus.library import whitelist
-from janus.recursion import structures
 from janus.trace import host_draws, observe
-from janus.values import arrays, protocol, scalars, static_values
+from janus.values import protocol, scalars, static_values
 from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.control import exceptions
 from janus.heap.shadow_heap import MISSING, Slot, Write, WriteKind
@@ -366,10 +365,10 @@ def class_of(ctx, value):
         raise Unsupported(Reason.TENSOR_TYPE,
                           'janus does not convert type() of a tensor (a graph tensor is '
                           'not an EagerTensor); use isinstance(x, tf.Tensor)')
-    if arrays.is_stand_in(value):
-        return arrays.NDARRAY   # an outside NumPy array's type is guarded (ARRAY_MATCH)
-    if scalars.is_dynamic(value):
-        return value.type   # the Python number it stands for
+    if isinstance(value, StandIn):   # an array's, a dynamic number's: what it stands for
+        found = value.trace_class()
+        if found is not NOT_MODELLED:
+            return found
     kind = type(value)
     source = ctx.provenance.source_of(value)
     if source is not None and ctx.provenance.source_of(kind) is None:
@@ -455,10 +454,8 @@ def _class_attribute_written(ctx, obj, source, name):
 
 def setattr_(obj, name, value):
     """``obj.name = value``: outside objects are written through the shadow heap."""
-    if arrays.is_stand_in(obj):
-        arrays.refuse_use('setting .%s of' % name)
-    if structures.is_node(obj):
-        structures.refuse('setting .%s of a node' % name)
+    if isinstance(obj, StandIn) and obj.trace_set_attribute(name, value) is not NOT_MODELLED:
+        return   # written by the stand-in (an array or a node refuses)
     ctx = _writable_context('%s.%s' % (type(obj).__name__, name))
     source = ctx.provenance.source_of(obj)
     if source is None:
@@ -705,10 +702,8 @@ def _hashable(key):
 
 
 def setitem(obj, key, value):
-    if structures.is_node(obj) or structures.is_node(key):
-        structures.refuse('writing an item of a node, or indexing with one')
-    if arrays.is_stand_in(obj) or arrays.is_stand_in(key):
-        arrays.refuse_use('writing an item of (or indexing with)')
+    if protocol.set_item(obj, key, value) is not NOT_MODELLED:
+        return   # written by a stand-in (a node or an array, container or key, refuses)
     _refuse_user_key(key)
     ctx = current()
     source = ctx.provenance.source_of(obj)

@@ -74,7 +74,7 @@ def _is_graph_value(value):
 def user_dunder(value, name):
     """The user's own Python function behind ``type(value).name``, or None."""
     if name is None or type(value) in guards.PRIMITIVES or _is_graph_value(value) \
-            or arrays.is_stand_in(value):
+            or isinstance(value, StandIn):   # janus's own methods, never the user's
         return None
     try:
         found = inspect.getattr_static(type(value), name)

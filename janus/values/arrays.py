@@ -134,6 +134,16 @@ class ArrayStandIn(StandIn):
             return self.size * self.dtype.itemsize   # type: ignore[operator]  # known above
         refuse_use('reading .%s of' % name)
 
+    def trace_set_attribute(self, name: str, value: typing.Any) -> typing.NoReturn:
+        refuse_use('setting .%s of' % name)
+
+    def trace_set_item(self, container: typing.Any, key: typing.Any,
+                       value: typing.Any) -> typing.NoReturn:
+        refuse_use('writing an item of (or indexing with)')
+
+    def trace_class(self) -> type:
+        return NDARRAY   # an outside NumPy array's type is guarded (ARRAY_MATCH)
+
     def trace_item(self, key: typing.Any) -> ArrayStandIn:
         return _index(self, key)   # basic indexing: a view, itself a stand-in
 

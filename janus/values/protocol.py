@@ -46,12 +46,25 @@ class StandIn:
         """``self.name``."""
         return NOT_MODELLED
 
+    def trace_set_attribute(self, name: str, value: typing.Any) -> typing.Any:
+        """``self.name = value``."""
+        return NOT_MODELLED
+
     def trace_item(self, key: typing.Any) -> typing.Any:
         """``self[key]``, ``self`` the container."""
         return NOT_MODELLED
 
     def trace_key(self, container: typing.Any) -> typing.Any:
         """``container[self]``, ``self`` the key (before the container answers)."""
+        return NOT_MODELLED
+
+    def trace_set_item(self, container: typing.Any, key: typing.Any,
+                       value: typing.Any) -> typing.Any:
+        """``container[key] = value``, ``self`` the container or the key."""
+        return NOT_MODELLED
+
+    def trace_class(self) -> typing.Any:
+        """``type(self)``, ``self.__class__``: the class of the value it stands for."""
         return NOT_MODELLED
 
     def trace_call(self, args: tuple, kwargs: dict) -> typing.Any:
@@ -97,6 +110,13 @@ def item(container: typing.Any, key: typing.Any) -> typing.Any:
     first within a rank."""
     return _first_answer([(key, lambda: key.trace_key(container)),
                           (container, lambda: container.trace_item(key))])
+
+
+def set_item(container: typing.Any, key: typing.Any, value: typing.Any) -> typing.Any:
+    """``container[key] = value`` where the container or the key may be a stand-in:
+    the container first within a rank."""
+    return _first_answer([(container, lambda: container.trace_set_item(container, key, value)),
+                          (key, lambda: key.trace_set_item(container, key, value))])
 
 
 def binary(left: typing.Any, right: typing.Any, forward: str, reflected: str,

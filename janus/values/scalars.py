@@ -83,6 +83,9 @@ class DynamicScalar(StandIn):
     def __repr__(self) -> str:
         return '<janus dynamic %s>' % self.type.__name__
 
+    def trace_class(self) -> type:
+        return self.type   # the Python number it stands for
+
     def trace_truth(self) -> typing.NoReturn:
         self.specialize('a Python-level truth test')   # tests on it are tensor tests (control/)
 
