@@ -126,6 +126,9 @@ class NodeRef(StandIn):
     def trace_item(self, key):
         return item(self, key)   # a list node in a recursion
 
+    def trace_unpack(self, count, nested):
+        return nested(unpacked(self, count))   # a list node in a recursion: its items
+
     def trace_key(self, container):
         refuse('indexing with a node')
 

@@ -12,6 +12,7 @@ user ``__bool__``/``__eq__``/``__iter__``/``__format__`` and friends are
 refused.  Values the call made itself are plain Python.  Text that needs the
 run's values is a ``LazyText`` (``lazy_text.py``).
 """
+import functools
 import inspect
 import operator
 import sys
@@ -555,20 +556,15 @@ def unpack(value, shape=None):
     target's nesting (``a, (b, c) = ...``: ``(None, (None, None))``, ``STARRED`` for a
     starred name), so an item a nested target unpacks is unpacked here too."""
     ctx = current()
-    if isinstance(value, LazyText):
-        value.refuse()
+    if isinstance(value, StandIn):   # text, an array, a number, a node of a recursion...
+        found = value.trace_unpack(None if shape is None or STARRED in shape else len(shape),
+                                   functools.partial(_nested, shape))
+        if found is not NOT_MODELLED:
+            return found
     if isinstance(value, tf.Tensor):
         return value
     if is_graph_ragged(value):
         return ragged_rows(value, 'unpacking')
-    if arrays.is_stand_in(value):
-        return arrays.rows(value, 'unpacking')
-    if type(value) is DynamicScalar:
-        value.specialize('unpacking a number')
-    if structures.is_node(value):   # a list node in a recursion: its items
-        found = structures.unpacked(value, None if shape is None or STARRED in shape
-                                    else len(shape))
-        return found if shape is None or not any(shape) else _unpack_nested(found, shape)
     _refuse_user_code(value, ('__iter__', '__getitem__', '__len__', 'keys'), 'unpacking')
     source = ctx.provenance.source_of(value)
     if source is None:
@@ -585,6 +581,11 @@ def unpack(value, shape=None):
 
 
 STARRED = '*'
+
+
+def _nested(shape, items):
+    """``items``, each one a nested target of ``shape`` takes unpacked in turn."""
+    return items if shape is None or not any(shape) else _unpack_nested(items, shape)
 
 
 def _unpack_nested(items, shape):

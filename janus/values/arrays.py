@@ -153,6 +153,10 @@ class ArrayStandIn(StandIn):
     def trace_truth(self) -> typing.NoReturn:
         refuse_use('the truth value of')   # NumPy's, of the run's values
 
+    def trace_unpack(self, count: int | None,
+                     nested: typing.Callable[[tuple], typing.Any]) -> tuple[ArrayStandIn, ...]:
+        return rows(self, 'unpacking')   # each row a stand-in Python unpacks (refused)
+
     def trace_binary(self, left: typing.Any, right: typing.Any, forward: str, reflected: str,
                      symbol: str) -> typing.Any:
         """``left <op> right`` (an operator or a comparison) where one side is a stand-in:

@@ -81,8 +81,12 @@ class StandIn:
         the two; ``forward``/``reflected``: the special methods Python would try."""
         return NOT_MODELLED
 
-    def trace_iterate(self, shape: typing.Any) -> typing.Any:
-        """The items ``a, b = self`` (``shape``: the targets' nesting) or a loop gives."""
+    def trace_unpack(self, count: int | None,
+                     nested: typing.Callable[[tuple], typing.Any]) -> typing.Any:
+        """``a, b = self`` (``count`` targets; None: all its items, for ``f(*self)``,
+        ``[*self]``, a starred target): its items.  ``nested(items)``: the items, each
+        one a nested target (``a, (b, c) = self``) takes unpacked in turn, for a
+        stand-in whose items Python could not unpack itself."""
         return NOT_MODELLED
 
     def materialize(self) -> typing.Any:

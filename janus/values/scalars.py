@@ -86,6 +86,10 @@ class DynamicScalar(StandIn):
     def trace_class(self) -> type:
         return self.type   # the Python number it stands for
 
+    def trace_unpack(self, count: int | None,
+                     nested: typing.Callable[[tuple], typing.Any]) -> typing.NoReturn:
+        self.specialize('unpacking a number')
+
     def trace_truth(self) -> typing.NoReturn:
         self.specialize('a Python-level truth test')   # tests on it are tensor tests (control/)
 
