@@ -3,21 +3,26 @@
 Needs nothing run before it, and imports nothing of janus: the stand-ins' own
 modules (``values/scalars.py``, ``values/arrays.py``, ``recursion/structures.py``,
 ``trace/tracing.py``, ``control/common.py``, ``trace/lazy_text.py``) derive from
-``StandIn``, and the runtime's operators (``trace/access.py``, ``trace/observe.py``)
-dispatch on it once: ``isinstance(value, StandIn)``, then the operation's method.
+``StandIn``, and the runtime's operators (``trace/access.py``, ``trace/observe.py``,
+``trace/calls.py``) dispatch on it once: ``isinstance(value, StandIn)``, then the
+operation's method.
 
 The contract.  Each method models one operation converted code applies to the
 stand-in, and either answers it (a value), refuses it (raises ``Unsupported``,
 with the stand-in's own reason and message), or gives ``NOT_MODELLED``: the
 stand-in leaves that operation to the operator's generic path, which then runs
 exactly as it does for any Python value.  The defaults give ``NOT_MODELLED``, so a
-stand-in implements only the operations it models.  The methods' names are
+stand-in implements only the operations it models.  A write (``trace_set_*``) that
+gives anything but ``NOT_MODELLED`` is done.  The methods' names are
 janus's (``trace_*``): a stand-in is never the user's object, and a name the user
 could read as an attribute of a number or an array (``item``, ``call``) would
 shadow the one Python gives.
 
 When two stand-ins meet in one operation (a node indexed by an array), the one
-of higher ``RANK`` answers first; within a rank, the key before the container.
+of higher ``RANK`` answers first (a node before an array); within a rank, the
+order the operators always asked them in: the key before the container for a
+read (``item``), the container before the key for a write (``set_item``), the
+left operand before the right (``binary``).
 """
 import typing
 
@@ -90,7 +95,9 @@ class StandIn:
         return NOT_MODELLED
 
     def materialize(self) -> typing.Any:
-        """The Python value it stands for, where a graph break runs the rest in Python."""
+        """The Python value it stands for, where a graph break runs the rest in Python.
+        Asked by nothing yet: what a run gives back for a stand-in is a template of the
+        generation tier (``graphgen/templating.py``), which this tier may not build."""
         return NOT_MODELLED
 
 
