@@ -25,7 +25,8 @@ from janus.reasons import Reason
 from janus.guards import GuardKind
 from janus.recursion import structures
 from janus.trace import observe
-from janus.values import arrays, scalar_ops, scalars
+from janus.values import scalar_ops, scalars
+from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
                                           is_test_tensor, lineage_of, python_truth, static_truth,
                                           taping, tensor_flags, bool_tensor)
@@ -338,12 +339,12 @@ def loop_iterable(ns: FunctionNamespace, site: int | None, iterable: Any) -> Ite
     comprehension).  Outside lists are guarded; tensors are unrolled when safe."""
     if isinstance(iterable, tf.Tensor):
         return iter(unrolled_items(ns, site, iterable, allow_dynamic=False))
-    if structures.is_node(iterable):   # a list node in a recursion, its length known
-        return iter(structures.items(iterable))
+    if isinstance(iterable, StandIn):   # a list node in a recursion, an array: its items
+        found = iterable.trace_iterate('iterating over')
+        if found is not NOT_MODELLED:
+            return iter(found)
     if observe.is_graph_ragged(iterable):
         return iter(observe.ragged_rows(iterable, 'a comprehension over'))
-    if arrays.is_stand_in(iterable):
-        return iter(arrays.rows(iterable, 'iterating over'))
     if datasets.is_dataset_value(iterable):
         datasets.refuse_python_loop()
     ctx = current()

@@ -126,6 +126,9 @@ class NodeRef(StandIn):
     def trace_item(self, key):
         return item(self, key)   # a list node in a recursion
 
+    def trace_iterate(self, what):
+        return items(self)   # a list node in a recursion, its length known
+
     def trace_unpack(self, count, nested):
         return nested(unpacked(self, count))   # a list node in a recursion: its items
 

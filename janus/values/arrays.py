@@ -153,6 +153,9 @@ class ArrayStandIn(StandIn):
     def trace_truth(self) -> typing.NoReturn:
         refuse_use('the truth value of')   # NumPy's, of the run's values
 
+    def trace_iterate(self, what: str) -> tuple[ArrayStandIn, ...]:
+        return rows(self, what)
+
     def trace_unpack(self, count: int | None,
                      nested: typing.Callable[[tuple], typing.Any]) -> tuple[ArrayStandIn, ...]:
         return rows(self, 'unpacking')   # each row a stand-in Python unpacks (refused)

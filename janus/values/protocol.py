@@ -86,6 +86,11 @@ class StandIn:
         the two; ``forward``/``reflected``: the special methods Python would try."""
         return NOT_MODELLED
 
+    def trace_iterate(self, what: str) -> typing.Any:
+        """The items a loop over ``self`` takes (``for x in self``, a comprehension),
+        ``what`` naming the iteration where it refuses."""
+        return NOT_MODELLED
+
     def trace_unpack(self, count: int | None,
                      nested: typing.Callable[[tuple], typing.Any]) -> typing.Any:
         """``a, b = self`` (``count`` targets; None: all its items, for ``f(*self)``,
