@@ -5,7 +5,8 @@ Needs a ``TraceContext`` while a recursive graph function is traced
 a node is a ``NodeRef`` (a scalar index tensor into the table ``structure_guard.Encoder``
 packs): reading ``node.left`` gathers its column (another ``NodeRef``, a
 ``DynamicScalar`` number, or None), ``isinstance(node, Leaf)`` and ``node is None`` are
-tensor tests; any other use of a node refuses (``Reason.RECURSION``).
+tensor tests; any other use of a node refuses (``Reason.RECURSION``).  A ``NodeRef``
+answers the runtime's operators itself (``values/protocol.py``).
 """
 import dataclasses
 import types

@@ -1,8 +1,9 @@
 """The thread's current trace, and the records traced code hands around.
 
-Needs nothing run before it but ``errors`` and ``reasons``.  ``tracer.py``
-enters a ``TraceContext`` (``trace_context.py``) for the thread that traces
-(``enter_trace``); every runtime operator finds it with ``current()``.  The
+Needs nothing run before it but ``errors``, ``reasons`` and ``values/protocol``
+(the unmerged locals are stand-ins).  ``tracer.py`` enters a ``TraceContext``
+(``trace_context.py``) for the thread that traces (``enter_trace``); every
+runtime operator finds it with ``current()``.  The
 records here need no context to exist: an ``Assumption`` and its kind, a
 local a tensor-dependent ``if`` left two values for (``UnmergedLocal``,
 ``Chosen``), and ``NeedsValue``, the refusal of a use that needs a relaxed
