@@ -6,7 +6,8 @@ a node is a ``NodeRef`` (a scalar index tensor into the table ``structure_guard.
 packs): reading ``node.left`` gathers its column (another ``NodeRef``, a
 ``DynamicScalar`` number, or None), ``isinstance(node, Leaf)`` and ``node is None`` are
 tensor tests; any other use of a node refuses (``Reason.RECURSION``).  A ``NodeRef``
-answers the runtime's operators itself (``values/protocol.py``).
+answers attribute and item reads and writes, truth, unpacking and loops itself
+(``values/protocol.py``); a comparison of nodes is refused by ``observe.compare``.
 """
 import dataclasses
 import types

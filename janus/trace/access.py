@@ -209,6 +209,8 @@ def attr(obj, name):
         found = obj.trace_attribute(name)
         if found is not NOT_MODELLED:
             return found
+        if name in protocol.NAMES:   # janus's own, never the value's: as Python finds none
+            raise AttributeError("'%s' object has no attribute '%s'" % (type(obj).__name__, name))
     if isinstance(obj, types.ModuleType) and whitelist.in_package(obj.__name__,
                                                                  whitelist.LIBRARY_PREFIXES):
         return getattr(obj, name)  # library modules are assumed not to change (paper 4.3.1)

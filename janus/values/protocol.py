@@ -106,6 +106,9 @@ class StandIn:
         return NOT_MODELLED
 
 
+# The protocol's own names: no stand-in's value has them as attributes (``access.attr``).
+NAMES = frozenset(name for name in vars(StandIn) if not name.startswith('__'))
+
 Operation = typing.Callable[[], typing.Any]
 
 

@@ -1,0 +1,101 @@
+"""The stand-in protocol (``values/protocol.py``): janus's trace-time stand-ins for Python
+values answer the operators through one dispatch, with eager's meaning.
+
+Differential (eager vs janus on fresh objects, call by call): a relaxed Python number,
+an outside NumPy array, text formatted after the run and a chosen container, each used
+the way users write code, including the protocol's own method names (which no stand-in's
+value has), and the cases where two stand-ins meet in one operation.
+"""
+import numpy as np
+import tensorflow as tf
+
+import janus
+from conftest import differential
+from janus.control.common import TensorList, TestValue
+from janus.recursion.structures import NodeRef
+from janus.trace.lazy_text import LazyText
+from janus.trace.tracing import Chosen, ChosenMethod, UnmergedLocal
+from janus.values import protocol
+from janus.values.arrays import ArrayStandIn
+from janus.values.scalars import DynamicScalar
+
+
+def floats(n=8):
+    return [((tf.constant([1.0, 2.0]), 0.5 + i), {}) for i in range(n)]
+
+
+def test_every_stand_in_derives_from_the_protocol():
+    for kind in (DynamicScalar, ArrayStandIn, NodeRef, UnmergedLocal, Chosen, ChosenMethod,
+                 TensorList, TestValue, LazyText):
+        assert issubclass(kind, protocol.StandIn), kind
+    assert {'RANK', 'materialize', 'trace_attribute', 'trace_call'} <= protocol.NAMES
+
+
+def test_protocol_names_are_no_attributes_of_a_relaxed_number():
+    """``hasattr(n, 'materialize')`` is False and ``n.RANK`` raises, as for a float."""
+    def make():
+        def f(x, n):
+            return (x * n, hasattr(n, 'materialize'), getattr(n, 'RANK', -1),
+                    getattr(n, 'trace_truth', None))
+        return f, None
+    differential(make, floats())
+
+
+def test_protocol_names_are_no_attributes_of_text_formatted_after_the_run():
+    def make():
+        def f(x, n):
+            s = f'total {tf.reduce_sum(x)}'
+            return x, hasattr(s, 'materialize'), getattr(s, 'RANK', 'none')
+        return f, None
+    differential(make, floats())
+
+
+def test_a_protocol_name_read_raises_as_eagerly():
+    def make():
+        def f(x, n, k):
+            if k:
+                return x + n.RANK
+            return x * n
+        return f, None
+    calls = [((tf.constant([1.0, 2.0]), 0.5 + i, i >= 5), {}) for i in range(8)]
+    differential(make, calls)
+
+
+def test_an_outside_array_with_a_relaxed_number_and_a_tensor():
+    """Operators between an array stand-in, a dynamic number and a tensor, both ways,
+    and an array indexed by a relaxed int."""
+    table = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=np.float32)
+
+    def make():
+        state = {'table': table.copy()}
+
+        def f(x, n):
+            t = state['table']
+            i = int(n) % 3
+            return (t[i] * x + n, x * t[i], t[i] < x, n * t[i] - t[i] / 2.0,
+                    t.shape, t[i].sum())
+        return f, state
+    differential(make, floats(), state=lambda s: s['table'].tolist())
+
+
+def test_a_chosen_container_answers_its_attribute_and_method():
+    """A tensor-dependent ``if`` chose one of two outside lists; its ``append`` and its
+    protocol-named attributes behave as the list's."""
+    def make():
+        state = {'low': [], 'high': []}
+
+        def f(x, n):
+            bucket = state['low'] if tf.reduce_sum(x) * n < 4.0 else state['high']
+            bucket.append(1)
+            return x * n, hasattr(bucket.append, 'trace_call'), hasattr(bucket, 'RANK')
+        return f, state
+    differential(make, floats(), state=lambda s: (list(s['low']), list(s['high'])))
+
+
+def test_a_relaxed_number_still_converts():
+    def make():
+        def f(x, n):
+            return x * n + (1.0 if n > 2.0 else -1.0)
+        return f, None
+    jf = differential(make, floats(10))
+    assert janus.stats(jf)['graph_calls'] >= 3
