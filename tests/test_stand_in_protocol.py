@@ -99,3 +99,20 @@ def test_a_relaxed_number_still_converts():
         return f, None
     jf = differential(make, floats(10))
     assert janus.stats(jf)['graph_calls'] >= 3
+
+
+def test_a_returned_local_two_sides_left_unmerged_traces_again_with_the_flag_fixed():
+    """``if k: return x, 'text'`` / ``return x * n`` with ``k`` a relaxed flag: the return
+    value cannot be one graph output; the refusal (made after the trace ended) notes
+    the flag, and the next trace fixes its value, so calls keep running graphs (was: the
+    refusal found no trace and every later call ran as plain Python)."""
+    def make():
+        def f(x, n, k):
+            if k:
+                return x, 'text'
+            return x * n
+        return f, None
+    calls = [((tf.constant([1.0, 2.0]), 0.5 + i, i >= 6), {}) for i in range(9)]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['imperative_calls'] == 0
+    assert 'outside of a trace' not in janus.explain(jf)

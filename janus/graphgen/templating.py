@@ -70,8 +70,14 @@ def _template(value, outputs, ctx, memo):
         return _keras_kept_template(value, outputs, ctx, memo)
     if type(value) in (list, dict) or isinstance(value, tuple):
         return _shared_container_template(value, outputs, ctx, memo)
-    # A local a tensor-dependent if left two values: refused for its own reason.
-    tracing.refuse_unmerged(value)
+    # A local a tensor-dependent if left two values: refused for its own reason.  The
+    # trace has ended: its context is entered again, so that a test on relaxed numbers
+    # notes them on it (``tracing.need``) and the next trace fixes their values.
+    tracing.enter_trace(ctx)
+    try:
+        tracing.refuse_unmerged(value)
+    finally:
+        tracing.exit_trace()
     raise errors.Unsupported(Reason.RETURN_VALUE,
                              'janus cannot return a %s created inside the call from a graph'
                              % type(value).__name__)
