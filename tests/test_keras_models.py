@@ -202,3 +202,29 @@ def test_a_flattened_input_keeps_one_relaxed_graph_for_every_batch_size():
         assert_same(head(x), jf(x), 'batch %d' % n)
     stats = janus.stats(jf)
     assert stats['graphs_built'] <= 2 and stats['graph_calls'] >= 7, janus.explain(jf)
+
+
+class _Weightless(tf.keras.layers.Layer):
+    def call(self, v):
+        return v * 2.0
+
+
+@pytest.mark.xfail(strict=True, reason='open: fuzzing FINDINGS.md finding 8 (a layer first '
+                   'called in a tf.cond branch that does not run is left built by the trace)')
+def test_a_layer_first_called_in_a_branch_that_does_not_run_stays_unbuilt():
+    """Eagerly a layer whose only call is in a branch never taken is never built; janus
+    traces the branch, and Keras marks the layer built at trace time."""
+    def make():
+        layer = _Weightless()
+
+        def f(x, step):
+            y = x + 1.0
+            if step % 2 == 0:   # a relaxed number's test: a real tf.cond, and within it
+                if tf.reduce_sum(x) < 100.0:   # every test is one too
+                    y = y * 2.0
+                else:
+                    y = layer(x)
+            return y
+        return f, layer
+    calls = [((tf.constant([float(i), 1.0]), 2 * i), {}) for i in range(8)]
+    differential(make, calls, state=lambda layer: layer.built)
