@@ -209,7 +209,7 @@ class _Weightless(tf.keras.layers.Layer):
         return v * 2.0
 
 
-@pytest.mark.xfail(strict=True, reason='open: fuzzing FINDINGS.md finding 8 (a layer first '
+@pytest.mark.xfail(strict=True, reason='open: tests/fuzzing/FINDINGS.md finding 44-1 (a layer first '
                    'called in a tf.cond branch that does not run is left built by the trace)')
 def test_a_layer_first_called_in_a_branch_that_does_not_run_stays_unbuilt():
     """Eagerly a layer whose only call is in a branch never taken is never built; janus
