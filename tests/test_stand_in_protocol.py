@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import janus
 from conftest import differential
-from janus.control.common import TensorList, TestValue
+from janus.control import common
 from janus.recursion.structures import NodeRef
 from janus.trace.lazy_text import LazyText
 from janus.trace.tracing import Chosen, ChosenMethod, UnmergedLocal
@@ -26,7 +26,7 @@ def floats(n=8):
 
 def test_every_stand_in_derives_from_the_protocol():
     for kind in (DynamicScalar, ArrayStandIn, NodeRef, UnmergedLocal, Chosen, ChosenMethod,
-                 TensorList, TestValue, LazyText):
+                 common.TensorList, common.TestValue, LazyText):
         assert issubclass(kind, protocol.StandIn), kind
     assert {'RANK', 'materialize', 'trace_attribute', 'trace_call'} <= protocol.NAMES
 
