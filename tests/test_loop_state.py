@@ -269,3 +269,33 @@ def test_a_tensor_array_written_in_a_tensor_dependent_loop_is_carried(strict):
 
     jf = differential(make, [lambda i=i: call(i) for i in range(7)])
     assert janus.stats(jf)['graph_calls'] >= 3
+
+
+def test_a_list_argument_a_dynamic_loop_hands_on_untouched_comes_back_as_itself(strict):
+    """Fuzz finding 44-2: the loop body names ``state[0] = ...`` (so the list is
+    carried), but a Python condition skips it.  After the tf.while_loop the local
+    must still be the caller's list (and a tuple the caller's tuple), as eagerly;
+    the loop rebuilt a new one.  The trip count changes mid-way, so the unrolled
+    graph's assumption breaks and the next graph holds the tf.while_loop."""
+    def make():
+        keep_state = False
+
+        def decode(x, state, pair):
+            step = tf.constant(0)
+            while step < tf.cast(tf.reduce_max(tf.abs(x)), tf.int32):
+                step += 1
+                if tf.reduce_sum(x) < -4.0:
+                    break
+                if keep_state:
+                    state[0] = state[0] + x
+                x = x * 0.5 + pair[0]
+            return x, state, pair
+        return decode, None
+
+    def call(scale):
+        return lambda: ((tf.constant([scale, -1.0]), [tf.zeros([2]), tf.ones([2])],
+                         (tf.constant(0.25), tf.constant(2.0))), {})
+
+    jf = differential(make, [call(s) for s in (3.0, 3.0, 3.0, 3.0, 6.0, -9.0, 5.0, 2.0)])
+    assert janus.stats(jf)['graph_calls'] >= 3
+    assert has_while(jf)

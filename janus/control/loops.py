@@ -236,6 +236,11 @@ class _WhileLoop:
         self.starts = [_loop_start(self.heap, rebinding, where) for _, rebinding in self.carried]
         self.start = self.heap.checkpoint()
         self.passed: dict[int, Any] = {}
+        # Carried lists/tuples the body hands on as it got them (the same object,
+        # the same tensors): eagerly the local still holds the object it held
+        # before the loop (an argument list stays the caller's), so it gets it back.
+        self.untouched: set[int] = set()
+        self.original = tuple(original)
         self.carry = LoopCarry(len(self.loop_index), len(self.carried))
         self.kept_outside: set[int] = set()   # locals the body may leave holding an outside tensor
         self.first_values: Any = None   # the loop variables' values as it starts (build)
@@ -314,6 +319,7 @@ class _WhileLoop:
         state = self.get_state()
         self._check_fixed(state, region)
         out = list(self.loop_values(state))
+        self.untouched = {i for i in self.structures if state[i] is self.passed[i][0]}
         for (_, rebinding), first in zip(self.carried, self.starts):
             value = heap.read(rebinding.obj, rebinding.slot)
             out.append(_loop_value(first, value, where,
@@ -377,7 +383,10 @@ class _WhileLoop:
             self.ctx.tensors.note_looped(value, maybe_outside=j in self.kept_outside)
         heap.restore(self.start)
         local, held, flags = self.carry.split(final)
-        self.set_state(self.full_state(local))
+        state = list(self.full_state(local))
+        for i in self.untouched:
+            state[i] = self.original[i]
+        self.set_state(tuple(state))
         for (k, rebinding), first, value, flag in zip(self.carried, self.starts, held, flags):
             obj, slot, write = rebinding.obj, rebinding.slot, rebinding.write
             if scalars.is_dynamic(first):
