@@ -59,6 +59,9 @@ class Reason(enum.Enum):
                            'statement without changing what it means (the message says why)')
     LAYER_NOT_BUILT = (False, 'only this first call (the one that creates the variables) runs '
                               'imperatively; later calls convert')
+    LAYER_FIRST_CALLED_IN_BRANCH = (False, 'the branch\'s outcome is assumed instead: a call '
+                                           'that takes it runs imperatively and builds the '
+                                           'layer, as eager code does')
     INTERNAL_ERROR = (False, 'a janus bug, not your code; the call ran as plain Python (please '
                              'report it with the traceback janus.explain shows)')
     TRACE_TOO_LONG = (True, 'tracing ran past janus.config.trace_seconds_limit (nested '

@@ -209,11 +209,11 @@ class _Weightless(tf.keras.layers.Layer):
         return v * 2.0
 
 
-@pytest.mark.xfail(strict=True, reason='open: tests/fuzzing/FINDINGS.md finding 44-1 (a layer first '
-                   'called in a tf.cond branch that does not run is left built by the trace)')
 def test_a_layer_first_called_in_a_branch_that_does_not_run_stays_unbuilt():
-    """Eagerly a layer whose only call is in a branch never taken is never built; janus
-    traces the branch, and Keras marks the layer built at trace time."""
+    """Fuzz finding 44-1: eagerly a layer whose only call is in a branch never taken
+    is never built; janus traced the branch, and Keras marked the layer built at
+    trace time.  Now its first call in a branch is refused and the branch's outcome
+    assumed; the call that takes the branch (call 8) runs imperatively and builds it."""
     def make():
         layer = _Weightless()
 
@@ -226,5 +226,9 @@ def test_a_layer_first_called_in_a_branch_that_does_not_run_stays_unbuilt():
                     y = layer(x)
             return y
         return f, layer
-    calls = [((tf.constant([float(i), 1.0]), 2 * i), {}) for i in range(8)]
-    differential(make, calls, state=lambda layer: layer.built)
+    scales = [float(i) for i in range(8)] + [300.0, 1.0, 2.0, 400.0, 3.0]
+    calls = [((tf.constant([s, 1.0]), 2 * i), {}) for i, s in enumerate(scales)]
+    jf = differential(make, calls, state=lambda layer: layer.built)
+    assert janus.stats(jf)['graph_calls'] >= 6
+    assert 'is not built yet and its first call is inside a tensor-dependent branch' \
+        in janus.explain(jf)

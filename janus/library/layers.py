@@ -9,7 +9,8 @@ layer's own ``call``, so a model being traced is never seen in its
 converted form by another thread (serving or evaluating it meanwhile).  The
 class is left as it was.  Used by the profiler (probed twin) and the
 tracer (converted).  ``refuse_lazy_build`` keeps a trace from building a
-Keras optimizer.
+Keras optimizer, ``refuse_first_call_in_region`` from building a layer in a
+branch that may not run.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from janus.errors import ConversionDeferred
+from janus.errors import ConversionDeferred, Unsupported
 from janus.reasons import Reason
 from janus.library import whitelist
 
@@ -61,6 +62,22 @@ def refuse_lazy_build(callee: Callable[..., Any]) -> None:
                                  '%s is not built yet: its first %s() creates its variables, '
                                  'so this call runs imperatively and a later one converts'
                                  % (type(owner).__name__, callee.__name__))
+
+
+def refuse_first_call_in_region(layer: object, region_depth: int) -> None:
+    """Refuses a Keras layer's first call inside a tf.cond branch or tf.while_loop
+    body (``region_depth`` > 0).  Keras builds a layer on its first call and marks it
+    built; a trace runs every branch, so the mark would stay even on calls where the
+    branch does not run, where eagerly the layer stays unbuilt (its weights, if it
+    has any, could not be made there either).  The refusal lets the site's outcome
+    be assumed instead: a call that takes the branch runs imperatively and builds
+    the layer as eager code does."""
+    if (region_depth and getattr(layer, 'built', True) is False
+            and callable(getattr(type(layer), 'call', None))):
+        raise Unsupported(Reason.LAYER_FIRST_CALLED_IN_BRANCH,
+                          '%s is not built yet and its first call is inside a '
+                          'tensor-dependent branch or loop: Keras would mark it built even '
+                          'on calls that do not run it' % type(layer).__name__)
 
 
 @contextlib.contextmanager

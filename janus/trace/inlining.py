@@ -115,6 +115,7 @@ def call_keras_layer(ctx, layer, args, kwargs):
     """Your own Keras layer/model: Keras's __call__ (build, training flag, masks) runs
     as usual, and the ``call`` it dispatches to is your converted ``call``."""
     library_calls.refuse_relaxed_input(ctx, layer, args, kwargs)
+    layers.refuse_first_call_in_region(layer, ctx.region_depth)
     call = layers.user_call(layer)
     if call is None:
         return layer(*args, **kwargs)   # e.g. a Sequential subclass without its own call

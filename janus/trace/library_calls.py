@@ -32,6 +32,7 @@ def call_library(ctx, callee, args, kwargs):
     """A TF/Keras API (or a namedtuple class, a builtin exception) on guarded
     arguments; the ops it makes checked (``_refuse_new_ops``)."""
     layers.refuse_lazy_build(callee)   # a Keras optimizer's first apply builds it: not in a trace
+    layers.refuse_first_call_in_region(callee, ctx.region_depth)
     refuse_relaxed_input(ctx, callee, args, kwargs)
     shape = checked_shape_in(list(args) + list(kwargs.values()))
     if shape is not None:
