@@ -17,8 +17,7 @@ import tensorflow as tf
 
 from janus.reasons import Reason
 from janus import guards, sources
-from janus.values import scalars
-from janus.control.common import OLD, TensorList, kind_of, refuse_values
+from janus.control.common import OLD, TensorList, graph_tensor, kind_of, refuse_values
 from janus.control.values import chosen_between, noted, select
 from janus.graph.graph_analysis import graph_of
 from janus.trace.lazy_text import LazyText
@@ -56,8 +55,9 @@ class _Exports:
             return
         if depth > 16 or id(value) in seen:
             return
-        if scalars.is_dynamic(value):
-            self.add(value.tensor, seen, depth + 1)
+        held = graph_tensor(value)   # a dynamic scalar's
+        if held is not None:
+            self.add(held, seen, depth + 1)
         elif isinstance(value, _Merged):
             seen.add(id(value))
             for part in value.parts():
@@ -95,10 +95,11 @@ class _Exports:
             return self.outputs[index]
         if id(value) in memo:
             return memo[id(value)]
-        if scalars.is_dynamic(value):
-            tensor = self.replace(value.tensor, memo)
-            return value if tensor is value.tensor else scalars.DynamicScalar(
-                scalars.as_scalar(tensor), value.type, value.lineage)
+        held = graph_tensor(value)   # a dynamic scalar's: rebuilt around the cond's output
+        if held is not None:
+            tensor = self.replace(held, memo)
+            return value if tensor is held else value.trace_uncarry(tensor, self.where,
+                                                                     frozenset())
         if isinstance(value, _Merged):
             memo[id(value)] = value
             out: Any

@@ -18,7 +18,7 @@ from janus.graph import fallible
 from janus.graph import vectorize
 from janus.trace import observe
 from janus.values import scalars
-from janus.values.protocol import StandIn
+from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.heap.shadow_heap import Deferred
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import NeedsValue, current
@@ -80,6 +80,19 @@ class TensorList(StandIn):
 
     __len__ = __getitem__ = __iter__ = __bool__ = _refuse
 
+    # -- control flow (helper P2) --
+    def trace_carry(self, value: Any, where: str) -> tf.TensorArray:
+        """A loop carries a grown list as its TensorArray; the body may grow it, not
+        replace it (asking its own kind of the new value)."""
+        if not isinstance(value, TensorList):
+            raise Unsupported(Reason.GROWN_LIST,
+                              '%s: a list grown in the loop is replaced by a %s'
+                              % (where, type(value).__name__))
+        return value.array
+
+    def trace_uncarry(self, carried: tf.TensorArray, where: str, lineage: frozenset) -> TensorList:
+        return TensorList(carried, where)
+
 
 def read_local(thunk: Callable[[], Any]) -> Any:
     try:
@@ -112,17 +125,19 @@ def is_tensor(value: object) -> bool:
 
 
 def is_test_tensor(value: object) -> bool:
-    """A test decided by the graph: a tensor, a dynamic scalar (``scalars.py``), or
-    the truth of an and/or whose sides differ in kind (``TestValue``)."""
-    return isinstance(value, (tf.Tensor, TestValue)) or scalars.is_dynamic(value)
+    """A test decided by the graph: a tensor, or a stand-in the graph tests
+    (``trace_tested_in_graph``: a dynamic scalar, the truth of an and/or whose sides
+    differ in kind, ``TestValue``)."""
+    return is_tensor(value) or (isinstance(value, StandIn) and value.trace_tested_in_graph())
 
 
 def condition_tensor(value: Any) -> tf.Tensor:
-    """``bool(value)`` of a tensor or dynamic scalar as a scalar bool tensor."""
-    if scalars.is_dynamic(value):
-        return scalars.condition(value)
-    if isinstance(value, TestValue):
-        return value.tensor
+    """``bool(value)`` of a tensor, or of a stand-in the graph tests, as a scalar bool
+    tensor."""
+    if isinstance(value, StandIn):
+        test = value.trace_test()
+        if test is not NOT_MODELLED:
+            return test
     return bool_tensor(value)
 
 
@@ -197,14 +212,27 @@ class TestValue(StandIn):
         __float__ = __array__ = _refuse
     __hash__ = None   # type: ignore[assignment]
 
+    # -- control flow (helper P2) --
+    def trace_tested_in_graph(self) -> bool:
+        return True
+
+    def trace_test(self) -> tf.Tensor:
+        return self.tensor
+
+    def trace_not(self) -> TestValue:
+        return TestValue(tf.logical_not(self.tensor), self.where, self.lineage)
+
+    def trace_lineage(self) -> frozenset:
+        return self.lineage
+
 
 def truth_output(value: Any) -> tf.Tensor | None:
     """``bool(value)`` as a scalar bool tensor where that needs no guard and cannot
     raise, else None."""
-    if isinstance(value, TestValue):
-        return value.tensor
-    if scalars.is_dynamic(value):
-        return scalars.condition(value)
+    if isinstance(value, StandIn):
+        test = value.trace_test()
+        if test is not NOT_MODELLED:
+            return test
     if is_tensor(value):
         return bool_tensor(value) if value.shape.num_elements() == 1 else None
     if type(value) in (bool, int, float, type(None)):
@@ -232,10 +260,35 @@ def variables_read() -> set[int]:
 
 # -- values across the two sides of a tf.cond ----------------------------------------
 
+def graph_number_type(value: Any) -> type | None:
+    """``int``/``float``/``bool`` for a stand-in of a number whose value the graph
+    gives (``trace_number_type``: a dynamic scalar), else None."""
+    if not isinstance(value, StandIn):
+        return None
+    kind = value.trace_number_type()
+    return None if kind is NOT_MODELLED else kind
+
+
+def is_graph_number(value: Any) -> bool:
+    """A stand-in of a number whose value the graph gives (a dynamic scalar)."""
+    return graph_number_type(value) is not None
+
+
+def graph_tensor(value: Any) -> tf.Tensor | None:
+    """The tensor that holds a stand-in's value in the graph (``trace_tensor``: a
+    dynamic scalar's), else None."""
+    if not isinstance(value, StandIn):
+        return None
+    tensor = value.trace_tensor()
+    return None if tensor is NOT_MODELLED else tensor
+
+
 def number_type(value: Any) -> type | None:
-    """``int``/``float``/``bool`` for a Python number or a dynamic scalar, else None."""
-    if scalars.is_dynamic(value):
-        return value.type
+    """``int``/``float``/``bool`` for a Python number or a stand-in of one (a dynamic
+    scalar), else None."""
+    kind = graph_number_type(value)
+    if kind is not None:
+        return kind
     kind = type(value)
     return kind if kind in (int, float, bool) else None
 
@@ -248,9 +301,7 @@ def liftable(value: object) -> bool:
 
 def lineage_of(value: object) -> frozenset:
     """The relaxed numbers a value (a dynamic scalar, a test's truth) was computed from."""
-    if isinstance(value, TestValue):
-        return value.lineage
-    return scalars.lineage_of(value)
+    return value.trace_lineage() if isinstance(value, StandIn) else frozenset()
 
 
 def refuse_values(reason: Reason, message: str, *values: object,
@@ -275,8 +326,9 @@ def kind_of(value: Any) -> str:
         return 'undefined'
     if is_tensor(value):
         return 'a %s tensor' % value.dtype.name
-    if scalars.is_dynamic(value):
-        return 'a %s (a number known when the graph runs)' % value.type.__name__
+    number = graph_number_type(value)
+    if number is not None:
+        return 'a %s (a number known when the graph runs)' % number.__name__
     if type(value) in (list, tuple, dict):
         return 'a %s of %d items' % (type(value).__name__, len(value))
     if isinstance(value, _Unreadable):

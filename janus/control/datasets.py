@@ -49,7 +49,7 @@ from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
 from janus.graph import effects, fallible
 from janus.values import scalars
-from janus.control.common import UNDEFINED
+from janus.control.common import UNDEFINED, graph_tensor, is_graph_number, number_type
 from janus.control.loops import dynamic_while
 from janus.graph.graph_analysis import first_state_change
 from janus.trace.trace_context import Unsupported
@@ -102,8 +102,7 @@ def handles_call(callee: object, args: Sequence[Any], kwargs: Mapping[str, Any])
     if callee is range and not kwargs and 1 <= len(args) <= 3 \
             and any(map(_index_tensor, args)) and (len(args) < 3 or type(args[2]) is int
                                                    and args[2] != 0):
-        return all(_index_tensor(a) or type(a) is int or scalars.is_dynamic(a)
-                   and a.type is int for a in args)
+        return all(_index_tensor(a) or number_type(a) is int for a in args)
     return callee in _CONSUMING and any(
         is_dataset_value(a) or isinstance(a, iterator_ops.OwnedIterator)
         for a in list(args) + list(kwargs.values()))
@@ -314,9 +313,10 @@ def _range_for(ns: FunctionNamespace, site: int, bounds: Any, body_fn: Callable[
                stop: Callable[[], Any] | None = None) -> None:
     """``for i in range(n)`` of a tensor ``n``: ``i`` a dynamic int (a Python int
     eagerly), counted in the loop."""
-    start = bounds.start if scalars.is_dynamic(bounds.start) else scalars.lift(bounds.start)
-    end = bounds.stop.tensor if scalars.is_dynamic(bounds.stop) else tf.constant(
-        bounds.stop, tf.int64)
+    start = bounds.start if is_graph_number(bounds.start) else scalars.lift(bounds.start)
+    end = graph_tensor(bounds.stop)
+    if end is None:
+        end = tf.constant(bounds.stop, tf.int64)
     box = {'i': start}
 
     def more() -> tf.Tensor:

@@ -18,13 +18,14 @@ from janus.reasons import Reason
 from janus.values import scalars
 from janus.control.branch_writes import location, outside_reader
 from janus.control.common import (TensorList, UNDEFINED, condition_tensor, describe_site,
-                                          in_traced_region, is_tensor, kept_running, kind_of,
-                                          liftable, number_type, refuse_values, snapshot_of,
-                                          variables_read)
+                                          in_traced_region, is_graph_number, is_tensor,
+                                          kept_running, kind_of, liftable, number_type,
+                                          refuse_values, snapshot_of, variables_read)
 from janus.graph.graph_analysis import first_state_change, has_checks
 from janus.heap.shadow_heap import MISSING, WriteKind
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import current, refuse_unmerged
+from janus.values.protocol import NOT_MODELLED, StandIn
 
 if TYPE_CHECKING:
     from janus.trace.namespace import FunctionNamespace
@@ -92,7 +93,7 @@ def _loop_start(heap: TraceHeap, rebinding: Rebinding, where: str) -> Any:
     value = heap.read(obj, slot)
     if value is MISSING:
         value = outside_reader(obj, slot, write, where)()
-    if is_tensor(value) or scalars.is_dynamic(value):
+    if is_tensor(value) or is_graph_number(value):
         return value
     if liftable(value):
         return scalars.lift(value)
@@ -120,22 +121,37 @@ def _check_loop_checks(outer: tf.Graph, where: str, reads_variables: bool) -> No
 
 
 def _loop_value(start: Any, value: Any, where: str, name: str) -> Any:
-    """What the loop carries for a rebound value that started as ``start``."""
-    refuse_unmerged(start, value)
-    if is_tensor(start):
+    """What the loop carries for a rebound value that started as ``start``: a tensor,
+    or a stand-in the loop carries (a dynamic scalar, a grown list), which answers
+    for itself (``trace_carry``)."""
+    if not isinstance(start, StandIn):
+        refuse_unmerged(start, value)
         if not is_tensor(value) or value.dtype != start.dtype:
             raise Unsupported(Reason.LOOP_CARRY_TYPES,
                               '%s: %s changes from %s to %s inside the tensor-dependent loop'
                               % (where, name, kind_of(start), kind_of(value)))
         return value
-    kind = start.type
-    if scalars.is_dynamic(value) and value.type is kind:
-        return value.tensor
-    if type(value) is kind and liftable(value):
-        return scalars.lift(value).tensor
-    refuse_values(Reason.LOOP_CARRY_TYPES,
-                  '%s: %s changes from %s to %s inside the tensor-dependent loop'
-                   % (where, name, kind_of(start), kind_of(value)), start, value)
+    carried = start.trace_carry(value, where)
+    if carried is NOT_MODELLED:
+        refuse_values(Reason.LOOP_CARRY_TYPES,
+                      '%s: %s changes from %s to %s inside the tensor-dependent loop'
+                       % (where, name, kind_of(start), kind_of(value)), start, value)
+    return carried
+
+
+def _carried_stand_in(value: Any, where: str) -> bool:
+    """A stand-in a loop carries as what it answers (``trace_carry``): a dynamic
+    scalar (its tensor), a grown list (its TensorArray)."""
+    return isinstance(value, StandIn) and value.trace_carry(value, where) is not NOT_MODELLED
+
+
+def _uncarried(start: Any, carried: Any, where: str, lineage: frozenset = frozenset()) -> Any:
+    """A loop variable that started as ``start`` back from what the loop carried for it:
+    a tensor as it is; a stand-in rebuilds itself (``trace_uncarry``), also depending
+    on ``lineage`` (how often the loop ran)."""
+    if isinstance(start, StandIn):
+        return start.trace_uncarry(carried, where, lineage)
+    return carried
 
 
 def _array_value(start: tf.TensorArray, value: Any, where: str) -> tf.TensorArray:
@@ -173,13 +189,6 @@ def _check_loop_writes(heap: TraceHeap, checkpoint: Checkpoint, where: str) -> N
                        'loop (each iteration would need a record of its own); collect the '
                        'values in a local list and extend it after the loop' % where,
                        extra=scalars.lineage_deep([write.value for write in writes]))
-
-
-def _with_lineage(value: Any, lineage: frozenset) -> Any:
-    """A dynamic scalar that also depends on ``lineage`` (how often a loop ran)."""
-    if not lineage or not scalars.is_dynamic(value) or lineage <= value.lineage:
-        return value
-    return scalars.DynamicScalar(value.tensor, value.type, value.lineage | lineage)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,12 +234,14 @@ class _WhileLoop:
         self.structures = {i for i, v in enumerate(init) if _is_tensor_structure(v)}
         for i in self.structures:   # an outside list (self.state): its tensors re-read every run
             init[i] = ctx.contents(init[i])
-        # Numbers the body changes: dynamic scalars (a Python number lifted to one).
-        self.dynamic = {i: v if scalars.is_dynamic(v) else scalars.lift(v)
-                        for i, v in enumerate(init) if scalars.is_dynamic(v) or i in numbers}
+        # Stand-ins the loop carries, each as it answers (``trace_carry``): dynamic
+        # scalars, grown lists; a Python number the body changes, lifted to a dynamic one.
+        self.stand_ins = {i: v if _carried_stand_in(v, where) else scalars.lift(v)
+                          for i, v in enumerate(init) if _carried_stand_in(v, where)
+                          or i in numbers}
         self.loop_index = [i for i, v in enumerate(init)
-                           if is_tensor(v) or isinstance(v, (TensorList, tf.TensorArray))
-                           or i in self.structures or i in self.dynamic]
+                           if is_tensor(v) or isinstance(v, tf.TensorArray)
+                           or i in self.structures or i in self.stand_ins]
         self.fixed = {i: snapshot_of(v) for i, v in enumerate(init) if i not in self.loop_index}
         self.carried = list(keys.items())   # (k, the Rebinding of that location)
         self.starts = [_loop_start(self.heap, rebinding, where) for _, rebinding in self.carried]
@@ -249,14 +260,12 @@ class _WhileLoop:
         """The function's locals, given the loop's values of those it carries."""
         state = list(self.init)
         for i, value in zip(self.loop_index, values):
-            if isinstance(self.init[i], TensorList):
-                value = TensorList(value, self.where)
+            if i in self.stand_ins:
+                value = _uncarried(self.stand_ins[i], value, self.where, self.lineage)
             elif i in self.structures:
                 value = self.ctx.provenance.made_result(   # rebuilt around the loop's values
                     tf.nest.pack_sequence_as(self.init[i], list(value)), deep=True)
                 self.passed[i] = (value, list(tf.nest.flatten(value)))
-            elif i in self.dynamic:
-                value = _with_lineage(scalars.rewrap(self.dynamic[i], value), self.lineage)
             state[i] = value
         return tuple(state)
 
@@ -265,16 +274,10 @@ class _WhileLoop:
         values = []
         for i in self.loop_index:
             value = state[i]
-            if isinstance(self.init[i], TensorList):
-                if not isinstance(value, TensorList):
-                    raise Unsupported(Reason.GROWN_LIST,
-                                      '%s: a list grown in the loop is replaced by a %s'
-                                      % (self.where, type(value).__name__))
-                value = value.array
+            if i in self.stand_ins:
+                value = _loop_value(self.stand_ins[i], value, self.where, 'a variable')
             elif i in self.structures:
                 value = _structure_leaves(self.init[i], value, self.passed.get(i), self.where)
-            elif i in self.dynamic:
-                value = _loop_value(self.dynamic[i], value, self.where, 'a variable')
             elif isinstance(self.init[i], tf.TensorArray):   # ``ta = ta.write(i, x)``
                 value = _array_value(self.init[i], value, self.where)
             elif is_tensor(self.init[i]):
@@ -295,8 +298,7 @@ class _WhileLoop:
     def _hold(self, held: Sequence[Any]) -> None:
         heap = self.heap
         for (k, rebinding), first, value in zip(self.carried, self.starts, held):
-            heap.overlay[k] = scalars.rewrap(first, value) if scalars.is_dynamic(first) \
-                else value
+            heap.overlay[k] = _uncarried(first, value, self.where)
             if rebinding.slot.is_item:
                 heap.items_written.add(k[0])
 
@@ -389,8 +391,7 @@ class _WhileLoop:
         self.set_state(tuple(state))
         for (k, rebinding), first, value, flag in zip(self.carried, self.starts, held, flags):
             obj, slot, write = rebinding.obj, rebinding.slot, rebinding.write
-            if scalars.is_dynamic(first):
-                value = _with_lineage(scalars.rewrap(first, value), self.lineage)
+            value = _uncarried(first, value, self.where, self.lineage)
             heap.overlay[k] = value
             if slot.is_item:
                 heap.items_written.add(k[0])

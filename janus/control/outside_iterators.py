@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from janus import guards, sources
 from janus.guards import GuardKind
 from janus.reasons import Reason
-from janus.values import scalars
+from janus.control.common import is_graph_number
 from janus.heap.shadow_heap import MISSING, Slot, Write, WriteKind
 from janus.trace.trace_context import Unsupported
 
@@ -86,7 +86,7 @@ def outside_items(ctx: TraceContext, iterator: Any, source: Source) -> _Pulls:
     known = ctx.heap.read(iterator, POSITION)
     if known is MISSING:
         ctx.guards.add(GuardKind.VALUE_MATCH, guards.IteratorPositionSource(source), position)
-    elif scalars.is_dynamic(known) or not isinstance(known, int):
+    elif is_graph_number(known) or not isinstance(known, int):
         raise Unsupported(Reason.OUTSIDE_VALUE,
                           'janus does not convert a loop over a %s that a tensor-dependent '
                           'branch earlier in the call may have advanced'

@@ -25,9 +25,8 @@ from janus.reasons import Reason
 from janus.guards import GuardKind
 from janus.recursion import structures
 from janus.trace import observe
-from janus.values import scalar_ops, scalars
 from janus.values.protocol import NOT_MODELLED, StandIn
-from janus.control.common import (CannotBuild, TestValue, condition_tensor, is_tensor,
+from janus.control.common import (CannotBuild, condition_tensor, is_tensor,
                                           is_test_tensor, lineage_of, python_truth, static_truth,
                                           taping, tensor_flags, bool_tensor)
 from janus.control import datasets, exceptions, outside_iterators
@@ -42,12 +41,12 @@ if TYPE_CHECKING:
 
 
 def not_(value: Any) -> Any:
-    """``not value`` in a test: a tensor's negation stays a tensor (a dynamic
-    scalar's a dynamic bool)."""
-    if scalars.is_dynamic(value):
-        return scalar_ops.unary('Not', value)
-    if isinstance(value, TestValue):
-        return TestValue(tf.logical_not(value.tensor), value.where, value.lineage)
+    """``not value`` in a test: a tensor's negation stays a tensor, a stand-in the
+    graph tests negates itself (``trace_not``: a dynamic scalar's is a dynamic bool)."""
+    if isinstance(value, StandIn):
+        negated = value.trace_not()
+        if negated is not NOT_MODELLED:
+            return negated
     return tf.logical_not(bool_tensor(value)) if is_tensor(value) else not python_truth(value)
 
 

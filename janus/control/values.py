@@ -13,8 +13,9 @@ import tensorflow as tf
 
 from janus.reasons import Reason
 from janus.values import scalars
-from janus.control.common import (COMPARED_BY_VALUE, describe_site, is_tensor, kind_of,
-                                          liftable, number_type, refuse_values)
+from janus.control.common import (COMPARED_BY_VALUE, describe_site, graph_tensor,
+                                          is_graph_number, is_tensor, kind_of, liftable,
+                                          number_type, refuse_values)
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import Chosen, UnmergedLocal, current
 
@@ -36,8 +37,9 @@ def as_output(value: Any) -> tf.Tensor | tuple[Any, ...]:
     (a Python value is merged by identity, not through the graph)."""
     if is_tensor(value):
         return value
-    if scalars.is_dynamic(value):
-        return value.tensor
+    tensor = graph_tensor(value)   # a dynamic scalar's
+    if tensor is not None:
+        return tensor
     if liftable(value):
         return scalars.lift(value).tensor
     if _merged_tuple(value):   # ``return h, c``: item by item
@@ -75,22 +77,21 @@ def merge_values(t: Any, f: Any, output: Any, refuse: Callable[[Any, Any], objec
     cond's output for them (None: only check that they can merge); ``lineage``:
     the relaxed numbers the test was computed from (a merged number depends on
     them too: pinned, the test is plain Python)."""
-    if t is f and not scalars.is_dynamic(t):
+    if t is f and not is_graph_number(t):
         return t   # one object on both paths (made before the if): it, as eagerly
     if is_tensor(t) and is_tensor(f):
         if t.dtype != f.dtype:   # (the cond gave out neither: its output is a stand-in)
             refuse(t, f)
         return output if output is not None else t
-    kind = number_type(t)
-    if kind is not None and kind is number_type(f) and (
-            scalars.is_dynamic(t) or liftable(t)) and (scalars.is_dynamic(f) or liftable(f)):
-        if not scalars.is_dynamic(t) and not scalars.is_dynamic(f) and _same_python(t, f):
+    kind = _merged_number_type(t, f)
+    if kind is not None:
+        if not is_graph_number(t) and not is_graph_number(f) and _same_python(t, f):
             return t
         if output is None:
             return t
         return scalars.DynamicScalar(scalars.as_scalar(output), kind,
                                      scalars.lineage_of(t, f) | lineage)
-    if not (is_tensor(t) or is_tensor(f) or scalars.is_dynamic(t) or scalars.is_dynamic(f)):
+    if not (is_tensor(t) or is_tensor(f) or is_graph_number(t) or is_graph_number(f)):
         if _same_python(t, f):
             return t
     if _merged_tuple(t) and type(t) is type(f) and len(t) == len(f):
@@ -101,6 +102,17 @@ def merge_values(t: Any, f: Any, output: Any, refuse: Callable[[Any, Any], objec
     refuse(t, f)
 
 
+def _merged_number_type(t: Any, f: Any) -> type | None:
+    """The number type two sides share where they merge into one number (a dynamic
+    scalar when they differ): each a stand-in of such a number (a dynamic scalar) or
+    a Python number one can become (``liftable``); else None."""
+    kind = number_type(t)
+    if kind is not None and kind is number_type(f) and (
+            is_graph_number(t) or liftable(t)) and (is_graph_number(f) or liftable(f)):
+        return kind
+    return None
+
+
 def outputs_apart(seen: Mapping[bool, Sequence[Any]]) -> set[int]:
     """Positions of locals whose two sides' outputs (``as_output``) differ in kind or
     dtype: such a local cannot be one value after the if (it becomes an
@@ -108,7 +120,7 @@ def outputs_apart(seen: Mapping[bool, Sequence[Any]]) -> set[int]:
     def spec(value: Any) -> tuple[Any, ...]:
         if is_tensor(value):
             return ('tensor', value.dtype)
-        if scalars.is_dynamic(value) or liftable(value):
+        if is_graph_number(value) or liftable(value):
             return ('number', number_type(value))
         if _merged_tuple(value):
             return ('tuple', type(value), tuple(spec(item) for item in value))
@@ -214,16 +226,14 @@ def select(pred: tf.Tensor, t: Any, f: Any, refuse: Callable[[Any, Any], object]
         if t.shape.is_fully_defined() and t.shape == f.shape:
             return tf.where(pred, t, f)
         return tf.cond(pred, lambda: tf.identity(t), lambda: tf.identity(f))
-    kind = number_type(t)
-    if kind is not None and kind is number_type(f) and (
-            scalars.is_dynamic(t) or liftable(t)) and (scalars.is_dynamic(f) or liftable(f)):
-        if not scalars.is_dynamic(t) and not scalars.is_dynamic(f) and _same_python(t, f):
+    kind = _merged_number_type(t, f)
+    if kind is not None:
+        if not is_graph_number(t) and not is_graph_number(f) and _same_python(t, f):
             return t
-        tt = t.tensor if scalars.is_dynamic(t) else scalars.lift(t).tensor
-        ff = f.tensor if scalars.is_dynamic(f) else scalars.lift(f).tensor
-        return scalars.DynamicScalar(tf.where(pred, tt, ff), kind,
+        # Each side's tensor: a dynamic scalar's own, a Python number's lifted.
+        return scalars.DynamicScalar(tf.where(pred, as_output(t), as_output(f)), kind,
                                      scalars.lineage_of(t, f) | lineage)
-    if not (is_tensor(t) or is_tensor(f) or scalars.is_dynamic(t)
-            or scalars.is_dynamic(f)) and _same_python(t, f):
+    if not (is_tensor(t) or is_tensor(f) or is_graph_number(t)
+            or is_graph_number(f)) and _same_python(t, f):
         return t
     refuse(t, f)

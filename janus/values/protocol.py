@@ -105,6 +105,56 @@ class StandIn:
         generation tier (``graphgen/templating.py``), which this tier may not build."""
         return NOT_MODELLED
 
+    # -- control flow (helper P2) --
+    # What ``control/`` asks of a stand-in: a test on it, what a tf.cond or a
+    # tf.while_loop gives out and carries for it, and how it comes back.
+
+    def trace_tested_in_graph(self) -> bool:
+        """Whether the graph decides a test on it (``if``, ``while``, ``not``,
+        ``and``/``or``): its truth is a tensor (``trace_test``).  False: Python
+        decides it (``trace_truth``)."""
+        return False
+
+    def trace_test(self) -> typing.Any:
+        """``bool(self)`` as a scalar bool tensor, for a stand-in the graph tests."""
+        return NOT_MODELLED
+
+    def trace_not(self) -> typing.Any:
+        """``not self`` in a test, for a stand-in the graph tests: the negation, a
+        stand-in of its own kind (a dynamic bool, a test value)."""
+        return NOT_MODELLED
+
+    def trace_lineage(self) -> frozenset:
+        """The relaxed numbers its value was computed from (what a refusal redoes the
+        trace with constant); none by default."""
+        return frozenset()
+
+    def trace_number_type(self) -> typing.Any:
+        """``int``, ``float`` or ``bool``: the Python number it stands for, one whose
+        value the graph gives (a dynamic number); it merges and is carried with
+        Python numbers of that type."""
+        return NOT_MODELLED
+
+    def trace_tensor(self) -> typing.Any:
+        """The graph tensor that holds its value: what a tf.cond branch gives out for
+        it, and what a branch's writes export."""
+        return NOT_MODELLED
+
+    def trace_carry(self, value: typing.Any, where: str) -> typing.Any:
+        """What the tf.while_loop at ``where`` carries for ``value``, the value after an
+        iteration of a loop variable that started as ``self`` (``value`` is ``self``
+        as the loop starts): a tensor or TensorArray, or a refusal; NOT_MODELLED: the
+        loop does not carry ``value`` (the loop refuses it; for ``self``: the
+        loop keeps it a Python value)."""
+        return NOT_MODELLED
+
+    def trace_uncarry(self, carried: typing.Any, where: str, lineage: frozenset) -> typing.Any:
+        """The loop variable (or cond output) of ``self``'s kind back from ``carried``,
+        what the loop carried for it (``trace_carry``) or a tf.cond gave out for its
+        ``trace_tensor``; ``lineage``: relaxed numbers it also depends on (how often
+        the loop ran)."""
+        return NOT_MODELLED
+
 
 # The protocol's own names: no stand-in's value has them as attributes (``access.attr``).
 NAMES = frozenset(name for name in vars(StandIn) if not name.startswith('__'))

@@ -46,8 +46,8 @@ from janus.errors import Unsupported
 from janus.reasons import Reason
 from janus.graph import fallible, graph_analysis
 from janus.heap import shadow_heap
-from janus.trace.tracing import AssumptionKind, current, need
-from janus.values.protocol import StandIn
+from janus.trace.tracing import AssumptionKind, current, need, refuse_unmerged
+from janus.values.protocol import NOT_MODELLED, StandIn
 
 INT_BOUND = guards.SCALAR_INT_BOUND   # every dynamic int stays strictly within +-this
 EXACT_FLOAT_INT = 2 ** 53  # ints up to this convert to float64 exactly
@@ -105,6 +105,39 @@ class DynamicScalar(StandIn):
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = \
         __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = \
         __rpow__ = __neg__ = __pos__ = __abs__ = _needs_value
+
+    # -- control flow (helper P2) --
+    def trace_tested_in_graph(self) -> bool:
+        return True   # a test on it is a tensor test (``control/``)
+
+    def trace_test(self) -> tf.Tensor:
+        return condition(self)
+
+    def trace_not(self) -> DynamicScalar:
+        return DynamicScalar(tf.logical_not(condition(self)), bool, self.lineage)
+
+    def trace_lineage(self) -> frozenset:
+        return self.lineage
+
+    def trace_number_type(self) -> type:
+        return self.type
+
+    def trace_tensor(self) -> tf.Tensor:
+        return self.tensor
+
+    def trace_carry(self, value: typing.Any, where: str) -> typing.Any:
+        """A loop carries a number of its type as a tensor: a dynamic one's own, a
+        Python one's lifted (a constant)."""
+        refuse_unmerged(self, value)
+        if type(value) is DynamicScalar and value.type is self.type:   # its own kind
+            return value.tensor
+        kind: typing.Any = self.type
+        if type(value) is kind and in_range(value):
+            return lift(value).tensor
+        return NOT_MODELLED
+
+    def trace_uncarry(self, carried: typing.Any, where: str, lineage: frozenset) -> DynamicScalar:
+        return DynamicScalar(as_scalar(carried), self.type, self.lineage | lineage)
 
 
 def is_dynamic(value: typing.Any) -> bool:
