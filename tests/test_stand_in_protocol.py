@@ -116,3 +116,63 @@ def test_a_returned_local_two_sides_left_unmerged_traces_again_with_the_flag_fix
     jf = differential(make, calls)
     assert janus.stats(jf)['imperative_calls'] == 0
     assert 'outside of a trace' not in janus.explain(jf)
+
+
+# -- control flow: tests, tf.cond merges and tf.while_loop carries (values/protocol.py) --
+
+def test_control_flow_asks_the_stand_ins_that_model_it():
+    """The defaults leave a stand-in Python-tested, without a number, a tensor or a
+    carry; a dynamic number, a test value and a grown list answer for themselves."""
+    plain = protocol.StandIn()
+    assert plain.trace_tested_in_graph() is False
+    assert plain.trace_lineage() == frozenset()
+    for answer in (plain.trace_test(), plain.trace_not(), plain.trace_number_type(),
+                   plain.trace_tensor(), plain.trace_carry(plain, 'here'),
+                   plain.trace_uncarry(None, 'here', frozenset())):
+        assert answer is protocol.NOT_MODELLED
+    overrides = {name: {kind.__name__ for kind in (DynamicScalar, common.TestValue,
+                                                    common.TensorList, ArrayStandIn, NodeRef,
+                                                    UnmergedLocal, Chosen, LazyText)
+                        if getattr(kind, name) is not getattr(protocol.StandIn, name)}
+                 for name in ('trace_tested_in_graph', 'trace_test', 'trace_not',
+                              'trace_lineage', 'trace_number_type', 'trace_tensor',
+                              'trace_carry', 'trace_uncarry')}
+    assert overrides == {
+        'trace_tested_in_graph': {'DynamicScalar', 'TestValue'},
+        'trace_test': {'DynamicScalar', 'TestValue'},
+        'trace_not': {'DynamicScalar', 'TestValue'},
+        'trace_lineage': {'DynamicScalar', 'TestValue'},
+        'trace_number_type': {'DynamicScalar'},
+        'trace_tensor': {'DynamicScalar'},
+        'trace_carry': {'DynamicScalar', 'TensorList'},
+        'trace_uncarry': {'DynamicScalar', 'TensorList'}}
+
+
+def test_a_relaxed_number_across_a_tensor_dependent_if_and_loop():
+    """A relaxed float merged with a Python float by a tensor-dependent ``if`` (and a
+    conditional expression), counted in a loop on it with an outside attribute the loop
+    rebinds and a list it grows, and ``not`` of a test on it."""
+    class Box:
+        pass
+
+    def make():
+        box = Box()
+        box.total = 0.0
+
+        def f(x, n):
+            if tf.reduce_sum(x) * n > 4.0:
+                m = n
+            else:
+                m = 1.0
+            scale = n if tf.reduce_sum(x) > 100.0 else 2.0
+            i, out = 0, []
+            while i < m:
+                i += 1
+                box.total = box.total + scale
+                out.append(x * i)
+            if not n > 3.0:
+                scale = scale + 1.0
+            return tf.stack(out), i, m, scale
+        return f, box
+    jf = differential(make, floats(), state=lambda box: box.total)
+    assert janus.stats(jf)['graph_calls'] >= 4

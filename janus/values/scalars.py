@@ -129,8 +129,8 @@ class DynamicScalar(StandIn):
         """A loop carries a number of its type as a tensor: a dynamic one's own, a
         Python one's lifted (a constant)."""
         refuse_unmerged(self, value)
-        if type(value) is DynamicScalar and value.type is self.type:   # its own kind
-            return value.tensor
+        if isinstance(value, StandIn) and value.trace_number_type() is self.type:
+            return value.trace_tensor()   # a dynamic number of its type
         kind: typing.Any = self.type
         if type(value) is kind and in_range(value):
             return lift(value).tensor
