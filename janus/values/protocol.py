@@ -4,8 +4,8 @@ Needs nothing run before it, and imports nothing of janus: the stand-ins' own
 modules (``values/scalars.py``, ``values/arrays.py``, ``recursion/structures.py``,
 ``trace/tracing.py``, ``control/common.py``, ``trace/lazy_text.py``) derive from
 ``StandIn``, and the runtime's operators (``trace/access.py``, ``trace/observe.py``,
-``trace/calls.py``) dispatch on it once: ``isinstance(value, StandIn)``, then the
-operation's method.
+``trace/calls.py``; ``control/``'s tests, tf.cond merges and tf.while_loop carries)
+dispatch on it once: ``isinstance(value, StandIn)``, then the operation's method.
 
 The contract.  Each method models one operation converted code applies to the
 stand-in, and either answers it (a value), refuses it (raises ``Unsupported``,
