@@ -66,6 +66,9 @@ class LazyText(StandIn):
     def trace_unpack(self, count, nested):
         self.refuse()
 
+    def trace_operand(self):
+        self.refuse()   # ``n + text``: as every operator refuses it (``observe._plain``)
+
     __str__ = __repr__ = __format__ = __len__ = __add__ = __radd__ = __mod__ = refuse
     __eq__ = __ne__ = __bool__ = __iter__ = __getitem__ = __contains__ = __mul__ = refuse
     __hash__ = None

@@ -33,7 +33,7 @@ from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.trace.lazy_text import LazyText, checked_text, holds_tensor, needs_run_values
 from janus.trace.trace_context import Unsupported
 from janus.library.whitelist import refuse_opaque
-from janus.trace.tracing import current, need, refuse_unmerged
+from janus.trace.tracing import current, refuse_unmerged
 
 _BINARY = {
     'Add': ('__add__', '__radd__', '__iadd__', operator.add, '+'),
@@ -248,8 +248,10 @@ def not_value(value):
     """``not value`` outside a test (a tensor's ``not`` raises as eagerly)."""
     if isinstance(value, tf.Tensor):
         return not value
-    if type(value) is DynamicScalar:
-        return scalar_ops.unary('Not', value)
+    if isinstance(value, StandIn):   # a dynamic number's ``not``: a dynamic bool
+        found = value.trace_unary('Not')
+        if found is not NOT_MODELLED:
+            return found
     return not truth(value)
 
 
@@ -284,11 +286,9 @@ def compare(op, left, right):
     if structures.holds_node((left, right)):
         structures.refuse('comparing a node')
     if op in ('Is', 'IsNot'):
-        if type(left) is DynamicScalar or type(right) is DynamicScalar:
-            other = right if type(left) is DynamicScalar else left
-            if other is None:   # a dynamic number is a number, never None
-                return op == 'IsNot'
-            need(scalars.lineage_of(left, right), 'an identity test on a number')
+        found = protocol.identity(left, right)   # a number's: never None, else its value
+        if found is not NOT_MODELLED:
+            return found if op == 'Is' else not found
         if ctx.tensors.is_merged_tuple(left) or ctx.tensors.is_merged_tuple(right):
             raise Unsupported(Reason.BRANCH_TYPES,
                               'janus does not convert an identity test on a tuple merged after '
@@ -297,20 +297,14 @@ def compare(op, left, right):
             same = ctx.tensors.same(left, right)   # graph inputs: the eager tensors they stand for
             return same if op == 'Is' else not_value(same)
         return _COMPARE[op][1](left, right)   # identities of outside objects: ALIAS_MATCH
-    if isinstance(left, StandIn) or isinstance(right, StandIn):   # an array's answer
+    if isinstance(left, StandIn) or isinstance(right, StandIn):   # an array's, a number's
         dunder = _COMPARE[op][0]
         found = protocol.binary(left, right, dunder, _REFLECTED[dunder], op)
         if found is not NOT_MODELLED:
             return found
     if _is_graph_value(left) or _is_graph_value(right):
         with fallible.made_by_the_user():   # ``x < y`` of mismatched shapes raises unused
-            if type(left) is DynamicScalar or type(right) is DynamicScalar:
-                return scalar_ops.compare(op, _plain(ctx, left), _plain(ctx, right),
-                                       scalars.lineage_of(left, right))
             return _COMPARE[op][1](eager_converted(left, right), eager_converted(right, left))
-    if type(left) is DynamicScalar or type(right) is DynamicScalar:
-        return scalar_ops.compare(op, _plain(ctx, left), _plain(ctx, right),
-                               scalars.lineage_of(left, right))
     dunder = _COMPARE[op][0]
     names = (dunder, '__eq__', '__ne__', '__lt__', '__le__', '__gt__', '__ge__')
     for value in (left, right):
@@ -426,7 +420,7 @@ def _holds_nan(key):
 
 def binop(op, left, right):
     ctx = current()
-    if isinstance(left, StandIn) or isinstance(right, StandIn):   # an array's answer
+    if isinstance(left, StandIn) or isinstance(right, StandIn):   # an array's, a number's
         forward, reflected, _, _, symbol = _BINARY[op]
         found = protocol.binary(left, right, forward, reflected, symbol)
         if found is not NOT_MODELLED:
@@ -452,9 +446,6 @@ def _binop(ctx, op, left, right):
                                   "use an f-string")
             return checked_text(LazyText([(right, '%', left)]))   # formatted after the run
         return fn(left, right)
-    if type(left) is DynamicScalar or type(right) is DynamicScalar:
-        return scalar_ops.binop(op, _plain(ctx, left), _plain(ctx, right),
-                             scalars.lineage_of(left, right))
     left, right = _plain(ctx, left), _plain(ctx, right)
     if _is_graph_value(left) or _is_graph_value(right):
         left, right = eager_converted(left, right), eager_converted(right, left)
@@ -540,8 +531,10 @@ def unary(op, value):
         value.refuse()
     if arrays.is_stand_in(value):
         arrays.refuse_use('a unary operator on')
-    if type(value) is DynamicScalar:
-        return scalar_ops.unary(op, value)
+    if isinstance(value, StandIn):   # a dynamic number's: built in the graph
+        found = value.trace_unary(op)
+        if found is not NOT_MODELLED:
+            return found
     user = user_dunder(value, name)
     if user is None:
         return fn(value)

@@ -6,16 +6,17 @@ ints as tensors) is dispatched again from the start.  ``values/scalars.py`` make
 the scalars; here a call that gets one is computed in the graph
 (``scalar_ops.builtin``), handed on to code that sees it as it is (your
 functions, printing), or needs the value (``tracing.need``: the trace is redone
-with it constant).
+with it constant).  A number answers its own builtins (``DynamicScalar.trace_builtin``,
+through ``protocol.builtin``): ``isinstance``/``type``, ``abs``, ``round``, ``max``...
 """
 import sys
-import types
 
 import tensorflow as tf
 
 from janus.library import layers, whitelist
 from janus.trace import callees, observe
-from janus.values import scalar_ops, scalars
+from janus.values import protocol, scalars
+from janus.values.protocol import NOT_MODELLED
 from janus.trace.tracing import need
 
 
@@ -30,11 +31,9 @@ def call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
     Python type, TF's elementwise functions and ``Variable.assign*`` given the scalar
     (TF converts it as eager converts the number); user functions are inlined and see
     it as it is.  Anything else needs the value (the trace is redone with it constant)."""
-    if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs \
-            and scalars.is_dynamic(args[0]):
-        return issubclass(args[0].type, args[1]) if callee is isinstance else callee(*args)
-    if callee is type and len(args) == 1 and not kwargs and scalars.is_dynamic(args[0]):
-        return args[0].type
+    answer = protocol.builtin(callee, args, kwargs)   # ``abs(n)``, ``type(n)``, ``math.cos(n)``
+    if answer is not NOT_MODELLED:
+        return answer
     if any(callee is c for c in callees.PASSING_ON) and not kwargs \
             and not any(scalars.is_dynamic(a) for a in args):
         return callees.PASS   # ``enumerate(items)``: the numbers are only handed on
@@ -43,11 +42,7 @@ def call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
         return callees.PASS
     if _hands_numbers_to_user_call(callee, args):
         return callees.PASS   # ``self.model(x, scale=scale)``: your call() gets the number
-    if not kwargs and _is_number_function(callee):
-        result = scalar_ops.builtin(callee, list(args), lineage)
-        if result is not NotImplemented:
-            return result
-    elif whitelist.is_library(callee) and scalars.library_call_allows(callee, args, kwargs):
+    if whitelist.is_library(callee) and scalars.library_call_allows(callee, args, kwargs):
         return callees.PASS
     packed = scalars.packed_shape_call(callee, args, kwargs)
     if packed is not None:   # ``tf.reshape(h, (rows, -1))``, ``rows`` a graph input
@@ -82,14 +77,12 @@ def fold_numbers(ctx, callee, items):
     """``sum``/``max``/``min`` of items the call made, some of them dynamic numbers:
     computed in the graph, in Python's order (a ``sum`` of floats from Python 3.12
     on, which compensates its additions, is left to the value)."""
-    if not items or not any(scalars.is_dynamic(item) for item in items) \
-            or not all(scalars.is_dynamic(item) or type(item) in scalars.DTYPES
-                       for item in items):
+    kinds = [scalars.number_type(item) for item in items]
+    if not items or None in kinds or not scalars.holds_dynamic(items):
         return callees.PASS
     if callee is not sum:
         return items[0] if len(items) == 1 else ctx.call_user(callee, *items)
-    if sys.version_info >= (3, 12) and any(
-            (item.type if scalars.is_dynamic(item) else type(item)) is float for item in items):
+    if sys.version_info >= (3, 12) and float in kinds:
         return callees.PASS
     total = 0
     for item in items:
@@ -135,8 +128,7 @@ def _numbers_as_ids(callee, args, kwargs):
     value = holder[key] if key in range(len(args)) or key in kwargs else None
     if type(value) is not list or not value or scalars.lineage_deep(
             [v for v in list(args) + list(kwargs.values()) if v is not value]) \
-            or not all(type(v) is int or (scalars.is_dynamic(v) and v.type is int)
-                       for v in value) \
+            or not all(scalars.number_type(v) is int for v in value) \
             or not all(-2 ** 31 <= v < 2 ** 31 for v in value if type(v) is int):
         return None
     if callee in (tf.convert_to_tensor, tf.constant) and (len(args) > 1 or kwargs):
@@ -156,12 +148,6 @@ def _stores_numbers(callee, args, kwargs):
     if name == 'insert':
         return len(args) == 2 and not scalars.lineage_deep([args[0]])
     return name in ('append', 'extend') and len(args) == 1
-
-
-def _is_number_function(callee):
-    return any(callee is f for f in (float, int, bool, abs, round, max, min, divmod)) or (
-        isinstance(callee, types.BuiltinFunctionType)
-        and getattr(callee, '__module__', None) == 'math')
 
 
 def _hands_numbers_to_user_call(callee, args):

@@ -155,6 +155,28 @@ class StandIn:
         the loop ran)."""
         return NOT_MODELLED
 
+    # -- numbers (helper P1) --
+    def trace_unary(self, op: str) -> typing.Any:
+        """``-self``, ``+self``, ``~self`` (``op``: ``'USub'``, ``'UAdd'``, ``'Invert'``)
+        and ``not self`` where no test takes it (``'Not'``)."""
+        return NOT_MODELLED
+
+    def trace_identity(self, other: typing.Any) -> typing.Any:
+        """``self is other`` (``self`` either side): a bool, or a refusal."""
+        return NOT_MODELLED
+
+    def trace_operand(self) -> typing.Any:
+        """``self`` as the other operand of an operator another stand-in computes (a
+        dynamic number's ``n + self``): ``NOT_MODELLED`` takes it as it is; a refusal
+        refuses the operator (text formatted after the run, as the generic path does)."""
+        return NOT_MODELLED
+
+    def trace_builtin(self, callee: typing.Callable, args: tuple, kwargs: dict) -> typing.Any:
+        """``callee(*args, **kwargs)``, ``self`` one of the positional ``args``: a builtin
+        or ``math`` function it answers for itself (``abs(self)``, ``max(self, 0)``,
+        ``isinstance(self, int)``, ``type(self)``)."""
+        return NOT_MODELLED
+
 
 # The protocol's own names: no stand-in's value has them as attributes (``access.attr``).
 NAMES = frozenset(name for name in vars(StandIn) if not name.startswith('__'))
@@ -195,3 +217,20 @@ def binary(left: typing.Any, right: typing.Any, forward: str, reflected: str,
     def asking(value: typing.Any) -> Operation:
         return lambda: value.trace_binary(left, right, forward, reflected, symbol)
     return _first_answer([(left, asking(left)), (right, asking(right))])
+
+
+# -- numbers (helper P1) --
+
+def identity(left: typing.Any, right: typing.Any) -> typing.Any:
+    """``left is right`` where either side may be a stand-in: the left first within a
+    rank."""
+    return _first_answer([(left, lambda: left.trace_identity(right)),
+                          (right, lambda: right.trace_identity(left))])
+
+
+def builtin(callee: typing.Callable, args: tuple, kwargs: dict) -> typing.Any:
+    """``callee(*args, **kwargs)`` where positional arguments may be stand-ins: in
+    their order within a rank."""
+    def asking(value: typing.Any) -> Operation:
+        return lambda: value.trace_builtin(callee, args, kwargs)
+    return _first_answer([(value, asking(value)) for value in args])

@@ -17,11 +17,13 @@ import tensorflow as tf
 from janus import guards
 from janus.reasons import Reason
 from janus.graph import graph_analysis
+from janus.values import scalars
+from janus.values.protocol import StandIn
 from janus.values.scalars import (EXACT_FLOAT_INT, INT_BOUND, NUMBER, TINY, Building,
                                    DynamicScalar, assume, checked_int, condition, exact_float,
-                                   is_dynamic, nonzero, python_call, with_tensor)
+                                   nonzero, python_call, with_tensor)
 from janus.trace.trace_context import Unsupported
-from janus.trace.tracing import need
+from janus.trace.tracing import current, need
 
 
 # -- operands ----------------------------------------------------------------------
@@ -60,9 +62,11 @@ class _Operand:
         return self.tensor
 
 
-def _constant_ok(value: typing.Any) -> bool:
-    """A Python constant that can meet a dynamic scalar in the graph."""
+def _operand_ok(value: typing.Any) -> bool:
+    """A dynamic number, or a Python constant that can meet one in the graph."""
     kind = type(value)
+    if kind is DynamicScalar:
+        return True
     if kind is float:
         return guards.dynamic_float_ok(value)   # TF reads a subnormal operand as zero
     return kind in NUMBER and (kind is not int or -INT_BOUND < value < INT_BOUND)
@@ -80,6 +84,15 @@ def _result_kind(op: str, left: _Operand, right: _Operand) -> type:
 
 # -- binary operators ----------------------------------------------------------------
 
+def _taken(value: typing.Any) -> typing.Any:
+    """The other operand of a number's operator, as the operators take any operand
+    (``observe._plain``): a stand-in may refuse (text formatted after the run); an
+    outside container is its guarded contents (an outside set refuses: its order)."""
+    if isinstance(value, StandIn):
+        value.trace_operand()   # refuses, or NOT_MODELLED: taken as it is
+    return current().contents(value)
+
+
 def binop(op: str, left: typing.Any, right: typing.Any,
           lineage: typing.AbstractSet[tuple]) -> typing.Any:
     """``left op right`` with at least one dynamic scalar; the other a number or tensor."""
@@ -87,10 +100,22 @@ def binop(op: str, left: typing.Any, right: typing.Any,
         return _binop(op, left, right, lineage)
 
 
+def _operator_binop(op: str, left: typing.Any, right: typing.Any,
+                    lineage: typing.AbstractSet[tuple]) -> typing.Any:
+    """``binop`` of the operands converted code gives (``DynamicScalar.trace_binary``)."""
+    return binop(op, _taken(left), _taken(right), lineage)
+
+
+def _operator_compare(op: str, left: typing.Any, right: typing.Any,
+                      lineage: typing.AbstractSet[tuple]) -> typing.Any:
+    """``compare`` of the operands converted code gives (``DynamicScalar.trace_binary``)."""
+    return compare(op, _taken(left), _taken(right), lineage)
+
+
 def _binop(op: str, left: typing.Any, right: typing.Any,
            lineage: typing.AbstractSet[tuple]) -> typing.Any:
     for value in (left, right):
-        if not (type(value) is DynamicScalar or _constant_ok(value)):
+        if not _operand_ok(value):
             if isinstance(value, (tf.Tensor, tf.Variable)):
                 return with_tensor(op, left, right, lineage)
             need(lineage, 'an operator between a number and a %s'
@@ -269,7 +294,7 @@ def _compare(op: str, left: typing.Any, right: typing.Any,
     if op not in _COMPARE:
         need(lineage, 'the comparison %s on a number from outside the call' % op)
     for value in (left, right):
-        if not (type(value) is DynamicScalar or _constant_ok(value)):
+        if not _operand_ok(value):
             if isinstance(value, (tf.Tensor, tf.Variable)):
                 return with_tensor(op, left, right, lineage, compare=True)
             need(lineage, 'comparing a number with a %s' % type(value).__name__)
@@ -306,7 +331,7 @@ def builtin(callee: typing.Callable, args: typing.Sequence,
 
 def _builtin(callee: typing.Callable, args: typing.Sequence,
              lineage: typing.AbstractSet[tuple]) -> typing.Any:
-    if not all(type(a) is DynamicScalar or _constant_ok(a) for a in args):
+    if not all(map(_operand_ok, args)):
         return NotImplemented
     operands = [_Operand(a) for a in args]
     if callee is float and len(args) == 1:
@@ -328,7 +353,8 @@ def _builtin(callee: typing.Callable, args: typing.Sequence,
         if a.type is not float:
             return builtin(int, args, lineage)
         return _checked_round(a, lineage)
-    if callee is round and len(args) == 2 and type(args[1]) is int and is_dynamic(args[0]):
+    if callee is round and len(args) == 2 and type(args[1]) is int:
+        # ``args[0]`` is the dynamic one: ``trace_builtin`` asks a number among the args
         digits = args[1]
         if args[0].type is not float:   # round(True, 1) is the int 1
             if digits < 0:
@@ -377,7 +403,7 @@ def _extreme(callee: typing.Callable, args: typing.Sequence,
              lineage: typing.AbstractSet[tuple]) -> DynamicScalar:
     """``max``/``min`` as Python computes them: the first extreme operand, by ``>``/``<``
     (NaN never wins a comparison), and that operand's type."""
-    kinds = {type(a) if type(a) is not DynamicScalar else a.type for a in args}
+    kinds = {_Operand(a).type for a in args}
     if len(kinds) != 1:
         need(lineage, '%s() of numbers of different types (its result type '
                          'depends on the values)' % callee.__name__)
@@ -399,7 +425,7 @@ def contains(key: DynamicScalar, items: typing.Iterable,
     """``key in items`` for a dynamic number and a container of numbers: Python's
     ``any(key is e or key == e)``, as an OR of equalities (a NaN key, equal to nothing
     but possibly identical to an item, falls back)."""
-    if not all(type(item) is DynamicScalar or _constant_ok(item) for item in items):
+    if not all(map(_operand_ok, items)):
         need(lineage, '`in` on a container holding other things than numbers')
     if key.type is float:
         assume(tf.equal(key.tensor, key.tensor), 'a number looked up with `in` is not NaN')
@@ -416,3 +442,7 @@ _MATH_FLOAT = {math.sqrt, math.exp, math.log, math.log2, math.log10, math.cos, m
                math.atanh, math.asinh, math.acosh, math.erf, math.erfc, math.radians,
                math.degrees}
 _MATH_INT = {math.floor, math.ceil, math.trunc}
+
+
+scalars.register_arithmetic(scalars.Arithmetic(
+    binop=_operator_binop, compare=_operator_compare, unary=unary, builtin=builtin))

@@ -31,6 +31,8 @@ scalar came from, and the janus function redoes the trace with those sources
 specialized by value again (default-deny: never a silent constant).
 """
 from __future__ import annotations
+import contextlib
+import dataclasses
 import math
 import operator
 import sys
@@ -54,6 +56,38 @@ EXACT_FLOAT_INT = 2 ** 53  # ints up to this convert to float64 exactly
 TINY = guards.SCALAR_TINY  # |floats| below this (but nonzero) may meet TF's flush-to-zero
 DTYPES = {int: tf.int64, float: tf.float64, bool: tf.bool}
 NUMBER = (int, float, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class Arithmetic:
+    """A dynamic number's operators and builtins, built in the graph with Python's
+    meaning (``scalar_ops``).
+
+    Why a record registered here rather than an import: ``scalar_ops`` builds its
+    results as ``DynamicScalar``s and its checks with this module's ``assume``, so
+    it sits above this module; the number's own protocol methods below cannot
+    import it back (a cycle), nor import it in a function (``tests/test_layout.py``).
+    ``scalar_ops`` hands its operations to the class when it is imported
+    (``register_arithmetic``), as this module hands its conversion to TF
+    (``tf.register_tensor_conversion_function`` at its end); ``janus.values``
+    imports both, so no trace runs before it."""
+
+    binop: typing.Callable[..., typing.Any]     # (op, left, right, lineage)
+    compare: typing.Callable[..., typing.Any]   # (op, left, right, lineage)
+    unary: typing.Callable[..., typing.Any]     # (op, value)
+    builtin: typing.Callable[..., typing.Any]   # (callee, args, lineage): NotImplemented if not modelled
+
+
+# The special method the operators ask a stand-in with (``protocol.binary``'s
+# ``forward``), as the operator's name ``scalar_ops`` builds.
+_OPERATORS = {'__add__': 'Add', '__sub__': 'Sub', '__mul__': 'Mult', '__matmul__': 'MatMult',
+              '__truediv__': 'Div', '__floordiv__': 'FloorDiv', '__mod__': 'Mod',
+              '__pow__': 'Pow', '__lshift__': 'LShift', '__rshift__': 'RShift',
+              '__or__': 'BitOr', '__xor__': 'BitXor', '__and__': 'BitAnd'}
+_COMPARISONS = {'__eq__': 'Eq', '__ne__': 'NotEq', '__lt__': 'Lt', '__le__': 'LtE',
+                '__gt__': 'Gt', '__ge__': 'GtE'}
+# Python's builtins of numbers ``scalar_ops.builtin`` models (and ``math``'s functions).
+_NUMBER_BUILTINS = (float, int, bool, abs, round, max, min, divmod)
 
 
 class DynamicScalar(StandIn):
@@ -92,6 +126,47 @@ class DynamicScalar(StandIn):
 
     def trace_truth(self) -> typing.NoReturn:
         self.specialize('a Python-level truth test')   # tests on it are tensor tests (control/)
+
+    # Its operators and builtins: ``scalar_ops``'s (``Arithmetic``).  A number answers
+    # after every other stand-in where they meet (its arithmetic always ran after
+    # their answers): an array's or a node's refusal stands.
+    RANK = -1
+    arithmetic: typing.ClassVar[Arithmetic]   # registered by scalar_ops (register_arithmetic)
+
+    def trace_binary(self, left: typing.Any, right: typing.Any, forward: str, reflected: str,
+                     symbol: str) -> typing.Any:
+        if forward == '__mod__' and isinstance(left, (str, bytes)):
+            return NOT_MODELLED   # ``'%d' % n``: text formatted after the run (observe)
+        lineage = lineage_of(left, right)
+        graph_operand = any(isinstance(v, (tf.Tensor, tf.Variable)) for v in (left, right))
+        with fallible.made_by_the_user() if graph_operand else contextlib.nullcontext():
+            # ``n < x`` with a tensor ``x`` of another shape raises unused, as eagerly
+            if forward in _COMPARISONS:
+                return self.arithmetic.compare(_COMPARISONS[forward], left, right, lineage)
+            return self.arithmetic.binop(_OPERATORS[forward], left, right, lineage)
+
+    def trace_unary(self, op: str) -> DynamicScalar:
+        return self.arithmetic.unary(op, self)
+
+    def trace_identity(self, other: typing.Any) -> bool:
+        if other is None:   # a dynamic number is a number, never None
+            return False
+        need(lineage_of(self, other), 'an identity test on a number')
+
+    def trace_builtin(self, callee: typing.Callable, args: tuple, kwargs: dict) -> typing.Any:
+        """``isinstance``/``type`` answered from the Python type; Python's number
+        builtins and ``math`` computed in the graph (``scalar_ops.builtin``)."""
+        if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs \
+                and args[0] is self:
+            return issubclass(self.type, args[1]) if callee is isinstance else callee(*args)
+        if callee is type and len(args) == 1 and not kwargs:
+            return self.type
+        if kwargs or not (any(callee is f for f in _NUMBER_BUILTINS) or (
+                isinstance(callee, types.BuiltinFunctionType)
+                and getattr(callee, '__module__', None) == 'math')):
+            return NOT_MODELLED
+        result = self.arithmetic.builtin(callee, list(args), lineage_of(*args))
+        return NOT_MODELLED if result is NotImplemented else result
 
     # Python protocols reaching a dynamic scalar directly come from code janus does
     # not convert (library code, builtins it does not model): they need the value.
@@ -140,8 +215,21 @@ class DynamicScalar(StandIn):
         return DynamicScalar(as_scalar(carried), self.type, self.lineage | lineage)
 
 
+def register_arithmetic(arithmetic: Arithmetic) -> None:
+    """``scalar_ops``'s operations, the numbers' own (``Arithmetic``)."""
+    DynamicScalar.arithmetic = arithmetic
+
+
 def is_dynamic(value: typing.Any) -> bool:
     return type(value) is DynamicScalar
+
+
+def number_type(value: typing.Any) -> type | None:
+    """The Python number type (int, float or bool) ``value`` is or stands for; None
+    for any other value."""
+    if type(value) is DynamicScalar:
+        return value.type
+    return type(value) if type(value) in NUMBER else None
 
 
 def lineage_of(*values: typing.Any) -> frozenset:
@@ -599,9 +687,8 @@ def packed_shape_call(
     index, keyword = where
     args, kwargs = list(args), dict(kwargs)
     shape = shape_argument(callee, args, kwargs)
-    if type(shape) not in (list, tuple) or not any(type(d) is DynamicScalar for d in shape) \
-            or not all(type(d) is int or type(d) is DynamicScalar and d.type is int
-                       for d in shape):
+    if type(shape) not in (list, tuple) or not holds_dynamic(shape) \
+            or not all(number_type(d) is int for d in shape):
         return None
     others = [v for i, v in enumerate(args) if i != index] + [
         v for k, v in kwargs.items() if k != keyword]
