@@ -176,3 +176,62 @@ def test_a_relaxed_number_across_a_tensor_dependent_if_and_loop():
         return f, box
     jf = differential(make, floats(), state=lambda box: box.total)
     assert janus.stats(jf)['graph_calls'] >= 4
+
+
+# -- numbers answer their own operators and builtins (DynamicScalar, scalar_ops) --------
+
+def ints(n=10):
+    return [((tf.constant([1.0, 2.0]), 3 + i, 0.5 + i), {}) for i in range(n)]
+
+
+def test_the_numbers_arithmetic_is_registered_into_their_class():
+    """``scalar_ops`` sits above ``scalars``: it hands its operations to the class."""
+    from janus.values import scalar_ops
+    assert DynamicScalar.arithmetic.binop.__module__ == scalar_ops.__name__
+    assert DynamicScalar.RANK < min(ArrayStandIn.RANK, NodeRef.RANK, LazyText.RANK)
+
+
+def test_a_relaxed_number_answers_operators_unary_and_identity():
+    def make():
+        def f(x, k, n):
+            return (x * n + k, k // 2, k % 3, n / 4, 2 ** k, k - n, n < k, 3 >= k,
+                    k == 7, -k, +n, ~k, not k, k is None, n is not None, x < n,
+                    n * x, 1 < k <= 11, (k % 2) == 0, -x / k)
+        return f, None
+    jf = differential(make, ints())
+    assert janus.stats(jf)['graph_calls'] >= 5, janus.explain(jf)
+
+
+def test_a_relaxed_number_answers_its_builtins():
+    import math
+
+    def make():
+        def f(x, k, n):
+            return (abs(-k), round(n), round(n, 1), int(n), float(k), bool(k), min(k, 5),
+                    max(n, 2.0), divmod(k, 4), math.floor(n), math.cos(n),
+                    isinstance(k, int), isinstance(n, float), type(k) is int,
+                    sum([k, 2, k]), max([k, 1, 4]), x * math.sqrt(n))
+        return f, None
+    jf = differential(make, ints())
+    assert janus.stats(jf)['graph_calls'] >= 5, janus.explain(jf)
+
+
+def test_a_relaxed_number_with_text_formatted_after_the_run_or_an_outside_set():
+    """``n + text`` and ``n + self.seen`` raise eagerly; janus refuses them as it does
+    for any operand (text formatted after the run, a set's order), never by fixing the
+    number's value, and later calls keep the relaxed number."""
+    def make():
+        state = {'seen': {1, 2}}
+
+        def f(x, k, n):
+            if k == 8:
+                return n + f'{tf.reduce_sum(x)}'
+            if k == 10:
+                return k | state['seen']
+            if k == 11:
+                return f'{k}' * 2 + '%d' % k
+            return x * n + k
+        return f, state
+    jf = differential(make, ints(12), state=lambda s: sorted(s['seen']))
+    text = janus.explain(jf)
+    assert 'k: a graph input' in text and 'n: a graph input' in text, text
