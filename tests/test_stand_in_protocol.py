@@ -235,3 +235,26 @@ def test_a_relaxed_number_with_text_formatted_after_the_run_or_an_outside_set():
     jf = differential(make, ints(12), state=lambda s: sorted(s['seen']))
     text = janus.explain(jf)
     assert 'k: a graph input' in text and 'n: a graph input' in text, text
+
+
+def test_a_builtin_hands_on_an_arrays_rows_and_asks_its_class():
+    """``enumerate(a)``/``zip(a, ...)`` of an outside 2-d array give its rows (the array's
+    ``trace_iterate``), ``isinstance(a, ...)`` the class it stands for (``trace_class``)."""
+    table = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=np.float32)
+
+    def make():
+        state = {'table': table.copy(), 'row': np.array([1.0, 2.0], dtype=np.float32)}
+
+        def f(x, n):
+            out = x * n
+            for i, row in enumerate(state['table']):
+                out = out + row * x * i
+            for row, k in zip(state['table'], [1.0, 2.0]):
+                out = out - x * row * k
+            kinds = (isinstance(state['table'], (np.ndarray, list)),
+                     isinstance(state['row'], tuple))
+            if n > 6.0:
+                return out, kinds, list(state['row'])
+            return out, kinds
+        return f, state
+    differential(make, floats(), state=lambda s: s['table'].tolist())

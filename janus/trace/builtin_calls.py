@@ -15,6 +15,7 @@ from janus.library import whitelist
 from janus.recursion import schema, structures
 from janus.trace import access, callees, lazy_text, library_calls, observe
 from janus.values import arrays
+from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.trace.trace_context import Unsupported
 
 
@@ -65,10 +66,9 @@ def call_builtin(ctx, callee, args, kwargs):
         # the graph never raises.
         args = tuple(observe.ragged_rows(a, 'iterating') if observe.is_graph_ragged(a) else a
                      for a in args)
-    if callee in callees.PASSING_ON and not kwargs and any(map(arrays.is_stand_in, args)):
+    if callee in callees.PASSING_ON and not kwargs and any(isinstance(a, StandIn) for a in args):
         # ``zip(self.heads, MASKS)``: a 2-d array hands on its rows, views a[i].
-        args = tuple(arrays.rows(a, '%s() of' % callee.__name__) if arrays.is_stand_in(a)
-                     else a for a in args)
+        args = tuple(_iterated(a, '%s() of' % callee.__name__) for a in args)
     values = list(args) + list(kwargs.values())
     if any(map(arrays.is_stand_in, values)) or (
             callee not in callees.PASSING_ON + (len, isinstance, issubclass)
@@ -127,6 +127,16 @@ _READS_NO_ITEMS = (isinstance, issubclass, type, id, len, repr, str, format, has
                    getattr, hasattr)
 
 
+def _iterated(value, what):
+    """What a builtin that iterates ``value`` gets: a stand-in's items, as a loop over it
+    takes them (``trace_iterate``: an array's rows), else ``value`` itself."""
+    if isinstance(value, StandIn):
+        found = value.trace_iterate(what)
+        if found is not NOT_MODELLED:
+            return found
+    return value
+
+
 def _static_length(value):
     """``len()`` of a graph tensor whose first dimension the graph knows (an argument's
     is guarded by its shape; TF's shape inference never gets a known one wrong), or None."""
@@ -141,8 +151,10 @@ def _builtin_of_array(callee, args, kwargs):
     answered for ``np.ndarray`` (its type is guarded), ``len`` its first dimension;
     anything else would need NumPy's values (refused)."""
     if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs \
-            and arrays.is_stand_in(args[0]) and not arrays.holds_stand_in(args[1]):
-        return issubclass(arrays.NDARRAY, args[1]) if callee is isinstance else callee(*args)
+            and isinstance(args[0], StandIn) and not arrays.holds_stand_in(args[1]):
+        stands_for = args[0].trace_class()   # an array's ``np.ndarray`` (its type is guarded)
+        if stands_for is not NOT_MODELLED:
+            return issubclass(stands_for, args[1]) if callee is isinstance else callee(*args)
     if callee is len and len(args) == 1 and not kwargs and arrays.is_stand_in(args[0]):
         return arrays.length(args[0])
     arrays.refuse_use('%s() of' % getattr(callee, '__name__', 'a builtin'))
