@@ -69,8 +69,9 @@ class Arithmetic:
     import it back (a cycle), nor import it in a function (``tests/test_layout.py``).
     ``scalar_ops`` hands its operations to the class when it is imported
     (``register_arithmetic``), as this module hands its conversion to TF
-    (``tf.register_tensor_conversion_function`` at its end); ``janus.values``
-    imports both, so no trace runs before it."""
+    (``tf.register_tensor_conversion_function`` at its end).  ``trace/observe.py``,
+    which runs every operator of converted code, imports ``scalar_ops``, and
+    ``import janus`` imports it: no trace runs before the registration."""
 
     binop: typing.Callable[..., typing.Any]     # (op, left, right, lineage)
     compare: typing.Callable[..., typing.Any]   # (op, left, right, lineage)
