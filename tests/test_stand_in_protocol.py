@@ -265,3 +265,93 @@ def test_a_builtin_hands_on_an_arrays_rows_and_asks_its_class():
             return out, kinds
         return f, state
     differential(make, floats(), state=lambda s: s['table'].tolist())
+
+
+# -- identity, `in`, unary and in-place operators (trace_identity, trace_contains,
+#    trace_unary, trace_in_place, trace_attribute_is_none) --------------------------
+
+class Tree:
+    def __init__(self, v, left=None, right=None):
+        self.v, self.left, self.right = v, left, right
+
+
+def grown(i):
+    """A tree of ``i % 4 + 1`` levels (a fresh object each call: the structure varies)."""
+    tree = Tree(1.0)
+    for level in range(i % 4):
+        tree = Tree(float(level + 2), tree, Tree(0.5) if level % 2 else None)
+    return tree
+
+
+def trees(n=8):
+    return [lambda i=i: ((grown(i), tf.constant([1.0, 2.0])), {}) for i in range(n)]
+
+
+def test_a_node_answers_is_none_and_its_attribute_is_none():
+    """``node is None``, ``node is not None`` and ``node.left is None`` in a recursion
+    over the user's objects: the node answers them (tensor tests, no read)."""
+    def make():
+        def total(t, x):
+            if t is None:
+                return x * 0.0
+            here = x * t.v if t.left is None else x * (t.v + 1.0)
+            if t.right is not None:
+                here = here + total(t.right, x)
+            return here + total(t.left, x)
+        return total, None
+    jf = differential(make, trees())
+    assert janus.stats(jf)['graph_calls'] >= 1
+
+
+def test_a_node_compared_or_identified_with_another_refuses():
+    """``a == b`` of nodes and ``a is b`` between two nodes refuse (RECURSION): the
+    calls run as plain Python, with eager's results."""
+    def make():
+        def same(t, x):
+            if t is None or t.left is None:
+                return x
+            return x * 2.0 if t.left == t.right else same(t.left, x) + 1.0
+        return same, None
+    jf = differential(make, trees())
+    assert 'comparing a node' in ' '.join(janus.explain(jf).split())
+
+    def make_identity():
+        def same(t, x):
+            if t is None or t.left is None:
+                return x
+            return x * 2.0 if t.left is t.right else same(t.left, x) + 1.0
+        return same, None
+    jf = differential(make_identity, trees())
+    assert 'an identity test between nodes' in ' '.join(janus.explain(jf).split())
+
+
+def test_an_outside_array_in_place_unary_and_in():
+    """``x += t[i]`` (a tensor the target: the tensor's operator) converts; ``-t[i]``,
+    ``t[i] += x`` and ``v in t[i]`` refuse (NUMPY_ARRAY) and run as plain Python, with
+    eager's results."""
+    table = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=np.float32)
+
+    def make(use):
+        def build():
+            state = {'table': table.copy()}
+
+            def f(x, n):
+                t = state['table']
+                row = t[int(n) % 3]
+                x += row
+                if use == 'negative':
+                    return x, -row
+                if use == 'in place':
+                    row += x
+                    return x
+                if use == 'in':
+                    return x, 3.0 in row
+                return x * n
+            return f, state
+        return build
+    for use in ('tensor target', 'negative', 'in place', 'in'):
+        jf = differential(make(use), floats(), state=lambda s: s['table'].tolist())
+        if use == 'tensor target':
+            assert janus.stats(jf)['imperative_calls'] == 0
+        else:
+            assert 'NumPy array' in ' '.join(janus.explain(jf).split()), use

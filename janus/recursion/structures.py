@@ -6,8 +6,9 @@ a node is a ``NodeRef`` (a scalar index tensor into the table ``structure_guard.
 packs): reading ``node.left`` gathers its column (another ``NodeRef``, a
 ``DynamicScalar`` number, or None), ``isinstance(node, Leaf)`` and ``node is None`` are
 tensor tests; any other use of a node refuses (``Reason.RECURSION``).  A ``NodeRef``
-answers attribute and item reads and writes, truth, unpacking and loops itself
-(``values/protocol.py``); a comparison of nodes is refused by ``observe.compare``.
+answers attribute and item reads and writes, truth, unpacking, loops, identity tests
+(``node is None``, ``node.left is None``) and comparisons (refused) itself
+(``values/protocol.py``).
 """
 import dataclasses
 import types
@@ -20,7 +21,10 @@ from janus.reasons import Reason
 from janus.recursion.schema import (NUMBER_KINDS, DeadVariant, Kind, code_of_kind,
                                     column_label, key_name, key_type)
 from janus.values import scalars
-from janus.values.protocol import StandIn
+from janus.values.protocol import NOT_MODELLED, StandIn
+
+# The special methods of the comparisons (``node == other``: refused).
+_COMPARISONS = frozenset(('__eq__', '__ne__', '__lt__', '__le__', '__gt__', '__ge__'))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -154,6 +158,20 @@ class NodeRef(StandIn):
         if self.maybe_none or self.numbers:
             refuse('the truth value of a node that may be None (write `node is not None`)')
         return True
+
+    def trace_identity(self, other):
+        if other is not None:
+            refuse('an identity test between nodes (only `node is None`)')
+        return is_none_test(self)
+
+    def trace_attribute_is_none(self, name):
+        found = attribute_is_none(self, name)
+        return NOT_MODELLED if found is None else found
+
+    def trace_binary(self, left, right, forward, reflected, symbol):
+        if forward in _COMPARISONS:
+            refuse('comparing a node')
+        return NOT_MODELLED   # an arithmetic operator: Python's own (a TypeError)
 
 
 def is_node(value):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from janus import guards
 from janus.guards import GuardKind
 from janus.library import whitelist
-from janus.recursion import structures
+from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.trace import access, calls, observe
 from janus.heap.shadow_heap import MISSING, Slot
 from janus.trace.tracing import current
@@ -58,9 +58,9 @@ def attr_is_none(obj: Any, name: str, op: str) -> Any:
     """``obj.name is None`` (``op`` 'Is') or ``is not None`` ('IsNot'): on a node of a
     recursive graph function, its kind tested without reading the value (a number or
     None there needs no check that it is a number); otherwise the read, then the test."""
-    if structures.is_node(obj):
-        found = structures.attribute_is_none(obj, name)
-        if found is not None:
+    if isinstance(obj, StandIn):
+        found = obj.trace_attribute_is_none(name)
+        if found is not NOT_MODELLED:
             return found if op == 'Is' else observe.not_value(found)
     return observe.compare(op, attr(obj, name), None)
 

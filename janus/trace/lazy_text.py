@@ -17,7 +17,7 @@ from janus.reasons import Reason
 from janus.trace.tracing import refuse_unmerged
 from janus.values import scalars
 from janus.values.scalars import DynamicScalar
-from janus.values.protocol import StandIn
+from janus.values.protocol import NOT_MODELLED, StandIn
 
 
 class LazyText(StandIn):
@@ -68,6 +68,11 @@ class LazyText(StandIn):
 
     def trace_operand(self):
         self.refuse()   # ``n + text``: as every operator refuses it (``observe._plain``)
+
+    def trace_unary(self, op):
+        if op == 'Not':   # ``not text``: its truth decides (``trace_truth``)
+            return NOT_MODELLED
+        self.refuse()
 
     __str__ = __repr__ = __format__ = __len__ = __add__ = __radd__ = __mod__ = refuse
     __eq__ = __ne__ = __bool__ = __iter__ = __getitem__ = __contains__ = __mul__ = refuse

@@ -26,8 +26,7 @@ from janus.config import config
 from janus.guards import GuardKind
 from janus.graph import fallible
 from janus.library import whitelist
-from janus.recursion import structures
-from janus.values import arrays, protocol, scalar_ops, scalars
+from janus.values import protocol, scalar_ops, scalars
 from janus.values.scalars import DynamicScalar
 from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.trace.lazy_text import LazyText, checked_text, holds_tensor, needs_run_values
@@ -276,19 +275,11 @@ def compare(op, left, right):
     if op in ('In', 'NotIn'):
         found = _contains(ctx, right, left)
         return found if op == 'In' else not found
-    if op in ('Is', 'IsNot') and (structures.is_node(left) or structures.is_node(right)):
-        node, other = (left, right) if structures.is_node(left) else (right, left)
-        if other is not None:
-            structures.refuse('an identity test between nodes (only `node is None`)')
-        found = structures.is_none_test(node)
-        return found if op == 'Is' else (tf.logical_not(found) if isinstance(found, tf.Tensor)
-                                         else not found)
-    if structures.holds_node((left, right)):
-        structures.refuse('comparing a node')
     if op in ('Is', 'IsNot'):
-        found = protocol.identity(left, right)   # a number's: never None, else its value
+        found = protocol.identity(left, right)   # a node's ``node is None``, a number's
         if found is not NOT_MODELLED:
-            return found if op == 'Is' else not found
+            return found if op == 'Is' else (tf.logical_not(found)
+                                             if isinstance(found, tf.Tensor) else not found)
         if ctx.tensors.is_merged_tuple(left) or ctx.tensors.is_merged_tuple(right):
             raise Unsupported(Reason.BRANCH_TYPES,
                               'janus does not convert an identity test on a tuple merged after '
@@ -297,7 +288,7 @@ def compare(op, left, right):
             same = ctx.tensors.same(left, right)   # graph inputs: the eager tensors they stand for
             return same if op == 'Is' else not_value(same)
         return _COMPARE[op][1](left, right)   # identities of outside objects: ALIAS_MATCH
-    if isinstance(left, StandIn) or isinstance(right, StandIn):   # an array's, a number's
+    if isinstance(left, StandIn) or isinstance(right, StandIn):   # a node's, an array's, a number's
         dunder = _COMPARE[op][0]
         found = protocol.binary(left, right, dunder, _REFLECTED[dunder], op)
         if found is not NOT_MODELLED:
@@ -371,8 +362,9 @@ def _chain_and(so_far, step):
 
 
 def _contains(ctx, container, key):
-    if arrays.is_stand_in(container) or arrays.is_stand_in(key):
-        arrays.refuse_use('`in` with')
+    found = protocol.contains(container, key)   # an array refuses
+    if found is not NOT_MODELLED:
+        return found
     if isinstance(container, tf.Tensor) or isinstance(key, LazyText):
         return key in container
     source = ctx.provenance.source_of(container)
@@ -497,8 +489,9 @@ def inplace(op, target, value):
     the change, as eagerly.
     """
     ctx = current()
-    if arrays.is_stand_in(target) or arrays.is_stand_in(value) and not _is_graph_value(target):
-        arrays.refuse_use("'%s=' (in place) with" % _BINARY[op][4])
+    found = protocol.in_place(target, value, _BINARY[op][4])   # an array refuses
+    if found is not NOT_MODELLED:
+        return found
     source = ctx.provenance.source_of(target)
     model = pytypes.model_of(target)
     if source is None and model is not None and model.container:
@@ -527,11 +520,7 @@ def inplace(op, target, value):
 
 def unary(op, value):
     name, fn = _UNARY[op]
-    if isinstance(value, LazyText):
-        value.refuse()
-    if arrays.is_stand_in(value):
-        arrays.refuse_use('a unary operator on')
-    if isinstance(value, StandIn):   # a dynamic number's: built in the graph
+    if isinstance(value, StandIn):   # text, an array: refused; a number's: built in the graph
         found = value.trace_unary(op)
         if found is not NOT_MODELLED:
             return found

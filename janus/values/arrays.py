@@ -46,7 +46,7 @@ from janus.errors import Unsupported
 from janus.graph import fallible
 from janus.reasons import Reason
 from janus.trace.tracing import current_or_none
-from janus.values.protocol import StandIn
+from janus.values.protocol import NOT_MODELLED, StandIn
 
 _NUMERIC = 'biuf'
 NDARRAY = np.ndarray
@@ -160,6 +160,21 @@ class ArrayStandIn(StandIn):
                      nested: typing.Callable[[tuple], typing.Any]) -> tuple[ArrayStandIn, ...]:
         return rows(self, 'unpacking')   # each row a stand-in Python unpacks (refused)
 
+    def trace_contains(self, container: typing.Any, key: typing.Any) -> typing.NoReturn:
+        refuse_use('`in` with')
+
+    def trace_unary(self, op: str) -> typing.Any:
+        if op == 'Not':   # ``not array``: its truth decides (``trace_truth``)
+            return NOT_MODELLED
+        refuse_use('a unary operator on')
+
+    def trace_in_place(self, target: typing.Any, value: typing.Any, symbol: str) -> typing.Any:
+        """``target op= value``: refused, unless a tensor or variable is the target
+        (then ``target op value``: the tensor's operator, ``trace_binary``)."""
+        if target is self or not isinstance(target, (tf.Tensor, tf.Variable)):
+            refuse_use("'%s=' (in place) with" % symbol)
+        return NOT_MODELLED
+
     def trace_binary(self, left: typing.Any, right: typing.Any, forward: str, reflected: str,
                      symbol: str) -> typing.Any:
         """``left <op> right`` (an operator or a comparison) where one side is a stand-in:
@@ -167,14 +182,13 @@ class ArrayStandIn(StandIn):
         ``__array_priority__``), so the result is the tensor's own operator (reflected
         where the array is on the left), which converts the array as TF converts an
         ndarray.  Anything else refuses (NumPy on NumPy, NumPy on Python numbers)."""
-        array_left = is_stand_in(left)
-        tensor, array = (right, left) if array_left else (left, right)
-        if not is_stand_in(array) or is_stand_in(tensor) \
-                or not isinstance(tensor, (tf.Tensor, tf.Variable)):
+        array_left = left is self   # both this array (``a + a``): the left answers
+        tensor = right if array_left else left
+        if not isinstance(tensor, (tf.Tensor, tf.Variable)):   # another array refuses too
             refuse_use("the operator '%s' on" % symbol)
         method = getattr(type(tensor), reflected if array_left else forward, None)
         with fallible.made_by_the_user():   # ``t * a`` of mismatched shapes raises unused
-            result = method(tensor, array) if method is not None else NotImplemented
+            result = method(tensor, self) if method is not None else NotImplemented
         if result is NotImplemented:
             refuse_use("the operator '%s' (the tensor does not take it) on" % symbol)
         return result

@@ -164,7 +164,8 @@ class StandIn:
         return NOT_MODELLED
 
     def trace_identity(self, other: typing.Any) -> typing.Any:
-        """``self is other`` (``self`` either side): a bool, or a refusal."""
+        """``self is other`` (``self`` on either side; ``is not`` is its negation): a
+        bool, a bool tensor where the run decides, or a refusal."""
         return NOT_MODELLED
 
     def trace_operand(self) -> typing.Any:
@@ -177,6 +178,20 @@ class StandIn:
         """``callee(*args, **kwargs)``, ``self`` one of the positional ``args``: a builtin
         or ``math`` function it answers for itself (``abs(self)``, ``max(self, 0)``,
         ``isinstance(self, int)``, ``type(self)``)."""
+        return NOT_MODELLED
+
+    # -- recursion, arrays and the rest (helper P3) --
+    def trace_attribute_is_none(self, name: str) -> typing.Any:
+        """``self.name is None`` (``is not``: its negation), answered without reading the
+        attribute: a bool or a dynamic bool."""
+        return NOT_MODELLED
+
+    def trace_contains(self, container: typing.Any, key: typing.Any) -> typing.Any:
+        """``key in container``, ``self`` the container or the key."""
+        return NOT_MODELLED
+
+    def trace_in_place(self, target: typing.Any, value: typing.Any, symbol: str) -> typing.Any:
+        """``target symbol= value`` (``+=``...), ``self`` the target or the value."""
         return NOT_MODELLED
 
 
@@ -212,6 +227,27 @@ def set_item(container: typing.Any, key: typing.Any, value: typing.Any) -> typin
                           (key, lambda: key.trace_set_item(container, key, value))])
 
 
+def identity(left: typing.Any, right: typing.Any) -> typing.Any:
+    """``left is right`` where either side may be a stand-in: the left first within a
+    rank."""
+    return _first_answer([(left, lambda: left.trace_identity(right)),
+                          (right, lambda: right.trace_identity(left))])
+
+
+def contains(container: typing.Any, key: typing.Any) -> typing.Any:
+    """``key in container`` where either may be a stand-in: the container first within
+    a rank."""
+    return _first_answer([(container, lambda: container.trace_contains(container, key)),
+                          (key, lambda: key.trace_contains(container, key))])
+
+
+def in_place(target: typing.Any, value: typing.Any, symbol: str) -> typing.Any:
+    """``target symbol= value`` where either may be a stand-in: the target first within
+    a rank."""
+    return _first_answer([(target, lambda: target.trace_in_place(target, value, symbol)),
+                          (value, lambda: value.trace_in_place(target, value, symbol))])
+
+
 def binary(left: typing.Any, right: typing.Any, forward: str, reflected: str,
            symbol: str) -> typing.Any:
     """``left symbol right`` where either side may be a stand-in: the left first
@@ -222,13 +258,6 @@ def binary(left: typing.Any, right: typing.Any, forward: str, reflected: str,
 
 
 # -- numbers (helper P1) --
-
-def identity(left: typing.Any, right: typing.Any) -> typing.Any:
-    """``left is right`` where either side may be a stand-in: the left first within a
-    rank."""
-    return _first_answer([(left, lambda: left.trace_identity(right)),
-                          (right, lambda: right.trace_identity(left))])
-
 
 def builtin(callee: typing.Callable, args: tuple, kwargs: dict) -> typing.Any:
     """``callee(*args, **kwargs)`` where positional arguments may be stand-ins: in
