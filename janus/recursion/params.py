@@ -86,8 +86,9 @@ def param_of(value):
         return Param(ParamKind.NODE)
     if isinstance(value, tf.Tensor):
         return Param(ParamKind.TENSOR, tf.TensorSpec(value.shape, value.dtype))
-    if scalars.is_dynamic(value):
-        return Param(ParamKind.SCALAR, value.type)
+    number = structures.dynamic_type(value)
+    if number is not None:
+        return Param(ParamKind.SCALAR, number)
     if pytypes.is_constant(value):
         return Param(ParamKind.CONST, value)
     if isinstance(value, (tf.Variable, tf.Module)):
@@ -176,17 +177,16 @@ class Parameters:
         if param.kind is ParamKind.NODE:
             return self._passed_node(position, value, node_schema)
         if param.kind is ParamKind.TENSOR:
-            tensor = tf.convert_to_tensor(value) if not scalars.is_dynamic(value) else None
+            tensor = tf.convert_to_tensor(value) if structures.dynamic_type(value) is None \
+                else None
             if tensor is None or tensor.dtype != param.value.dtype \
                     or not param.value.shape.is_compatible_with(tensor.shape):
                 structures.refuse('a recursive call of %s given another kind of value (%s) '
                                   'where a %s was passed' % (self.label, value, param.value))
             return [tensor]
         if param.kind is ParamKind.SCALAR:
-            if scalars.is_dynamic(value) and value.type is param.value:
-                return [value.tensor]
-            if type(value) is param.value:
-                return [tf.constant(value, scalars.DTYPES[param.value])]
+            if structures.number_type(value) is param.value:
+                return [structures.number_tensor(value, param.value)]
             structures.refuse('a recursive call of %s given a %s where a %s was passed'
                               % (self.label, type(value).__name__, param.value.__name__))
         if param.kind is ParamKind.OBJECT:
@@ -201,18 +201,19 @@ class Parameters:
         return []
 
     def _passed_node(self, position, value, node_schema):
-        if structures.is_node(value) and value.numbers:
+        node = structures.as_node(value)   # None: given None or another value
+        if node is not None and node.numbers:
             structures.refuse('a recursive call of %s given a value that may be a number, '
                               'with several node parameters' % self.label)
         if value is not self.node_values.get(position):
             self.varied.add(position)   # a node of the structure, not passed on
-        if value is None or (structures.is_node(value) and value.maybe_none):
+        if value is None or (node is not None and node.maybe_none):
             if position not in self.maybe_none:
                 self.maybe_none.add(position)
                 node_schema.stale = True   # the parameter may be None: trace again
             if value is None:
                 return [tf.constant(-1, tf.int64)]
-        if not structures.is_node(value):
+        if node is None:
             structures.refuse('a recursive call of %s given a %s where a node was passed'
                               % (self.label, type(value).__name__))
-        return [value.index]
+        return [node.index]

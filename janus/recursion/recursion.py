@@ -130,7 +130,7 @@ def over_objects(fn, args, kwargs, receiver):
     # A node of a recursion being traced: a helper of its own, unless it leads back to
     # a function being traced (mutual recursion: inlined, its calls those functions')
     ctx = current()
-    return any(structures.is_node(v) for v in values) and not may_recurse(
+    return structures.holds_node(values) and not may_recurse(
         fn, args[0] if receiver and args else None, tuple(ctx.recursion.active))
 
 
@@ -146,7 +146,7 @@ def call(ctx, fn, args, kwargs, receiver, run):
     params = [param_of(value) for value in values]
     # Given a node of a structure being read (a recursive helper called from inside a
     # recursive function): the function reads that structure's table.
-    within = next((value for value in values if structures.is_node(value)), None)
+    within = next(iter(structures.nodes_at(values).values()), None)
     key = (fn.__code__, id(owner), tuple(p.key() for p in params))
     if within is not None:   # one build per structure: its captures settle across traces
         build = within.schema.helpers.get(key)
@@ -541,8 +541,7 @@ class RecursionBuild:
         inputs = iter(flat)
         values = self.parameters.values_of(inputs, position, value, self.schema, self.table)
         saved_nodes = self.parameters.node_values
-        self.parameters.node_values = {index: v for index, v in enumerate(values)
-                                       if structures.is_node(v)}
+        self.parameters.node_values = structures.nodes_at(values)
         args = ([self.owner] if self.receiver else []) + values
         heap = ctx.heap
         base = heap.checkpoint()

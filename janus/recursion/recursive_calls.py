@@ -18,7 +18,6 @@ from janus.recursion import params, schema, structure_guard, structures
 from janus.recursion.schema import Kind
 from janus.control.common import kept_running
 from janus.trace.tracing import current
-from janus.values import scalars
 
 
 class NoOutputYet(Exception):
@@ -254,7 +253,7 @@ def _value_kind(value):
     """The cell kind of None or a number passed where a node goes, or None."""
     if value is None:
         return Kind.NONE
-    kind = value.type if scalars.is_dynamic(value) else type(value)
+    kind = structures.number_type(value)
     return {int: Kind.INT, float: Kind.FLOAT, bool: Kind.BOOL}.get(kind)
 
 
@@ -262,7 +261,7 @@ def _cell_of(kind, value):
     """``value`` (None or a number) as an int64 table cell."""
     if kind is Kind.NONE:
         return tf.constant(-1, tf.int64)
-    if not scalars.is_dynamic(value):
+    if structures.dynamic_type(value) is None:
         return tf.constant(structure_guard.float_bits(value) if kind is Kind.FLOAT
                            else int(value), tf.int64)
     if kind is Kind.FLOAT:

@@ -36,10 +36,9 @@ class Leaf:
 def _leaf_of(leaf):
     if isinstance(leaf, tf.Tensor):
         return Leaf(LeafKind.TENSOR, tf.TensorSpec(leaf.shape, leaf.dtype))
-    if scalars.is_dynamic(leaf):
-        return Leaf(LeafKind.SCALAR, leaf.type)
-    if type(leaf) in scalars.DTYPES:
-        return Leaf(LeafKind.SCALAR, type(leaf))
+    kind = structures.number_type(leaf)
+    if kind in scalars.DTYPES:
+        return Leaf(LeafKind.SCALAR, kind)
     structures.refuse('a recursive function returning a %s (janus returns tensors '
                       'and Python numbers from it)' % type(leaf).__name__)
 
@@ -84,10 +83,8 @@ class Results:
         for leaf, known in zip(leaves, self.leaves):
             if known.kind is LeafKind.TENSOR:
                 outputs.append(leaf)
-            elif scalars.is_dynamic(leaf):
-                outputs.append(leaf.tensor)
             else:
-                outputs.append(tf.constant(leaf, scalars.DTYPES[known.spec]))
+                outputs.append(structures.number_tensor(leaf, known.spec))
         return outputs
 
     def _widen_shapes(self, found, schema):

@@ -182,6 +182,39 @@ def holds_node(values):
     return any(type(v) is NodeRef for v in values)
 
 
+def as_node(value):
+    """``value`` where it is a node, else None (None, a number, any other value)."""
+    return value if type(value) is NodeRef else None
+
+
+def nodes_at(values):
+    """The nodes among ``values``, by position."""
+    return {position: value for position, value in enumerate(values) if is_node(value)}
+
+
+# -- numbers crossing a recursive call (arguments, results, threaded numbers) --------
+# A Python number or a dynamic one (``scalars.DynamicScalar``, a graph value): asked
+# here only, wherever the recursion passes a number into or out of a graph function.
+
+def dynamic_type(value):
+    """The Python type of the number a dynamic number stands for; None for any other
+    value."""
+    return value.type if scalars.is_dynamic(value) else None
+
+
+def number_type(value):
+    """The Python type of ``value``, a dynamic number's that of the number it stands for."""
+    return dynamic_type(value) or type(value)
+
+
+def number_tensor(value, kind):
+    """The number ``value`` (its Python type ``kind``) as a scalar graph value: a dynamic
+    number's tensor, a Python number's constant."""
+    if dynamic_type(value) is not None:
+        return value.tensor
+    return tf.constant(value, scalars.DTYPES[kind])
+
+
 def refuse(what):
     raise Unsupported(Reason.RECURSION, 'janus does not convert %s inside a recursive '
                       'graph function' % what)

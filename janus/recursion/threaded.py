@@ -28,10 +28,9 @@ class StateSlot:
 
 def number_kind(value):
     """The Python type of a number written to a threaded attribute."""
-    if scalars.is_dynamic(value):
-        return value.type
-    if type(value) in scalars.DTYPES:
-        return type(value)
+    kind = structures.number_type(value)
+    if kind in scalars.DTYPES:
+        return kind
     structures.refuse('a recursive function writing a %s to an attribute (janus threads '
                       'numbers through a recursion)' % type(value).__name__)
 
@@ -57,8 +56,7 @@ class ThreadedNumbers:
         if number_kind(value) is not slot.kind:
             structures.refuse('%s.%s is not a %s when the recursion starts'
                               % (type(slot.obj).__name__, slot.name, slot.kind.__name__))
-        return value.tensor if scalars.is_dynamic(value) else tf.constant(
-            value, scalars.DTYPES[slot.kind])
+        return structures.number_tensor(value, slot.kind)
 
     def inputs_now(self, ctx):
         """Their values in the trace now, as a call's inputs."""
@@ -94,8 +92,7 @@ class ThreadedNumbers:
             if number_kind(value) is not slot.kind:
                 structures.refuse('%s.%s changes its kind of number in the recursion'
                                   % (type(slot.obj).__name__, slot.name))
-            outputs.append(value.tensor if scalars.is_dynamic(value)
-                           else tf.constant(value, scalars.DTYPES[slot.kind]))
+            outputs.append(structures.number_tensor(value, slot.kind))
         prints = [w for w in heap.writes[len(base.writes):] if w.kind is not WriteKind.ATTR]
         if prints:
             structures.refuse('a recursive function that %s (janus threads number attributes '
