@@ -168,6 +168,9 @@ class NodeRef(StandIn):
         found = attribute_is_none(self, name)
         return NOT_MODELLED if found is None else found
 
+    def trace_isinstance(self, classes):
+        return isinstance_test(self, classes)
+
     def trace_binary(self, left, right, forward, reflected, symbol):
         if forward in _COMPARISONS:
             refuse('comparing a node')

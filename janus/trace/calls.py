@@ -135,8 +135,10 @@ def _node_call(ctx, invocation):
     reads it; passed to anything but your own code, refused."""
     callee, args, kwargs = invocation.callee, invocation.args, invocation.kwargs
     if callee is isinstance and len(args) == 2 and not kwargs \
-            and structures.is_node(args[0]) and not structures.holds_node(args[1:]):
-        return structures.isinstance_test(args[0], args[1])
+            and isinstance(args[0], StandIn) and not structures.holds_node(args[1:]):
+        found = args[0].trace_isinstance(args[1])   # a node's class, tested
+        if found is not NOT_MODELLED:
+            return found
     handled = builtin_calls.node_builtin(ctx, callee, args, kwargs)
     if handled is callees.PASS and not callees.is_user_code(ctx, callee):
         structures.refuse('passing a node of the structure to %s' % callees.name(callee))

@@ -194,6 +194,10 @@ class StandIn:
         """``target symbol= value`` (``+=``...), ``self`` the target or the value."""
         return NOT_MODELLED
 
+    def trace_isinstance(self, classes: typing.Any) -> typing.Any:
+        """``isinstance(self, classes)``: a bool, or a bool tensor where the run decides."""
+        return NOT_MODELLED
+
 
 # The protocol's own names: no stand-in's value has them as attributes (``access.attr``).
 NAMES = frozenset(name for name in vars(StandIn) if not name.startswith('__'))
