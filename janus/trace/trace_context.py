@@ -25,6 +25,7 @@ from janus.graph import ops
 from janus.heap import shadow_heap
 from janus.library import whitelist
 from janus.values import arrays, scalars
+from janus.values.protocol import StandIn
 from janus.heap.shadow_heap import MISSING, Slot
 from janus.trace import provenance
 from janus.trace.tracing import Assumption
@@ -202,9 +203,10 @@ class TraceContext:
         if kind is guards.EagerTensor and hoist and self.top_graph is not None:
             return shadow_heap.hoist_tensor(self, source, value)
         if isinstance(value, tf.Tensor) and kind is not guards.EagerTensor \
-                or kind is scalars.DynamicScalar:
-            # Already in this graph: an argument's placeholder, a hoisted read, or a
-            # relaxed number of a container argument (its signature node guards it).
+                or isinstance(value, StandIn):
+            # Already in this graph: an argument's placeholder, a hoisted read, a relaxed
+            # number of a container argument (its signature node guards it), or an
+            # array's stand-in (an argument's, or read before: its guards are taken).
             return value
         if isinstance(value, enum.Enum):
             self.guards.add(GuardKind.ID_MATCH, source, value)   # Mode.EVAL is not Mode.TRAIN
@@ -213,8 +215,6 @@ class TraceContext:
             self.guards.add(GuardKind.ID_MATCH, source, value)
             self.provenance.remember(source, value)
             return value
-        if arrays.is_stand_in(value):
-            return value   # an argument's, or read before: its guards are taken
         if arrays.is_numeric_array(value) and hoist and self.top_graph is not None:
             return self._array(source, value)
         if provenance.is_numpy_scalar(value):   # ``self.scale = np.float32(2)``: by value

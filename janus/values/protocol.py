@@ -4,9 +4,9 @@ Needs nothing run before it, and imports nothing of janus: the stand-ins' own
 modules (``values/scalars.py``, ``values/arrays.py``, ``recursion/structures.py``,
 ``trace/tracing.py``, ``control/common.py``, ``trace/lazy_text.py``) derive from
 ``StandIn``, and the runtime's operators (``trace/access.py``, ``trace/observe.py``,
-``trace/calls.py``, ``trace/scalar_calls.py``; ``control/``'s tests, tf.cond merges and
-tf.while_loop carries) dispatch on it once: ``isinstance(value, StandIn)``, then the
-operation's method.
+``trace/attributes.py``, ``trace/calls.py``, ``trace/scalar_calls.py``; ``control/``'s tests,
+tf.cond merges and tf.while_loop carries) dispatch on it once: ``isinstance(value,
+StandIn)``, then the operation's method.
 
 The contract.  Each method models one operation converted code applies to the
 stand-in, and either answers it (a value), refuses it (raises ``Unsupported``,
@@ -22,9 +22,10 @@ shadow the one Python gives.
 When two stand-ins meet in one operation (a node indexed by an array), the one
 of higher ``RANK`` answers first (a node before an array); within a rank, the
 order the operators always asked them in: the key before the container for a
-read (``item``), the container before the key for a write (``set_item``), the
-left operand before the right (``binary``, ``identity``), the arguments in order
-(``builtin``).  A dynamic number answers last (RANK -1).
+read (``item``), the container before the key for a write (``set_item``) and for
+``in`` (``contains``), the target before the value (``in_place``), the left operand
+before the right (``binary``, ``identity``), the arguments in order (``builtin``).
+A dynamic number answers last (RANK -1).
 """
 import typing
 
