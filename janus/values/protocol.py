@@ -161,7 +161,8 @@ class StandIn:
     # -- numbers (helper P1) --
     def trace_unary(self, op: str) -> typing.Any:
         """``-self``, ``+self``, ``~self`` (``op``: ``'USub'``, ``'UAdd'``, ``'Invert'``)
-        and ``not self`` where no test takes it (``'Not'``)."""
+        and ``not self`` where no test takes it (``'Not'``; NOT_MODELLED there: its
+        truth decides, ``trace_truth``)."""
         return NOT_MODELLED
 
     def trace_identity(self, other: typing.Any) -> typing.Any:
