@@ -355,3 +355,28 @@ def test_an_outside_array_in_place_unary_and_in():
             assert janus.stats(jf)['imperative_calls'] == 0
         else:
             assert 'NumPy array' in ' '.join(janus.explain(jf).split()), use
+
+
+def test_not_of_an_array_or_of_text_is_decided_by_its_truth():
+    """``not mask`` (an outside NumPy array) and ``not f'{y}'`` (text formatted after
+    the run) are their truth's: the array's is refused as a truth value (the
+    statement becomes a graph break), not as "a unary operator"; the numbers'
+    ``trace_unary('Not')`` must leave them to it.  The function flips the mask
+    itself on call 5."""
+    def make():
+        state = {'mask': np.array([1.0])}
+
+        def f(x, flip):
+            if flip:
+                state['mask'] = np.array([0.0])
+            flag = not state['mask']
+            y = x * 2.0
+            if flag:
+                y = y + 1.0
+            text = f'{y}'
+            return y, flag, not text
+        return f, state
+    calls = [((tf.constant([float(i)]), i == 5), {}) for i in range(9)]
+    jf = differential(make, calls, state=lambda s: s['mask'].tolist())
+    text = ' '.join(janus.explain(jf).split())
+    assert 'truth value of a NumPy array' in text and 'a unary operator' not in text
