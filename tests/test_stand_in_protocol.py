@@ -380,3 +380,39 @@ def test_not_of_an_array_or_of_text_is_decided_by_its_truth():
     jf = differential(make, calls, state=lambda s: s['mask'].tolist())
     text = ' '.join(janus.explain(jf).split())
     assert 'truth value of a NumPy array' in text and 'a unary operator' not in text
+
+
+# -- a number the graph gives, asked of the protocol everywhere (helper P4) -------------
+
+def test_a_number_the_graph_gives_is_asked_of_the_protocol():
+    """``protocol.graph_number_type``/``graph_tensor``: a dynamic number answers its type
+    and tensor; a Python number, a tensor and a stand-in that models no number: None."""
+    held = tf.constant(3, tf.int64)
+    number = DynamicScalar(held, int)
+    assert protocol.graph_number_type(number) is int and protocol.is_graph_number(number)
+    assert protocol.graph_tensor(number) is held
+    for other in (3, 2.5, True, held, protocol.StandIn(), LazyText(['text'])):
+        assert protocol.graph_number_type(other) is None, other
+        assert not protocol.is_graph_number(other) and protocol.graph_tensor(other) is None
+
+
+def test_a_relaxed_number_where_the_runtime_asked_its_kind():
+    """A relaxed int and float in a chained comparison, as a slice bound and an index, as
+    the key of ``in`` (a list, an outside set), formatted (an f-string, ``print``), stored
+    on an outside object (a number write) and kept in a returned list."""
+    class Box:
+        pass
+
+    def make():
+        box = Box()
+        box.seen, box.step = {4, 6, 9}, 0
+
+        def f(x, k, n):
+            rows = tf.range(20.0)
+            box.step = k
+            print('step', k, f'{n:.2f}')
+            return (0 < k < n * 4 < 100, 2 < k > n, rows[:k], rows[k - 3], rows[1:k:2],
+                    k in [4, 5, 6], k in box.seen, f'k={k} n={n!r}', [k, n, x * n])
+        return f, box
+    jf = differential(make, ints(), state=lambda box: (box.step, sorted(box.seen)))
+    assert janus.stats(jf)['graph_calls'] >= 5, janus.explain(jf)

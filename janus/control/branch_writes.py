@@ -17,10 +17,11 @@ import tensorflow as tf
 
 from janus.reasons import Reason
 from janus import guards, sources
-from janus.control.common import OLD, TensorList, graph_tensor, kind_of, refuse_values
+from janus.control.common import OLD, TensorList, kind_of, refuse_values
 from janus.control.values import chosen_between, noted, select
 from janus.graph.graph_analysis import graph_of
 from janus.trace.lazy_text import LazyText
+from janus.values.protocol import graph_tensor
 from janus.heap.shadow_heap import Deferred, MISSING, WriteKind
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import current

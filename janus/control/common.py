@@ -18,7 +18,7 @@ from janus.graph import fallible
 from janus.graph import vectorize
 from janus.trace import observe
 from janus.values import scalars
-from janus.values.protocol import NOT_MODELLED, StandIn
+from janus.values.protocol import NOT_MODELLED, StandIn, graph_number_type
 from janus.heap.shadow_heap import Deferred
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import NeedsValue, current
@@ -259,29 +259,6 @@ def variables_read() -> set[int]:
 
 
 # -- values across the two sides of a tf.cond ----------------------------------------
-
-def graph_number_type(value: Any) -> type | None:
-    """``int``/``float``/``bool`` for a stand-in of a number whose value the graph
-    gives (``trace_number_type``: a dynamic scalar), else None."""
-    if not isinstance(value, StandIn):
-        return None
-    kind = value.trace_number_type()
-    return None if kind is NOT_MODELLED else kind
-
-
-def is_graph_number(value: Any) -> bool:
-    """A stand-in of a number whose value the graph gives (a dynamic scalar)."""
-    return graph_number_type(value) is not None
-
-
-def graph_tensor(value: Any) -> tf.Tensor | None:
-    """The tensor that holds a stand-in's value in the graph (``trace_tensor``: a
-    dynamic scalar's), else None."""
-    if not isinstance(value, StandIn):
-        return None
-    tensor = value.trace_tensor()
-    return None if tensor is NOT_MODELLED else tensor
-
 
 def number_type(value: Any) -> type | None:
     """``int``/``float``/``bool`` for a Python number or a stand-in of one (a dynamic

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 from janus import guards, sources
 from janus.guards import GuardKind
 from janus.reasons import Reason
-from janus.control.common import is_graph_number
 from janus.heap.shadow_heap import MISSING, Slot, Write, WriteKind
 from janus.trace.trace_context import Unsupported
+from janus.values.protocol import is_graph_number
 
 if TYPE_CHECKING:
     from janus.sources import Source

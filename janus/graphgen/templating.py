@@ -17,7 +17,7 @@ from janus import errors, guards
 from janus.reasons import Reason
 from janus.replay import templates
 from janus.trace import lazy_text, tracing
-from janus.values import arrays, scalars
+from janus.values import arrays, protocol
 
 
 def templates_of(result, writes, ctx):
@@ -44,9 +44,10 @@ def _template(value, outputs, ctx, memo):
         return templates.Const(value)
     if arrays.is_stand_in(value):
         return _array_template(value, outputs, ctx, memo)
-    if type(value) is scalars.DynamicScalar:
-        outputs.append(value.tensor)
-        return templates.Scalar(len(outputs) - 1, value.type)
+    kind = protocol.graph_number_type(value)
+    if kind is not None:   # a number the run gives: its tensor is an output
+        outputs.append(protocol.graph_tensor(value))
+        return templates.Scalar(len(outputs) - 1, kind)
     if isinstance(value, lazy_text.LazyText):
         return templates.Text(value, [_template(v, outputs, ctx, memo) for v in value.values()])
     source = ctx.provenance.source_of(value)

@@ -25,7 +25,7 @@ from janus.graph import fallible
 from janus.heap import shadow_heap
 from janus.library import whitelist
 from janus.trace import host_draws, observe
-from janus.values import protocol, scalars, static_values
+from janus.values import protocol, static_values
 from janus.values.protocol import NOT_MODELLED, StandIn
 from janus.control import exceptions
 from janus.heap.shadow_heap import MISSING, Slot, Write, WriteKind
@@ -544,7 +544,7 @@ def _as_keras_keeps(ctx, value, depth=0):
 
 
 def _tracked_as_is(value):
-    return (type(value) in guards.PRIMITIVES or scalars.is_dynamic(value)
+    return (type(value) in guards.PRIMITIVES or protocol.is_graph_number(value)
             or isinstance(value, tf.Tensor))
 
 
@@ -565,7 +565,7 @@ def _is_learning_rate_setting(obj, name, value):
     return (name == 'learning_rate' and base is not None and variables is not None
             and isinstance(obj, base.BaseOptimizer)
             and isinstance(getattr(obj, '_learning_rate', None), variables.Variable)
-            and (type(value) in (int, float) or scalars.is_dynamic(value)
+            and (type(value) in (int, float) or protocol.is_graph_number(value)
                  or isinstance(value, tf.Tensor)))
 
 
@@ -666,14 +666,15 @@ def _composite_shape(value, name):
 def _tensor_key(key):
     """A tensor's index with each dynamic int (``x[:, :longest]``, ``longest`` a graph
     input) as its scalar tensor: TF slices by a scalar int tensor as by the int."""
-    if type(key) is scalars.DynamicScalar:
-        return key.tensor if key.type is int else key
+    kind = protocol.graph_number_type(key)
+    if kind is not None:
+        return protocol.graph_tensor(key) if kind is int else key
     if type(key) is slice:
         parts = (key.start, key.stop, key.step)
-        if any(type(p) is scalars.DynamicScalar for p in parts):
+        if any(map(protocol.is_graph_number, parts)):
             return slice(*map(_tensor_key, parts))
         return key
-    if type(key) is tuple and any(type(k) in (scalars.DynamicScalar, slice) for k in key):
+    if type(key) is tuple and any(type(k) is slice or protocol.is_graph_number(k) for k in key):
         return tuple(map(_tensor_key, key))
     return key
 

@@ -45,6 +45,7 @@ import tensorflow as tf
 from janus import guards
 from janus.graph import fallible
 from janus.values import scalars
+from janus.values.protocol import graph_tensor, is_graph_number
 from janus.trace.tracing import current
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def draw(callee: Any, args: Sequence[Any],
             or tf.compat.v1.get_default_graph() is not ctx.top_graph:
         return None   # no host program for this trace, or a branch the graph decides
     values = list(args) + list(kwargs.values())
-    if not all(type(v) in scalars.NUMBER or scalars.is_dynamic(v) for v in values):
+    if not all(scalars.number_type(v) is not None for v in values):
         return None
     key = ('draw',) + _user_position(ctx) + (callee.__name__,)
     if key in ctx.plan.pinned:
@@ -134,9 +135,9 @@ def draw(callee: Any, args: Sequence[Any],
 def _fed_draw(ctx: TraceContext, callee: Callable[..., Any], receiver: object, args: Sequence[Any],
               kwargs: Mapping[str, Any], result_type: type[int] | type[float],
               key: tuple[Any, ...]) -> scalars.DynamicScalar:
-    positions = [i for i, v in enumerate(args) if scalars.is_dynamic(v)]
-    names = [k for k, v in kwargs.items() if scalars.is_dynamic(v)]
-    tensors = [args[i].tensor for i in positions] + [kwargs[k].tensor for k in names]
+    positions = [i for i, v in enumerate(args) if is_graph_number(v)]
+    names = [k for k, v in kwargs.items() if is_graph_number(v)]
+    tensors = [graph_tensor(args[i]) for i in positions] + [graph_tensor(kwargs[k]) for k in names]
     dtype = scalars.DTYPES[result_type]
 
     def run(*values: np.ndarray) -> np.ndarray:

@@ -15,8 +15,7 @@ from janus.errors import Unsupported
 from janus.library import whitelist
 from janus.reasons import Reason
 from janus.trace.tracing import refuse_unmerged
-from janus.values import scalars
-from janus.values.scalars import DynamicScalar
+from janus.values import protocol, scalars
 from janus.values.protocol import NOT_MODELLED, StandIn
 
 
@@ -83,7 +82,7 @@ def needs_run_values(value, depth=0):
     """Whether text of ``value`` needs the run's values: it is or holds (in lists,
     tuples, dicts) a graph tensor, a dynamic number or a ``LazyText``.  A
     ``tf.Variable`` refuses (its text would show the variable, not a value)."""
-    if type(value) is DynamicScalar:
+    if protocol.is_graph_number(value):
         return True
     if isinstance(value, (tf.Tensor, LazyText)):
         return not isinstance(value, guards.EagerTensor)
@@ -164,8 +163,9 @@ def _sampled(value, k, depth=0):
     """``value`` with dynamic numbers replaced by sample ``k`` of their type and graph
     tensors by eager tensors of their dtype and rank holding sample ``k`` of their
     dtype (what formatting will see after the run)."""
-    if type(value) is DynamicScalar:
-        return _SAMPLES[value.type][k]
+    kind = protocol.graph_number_type(value)
+    if kind is not None:
+        return _SAMPLES[kind][k]
     if _is_graph_tensor(value):
         return _tensor_sample(value, k)
     if isinstance(value, LazyText):

@@ -341,15 +341,15 @@ def compare_chain(ops, *thunks):
 
 
 def _is_graph_truth(value):
-    return type(value) is DynamicScalar or isinstance(value, tf.Tensor)
+    return protocol.is_graph_number(value) or isinstance(value, tf.Tensor)
 
 
 def _chain_and(so_far, step):
     """``so_far and step`` where ``so_far`` is true if it is a Python value."""
     if not _is_graph_truth(so_far):
         return step
-    if type(so_far) is DynamicScalar and (type(step) is DynamicScalar or type(step) is bool):
-        other = scalars.condition(step) if type(step) is DynamicScalar else tf.constant(step)
+    if protocol.is_graph_number(so_far) and (protocol.is_graph_number(step) or type(step) is bool):
+        other = scalars.condition(step) if type(step) is not bool else tf.constant(step)
         return DynamicScalar(tf.logical_and(scalars.condition(so_far), other), bool,
                              so_far.lineage | scalars.lineage_of(step))
     if isinstance(so_far, tf.Tensor) and isinstance(step, tf.Tensor) \
@@ -368,8 +368,8 @@ def _contains(ctx, container, key):
     if isinstance(container, tf.Tensor) or isinstance(key, LazyText):
         return key in container
     source = ctx.provenance.source_of(container)
-    if type(key) is DynamicScalar and (pytypes.has_items(container)
-                                       or pytypes.is_set(container)):
+    if protocol.is_graph_number(key) and (pytypes.has_items(container)
+                                          or pytypes.is_set(container)):
         # Guarded contents, this call's changes applied.
         items = _now(ctx, container) if source is not None and pytypes.is_set(container) \
             else plain_deep(ctx, container)
@@ -618,7 +618,8 @@ def format_value(value, conversion, spec):
     """One ``{value!c:spec}`` of an f-string."""
     ctx = current()
     refuse_unmerged(value, spec)   # ``{msg!r}`` would show janus's placeholder
-    if not isinstance(value, (LazyText, DynamicScalar)):   # rendered after the run
+    # Text and a number the run gives are rendered after the run.
+    if not (isinstance(value, LazyText) or protocol.is_graph_number(value)):
         _refuse_user_code(value, ('__format__', '__str__', '__repr__'), 'formatting')
         value = plain_deep(ctx, value)
         _refuse_opaque_text(ctx, value)

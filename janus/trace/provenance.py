@@ -18,7 +18,7 @@ from janus import guards
 from janus.errors import InvariantError, Unsupported
 from janus.reasons import Reason
 from janus.library import whitelist
-from janus.values import arrays, scalars
+from janus.values import arrays, protocol, scalars
 
 # Immutable values whose identity no write can reach: builtin ones, and NumPy's
 # scalars (``tf.get_static_value(t) == 2`` gives an ``np.bool_``).
@@ -92,7 +92,7 @@ class Provenance:
         if isinstance(value, tf.Tensor):
             tensors.register(source, value)
             return
-        if type(value) in guards.PRIMITIVES or type(value) is scalars.DynamicScalar:
+        if type(value) in guards.PRIMITIVES or protocol.is_graph_number(value):
             return
         if is_numpy_scalar(value):   # a constant (VALUE_MATCH), returned as the caller's own
             self.numpy_scalars.setdefault(id(value), (value, source))
@@ -131,7 +131,7 @@ class Provenance:
     # -- sources ---------------------------------------------------------
     def source_of(self, value):
         if type(value) in guards.PRIMITIVES or isinstance(value, tf.Tensor) \
-                or type(value) is scalars.DynamicScalar:
+                or protocol.is_graph_number(value):
             return None
         return self.sources.get(id(value))
 

@@ -24,7 +24,7 @@ from janus.reasons import Reason
 from janus.graph import ops
 from janus.heap import shadow_heap
 from janus.library import whitelist
-from janus.values import arrays, scalars
+from janus.values import arrays, protocol, scalars
 from janus.values.protocol import StandIn
 from janus.heap.shadow_heap import MISSING, Slot
 from janus.trace import provenance
@@ -100,7 +100,7 @@ class GuardSet:
         there as a constant (VALUE_MATCH, before or after the write), the function
         evolves it (``self.step += 1``), so the next call would miss; the janus
         function makes it dynamic before caching the graph (``evolving``)."""
-        if type(value) in (int, float) or type(value) is scalars.DynamicScalar:
+        if type(value) in (int, float) or protocol.is_graph_number(value):
             self.number_writes.setdefault(source.uid(), repr(source))
 
     @property

@@ -271,3 +271,31 @@ def builtin(callee: typing.Callable, args: tuple, kwargs: dict) -> typing.Any:
     def asking(value: typing.Any) -> Operation:
         return lambda: value.trace_builtin(callee, args, kwargs)
     return _first_answer([(value, asking(value)) for value in args])
+
+
+# -- the last checks (helper P4) --
+# "Is this a number the graph gives, and which tensor holds it": asked here, of the
+# stand-in (``trace_number_type``, ``trace_tensor``), by every module outside the
+# number's own (``values/scalars.py``): a dynamic number answers.
+
+def graph_number_type(value: typing.Any) -> typing.Any:
+    """``int``/``float``/``bool`` where ``value`` stands for a Python number whose value
+    the graph gives (``trace_number_type``: a dynamic number), else None."""
+    if not isinstance(value, StandIn):
+        return None
+    kind = value.trace_number_type()
+    return None if kind is NOT_MODELLED else kind
+
+
+def is_graph_number(value: typing.Any) -> bool:
+    """A stand-in of a number whose value the graph gives (a dynamic number)."""
+    return graph_number_type(value) is not None
+
+
+def graph_tensor(value: typing.Any) -> typing.Any:
+    """The tensor that holds a stand-in's value in the graph (``trace_tensor``: a
+    dynamic number's), else None."""
+    if not isinstance(value, StandIn):
+        return None
+    tensor = value.trace_tensor()
+    return None if tensor is NOT_MODELLED else tensor

@@ -17,7 +17,7 @@ import tensorflow as tf
 from janus import guards
 from janus.reasons import Reason
 from janus.graph import graph_analysis
-from janus.values import scalars
+from janus.values import protocol, scalars
 from janus.values.protocol import StandIn
 from janus.values.scalars import (EXACT_FLOAT_INT, INT_BOUND, NUMBER, TINY, Building,
                                    DynamicScalar, assume, checked_int, condition, exact_float,
@@ -33,8 +33,9 @@ class _Operand:
 
     def __init__(self, value: typing.Any) -> None:
         self.value: typing.Any
-        if type(value) is DynamicScalar:
-            self.type, self.tensor, self.value = value.type, value.tensor, None
+        kind = protocol.graph_number_type(value)
+        if kind is not None:
+            self.type, self.tensor, self.value = kind, protocol.graph_tensor(value), None
         else:
             self.type, self.tensor, self.value = type(value), None, value
 
