@@ -416,3 +416,31 @@ def test_a_relaxed_number_where_the_runtime_asked_its_kind():
         return f, box
     jf = differential(make, ints(), state=lambda box: (box.step, sorted(box.seen)))
     assert janus.stats(jf)['graph_calls'] >= 5, janus.explain(jf)
+
+
+def test_a_list_grown_in_a_tensor_loop_answers_library_calls():
+    """``tf.stack``/``tf.concat``/``tf.add_n``/``tf.reduce_*`` of a list grown in a
+    tensor-dependent loop: the grown list's ``trace_library_call``; another function of
+    it refused with its reason (the call runs imperatively, as eager)."""
+    assert {kind.__name__ for kind in (DynamicScalar, common.TestValue, common.TensorList,
+                                       ArrayStandIn, NodeRef, UnmergedLocal, Chosen, LazyText)
+            if kind.trace_library_call is not protocol.StandIn.trace_library_call} \
+        == {'TensorList'}
+    assert protocol.library_call(tf.stack, ([1.0], protocol.StandIn()), {'axis': 0}) \
+        is protocol.NOT_MODELLED
+
+    def make():
+        def f(x, k):
+            out = []
+            while tf.reduce_sum(x) < 40.0:
+                x = x * 2.0
+                out.append(x)
+            if k == 3:
+                return tf.gather(out, 0)
+            return (tf.stack(out, axis=1), tf.concat(out, 0), tf.add_n(out),
+                    tf.reduce_sum(out, axis=0), tf.reduce_max(out))
+        return f, None
+    calls = [((tf.constant([1.0 + i, 2.0]), i), {}) for i in range(8)]
+    jf = differential(make, calls)
+    text = janus.explain(jf)
+    assert janus.stats(jf)['graph_calls'] >= 4 and "not 'gather_v2'" in text, text

@@ -16,7 +16,7 @@ from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
 from janus.graph import fallible
 from janus.graph import vectorize
-from janus.trace import observe
+from janus.trace import callees, observe
 from janus.values import scalars
 from janus.values.protocol import NOT_MODELLED, StandIn, graph_number_type
 from janus.heap.shadow_heap import Deferred
@@ -92,6 +92,51 @@ class TensorList(StandIn):
 
     def trace_uncarry(self, carried: tf.TensorArray, where: str, lineage: frozenset) -> TensorList:
         return TensorList(carried, where)
+
+    # -- the last checks (helper P4) --
+    def trace_library_call(self, callee: Callable[..., Any], args: tuple,
+                           kwargs: dict) -> Any:
+        """``tf.stack(grown)``, ``tf.concat``, ``tf.add_n``, ``tf.reduce_*``: the function
+        of its TensorArray; any other library call given it (or given two) refused."""
+        lists = [v for v in list(args) + list(kwargs.values()) if isinstance(v, TensorList)]
+        convert = _tensor_list_functions().get(callee) \
+            if args and isinstance(args[0], TensorList) else None
+        axis = kwargs.get('axis', args[1] if len(args) > 1 else 0)
+        if convert is None or len(lists) != 1 or (callee is tf.concat and axis != 0):
+            raise Unsupported(Reason.GROWN_LIST,
+                              '%s: janus supports tf.stack, tf.concat (axis 0), tf.add_n and '
+                              'tf.reduce_* of a list grown in a tensor-dependent loop, not %s'
+                              % (lists[0].where, callees.name(callee)))
+        value = convert(args[0])
+        if callee is tf.stack and axis != 0:
+            value = _move_leading_axis(value, axis, lists[0].where)
+        if callee in (tf.stack, tf.concat, tf.add_n, tf.convert_to_tensor):
+            return value
+        return callee(value, *args[1:], **kwargs)
+
+
+def _tensor_list_functions() -> dict[Any, Callable[[TensorList], tf.Tensor]]:
+    """Library functions whose list argument a TensorList stands in for, and how."""
+    stacked = TensorList.stacked
+    table: dict[Any, Callable[[TensorList], tf.Tensor]] = {
+        tf.stack: stacked, tf.convert_to_tensor: stacked,
+        tf.concat: lambda t: t.array.concat(),
+        tf.add_n: lambda t: tf.reduce_sum(t.stacked(), axis=0)}
+    for name in ('reduce_sum', 'reduce_mean', 'reduce_max', 'reduce_min', 'reduce_prod',
+                 'reduce_all', 'reduce_any', 'reduce_logsumexp'):
+        table[getattr(tf, name, None) or getattr(tf.math, name)] = stacked
+    return table
+
+
+def _move_leading_axis(stacked: tf.Tensor, axis: Any, where: str) -> tf.Tensor:
+    """``tf.stack(items, axis)`` from the items stacked along axis 0."""
+    rank = stacked.shape.rank
+    if rank is None or not isinstance(axis, int) or not -rank <= axis < rank:
+        raise Unsupported(Reason.GROWN_LIST,
+                          '%s: tf.stack(axis=%r) of a list grown in a tensor-dependent loop '
+                          'needs a static axis within the items\' rank' % (where, axis))
+    axis %= rank
+    return tf.transpose(stacked, list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank)))
 
 
 def read_local(thunk: Callable[[], Any]) -> Any:

@@ -18,11 +18,12 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph, tensor_util
 
 from janus.reasons import Reason
-from janus import control, guards, pytypes
+from janus import guards, pytypes
 from janus.graph import effects, fallible
 from janus.library import layers, whitelist
 from janus.trace import callees, lazy_text, observe
-from janus.values import arrays, number_lists, scalars
+from janus.values import arrays, number_lists, protocol, scalars
+from janus.values.protocol import NOT_MODELLED
 from janus.values.shapes import checked_shape_in
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import current_or_none
@@ -56,8 +57,9 @@ def call_library(ctx, callee, args, kwargs):
     try:
         with (fallible.made_by_the_user() if _adds_users_ops(callee)
               else contextlib.nullcontext()):
-            if any(isinstance(v, control.TensorList) for v in list(args) + list(kwargs.values())):
-                return _call_with_tensor_lists(callee, args, kwargs)
+            answer = protocol.library_call(callee, args, kwargs)   # a grown list's
+            if answer is not NOT_MODELLED:
+                return answer
             if _is_user_tf_function(callee):
                 _refuse_retracing(callee, args, kwargs)
             graph = tf.compat.v1.get_default_graph()
@@ -126,47 +128,6 @@ def _refuse_retracing(callee, args, kwargs):
                               'janus does not call your tf.function %s with a tensor of '
                               'unknown shape %s (TF would trace it again)'
                               % (callees.name(callee), value.shape))
-
-
-def _tensor_list_functions():
-    """Library functions whose list argument a TensorList stands in for, and how."""
-    stacked = lambda t: t.stacked()  # noqa: E731
-    table = {tf.stack: stacked, tf.convert_to_tensor: stacked,
-             tf.concat: lambda t: t.array.concat(),
-             tf.add_n: lambda t: tf.reduce_sum(t.stacked(), axis=0)}
-    for name in ('reduce_sum', 'reduce_mean', 'reduce_max', 'reduce_min', 'reduce_prod',
-                 'reduce_all', 'reduce_any', 'reduce_logsumexp'):
-        table[getattr(tf, name, None) or getattr(tf.math, name)] = stacked
-    return table
-
-
-def _call_with_tensor_lists(callee, args, kwargs):
-    table = _tensor_list_functions()
-    lists = [v for v in list(args) + list(kwargs.values()) if isinstance(v, control.TensorList)]
-    convert = table.get(callee) if args and isinstance(args[0], control.TensorList) else None
-    axis = kwargs.get('axis', args[1] if len(args) > 1 else 0)
-    if convert is None or len(lists) != 1 or (callee is tf.concat and axis != 0):
-        raise Unsupported(Reason.GROWN_LIST,
-                          '%s: janus supports tf.stack, tf.concat (axis 0), tf.add_n and '
-                          'tf.reduce_* of a list grown in a tensor-dependent loop, not %s'
-                          % (lists[0].where, callees.name(callee)))
-    value = convert(args[0])
-    if callee is tf.stack and axis != 0:
-        value = _move_leading_axis(value, axis, lists[0].where)
-    if callee in (tf.stack, tf.concat, tf.add_n, tf.convert_to_tensor):
-        return value
-    return callee(value, *args[1:], **kwargs)
-
-
-def _move_leading_axis(stacked, axis, where):
-    """``tf.stack(items, axis)`` from the items stacked along axis 0."""
-    rank = stacked.shape.rank
-    if rank is None or not isinstance(axis, int) or not -rank <= axis < rank:
-        raise Unsupported(Reason.GROWN_LIST,
-                          '%s: tf.stack(axis=%r) of a list grown in a tensor-dependent loop '
-                          'needs a static axis within the items\' rank' % (where, axis))
-    axis %= rank
-    return tf.transpose(stacked, list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank)))
 
 
 def guard_library_args(ctx, callee, args, kwargs):

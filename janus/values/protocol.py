@@ -200,6 +200,14 @@ class StandIn:
         """``isinstance(self, classes)``: a bool, or a bool tensor where the run decides."""
         return NOT_MODELLED
 
+    # -- the last checks (helper P4) --
+    def trace_library_call(self, callee: typing.Callable, args: tuple,
+                           kwargs: dict) -> typing.Any:
+        """``callee(*args, **kwargs)``, ``callee`` a library function (TF's), ``self`` one
+        of the arguments (positional or keyword): its result, or a refusal (a list grown
+        in a tensor-dependent loop: ``tf.stack`` of its TensorArray)."""
+        return NOT_MODELLED
+
 
 # The protocol's own names: no stand-in's value has them as attributes (``access.attr``).
 NAMES = frozenset(name for name in vars(StandIn) if not name.startswith('__'))
@@ -290,6 +298,15 @@ def graph_number_type(value: typing.Any) -> typing.Any:
 def is_graph_number(value: typing.Any) -> bool:
     """A stand-in of a number whose value the graph gives (a dynamic number)."""
     return graph_number_type(value) is not None
+
+
+def library_call(callee: typing.Callable, args: tuple, kwargs: dict) -> typing.Any:
+    """``callee(*args, **kwargs)``, a library function, where arguments (positional, then
+    keyword) may be stand-ins: in their order within a rank."""
+    def asking(value: typing.Any) -> Operation:
+        return lambda: value.trace_library_call(callee, args, kwargs)
+    return _first_answer([(value, asking(value))
+                          for value in list(args) + list(kwargs.values())])
 
 
 def graph_tensor(value: typing.Any) -> typing.Any:
