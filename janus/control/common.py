@@ -305,16 +305,6 @@ def variables_read() -> set[int]:
 
 # -- values across the two sides of a tf.cond ----------------------------------------
 
-def number_type(value: Any) -> type | None:
-    """``int``/``float``/``bool`` for a Python number or a stand-in of one (a dynamic
-    scalar), else None."""
-    kind = graph_number_type(value)
-    if kind is not None:
-        return kind
-    kind = type(value)
-    return kind if kind in (int, float, bool) else None
-
-
 def liftable(value: object) -> bool:
     """A Python number that can become a (constant) dynamic scalar."""
     kind = type(value)

@@ -19,8 +19,8 @@ from janus.errors import ConversionError
 from janus.control.branch_writes import BranchEffects, join
 from janus.control.common import (BranchRaised, TestValue, condition_tensor, describe_site,
                                           in_traced_region, is_tensor, kept_running, lineage_of,
-                                          number_type, snapshot_of, taping, truth_output,
-                                          variables_read)
+                                          snapshot_of, taping, truth_output, variables_read)
+from janus.values.scalars import number_type
 from janus.control.hoisting import hoist_assertions, hoist_beside_changes, mark_hoisted
 from janus.control.values import (CannotMerge, as_output, cannot_merge, dummy, merge,
                                           merge_values, noted, outputs_apart, refusal)

@@ -49,11 +49,12 @@ from janus.pyct.sites import SiteKey
 from janus.reasons import Reason
 from janus.graph import effects, fallible
 from janus.values import scalars
-from janus.control.common import UNDEFINED, number_type
+from janus.control.common import UNDEFINED
 from janus.control.loops import dynamic_while
 from janus.graph.graph_analysis import first_state_change
 from janus.trace.trace_context import Unsupported
 from janus.values.protocol import graph_tensor, is_graph_number
+from janus.values.scalars import number_type
 from janus.trace.tracing import AssumptionKind, current
 
 if TYPE_CHECKING:

@@ -19,13 +19,14 @@ from janus.values import scalars
 from janus.control.branch_writes import location, outside_reader
 from janus.control.common import (TensorList, UNDEFINED, condition_tensor, describe_site,
                                           in_traced_region, is_tensor,
-                                          kept_running, kind_of, liftable, number_type,
+                                          kept_running, kind_of, liftable,
                                           refuse_values, snapshot_of, variables_read)
 from janus.graph.graph_analysis import first_state_change, has_checks
 from janus.heap.shadow_heap import MISSING, WriteKind
 from janus.trace.trace_context import Unsupported
 from janus.trace.tracing import current, refuse_unmerged
 from janus.values.protocol import NOT_MODELLED, StandIn, is_graph_number
+from janus.values.scalars import number_type
 
 if TYPE_CHECKING:
     from janus.trace.namespace import FunctionNamespace

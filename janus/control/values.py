@@ -14,9 +14,10 @@ import tensorflow as tf
 from janus.reasons import Reason
 from janus.values import scalars
 from janus.control.common import (COMPARED_BY_VALUE, describe_site, is_tensor, kind_of,
-                                          liftable, number_type, refuse_values)
+                                          liftable, refuse_values)
 from janus.trace.trace_context import Unsupported
 from janus.values.protocol import graph_tensor, is_graph_number
+from janus.values.scalars import number_type
 from janus.trace.tracing import Chosen, UnmergedLocal, current
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from janus.errors import Unsupported
 from janus.reasons import Reason
 from janus.recursion.schema import (NUMBER_KINDS, DeadVariant, Kind, code_of_kind,
                                     column_label, key_name, key_type)
-from janus.values import scalars
+from janus.values import protocol, scalars
 from janus.values.protocol import NOT_MODELLED, StandIn
 
 # The special methods of the comparisons (``node == other``: refused).
@@ -202,7 +202,7 @@ def nodes_at(values):
 def dynamic_type(value):
     """The Python type of the number a dynamic number stands for; None for any other
     value."""
-    return value.type if scalars.is_dynamic(value) else None
+    return protocol.graph_number_type(value)
 
 
 def number_type(value):
@@ -214,7 +214,7 @@ def number_tensor(value, kind):
     """The number ``value`` (its Python type ``kind``) as a scalar graph value: a dynamic
     number's tensor, a Python number's constant."""
     if dynamic_type(value) is not None:
-        return value.tensor
+        return protocol.graph_tensor(value)
     return tf.constant(value, scalars.DTYPES[kind])
 
 
