@@ -26,6 +26,12 @@ read (``item``), the container before the key for a write (``set_item``) and for
 ``in`` (``contains``), the target before the value (``in_place``), the left operand
 before the right (``binary``, ``identity``), the arguments in order (``builtin``).
 A dynamic number answers last (RANK -1).
+
+Besides the operations: ``graph_number_type``, ``is_graph_number`` and ``graph_tensor``
+ask a value whether it stands for a number the graph gives, and for its tensor (the
+one place outside the number's own module that asks); ``library_call`` asks the
+arguments of a library function (a list grown in a tensor-dependent loop answers
+``tf.stack`` of it).
 """
 import typing
 
