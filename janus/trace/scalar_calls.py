@@ -16,7 +16,7 @@ import tensorflow as tf
 from janus.library import layers, whitelist
 from janus.trace import callees, observe
 from janus.values import protocol, scalars
-from janus.values.protocol import NOT_MODELLED
+from janus.values.protocol import NOT_MODELLED, graph_number_type, graph_tensor, is_graph_number
 from janus.trace.tracing import need
 
 
@@ -35,7 +35,7 @@ def call_with_dynamic_scalars(ctx, callee, args, kwargs, lineage):
     if answer is not NOT_MODELLED:
         return answer
     if any(callee is c for c in callees.PASSING_ON) and not kwargs \
-            and not any(scalars.is_dynamic(a) for a in args):
+            and not any(map(is_graph_number, args)):
         return callees.PASS   # ``enumerate(items)``: the numbers are only handed on
     if any(callee is c for c in _PASS_THROUGH) or callees.is_user_code(ctx, callee) \
             or callees.is_str_format(callee) or _stores_numbers(callee, args, kwargs):
@@ -65,12 +65,12 @@ def _printed_ints(callee, args, kwargs):
     (a tensor prints ``3.0`` as ``3`` and True as 1) or a number is nested."""
     if callee is not tf.print or scalars.lineage_deep(list(kwargs.values())):
         return None
-    if any(scalars.is_dynamic(a) and a.type is not int for a in args) \
-            or scalars.lineage_deep([a for a in args if not scalars.is_dynamic(a)]):
+    if any(graph_number_type(a) not in (None, int) for a in args) \
+            or scalars.lineage_deep([a for a in args if not is_graph_number(a)]):
         return None
     # its int64 value (an int32 conversion would check that it fits: a check inside
     # ``if step % 10 == 0:``, a tf.cond that also prints)
-    return [a.tensor if scalars.is_dynamic(a) else a for a in args]
+    return [graph_tensor(a) if is_graph_number(a) else a for a in args]
 
 
 def fold_numbers(ctx, callee, items):
@@ -99,7 +99,7 @@ def _number_as_constant(callee, args, kwargs):
             return None
     except TypeError:
         return None
-    if not args or not scalars.is_dynamic(args[0]) or len(args) > 2 \
+    if not args or not is_graph_number(args[0]) or len(args) > 2 \
             or set(kwargs) - {'dtype'} or (len(args) == 2 and 'dtype' in kwargs):
         return None
     dtype = args[1] if len(args) == 2 else kwargs.get('dtype')
@@ -133,7 +133,7 @@ def _numbers_as_ids(callee, args, kwargs):
         return None
     if callee in (tf.convert_to_tensor, tf.constant) and (len(args) > 1 or kwargs):
         return None   # a dtype asked for: eager's conversion differs
-    holder[key] = tf.stack([scalars.to_tensor(v) if scalars.is_dynamic(v)
+    holder[key] = tf.stack([scalars.to_tensor(v) if is_graph_number(v)
                             else tf.constant(v, tf.int32) for v in value])
     return args, kwargs
 
@@ -156,4 +156,4 @@ def _hands_numbers_to_user_call(callee, args):
     converted ``call``, which sees them as they are; if Keras itself used one, its
     dunders need the value (the trace is redone with it constant)."""
     return (layers.user_call(callee) is not None
-            and not (args and scalars.is_dynamic(args[0])))
+            and not (args and is_graph_number(args[0])))
