@@ -444,3 +444,20 @@ def test_a_list_grown_in_a_tensor_loop_answers_library_calls():
     jf = differential(make, calls)
     text = janus.explain(jf)
     assert janus.stats(jf)['graph_calls'] >= 4 and "not 'gather_v2'" in text, text
+
+
+def test_text_formatted_after_the_run_is_a_str_to_type_and_isinstance():
+    """Found by the review of the numbers' protocol (pre-existing): ``isinstance(t,
+    str)`` and ``type(t) is str`` of ``t = f'{tf.reduce_sum(x)}'`` were False from the
+    graph, where eagerly they are True: the text's stand-in now says it stands for a
+    ``str`` (``LazyText.trace_class``), and ``isinstance`` of a stand-in asks that."""
+    def make():
+        def f(x, n):
+            text = f'{tf.reduce_sum(x) * n}'
+            kinds = (isinstance(text, str), type(text) is str, type(text).__name__,
+                     isinstance(text, (int, bytes)), isinstance(text, object))
+            return kinds, text
+        return f, None
+    calls = [((tf.constant([1.0, 2.0]), 3 + i), {}) for i in range(8)]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['graph_calls'] >= 4

@@ -74,6 +74,10 @@ def call_builtin(ctx, callee, args, kwargs):
             callee not in callees.PASSING_ON + (len, isinstance, issubclass)
             and arrays.holds_stand_in(values)):   # ``sum([a, b])`` would add the arrays
         return _builtin_of_array(callee, args, kwargs)
+    if callee is isinstance and len(args) == 2 and not kwargs and isinstance(args[0], StandIn):
+        stands_for = args[0].trace_class()   # text formatted after the run: a str
+        if stands_for is not NOT_MODELLED:
+            return issubclass(stands_for, observe.plain_deep(ctx, args[1]))
     if callee is isinstance and len(args) == 2 and not kwargs and isinstance(args[0], tf.Tensor):
         return issubclass(guards.EagerTensor, args[1])   # a graph tensor stands for an eager one
     if callee in (isinstance, issubclass) and len(args) == 2 and not kwargs:

@@ -62,6 +62,9 @@ class LazyText(StandIn):
     def trace_truth(self):
         self.refuse()
 
+    def trace_class(self):
+        return str   # ``type(text)``, ``isinstance(text, str)``: eager's text is a str
+
     def trace_unpack(self, count, nested):
         self.refuse()
 
