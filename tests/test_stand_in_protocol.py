@@ -461,3 +461,88 @@ def test_text_formatted_after_the_run_is_a_str_to_type_and_isinstance():
     calls = [((tf.constant([1.0, 2.0]), 3 + i), {}) for i in range(8)]
     jf = differential(make, calls)
     assert janus.stats(jf)['graph_calls'] >= 4
+
+
+# -- what a run gives back for a stand-in (``materialize``; graphgen/templating.py) --
+
+STAND_INS = (DynamicScalar, ArrayStandIn, NodeRef, UnmergedLocal, Chosen, ChosenMethod,
+             common.TensorList, common.TestValue, LazyText)
+
+
+def test_every_stand_in_says_what_a_run_gives_back_for_it():
+    """Each stand-in answers ``materialize`` itself (a description the generation tier
+    turns into a template, or its own refusal); none is left to the default, and each
+    description has its template (``templating`` asserts that on import)."""
+    assert [kind.__name__ for kind in STAND_INS
+            if kind.materialize is protocol.StandIn.materialize] == []
+    assert {kind.__name__ for kind in protocol.StandIn.__subclasses__()} \
+        | {'Chosen'} == {kind.__name__ for kind in STAND_INS}
+
+
+def test_stand_ins_returned_and_stored_come_back_as_eagerly():
+    """A relaxed number, text formatted after the run, an outside array and a view of it,
+    returned and stored: the number and the text from the run's values, the array the
+    very one, one view per expression (``v`` returned twice and stored is one object; a
+    second ``a[None]`` is another)."""
+    class Box:
+        pass
+
+    def make():
+        box = Box()
+
+        def f(a, x, n):
+            v = a[None]
+            box.v, box.n = v, n * 2
+            return v, v, a[None], a, n + 1, f'{tf.reduce_sum(x) * n:.2f}', x * n
+        return f, box
+
+    def state(box):
+        return getattr(box, 'n', None), getattr(box, 'v', None)
+    arrays = [np.arange(3.0), np.ones(3)]
+    calls = [((arrays[i % 2], tf.constant([1.0, 2.0]), 0.5 + i), {}) for i in range(8)]
+    jf = differential(make, calls, state)
+    assert janus.stats(jf)['graph_calls'] >= 4
+
+    fn = janus.function(make()[0])
+    for i in range(6):
+        v, w, other, a, _, _, _ = fn(arrays[0], tf.constant([1.0]), 1.5 + i)
+        assert v is w and other is not v and a is arrays[0] and v.base is arrays[0]
+    assert janus.stats(fn)['graph_calls'] >= 2
+
+
+def test_a_returned_mixed_and_or_or_grown_list_is_refused_for_its_own_reason():
+    """``return (self.n > 3) and tf.reduce_sum(x) > 0`` (a dynamic bool or a bool
+    tensor) and a returned list grown in a tensor-dependent loop: each refused for what
+    it is (was: "cannot return a TestValue / TensorList", naming janus's stand-in), and
+    the call runs as plain Python, as eager."""
+    from janus.reasons import Reason
+
+    class Model:
+        def __init__(self):
+            self.n = 0
+
+        def step(self, x):
+            self.n += 1
+            return (self.n > 3) and (tf.reduce_sum(x) > 0)
+
+    def make():
+        model = Model()
+        return model.step, model
+    calls = [((tf.constant([1.0 - 0.5 * i]),), {}) for i in range(8)]
+    jf = differential(make, calls, lambda m: m.n)
+    text = janus.explain(jf)
+    assert 'TestValue' not in text and 'and/or' in text, text
+    events = jf.__janus_function__.events
+    assert {event.reason for event in events if event.reason} == {Reason.BRANCH_TYPES}
+
+    def grown_maker():
+        def grow(x):
+            out = []
+            while tf.reduce_sum(x) < 10.0:
+                out.append(x)
+                x = x * 2.0
+            return out
+        return grow, None
+    jf = differential(grown_maker, [((tf.constant([1.0 + i]),), {}) for i in range(6)])
+    text = janus.explain(jf)
+    assert 'TensorList' not in text and 'returning or storing it' in text, text

@@ -80,6 +80,12 @@ class TensorList(StandIn):
 
     __len__ = __getitem__ = __iter__ = __bool__ = _refuse
 
+    def materialize(self) -> NoReturn:
+        raise Unsupported(Reason.GROWN_LIST,
+                          '%s: a list that grows in a tensor-dependent loop has a run-time '
+                          'length; janus supports tf.stack/tf.concat/tf.add_n/tf.reduce_* of '
+                          'it, not returning or storing it as a list' % self.where)
+
     # -- control flow (helper P2) --
     def trace_carry(self, value: Any, where: str) -> tf.TensorArray:
         """A loop carries a grown list as its TensorArray; the body may grow it, not
@@ -246,16 +252,24 @@ class TestValue(StandIn):
         self.tensor, self.where, self.lineage = tensor, where, frozenset(lineage)
 
     def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
-        refuse_values(Reason.BRANCH_TYPES,
-                      '%s: this and/or (or conditional expression) gives values of different '
-                       'kinds on different paths; janus converts it only as the test of an '
-                       'if/while' % self.where, extra=self.lineage)
+        refuse_values(Reason.BRANCH_TYPES, self._message(), extra=self.lineage)
+
+    def _message(self) -> str:
+        return ('%s: this and/or (or conditional expression) gives values of different '
+                'kinds on different paths; janus converts it only as the test of an '
+                'if/while' % self.where)
 
     __bool__ = __len__ = __iter__ = __getitem__ = __contains__ = __str__ = __format__ =\
         __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ =\
         __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __index__ = __int__ =\
         __float__ = __array__ = _refuse
     __hash__ = None   # type: ignore[assignment]
+
+    def materialize(self) -> NoReturn:
+        """Returned or stored: refused, only its truth is known.  Not traced again with
+        its numbers constant (as a use in the call is, ``_refuse``): the graph would be
+        specialized to each of their values, where eager computes it at once."""
+        raise Unsupported(Reason.BRANCH_TYPES, self._message())
 
     # -- control flow (helper P2) --
     def trace_tested_in_graph(self) -> bool:

@@ -16,8 +16,8 @@ import tensorflow as tf
 from janus import errors, guards
 from janus.reasons import Reason
 from janus.replay import templates
-from janus.trace import lazy_text, tracing
-from janus.values import arrays, protocol
+from janus.trace import tracing
+from janus.values import protocol
 
 
 def templates_of(result, writes, ctx):
@@ -42,14 +42,8 @@ def _template(value, outputs, ctx, memo):
         return _tensor_template(value, outputs, ctx, memo)
     if type(value) in guards.PRIMITIVES or isinstance(value, tf.DType):
         return templates.Const(value)
-    if arrays.is_stand_in(value):
-        return _array_template(value, outputs, ctx, memo)
-    kind = protocol.graph_number_type(value)
-    if kind is not None:   # a number the run gives: its tensor is an output
-        outputs.append(protocol.graph_tensor(value))
-        return templates.Scalar(len(outputs) - 1, kind)
-    if isinstance(value, lazy_text.LazyText):
-        return templates.Text(value, [_template(v, outputs, ctx, memo) for v in value.values()])
+    if isinstance(value, protocol.StandIn):
+        return _stand_in_template(value, outputs, ctx, memo)
     source = ctx.provenance.source_of(value)
     if source is not None:
         return templates.FromSource(source)
@@ -71,14 +65,6 @@ def _template(value, outputs, ctx, memo):
         return _keras_kept_template(value, outputs, ctx, memo)
     if type(value) in (list, dict) or isinstance(value, tuple):
         return _shared_container_template(value, outputs, ctx, memo)
-    # A local a tensor-dependent if left two values: refused for its own reason.  The
-    # trace has ended: its context is entered again, so that a test on relaxed numbers
-    # notes them on it (``tracing.need``) and the next trace fixes their values.
-    tracing.enter_trace(ctx)
-    try:
-        tracing.refuse_unmerged(value)
-    finally:
-        tracing.exit_trace()
     raise errors.Unsupported(Reason.RETURN_VALUE,
                              'janus cannot return a %s created inside the call from a graph'
                              % type(value).__name__)
@@ -130,19 +116,59 @@ def _shared_container_template(value, outputs, ctx, memo):
     return memo[id(value)]
 
 
-def _array_template(value, outputs, ctx, memo):
-    """An outside NumPy array comes back as that very array (re-read from its source);
-    a view of one made by basic indexing as the same index of it, one view per run
-    however often it is returned or stored (``v = obs[None]; self.v = v; return v``)."""
-    if value.base is None:
-        source = ctx.provenance.source_of(value)
-        if source is None:
-            raise errors.InvariantError('internal: a NumPy array stand-in without a source')
-        return templates.FromSource(source)
+def _stand_in_template(value, outputs, ctx, memo):
+    """What the stand-in says a run gives back for it (``StandIn.materialize``), or its
+    refusal.  The trace has ended: its context is entered again, so that a refusal on
+    relaxed numbers notes them on it (``tracing.need``) and the next trace fixes their
+    values."""
+    tracing.enter_trace(ctx)
+    try:
+        described = value.materialize()
+    finally:
+        tracing.exit_trace()
+    if type(described) not in _DESCRIBED:
+        raise errors.InvariantError('internal: %s gave no description of what a run gives '
+                                    'back for it (%r)' % (type(value).__name__, described))
+    return _DESCRIBED[type(described)](value, described, outputs, ctx, memo)
+
+
+def _outside_template(value, described, outputs, ctx, memo):
+    """An outside object (an argument's NumPy array) comes back as that very object,
+    re-read from its source."""
+    source = ctx.provenance.source_of(value)
+    if source is None:
+        raise errors.InvariantError('internal: a stand-in for an outside object without a '
+                                    'source')
+    return templates.FromSource(source)
+
+
+def _view_template(value, described, outputs, ctx, memo):
+    """A view made by basic indexing comes back as the same index of what its base
+    gives back, one view per run however often it is returned or stored (``v =
+    obs[None]; self.v = v; return v``)."""
     if id(value) not in memo:
         memo[id(value)] = templates.Shared(templates.Indexed(
-            _template(value.base, outputs, ctx, memo), value.key))
+            _template(described.base, outputs, ctx, memo), described.key))
     return memo[id(value)]
+
+
+def _graph_number_template(value, described, outputs, ctx, memo):
+    """A number the run computes: its tensor is a graph output."""
+    outputs.append(described.tensor)
+    return templates.Scalar(len(outputs) - 1, described.kind)
+
+
+def _formatted_template(value, described, outputs, ctx, memo):
+    """Text formatted after the run from the run's values of its parts."""
+    return templates.Text(described.text,
+                          [_template(v, outputs, ctx, memo) for v in described.values])
+
+
+# Each description a stand-in gives (``values/protocol.py``) and its template.
+_DESCRIBED = {protocol.Outside: _outside_template, protocol.ViewOf: _view_template,
+              protocol.GraphNumber: _graph_number_template,
+              protocol.Formatted: _formatted_template}
+assert set(_DESCRIBED) == set(protocol.DESCRIPTIONS)
 
 
 def _is_own_array(value, ctx):

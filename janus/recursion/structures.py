@@ -117,6 +117,9 @@ class NodeRef(StandIn):
     def __repr__(self):
         return '<janus node ref>'
 
+    def materialize(self):
+        refuse('returning or storing a node of the structure')
+
     # The protocol (values/protocol.py): what converted code may do with a node.
     RANK = 2   # where a node meets an array (RANK 1) in one operation, the node answers
 

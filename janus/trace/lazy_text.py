@@ -71,6 +71,10 @@ class LazyText(StandIn):
     def trace_operand(self):
         self.refuse()   # ``n + text``: as every operator refuses it (``observe._plain``)
 
+    def materialize(self):
+        """Returned, stored or printed: formatted after each run from the run's values."""
+        return protocol.Formatted(self, self.values())
+
     def trace_unary(self, op):
         if op == 'Not':   # ``not text``: its truth decides (``trace_truth``)
             return NOT_MODELLED

@@ -123,6 +123,9 @@ class UnmergedLocal(StandIn):
     def trace_call(self, args: tuple, kwargs: dict) -> NoReturn:
         self.refuse()
 
+    def materialize(self) -> NoReturn:
+        self.refuse()   # returned or stored: eagerly one value, which only the run knows
+
     __bool__ = __len__ = __iter__ = __getitem__ = __setitem__ = __contains__ = __str__ = \
         __format__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = \
         __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = __pow__ = __neg__ = \
@@ -161,6 +164,9 @@ class ChosenMethod(StandIn):
 
     def __init__(self, chosen: Chosen, name: str) -> None:
         self.chosen, self.name = chosen, name
+
+    def materialize(self) -> NoReturn:
+        self.chosen.refuse()   # ``return chosen.append``: a method of the chosen object
 
 
 def refuse_unmerged(*values: object) -> None:

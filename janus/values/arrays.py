@@ -46,7 +46,7 @@ from janus.errors import Unsupported
 from janus.graph import fallible
 from janus.reasons import Reason
 from janus.trace.tracing import current_or_none
-from janus.values.protocol import NOT_MODELLED, StandIn
+from janus.values.protocol import NOT_MODELLED, Outside, StandIn, ViewOf
 
 _NUMERIC = 'biuf'
 NDARRAY = np.ndarray
@@ -121,6 +121,12 @@ class ArrayStandIn(StandIn):
 
     # The protocol (values/protocol.py): what converted code may do with it.
     RANK = 1   # where an array meets a node (RANK 2) in one operation, the node answers
+
+    def materialize(self) -> Outside | ViewOf:
+        """Returned or stored: the very ndarray, re-read after the run; a view, the same
+        index of what its base gives back."""
+        return Outside() if self.base is None else ViewOf(self.base, self.key)
+
     def trace_attribute(self, name: str) -> typing.Any:
         """``a.shape``, ``a.dtype``...: what the guards fix; anything else refuses.  What
         depends on a relaxed dimension refuses (UNKNOWN_SHAPE)."""

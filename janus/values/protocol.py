@@ -27,12 +27,18 @@ read (``item``), the container before the key for a write (``set_item``) and for
 before the right (``binary``, ``identity``), the arguments in order (``builtin``).
 A dynamic number answers last (RANK -1).
 
+What a run gives back for a stand-in returned or stored (a graph break's live values
+too) is the stand-in's ``materialize``: a description (``Outside``, ``ViewOf``,
+``GraphNumber``, ``Formatted``), records of this module that ``graphgen/templating.py``,
+in the generation tier, turns into templates; or the stand-in's refusal.
+
 Besides the operations: ``graph_number_type``, ``is_graph_number`` and ``graph_tensor``
 ask a value whether it stands for a number the graph gives, and for its tensor (the
 one place outside the number's own module that asks); ``library_call`` asks the
 arguments of a library function (a list grown in a tensor-dependent loop answers
 ``tf.stack`` of it).
 """
+import dataclasses
 import typing
 
 
@@ -109,9 +115,11 @@ class StandIn:
         return NOT_MODELLED
 
     def materialize(self) -> typing.Any:
-        """The Python value it stands for, where a graph break runs the rest in Python.
-        Asked by nothing yet: what a run gives back for a stand-in is a template of the
-        generation tier (``graphgen/templating.py``), which this tier may not build."""
+        """What a run gives back for it, returned or stored (at a graph break too: a
+        segment gives its live values back the same way): a description (``Outside``,
+        ``ViewOf``, ``GraphNumber``, ``Formatted``) that the generation tier turns into
+        a template (``graphgen/templating.py``), or a refusal.  Asked with its trace
+        current (``tracing.current``), the trace's call having returned."""
         return NOT_MODELLED
 
     # -- control flow (helper P2) --
@@ -213,6 +221,43 @@ class StandIn:
         of the arguments (positional or keyword): its result, or a refusal (a list grown
         in a tensor-dependent loop: ``tf.stack`` of its TensorArray)."""
         return NOT_MODELLED
+
+
+# -- what a run gives back for a stand-in (``StandIn.materialize``) --
+# Descriptions, not templates: templates (``replay/templates.py``) belong to a tier
+# above the stand-ins'; ``graphgen/templating.py`` turns each kind into one.
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Outside:
+    """The very outside object the stand-in stands for (an argument's NumPy array),
+    read again after each run from where the trace found it (its provenance)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ViewOf:
+    """The same index ``key`` of what the run gives back for ``base`` (a view made by
+    basic indexing): one view per run, however often it is returned or stored."""
+    base: typing.Any
+    key: typing.Any
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GraphNumber:
+    """A Python number of type ``kind`` (``int``, ``float``, ``bool``) whose value the
+    run computes in ``tensor`` (a graph output)."""
+    tensor: typing.Any
+    kind: type
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Formatted:
+    """Text formatted after each run (``text.render``) from what the run gives back
+    for each of ``values``, in order."""
+    text: typing.Any
+    values: list
+
+
+DESCRIPTIONS = (Outside, ViewOf, GraphNumber, Formatted)
 
 
 # The protocol's own names: no stand-in's value has them as attributes (``access.attr``).

@@ -49,7 +49,7 @@ from janus.reasons import Reason
 from janus.graph import fallible, graph_analysis
 from janus.heap import shadow_heap
 from janus.trace.tracing import AssumptionKind, current, need, refuse_unmerged
-from janus.values.protocol import NOT_MODELLED, StandIn
+from janus.values.protocol import NOT_MODELLED, GraphNumber, StandIn
 
 INT_BOUND = guards.SCALAR_INT_BOUND   # every dynamic int stays strictly within +-this
 EXACT_FLOAT_INT = 2 ** 53  # ints up to this convert to float64 exactly
@@ -200,6 +200,10 @@ class DynamicScalar(StandIn):
 
     def trace_tensor(self) -> tf.Tensor:
         return self.tensor
+
+    def materialize(self) -> GraphNumber:
+        """Returned or stored: a number of its type, the run's value of its tensor."""
+        return GraphNumber(self.tensor, self.type)
 
     def trace_carry(self, value: typing.Any, where: str) -> typing.Any:
         """A loop carries a number of its type as a tensor: a dynamic one's own, a
