@@ -3985,6 +3985,45 @@ def f_janus_callee(b):
            'acc = acc + tf.cast(tf.reduce_sum(yj_), acc.dtype) * 0.1' % inner)
 
 
+# stand-ins returned and stored (appended last: skipping STAND_IN_FEATURES gives the
+# programs of before)
+
+def f_stand_ins_out(b):
+    """Values janus holds a stand-in for, returned or stored (``StandIn.materialize``):
+    an outside NumPy array argument and views of it (the very array; a view per
+    expression), a relaxed number's arithmetic, text formatted after the run, and what
+    a run cannot give back: a mixed ``and`` of a relaxed number's test and a bool tensor,
+    a list grown in a tensor-dependent loop (each refused for its own reason, the call
+    runs as plain Python)."""
+    rng = b.rng
+    kind = rng.choice(['array', 'array', 'number', 'text', 'and_or', 'grown'])
+    if kind == 'array':
+        A = b.fresh('arrm')
+        b.params.append((A, lambda i: 'np.arange(%d.0) * %r' % (3 + b.regime(i), 0.5 + i)))
+        v = b.fresh('viewm')
+        b.item('%s = %s[None]\nacc = acc + tf.cast(tf.reduce_sum(%s), acc.dtype) * 0.01'
+               % (v, A, A))
+        b.outs += rng.sample([A, v, v, '%s[1:]' % A], 2)
+    elif kind in ('number', 'and_or'):
+        n = b.fresh('nm')
+        b.params.append((n, lambda i: repr(i % 5 if b.regime(i) else 1)))
+        if kind == 'number':
+            b.outs.append(rng.choice(['%s * 2' % n, '%s + 0.5' % n, '-%s' % n]))
+        else:
+            b.outs.append('(%s > 2) and (tf.reduce_sum(acc) > 0.0)' % n)
+    elif kind == 'text':
+        b.need_state()
+        b.item("%s.note = f'acc {tf.reduce_sum(acc):.3f}'" % b.obj)
+        b.outs.append('%s.note' % b.obj)
+    else:
+        g = b.fresh('grownm')
+        # the trip count changes with x: after it breaks, a tf.while_loop grows the list
+        b.item('%s = []\ni_ = tf.constant(0)\n'
+               'while i_ < tf.cast(tf.reduce_sum(tf.abs(x)) * 4.0, tf.int32) %% 4:\n'
+               '    %s.append(acc * 0.5)\n    i_ += 1' % (g, g))
+        b.outs.append(g)
+
+
 FEATURES = {
     'arith': f_arith, 'pylocals': f_pylocals, 'list_arg': f_list_arg, 'dict_arg': f_dict_arg,
     'tuple_arg': f_tuple_arg, 'obj_state': f_obj_state, 'globals': f_globals,
@@ -4053,6 +4092,9 @@ FEATURES = {
     # a janus function of a callable, called by the target (appended last: skipping
     # JANUS_CALLEE_FEATURES gives the programs of before)
     'janus_callee': f_janus_callee,
+    # stand-ins returned and stored (appended last: skipping STAND_IN_FEATURES gives the
+    # programs of before)
+    'stand_ins_out': f_stand_ins_out,
 }
 ISSUE17_FEATURES = ('swap', 'callbacks', 'type_attr', 'nested', 'set_deque', 'memo',
                     'raise_mid', 'static_eager')
@@ -4079,6 +4121,7 @@ BREAK_FEATURES += NESTED_CALL_FEATURES
 MAP_BODY_FEATURES = ('map_body',)
 BREAK_FEATURES += MAP_BODY_FEATURES
 JANUS_CALLEE_FEATURES = ('janus_callee',)
+STAND_IN_FEATURES = ('stand_ins_out',)
 WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg': 2,
            'obj_state': 5, 'globals': 3, 'closure': 2, 'inner_fn': 2, 'callee_default': 2,
            'dunder': 2, 'enum': 2, 'strings': 2, 'print': 3, 'variable': 3, 'generator': 2,
@@ -4101,7 +4144,7 @@ WEIGHTS = {'arith': 3, 'pylocals': 3, 'list_arg': 3, 'dict_arg': 2, 'tuple_arg':
            'list_iter_arg': 2, 'mutate_loop': 2,
            'try_stmt': 3, 'recursion': 3, 'rec_word': 3, 'rec_list': 3, 'rec_levels': 3,
            'break_names': 3, 'nested_breaks': 3, 'array_rows': 2,
-           'nested_calls': 3, 'map_body': 2, 'janus_callee': 2}
+           'nested_calls': 3, 'map_body': 2, 'janus_callee': 2, 'stand_ins_out': 2}
 
 
 # -- control flow wrappers ---------------------------------------------------------------
