@@ -546,3 +546,83 @@ def test_a_returned_mixed_and_or_or_grown_list_is_refused_for_its_own_reason():
     jf = differential(grown_maker, [((tf.constant([1.0 + i]),), {}) for i in range(6)])
     text = janus.explain(jf)
     assert 'TensorList' not in text and 'returning or storing it' in text, text
+
+
+def test_a_tuple_an_if_merged_with_a_relaxed_number_made_in_a_branch_runs_graphs():
+    """Found by the review of ``materialize`` (pre-existing): ``t = before`` on one side,
+    ``t = (x, n * 3)`` on the other, ``n`` relaxed: the merged tuple's side made in the
+    branch held a number whose tensor is the branch's; templating took that side for
+    "made outside the branches" and gave the branch's tensor as an output, so every
+    trace failed (InaccessibleTensorError, a TF traceback in ``explain``)."""
+    def make():
+        def f(x, n):
+            before = (x, n * 2)
+            if tf.reduce_sum(x) > 0:
+                t = before
+            else:
+                t = (x, n * 3)
+            return t, before
+        return f, None
+    calls = [((tf.constant([1.0 if i % 2 == 0 else -1.0]), i), {}) for i in range(9)]
+    jf = differential(make, calls)
+    assert janus.stats(jf)['imperative_calls'] == 0 and janus.stats(jf)['graph_calls'] >= 4
+    assert 'Inaccessible' not in janus.explain(jf)
+    for args, _ in calls:   # ``t is before`` where the test took the first side, as eagerly
+        t, before = jf(*args)
+        assert (t is before) == (float(tf.reduce_sum(args[0])) > 0)
+
+
+def test_one_number_or_text_returned_twice_and_stored_is_one_object():
+    """Found by the review of ``materialize`` (pre-existing): ``m = n * 1000`` and ``s =
+    f'{t}'`` returned twice and stored are one object each eagerly (``m is m2``, ``box.s
+    is s``); a run gave a new one per place.  Now one per run, as a view is."""
+    class Box:
+        pass
+
+    def make():
+        box = Box()
+
+        def f(x, n):
+            s = f'{tf.reduce_sum(x)} and {n}'
+            m = n * 1000
+            box.s, box.m = s, m
+            return s, s, m, m
+        return f, box
+    fn, box = make()
+    jf = janus.function(fn)
+    for i in range(8):
+        s, s2, m, m2 = jf(tf.constant([1.0 + i]), i + 0.5)
+        assert s is s2 and box.s is s and m is m2 and box.m is m, i
+        assert s == f'{tf.constant(1.0 + i)} and {i + 0.5}' and m == (i + 0.5) * 1000
+    assert janus.stats(jf)['graph_calls'] >= 4
+
+
+def test_a_recursion_refused_for_its_result_names_the_users_type():
+    """Found by the review of ``materialize`` (pre-existing): a recursive function
+    returning text was refused as "returning a LazyText" (janus's class); the message now
+    names what the code sees (``protocol.type_name``: a str; a node of the structure)."""
+    class Node:
+        def __init__(self, word=None, left=None, right=None):
+            self.word, self.left, self.right = word, left, right
+            self.is_leaf = word is not None
+
+    def name(node):
+        if node.is_leaf:
+            return f'{node.word}'
+        return name(node.left)
+
+    def make():
+        def g(t):
+            return name(t)
+        return g, None
+
+    def tree(i):
+        return ((Node(left=Node(left=Node(word=i), right=Node(word=3)), right=Node(word=4)),),
+                {})
+    jf = differential(make, [lambda i=i: tree(i) for i in range(6)])
+    text = janus.explain(jf)
+    assert 'LazyText' not in text and 'returning a str' in text, text
+    assert protocol.type_name(common.TensorList(None, 'here')) == \
+        'list grown in a tensor-dependent loop'
+    assert protocol.type_name(3) == 'int' and protocol.type_name(protocol.StandIn()) == \
+        'value janus computes in the graph'

@@ -17,7 +17,7 @@ from janus.reasons import Reason
 from janus.graph import fallible
 from janus.graph import vectorize
 from janus.trace import callees, observe
-from janus.values import scalars
+from janus.values import protocol, scalars
 from janus.values.protocol import NOT_MODELLED, StandIn, graph_number_type
 from janus.heap.shadow_heap import Deferred
 from janus.trace.trace_context import Unsupported
@@ -49,6 +49,8 @@ class TensorList(StandIn):
     eager code sees.  Anything else (``len``, indexing, iteration) would need
     a Python list whose length is a run-time value: refused, with the line.
     """
+
+    SHOWN_AS = 'list grown in a tensor-dependent loop'
 
     def __init__(self, array: tf.TensorArray, where: str) -> None:
         self.array, self.where = array, where
@@ -93,7 +95,7 @@ class TensorList(StandIn):
         if not isinstance(value, TensorList):
             raise Unsupported(Reason.GROWN_LIST,
                               '%s: a list grown in the loop is replaced by a %s'
-                              % (where, type(value).__name__))
+                              % (where, protocol.type_name(value)))
         return value.array
 
     def trace_uncarry(self, carried: tf.TensorArray, where: str, lineage: frozenset) -> TensorList:
@@ -247,6 +249,8 @@ class TestValue(StandIn):
     dynamic bool on one path, a bool tensor on the other): janus knows only its
     truth (a bool tensor), so it may only decide a test (``if``, ``while``,
     ``not``, ``and``/``or``); any other use is refused."""
+
+    SHOWN_AS = 'and/or whose sides differ in kind'
 
     def __init__(self, tensor: tf.Tensor, where: str, lineage: Iterable[Any] = frozenset()) -> None:
         self.tensor, self.where, self.lineage = tensor, where, frozenset(lineage)

@@ -153,15 +153,21 @@ def _view_template(value, described, outputs, ctx, memo):
 
 
 def _graph_number_template(value, described, outputs, ctx, memo):
-    """A number the run computes: its tensor is a graph output."""
-    outputs.append(described.tensor)
-    return templates.Scalar(len(outputs) - 1, described.kind)
+    """A number the run computes: its tensor is a graph output; one number per run
+    however often it is returned or stored (``m = n * 1000; return m, m``: ``m is m``)."""
+    if id(value) not in memo:
+        outputs.append(described.tensor)
+        memo[id(value)] = templates.Shared(templates.Scalar(len(outputs) - 1, described.kind))
+    return memo[id(value)]
 
 
 def _formatted_template(value, described, outputs, ctx, memo):
-    """Text formatted after the run from the run's values of its parts."""
-    return templates.Text(described.text,
-                          [_template(v, outputs, ctx, memo) for v in described.values])
+    """Text formatted after the run from the run's values of its parts; one str per run
+    however often it is returned or stored."""
+    if id(value) not in memo:
+        memo[id(value)] = templates.Shared(templates.Text(
+            described.text, [_template(v, outputs, ctx, memo) for v in described.values]))
+    return memo[id(value)]
 
 
 # Each description a stand-in gives (``values/protocol.py``) and its template.
@@ -216,6 +222,9 @@ def _made_outside_branches(value, ctx, depth=0):
     graph, not of a tf.cond branch: an object the graph can give back."""
     if isinstance(value, tf.Tensor):
         return value.graph is ctx.top_graph
+    tensor = protocol.graph_tensor(value)   # a number the run computes: where its tensor is
+    if tensor is not None:
+        return tensor.graph is ctx.top_graph
     if type(value) in (list, tuple, dict) or isinstance(value, tuple):
         if depth > 8:
             return False

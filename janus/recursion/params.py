@@ -18,7 +18,7 @@ import tensorflow as tf
 from janus import guards, pytypes
 from janus.config import config
 from janus.recursion import schema, structures
-from janus.values import scalars
+from janus.values import protocol, scalars
 
 MAX_VARIANTS = 32   # node classes beyond which a body is traced once for all of them
 
@@ -94,7 +94,7 @@ def param_of(value):
     if isinstance(value, (tf.Variable, tf.Module)):
         return Param(ParamKind.OBJECT, value)   # a variable or a layer every call passes on
     structures.refuse('a recursive call given a %s (janus passes nodes, tensors and Python '
-                      'constants)' % type(value).__name__)
+                      'constants)' % protocol.type_name(value))
 
 
 class Parameters:
@@ -188,7 +188,7 @@ class Parameters:
             if structures.number_type(value) is param.value:
                 return [structures.number_tensor(value, param.value)]
             structures.refuse('a recursive call of %s given a %s where a %s was passed'
-                              % (self.label, type(value).__name__, param.value.__name__))
+                              % (self.label, protocol.type_name(value), param.value.__name__))
         if param.kind is ParamKind.OBJECT:
             if value is not param.value:
                 structures.refuse('a recursive call of %s given another object where the '
@@ -215,5 +215,5 @@ class Parameters:
                 return [tf.constant(-1, tf.int64)]
         if node is None:
             structures.refuse('a recursive call of %s given a %s where a node was passed'
-                              % (self.label, type(value).__name__))
+                              % (self.label, protocol.type_name(value)))
         return [node.index]

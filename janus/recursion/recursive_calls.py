@@ -18,6 +18,7 @@ from janus.recursion import params, schema, structure_guard, structures
 from janus.recursion.schema import Kind
 from janus.control.common import kept_running
 from janus.trace.tracing import current
+from janus.values import protocol
 
 
 class NoOutputYet(Exception):
@@ -137,7 +138,7 @@ class RecursiveCalls:
         kind = _value_kind(value)
         if kind is None:
             structures.refuse('a recursive call of %s given a %s where a node was passed'
-                              % (self.build.label, type(value).__name__))
+                              % (self.build.label, protocol.type_name(value)))
         self._passes({kind})
         return _cell_of(kind, value)
 

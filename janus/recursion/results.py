@@ -12,7 +12,7 @@ import typing
 import tensorflow as tf
 
 from janus.recursion import structures
-from janus.values import scalars
+from janus.values import protocol, scalars
 
 
 class LeafKind(enum.Enum):
@@ -40,7 +40,7 @@ def _leaf_of(leaf):
     if kind in scalars.DTYPES:
         return Leaf(LeafKind.SCALAR, kind)
     structures.refuse('a recursive function returning a %s (janus returns tensors '
-                      'and Python numbers from it)' % type(leaf).__name__)
+                      'and Python numbers from it)' % protocol.type_name(leaf))
 
 
 class Results:

@@ -46,6 +46,7 @@ class NodeRef(StandIn):
 
     __slots__ = ('index', 'schema', 'table', 'maybe_none', 'derived', 'fields', 'checked',
                  'static', 'numbers', 'code', 'tag', 'origin')
+    SHOWN_AS = 'node of the structure'
 
     def __init__(self, index, schema, table, maybe_none=False, derived=False, static=None,
                  numbers=frozenset(), code=None, tag=None, origin=None):

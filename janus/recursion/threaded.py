@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from janus.heap.shadow_heap import Write, WriteKind
 from janus.recursion import structures
-from janus.values import scalars
+from janus.values import protocol, scalars
 
 
 @dataclasses.dataclass(eq=False)
@@ -32,7 +32,7 @@ def number_kind(value):
     if kind in scalars.DTYPES:
         return kind
     structures.refuse('a recursive function writing a %s to an attribute (janus threads '
-                      'numbers through a recursion)' % type(value).__name__)
+                      'numbers through a recursion)' % protocol.type_name(value))
 
 
 class ThreadedNumbers:

@@ -103,6 +103,7 @@ class UnmergedLocal(StandIn):
     ``observe`` refuse it), as the merge itself used to."""
 
     REASON = Reason.BRANCH_TYPES
+    SHOWN_AS = 'variable a tensor-dependent if left two values'
 
     def __init__(self, where: str, detail: str, lineage: Iterable[Any] = frozenset()) -> None:
         self.where, self.detail, self.lineage = where, detail, frozenset(lineage)
@@ -144,6 +145,7 @@ class Chosen(UnmergedLocal):
 
     METHODS = frozenset(('append', 'extend', 'insert', 'update'))
     REASON = Reason.CHOSEN_CONTAINER
+    SHOWN_AS = 'container a tensor-dependent if chose'
 
     def __init__(self, where: str, candidates: list[tuple[Any, Any]], graph: Any) -> None:
         super().__init__(where, 'one of two different %s objects, chosen when the graph runs'
@@ -161,6 +163,8 @@ class Chosen(UnmergedLocal):
 
 class ChosenMethod(StandIn):
     """``chosen.append`` (``Chosen.trace_attribute``), called through ``calls.call``."""
+
+    SHOWN_AS = 'method of a container a tensor-dependent if chose'
 
     def __init__(self, chosen: Chosen, name: str) -> None:
         self.chosen, self.name = chosen, name

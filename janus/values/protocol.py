@@ -61,6 +61,8 @@ class StandIn:
 
     # Which stand-in answers first where two meet in one operation (higher first).
     RANK: typing.ClassVar[int] = 0
+    # What a message calls it where the value has no class of its own (``type_name``).
+    SHOWN_AS: typing.ClassVar[str] = 'value janus computes in the graph'
 
     def trace_attribute(self, name: str) -> typing.Any:
         """``self.name``."""
@@ -358,6 +360,16 @@ def library_call(callee: typing.Callable, args: tuple, kwargs: dict) -> typing.A
         return lambda: value.trace_library_call(callee, args, kwargs)
     return _first_answer([(value, asking(value))
                           for value in list(args) + list(kwargs.values())])
+
+
+def type_name(value: typing.Any) -> str:
+    """The name of ``value``'s type as the user's code sees it, for messages: a
+    stand-in's ``trace_class`` (a dynamic number's ``int``, text's ``str``), else what it
+    is shown as (``SHOWN_AS``: a node of the structure...), never janus's class."""
+    if not isinstance(value, StandIn):
+        return type(value).__name__
+    kind = value.trace_class()
+    return value.SHOWN_AS if kind is NOT_MODELLED else kind.__name__
 
 
 def graph_tensor(value: typing.Any) -> typing.Any:
